@@ -1,0 +1,239 @@
+"""The one configuration model for gpu-remedy.
+
+Every threshold, budget, label key and endpoint lives here (or in a section class under
+`remedy.settings`, composed below), read once from a YAML file plus `REMEDY_*` environment
+variables. Invalid configuration fails at start with the field and the reason
+(`ConfigError`), never half-way through a remediation.
+
+Precedence: explicit keyword arguments > environment (`REMEDY_DRY_RUN=true`,
+`REMEDY_DRAIN__GRACE_PERIOD_SECONDS=10`) > YAML file (`REMEDY_CONFIG` or `--config`) > defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from remedy.settings.audit import NfsAuditSettings
+from remedy.settings.health import HealthCheckSettings
+from remedy.settings.lemon import LemonSettings
+from remedy.settings.safety import BreakerSettings, LadderSettings, SpareSettings
+from remedy.settings.signals import SignalThresholds
+
+
+class ConfigError(ValueError):
+    """Configuration that cannot be used; the message names the field and the reason."""
+
+
+class ClusterMode(StrEnum):
+    SIMULATOR = "simulator"
+    KUBECONFIG = "kubeconfig"
+    IN_CLUSTER = "in-cluster"
+
+
+class ClusterAccess(BaseModel):
+    mode: ClusterMode = Field(
+        ClusterMode.SIMULATOR,
+        description="How to reach the Kubernetes API: the embedded simulator, a kubeconfig, or the pod's service account.",
+    )
+    simulator_url: str = Field(
+        "http://127.0.0.1:8001", description="Base URL of `remedy sim serve` when mode is simulator."
+    )
+    kubeconfig: str | None = Field(None, description="Path to a kubeconfig (mode kubeconfig); default ~/.kube/config.")
+    context: str | None = Field(None, description="kubeconfig context to use; default the current context.")
+    jobs_namespace: str = Field("gpu-remedy", description="Namespace where health-check and fix Jobs run.")
+    request_timeout_seconds: float = Field(10.0, gt=0, description="Per-request timeout against the API server.")
+    api_retries: int = Field(3, ge=0, le=10, description="Retries for connection errors and 5xx before giving up.")
+    node_selector: str = Field(
+        "nvidia.com/gpu.present=true",
+        description="Label selector that picks the GPU nodes gpu-remedy manages.",
+    )
+
+
+class TopologyLabels(BaseModel):
+    """Node label keys that carry topology and lifecycle; differ between providers, so configurable."""
+
+    zone: str = Field("topology.kubernetes.io/zone", description="Availability zone label.")
+    rack: str = Field("remedy.io/rack", description="Rack label (failure domain for the breaker).")
+    switch: str = Field("remedy.io/switch", description="Leaf switch label (failure domain).")
+    pdu: str = Field("remedy.io/pdu", description="Power distribution unit label (failure domain).")
+    gpu_product: str = Field("nvidia.com/gpu.product", description="GPU model label (GPU feature discovery).")
+    gpu_count: str = Field("nvidia.com/gpu.count", description="GPUs per node label (GPU feature discovery).")
+    instance_type: str = Field("node.kubernetes.io/instance-type", description="Cloud instance type label.")
+    pool: str = Field("remedy.io/pool", description="gpu-remedy's lifecycle state of the node, mirrored from the ledger.")
+    job_pool_value: str = Field("active", description="Pool label value the training job's nodeSelector asks for.")
+
+
+class TaintKeys(BaseModel):
+    quarantine: str = Field("remedy.io/quarantine", description="NoSchedule taint on a node under remediation.")
+    spare: str = Field("remedy.io/spare", description="NoSchedule taint keeping workloads off warm spares.")
+    burn_in: str = Field("remedy.io/burn-in", description="NoSchedule taint on nodes in burn-in validation.")
+    retired: str = Field("remedy.io/retired", description="NoExecute taint on retired (lemon) nodes.")
+
+
+class DrainSettings(BaseModel):
+    grace_period_seconds: int = Field(
+        30, ge=0, le=3600, description="Pod termination grace so the job can checkpoint (seed 000: 30 s)."
+    )
+    eviction_deadline_seconds: float = Field(
+        300.0, gt=0, description="Give up evicting (PodDisruptionBudget 429s) after this long and report what is left."
+    )
+    pdb_backoff_seconds: float = Field(1.0, gt=0, description="First back-off after a 429; doubles up to 30 s.")
+
+
+class CapacityBudget(BaseModel):
+    """How much capacity automation may take out of service on its own (medik8s maxUnhealthy)."""
+
+    max_nodes_in_remediation: int = Field(
+        4, ge=0, description="Absolute cap on nodes cordoned by automation at once; beyond it a human must approve."
+    )
+    max_percent_in_remediation: float = Field(
+        10.0, ge=0, le=100, description="Same cap as a percentage of managed GPU nodes; the stricter of the two wins."
+    )
+
+
+class SlackSettings(BaseModel):
+    base_url: str = Field("https://slack.com/api/", description="Slack Web API base URL (a local stub in tests).")
+    bot_token: SecretStr = Field(SecretStr(""), description="Bot token (xoxb-…); empty disables Slack.")
+    signing_secret: SecretStr = Field(SecretStr(""), description="Signing secret for v0 request signatures.")
+    channel: str = Field("#gpu-remedy", description="Channel for approvals and notices.")
+    approvers: list[str] = Field(default_factory=list, description="Slack user ids allowed to approve.")
+
+
+class AwsSettings(BaseModel):
+    region: str = Field("us-east-1", description="AWS region.")
+    endpoint_url: str | None = Field(None, description="Override endpoint (moto server in tests).")
+    archive_bucket: str = Field("gpu-remedy-archive", description="S3 bucket for RMA reports and audit archives.")
+
+
+class ReceiverSettings(BaseModel):
+    host: str = Field("127.0.0.1", description="Bind address of the alert receiver.")
+    port: int = Field(8686, ge=0, le=65535, description="Port of the alert receiver (0 = pick a free one).")
+    token: SecretStr = Field(SecretStr("change-me"), description="Bearer token Alertmanager must send.")
+    dedup_window_seconds: float = Field(
+        600.0, gt=0, description="Alerts for the same node+GPU+fault within this window are one incident."
+    )
+
+
+class RemedySettings(BaseSettings):
+    """gpu-remedy configuration. See docs/architecture.md for how each section is used."""
+
+    model_config = SettingsConfigDict(env_prefix="REMEDY_", env_nested_delimiter="__", extra="forbid")
+
+    dry_run: bool = Field(False, description="Plan, record and show every step; change nothing on cluster or cloud.")
+    db_url: str = Field(
+        "sqlite:///gpu-remedy.db",
+        description="Fleet ledger database URL (SQLite file by default; postgresql+psycopg://… in production).",
+    )
+    cluster: ClusterAccess = Field(default_factory=ClusterAccess)
+    labels: TopologyLabels = Field(default_factory=TopologyLabels)
+    taints: TaintKeys = Field(default_factory=TaintKeys)
+    drain: DrainSettings = Field(default_factory=DrainSettings)
+    budget: CapacityBudget = Field(default_factory=CapacityBudget)
+    breaker: BreakerSettings = Field(default_factory=BreakerSettings)
+    ladder: LadderSettings = Field(default_factory=LadderSettings)
+    spares: SpareSettings = Field(default_factory=SpareSettings)
+    signals: SignalThresholds = Field(default_factory=SignalThresholds)
+    health: HealthCheckSettings = Field(default_factory=HealthCheckSettings)
+    lemon: LemonSettings = Field(default_factory=LemonSettings)
+    nfs: NfsAuditSettings = Field(default_factory=NfsAuditSettings)
+    slack: SlackSettings = Field(default_factory=SlackSettings)
+    aws: AwsSettings = Field(default_factory=AwsSettings)
+    receiver: ReceiverSettings = Field(default_factory=ReceiverSettings)
+
+    @model_validator(mode="after")
+    def _cluster_access_complete(self) -> "RemedySettings":
+        if self.cluster.mode is ClusterMode.KUBECONFIG and self.cluster.kubeconfig:
+            if not Path(self.cluster.kubeconfig).expanduser().exists():
+                raise ValueError(f"cluster.kubeconfig: file not found: {self.cluster.kubeconfig}")
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Layering (YAML < environment < keyword overrides) is done in load_settings.
+        return (init_settings,)
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "config"
+    return f"{where}: {err['msg']}"
+
+
+def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> RemedySettings:
+    """Read YAML (path, else $REMEDY_CONFIG, else defaults) + environment; raise ConfigError naming the field."""
+    path = path or os.environ.get("REMEDY_CONFIG")
+    data: dict[str, Any] = {}
+    if path:
+        p = Path(path)
+        if not p.exists():
+            raise ConfigError(f"config file not found: {p}")
+        try:
+            loaded = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{p}: not valid YAML: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{p}: top level must be a mapping of sections, got {type(loaded).__name__}")
+        data = loaded
+    # YAML is the lowest layer: environment variables override it field by field.
+    try:
+        base = RemedySettings(**_deep_merge(data, overrides))
+        env = _env_overrides()
+        if env:
+            merged = _deep_merge(base.model_dump(mode="python"), env)
+            base = RemedySettings.model_validate(_unwrap_secrets(merged))
+        return base
+    except ValidationError as exc:
+        raise ConfigError(_first_error(exc)) from None
+
+
+def _env_overrides() -> dict[str, Any]:
+    """REMEDY_A__B=value → {"a": {"b": "value"}} (pydantic validates the types)."""
+    out: dict[str, Any] = {}
+    for key, value in os.environ.items():
+        if not key.startswith("REMEDY_") or key == "REMEDY_CONFIG":
+            continue
+        parts = key[len("REMEDY_") :].lower().split("__")
+        node = out
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        if value.startswith("[") or value.startswith("{"):
+            try:
+                value = yaml.safe_load(value)
+            except yaml.YAMLError:
+                pass
+        node[parts[-1]] = value
+    return out
+
+
+def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in top.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def _unwrap_secrets(value: Any) -> Any:
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, dict):
+        return {k: _unwrap_secrets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unwrap_secrets(v) for v in value]
+    return value

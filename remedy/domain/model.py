@@ -1,0 +1,160 @@
+"""The fleet's vocabulary: nodes, their lifecycle states, incidents and actions.
+
+Plain typed Python, no Prefect and no Kubernetes import, so flows, the ledger, the simulator and
+the policy simulator all share one definition.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from enum import StrEnum
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class NodeState(StrEnum):
+    """Where a GPU node is in its life. Mirrored on the node as the `remedy.io/pool` label."""
+
+    BURN_IN = "burn-in"  # being validated before it may carry work
+    SPARE = "spare"  # validated, warm, tainted so nothing lands on it
+    ACTIVE = "active"  # in the training pool
+    QUARANTINED = "quarantined"  # cordoned + tainted after a fault; work drained
+    REPAIR = "repair"  # handed to hardware repair / RMA
+    RETIRED = "retired"  # a lemon: out of the fleet for good
+
+
+# One state machine. Anything not listed is illegal; `retired → burn-in` exists only as an
+# explicit operator action (see `OPERATOR_ONLY`), so a lemon never drifts back on its own.
+TRANSITIONS: dict[NodeState, frozenset[NodeState]] = {
+    NodeState.BURN_IN: frozenset({NodeState.SPARE, NodeState.ACTIVE, NodeState.QUARANTINED, NodeState.REPAIR, NodeState.RETIRED}),
+    NodeState.SPARE: frozenset({NodeState.ACTIVE, NodeState.BURN_IN, NodeState.QUARANTINED, NodeState.RETIRED}),
+    NodeState.ACTIVE: frozenset({NodeState.QUARANTINED, NodeState.SPARE, NodeState.RETIRED}),
+    NodeState.QUARANTINED: frozenset({NodeState.ACTIVE, NodeState.REPAIR, NodeState.BURN_IN, NodeState.SPARE, NodeState.RETIRED}),
+    NodeState.REPAIR: frozenset({NodeState.BURN_IN, NodeState.RETIRED}),
+    NodeState.RETIRED: frozenset({NodeState.BURN_IN}),
+}
+OPERATOR_ONLY: frozenset[tuple[NodeState, NodeState]] = frozenset({(NodeState.RETIRED, NodeState.BURN_IN)})
+
+
+class IllegalTransition(ValueError):
+    """A state change the lifecycle does not allow."""
+
+    def __init__(self, node: str, current: NodeState, target: NodeState, why: str = "") -> None:
+        allowed = ", ".join(sorted(s.value for s in TRANSITIONS[current])) or "nothing"
+        msg = f"{node}: cannot go from {current.value} to {target.value} (allowed: {allowed})"
+        super().__init__(msg + (f"; {why}" if why else ""))
+        self.node, self.current, self.target = node, current, target
+
+
+def check_transition(node: str, current: NodeState, target: NodeState, *, by_operator: bool = False) -> None:
+    """Raise IllegalTransition unless `current → target` is allowed (same state is a no-op, allowed)."""
+    if current == target:
+        return
+    if target not in TRANSITIONS[current]:
+        raise IllegalTransition(node, current, target)
+    if (current, target) in OPERATOR_ONLY and not by_operator:
+        raise IllegalTransition(node, current, target, "only an operator may bring a retired node back")
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Failure domains a node shares with its neighbours."""
+
+    zone: str = ""
+    rack: str = ""
+    switch: str = ""
+    pdu: str = ""
+
+    def scopes(self) -> dict[str, str]:
+        """Breaker scopes this node belongs to (empty values are skipped)."""
+        out = {"cluster": "cluster"}
+        for key in ("rack", "switch", "pdu"):
+            if getattr(self, key):
+                out[key] = getattr(self, key)
+        return out
+
+
+@dataclass
+class Node:
+    """A GPU node as gpu-remedy sees it (live view from the cluster + lifecycle state)."""
+
+    name: str
+    gpu_model: str = ""
+    gpu_count: int = 0
+    topology: Topology = field(default_factory=Topology)
+    state: NodeState | None = None  # from the pool label; None = not yet managed
+    instance_type: str = ""
+    provider_id: str = ""
+    ready: bool = True
+    unschedulable: bool = False
+    taints: dict[str, str] = field(default_factory=dict)  # key -> effect
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    allocatable_gpus: int = 0
+    resource_version: str = ""
+
+    @property
+    def schedulable(self) -> bool:
+        return self.ready and not self.unschedulable and not any(
+            effect in ("NoSchedule", "NoExecute") for effect in self.taints.values()
+        )
+
+
+class IncidentStatus(StrEnum):
+    OPEN = "open"
+    ACTING = "acting"
+    RESOLVED = "resolved"
+    ESCALATED = "escalated"
+    IGNORED = "ignored"
+
+
+def incident_fingerprint(node: str, gpu: int | None, signal: str, xid: int | None = None) -> str:
+    """Stable id of 'this fault on this GPU of this node': dedup and idempotency hang on it."""
+    raw = f"{node}|{'' if gpu is None else gpu}|{signal}|{'' if xid is None else xid}"
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+@dataclass
+class Incident:
+    node: str
+    signal: str  # e.g. "xid", "row-remap-failure", "node-not-ready"
+    gpu: int | None = None
+    xid: int | None = None
+    first_seen: datetime = field(default_factory=utcnow)
+    last_seen: datetime = field(default_factory=utcnow)
+    count: int = 1
+    status: IncidentStatus = IncidentStatus.OPEN
+    detail: str = ""
+    id: int | None = None
+
+    @property
+    def fingerprint(self) -> str:
+        return incident_fingerprint(self.node, self.gpu, self.signal, self.xid)
+
+
+class ActionOutcome(StrEnum):
+    PLANNED = "planned"  # dry-run: recorded and shown, nothing changed
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # a gate refused; the reason is in `error`
+
+
+@dataclass
+class Action:
+    kind: str  # verb_object, e.g. "cordon_node", "drain_node", "promote_spare"
+    node: str
+    requested_by: str = ""  # flow run id / name, or "operator:<name>"
+    dry_run: bool = False
+    started_at: datetime = field(default_factory=utcnow)
+    finished_at: datetime | None = None
+    outcome: ActionOutcome = ActionOutcome.RUNNING
+    error: str = ""
+    incident_id: int | None = None
+    idempotency_key: str | None = None
+    detail: dict = field(default_factory=dict)
+    id: int | None = None
