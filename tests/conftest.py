@@ -1,0 +1,10 @@
+"""Shared pytest wiring. Real-server fixtures live one per module under tests/fixtures/."""
+
+from __future__ import annotations
+
+pytest_plugins = [
+    "tests.fixtures.postgres",  # postgres_url: a real PostgreSQL 15 from Debian's package
+    "tests.fixtures.prometheus",  # prometheus / alertmanager / node_exporter binaries on loopback
+    "tests.fixtures.aws",  # moto_server: moto in server mode
+    "tests.fixtures.slack",  # slack_stub: a local HTTP stub of Slack's Web API
+]
