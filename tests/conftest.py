@@ -7,4 +7,5 @@ pytest_plugins = [
     "tests.fixtures.prometheus",  # prometheus / alertmanager / node_exporter binaries on loopback
     "tests.fixtures.aws",  # moto_server: moto in server mode
     "tests.fixtures.slack",  # slack_stub: a local HTTP stub of Slack's Web API
+    "tests.fixtures.prefect",  # prefect_server: a real Prefect server (test harness), once per session
 ]
