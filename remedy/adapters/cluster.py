@@ -1,0 +1,103 @@
+"""The capability gpu-remedy needs from a cluster (`ClusterPort`) and the values it trades in.
+
+Flows and tasks depend on this interface only; `remedy.adapters.kubernetes.KubernetesCluster` implements it with
+the official client (against a real API server or the simulator).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from remedy.domain.model import Node
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    effect: str = "NoSchedule"  # NoSchedule | PreferNoSchedule | NoExecute
+    value: str = "true"
+
+    def to_k8s(self) -> dict:
+        return {"key": self.key, "value": self.value, "effect": self.effect}
+
+
+@dataclass
+class Change:
+    """What a mutating call did (or, in dry-run, would have done)."""
+
+    node: str
+    action: str
+    changed: bool  # False when the node already was in the wanted state (idempotent success)
+    dry_run: bool = False
+    detail: str = ""
+
+
+@dataclass
+class DrainReport:
+    node: str
+    evicted: list[str] = field(default_factory=list)  # namespace/name
+    skipped: list[str] = field(default_factory=list)  # DaemonSet, mirror and finished pods, with why
+    not_evicted: dict[str, str] = field(default_factory=dict)  # namespace/name -> reason
+    blocked_retries: int = 0  # 429s from PodDisruptionBudgets
+    seconds: float = 0.0
+    dry_run: bool = False
+
+    @property
+    def complete(self) -> bool:
+        return not self.not_evicted
+
+
+@dataclass(frozen=True)
+class NodeJobSpec:
+    """A Job pinned to one node (health checks, GPU reset, reboot)."""
+
+    name: str  # Job name; must be unique per run (caller adds a suffix)
+    node: str
+    check: str  # value of the `remedy.io/check` label: which tool/runner
+    image: str = "nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04"
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    privileged: bool = False
+    gpus: int = 0  # nvidia.com/gpu request
+    timeout_seconds: int = 600
+    labels: tuple[tuple[str, str], ...] = ()
+    node_selector: tuple[tuple[str, str], ...] = ()  # overrides the hostname pin (e.g. a batch label)
+    parallelism: int = 1
+
+
+@dataclass
+class JobResult:
+    name: str
+    node: str
+    succeeded: bool
+    phase: str  # Succeeded | Failed | Timeout | Planned
+    logs: str = ""
+    seconds: float = 0.0
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class Drift:
+    """The live node disagrees with what gpu-remedy last did to it: an operator acted by hand."""
+
+    node: str
+    what: str  # e.g. "uncordoned by hand"
+    detail: str = ""
+
+
+class ClusterPort(Protocol):
+    dry_run: bool
+
+    def list_gpu_nodes(self) -> list[Node]: ...
+    def get_node(self, name: str) -> Node: ...
+    def cordon(self, name: str, *, reason: str, by: str) -> Change: ...
+    def uncordon(self, name: str, *, reason: str, by: str) -> Change: ...
+    def set_taints(self, name: str, *, add: list[Taint] = ..., remove: list[str] = ...) -> Change: ...
+    def set_labels(self, name: str, labels: dict[str, str | None]) -> Change: ...
+    def drain(self, name: str, *, grace_period_seconds: int, deadline_seconds: float) -> DrainReport: ...
+    def run_node_job(self, spec: NodeJobSpec) -> JobResult: ...
+    def record_event(self, node: str, *, reason: str, message: str, type: str = "Normal") -> None: ...
+    def detect_drift(self, name: str) -> Drift | None: ...
+    def workload_size(self, namespace: str, job: str) -> tuple[int, int]: ...

@@ -1,0 +1,504 @@
+"""Kubernetes adapter: the `ClusterPort` over the official `kubernetes` client.
+
+Same code against a real API server (kubeconfig / in-cluster) and the embedded simulator (plain HTTP).
+Design choices worth knowing:
+- Reads go through the client with `_preload_content=False` and are parsed as JSON dicts: deserialising 2,048
+  V1Node models costs seconds, the JSON a few tens of milliseconds.
+- Node.spec.taints is an atomic list on the API server, so taints are merged by key here and written with a
+  resourceVersion precondition; a 409 means someone else wrote first: re-read and merge again.
+- Every mutation is idempotent ("already cordoned" is success, `changed=False`) and records a Kubernetes Event on
+  the Node so `kubectl describe node` tells the story. In dry-run nothing is written, not even events.
+- gpu-remedy marks what it did in annotations (`remedy.io/cordoned-by` …); a node that carries the mark but is
+  schedulable again was uncordoned by a person. `detect_drift` reports it and the flows never fight it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TypeVar
+
+import jinja2
+import urllib3
+import yaml
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+
+from remedy.adapters.cluster import Change, DrainReport, Drift, JobResult, NodeJobSpec, Taint
+from remedy.config import ClusterMode, RemedySettings
+from remedy.domain.model import Node, NodeState, Topology
+from remedy.errors import ClusterUnreachable, Conflict, NodeNotFound, RemedyError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+SMP = "application/strategic-merge-patch+json"
+ANN_CORDONED_BY = "remedy.io/cordoned-by"
+ANN_CORDONED_AT = "remedy.io/cordoned-at"
+ANN_REASON = "remedy.io/cordon-reason"
+EVENT_NAMESPACE = "default"  # where the API server keeps events about cluster-scoped objects such as Nodes
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _api_configuration(settings: RemedySettings) -> k8s.Configuration:
+    access = settings.cluster
+    cfg = k8s.Configuration()
+    if access.mode is ClusterMode.SIMULATOR:
+        cfg.host = access.simulator_url.rstrip("/")
+    elif access.mode is ClusterMode.KUBECONFIG:
+        k8s_config.load_kube_config(config_file=access.kubeconfig, context=access.context, client_configuration=cfg)
+    else:
+        k8s_config.load_incluster_config(client_configuration=cfg)
+    cfg.retries = False  # retries are ours (`_call`), with a clear error at the end
+    cfg.connection_pool_maxsize = 16
+    return cfg
+
+
+class KubernetesCluster:
+    """ClusterPort over the official client. `dry_run` is passed down from the flow, never branched on there."""
+
+    def __init__(self, settings: RemedySettings, *, dry_run: bool | None = None, actor: str = "gpu-remedy") -> None:
+        self.settings = settings
+        self.dry_run = settings.dry_run if dry_run is None else dry_run
+        self.actor = actor
+        self._cfg = _api_configuration(settings)
+        self.api = k8s.ApiClient(self._cfg)
+        self.core = k8s.CoreV1Api(self.api)
+        self.batch = k8s.BatchV1Api(self.api)
+        self._timeout = settings.cluster.request_timeout_seconds
+        self._templates = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined, autoescape=False
+        )
+
+    def close(self) -> None:
+        self.api.close()
+
+    def __enter__(self) -> "KubernetesCluster":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ plumbing
+    def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Call the API; retry connection errors and 5xx with backoff, then fail with one clear line."""
+        kwargs.setdefault("_request_timeout", self._timeout)
+        attempts = self.settings.cluster.api_retries + 1
+        last = ""
+        for attempt in range(attempts):
+            try:
+                return fn(*args, **kwargs)
+            except ApiException as exc:
+                if exc.status and exc.status < 500:
+                    raise
+                last = f"HTTP {exc.status}: {_status_message(exc)}"
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                last = _connection_reason(exc)
+            if attempt + 1 < attempts:
+                time.sleep(min(0.2 * 2**attempt, 2.0))
+        raise ClusterUnreachable(
+            f"Kubernetes API at {self._cfg.host} failed to {what} after {attempts} attempts: {last}"
+        )
+
+    def _json(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict:
+        resp = self._call(what, fn, *args, _preload_content=False, **kwargs)
+        return json.loads(resp.data)
+
+    def _node_json(self, name: str) -> dict:
+        try:
+            return self._json(f"read node {name}", self.core.read_node, name)
+        except ApiException as exc:
+            if exc.status == 404:
+                raise NodeNotFound(name) from None
+            raise
+
+    def _patch_node(self, name: str, body: dict, what: str) -> dict:
+        try:
+            resp = self._call(what, self.core.patch_node, name, body, _content_type=SMP, _preload_content=False)
+            return json.loads(resp.data)
+        except ApiException as exc:
+            if exc.status == 404:
+                raise NodeNotFound(name) from None
+            if exc.status == 409:
+                raise Conflict(f"{name}: {what}: node changed underneath us ({_status_message(exc)})") from None
+            if exc.status == 422:
+                raise RemedyError(f"{name}: {what} rejected by the API server: {_status_message(exc)}") from None
+            raise
+
+    # ------------------------------------------------------------------ reads
+    def list_gpu_nodes(self) -> list[Node]:
+        data = self._json("list GPU nodes", self.core.list_node, label_selector=self.settings.cluster.node_selector)
+        return [self._to_node(item) for item in data.get("items", [])]
+
+    def get_node(self, name: str) -> Node:
+        return self._to_node(self._node_json(name))
+
+    def pods_on_node(self, name: str) -> list[dict]:
+        data = self._json(
+            f"list pods on {name}",
+            self.core.list_pod_for_all_namespaces,
+            field_selector=f"spec.nodeName={name},status.phase!=Succeeded,status.phase!=Failed",
+        )
+        return data.get("items", [])
+
+    def workload_size(self, namespace: str, job: str) -> tuple[int, int]:
+        """(ready pods, desired pods) of a gang-scheduled training Job."""
+        data = self._json(f"read job {namespace}/{job}", self.batch.read_namespaced_job, job, namespace)
+        desired = int(data.get("spec", {}).get("parallelism") or 0)
+        status = data.get("status", {})
+        ready = int(status.get("ready") if status.get("ready") is not None else status.get("active") or 0)
+        return ready, desired
+
+    def _to_node(self, obj: dict) -> Node:
+        meta, spec, status = obj.get("metadata", {}), obj.get("spec", {}), obj.get("status", {})
+        labels: dict[str, str] = meta.get("labels") or {}
+        keys = self.settings.labels
+        conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+        pool = labels.get(keys.pool)
+        try:
+            state = NodeState(pool) if pool else None
+        except ValueError:
+            state = None
+        gpus = labels.get(keys.gpu_count) or (status.get("capacity") or {}).get("nvidia.com/gpu") or 0
+        return Node(
+            name=meta.get("name", ""),
+            gpu_model=labels.get(keys.gpu_product, ""),
+            gpu_count=int(gpus),
+            topology=Topology(
+                zone=labels.get(keys.zone, ""),
+                rack=labels.get(keys.rack, ""),
+                switch=labels.get(keys.switch, ""),
+                pdu=labels.get(keys.pdu, ""),
+            ),
+            state=state,
+            instance_type=labels.get(keys.instance_type, ""),
+            provider_id=spec.get("providerID", ""),
+            ready=conditions.get("Ready") == "True",
+            unschedulable=bool(spec.get("unschedulable")),
+            taints={t["key"]: t.get("effect", "") for t in spec.get("taints") or []},
+            labels=labels,
+            annotations=meta.get("annotations") or {},
+            allocatable_gpus=int((status.get("allocatable") or {}).get("nvidia.com/gpu", 0) or 0),
+            resource_version=meta.get("resourceVersion", ""),
+        )
+
+    # ------------------------------------------------------------------ cordon / taints / labels
+    def cordon(self, name: str, *, reason: str, by: str) -> Change:
+        node = self.get_node(name)
+        if node.unschedulable:
+            owner = node.annotations.get(ANN_CORDONED_BY)
+            detail = "already cordoned" + (f" by {owner}" if owner else " by someone else")
+            return Change(name, "cordon", changed=False, dry_run=self.dry_run, detail=detail)
+        if self.dry_run:
+            return Change(name, "cordon", changed=True, dry_run=True, detail=f"would cordon: {reason}")
+        self._patch_node(
+            name,
+            {
+                "spec": {"unschedulable": True},
+                "metadata": {"annotations": {ANN_CORDONED_BY: by, ANN_CORDONED_AT: _now(), ANN_REASON: reason[:250]}},
+            },
+            "cordon",
+        )
+        self.record_event(name, reason="RemedyCordon", message=f"Cordoned by {by}: {reason}", type="Warning")
+        return Change(name, "cordon", changed=True, detail=reason)
+
+    def uncordon(self, name: str, *, reason: str, by: str) -> Change:
+        node = self.get_node(name)
+        if not node.unschedulable and ANN_CORDONED_BY not in node.annotations:
+            return Change(name, "uncordon", changed=False, dry_run=self.dry_run, detail="already schedulable")
+        if self.dry_run:
+            return Change(name, "uncordon", changed=True, dry_run=True, detail=f"would uncordon: {reason}")
+        self._patch_node(
+            name,
+            {
+                "spec": {"unschedulable": None},
+                "metadata": {"annotations": {ANN_CORDONED_BY: None, ANN_CORDONED_AT: None, ANN_REASON: None}},
+            },
+            "uncordon",
+        )
+        self.record_event(name, reason="RemedyUncordon", message=f"Uncordoned by {by}: {reason}")
+        return Change(name, "uncordon", changed=True, detail=reason)
+
+    def set_taints(self, name: str, *, add: list[Taint] | None = None, remove: list[str] | None = None) -> Change:
+        """Merge taints by key (add replaces a same-key taint; remove by key), with a resourceVersion precondition."""
+        add, remove = list(add or []), set(remove or [])
+        for attempt in range(5):
+            obj = self._node_json(name)
+            current = list((obj.get("spec") or {}).get("taints") or [])
+            wanted = [t for t in current if t.get("key") not in remove and t.get("key") not in {a.key for a in add}]
+            wanted += [a.to_k8s() for a in add]
+            if _taint_set(wanted) == _taint_set(current):
+                return Change(name, "taint", changed=False, dry_run=self.dry_run, detail="taints already as wanted")
+            summary = _taint_summary(add, remove)
+            if self.dry_run:
+                return Change(name, "taint", changed=True, dry_run=True, detail=f"would set taints: {summary}")
+            body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": {"taints": wanted}}
+            try:
+                self._patch_node(name, body, "set taints")
+            except Conflict:
+                log.info("%s: taints changed concurrently, re-reading (attempt %d)", name, attempt + 1)
+                continue
+            self.record_event(name, reason="RemedyTaint", message=f"Taints changed by {self.actor}: {summary}")
+            return Change(name, "taint", changed=True, detail=summary)
+        raise Conflict(f"{name}: taints kept changing underneath us; gave up after 5 attempts")
+
+    def set_labels(self, name: str, labels: dict[str, str | None]) -> Change:
+        node = self.get_node(name)
+        if all(node.labels.get(k) == v for k, v in labels.items()):
+            return Change(name, "label", changed=False, dry_run=self.dry_run, detail="labels already as wanted")
+        summary = ", ".join(f"{k}={v}" if v is not None else f"{k}-" for k, v in sorted(labels.items()))
+        if self.dry_run:
+            return Change(name, "label", changed=True, dry_run=True, detail=f"would label: {summary}")
+        self._patch_node(name, {"metadata": {"labels": labels}}, "set labels")
+        self.record_event(name, reason="RemedyLabel", message=f"Labels changed by {self.actor}: {summary}")
+        return Change(name, "label", changed=True, detail=summary)
+
+    def detect_drift(self, name: str) -> Drift | None:
+        node = self.get_node(name)
+        if node.annotations.get(ANN_CORDONED_BY) and not node.unschedulable:
+            return Drift(
+                name,
+                "uncordoned by hand",
+                f"cordoned by {node.annotations[ANN_CORDONED_BY]} at {node.annotations.get(ANN_CORDONED_AT, '?')}, "
+                "schedulable now",
+            )
+        return None
+
+    # ------------------------------------------------------------------ drain
+    def drain(self, name: str, *, grace_period_seconds: int, deadline_seconds: float) -> DrainReport:
+        """Evict every pod but DaemonSet, mirror and finished ones; retry PDB 429s with backoff until the deadline."""
+        start = time.monotonic()
+        report = DrainReport(node=name, dry_run=self.dry_run)
+        self.get_node(name)  # NodeNotFound early, before listing pods
+        to_evict: list[dict] = []
+        for pod in self.pods_on_node(name):
+            key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+            why = _skip_reason(pod)
+            if why:
+                report.skipped.append(f"{key} ({why})")
+            else:
+                to_evict.append(pod)
+        if self.dry_run:
+            report.evicted = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in to_evict]
+            return report
+        backoff = self.settings.drain.pdb_backoff_seconds
+        pending = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in to_evict}
+        while pending:
+            for key in list(pending):
+                ns, pod_name = key.split("/", 1)
+                body = k8s.V1Eviction(
+                    metadata=k8s.V1ObjectMeta(name=pod_name, namespace=ns),
+                    delete_options=k8s.V1DeleteOptions(grace_period_seconds=grace_period_seconds),
+                )
+                try:
+                    self._call(f"evict {key}", self.core.create_namespaced_pod_eviction, pod_name, ns, body)
+                    report.evicted.append(key)
+                    del pending[key]
+                except ApiException as exc:
+                    if exc.status == 404:  # already gone: the goal is reached
+                        report.evicted.append(key)
+                        del pending[key]
+                    elif exc.status == 429:
+                        report.blocked_retries += 1
+                        report.not_evicted[key] = _status_message(exc)
+                    else:
+                        report.not_evicted[key] = f"HTTP {exc.status}: {_status_message(exc)}"
+                        del pending[key]
+            if not pending or time.monotonic() - start >= deadline_seconds:
+                break
+            time.sleep(min(backoff, max(0.0, deadline_seconds - (time.monotonic() - start))))
+            backoff = min(backoff * 2, 30.0)
+        for key in report.evicted:
+            report.not_evicted.pop(key, None)
+        self._wait_pods_gone(name, report, start, deadline_seconds, grace_period_seconds)
+        report.seconds = time.monotonic() - start
+        self.record_event(
+            name,
+            reason="RemedyDrain",
+            message=f"Drained by {self.actor}: {len(report.evicted)} evicted, {len(report.skipped)} skipped, "
+            f"{len(report.not_evicted)} not evicted",
+            type="Normal" if report.complete else "Warning",
+        )
+        return report
+
+    def _wait_pods_gone(self, name: str, report: DrainReport, start: float, deadline: float, grace: int) -> None:
+        """Evicted pods terminate within their grace period; wait for that (bounded by grace + deadline)."""
+        evicted = set(report.evicted)
+        limit = start + deadline + grace
+        while evicted:
+            left = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in self.pods_on_node(name)}
+            evicted &= left
+            if not evicted or time.monotonic() > limit:
+                break
+            time.sleep(0.1)
+        for key in evicted:
+            report.not_evicted[key] = "evicted but still terminating at the deadline"
+
+    # ------------------------------------------------------------------ jobs
+    def render_node_job(self, spec: NodeJobSpec) -> dict:
+        text = self._templates.get_template("node-job.yaml.j2").render(
+            spec=spec, namespace=self.settings.cluster.jobs_namespace, taints=self.settings.taints
+        )
+        return yaml.safe_load(text)
+
+    def run_node_job(self, spec: NodeJobSpec, *, poll_seconds: float = 0.2) -> JobResult:
+        """Create the Job, wait until it succeeds, fails or times out, return its pods' logs."""
+        if self.dry_run:
+            self.render_node_job(spec)  # still validates the template
+            return JobResult(spec.name, spec.node, succeeded=True, phase="Planned", dry_run=True)
+        ns = self.settings.cluster.jobs_namespace
+        manifest = self.render_node_job(spec)
+        start = time.monotonic()
+        try:
+            self._call(f"create job {ns}/{spec.name}", self.batch.create_namespaced_job, ns, manifest)
+        except ApiException as exc:
+            if exc.status != 409:  # 409: a retry of this same task already created it; just wait for it
+                raise RemedyError(f"cannot create job {ns}/{spec.name}: {_status_message(exc)}") from None
+        phase = "Timeout"
+        while time.monotonic() - start < spec.timeout_seconds:
+            status = self._json(f"read job {spec.name}", self.batch.read_namespaced_job, spec.name, ns).get("status", {})
+            if int(status.get("succeeded") or 0) >= spec.parallelism:
+                phase = "Succeeded"
+                break
+            if int(status.get("failed") or 0) > 0:
+                phase = "Failed"
+                break
+            time.sleep(poll_seconds)
+        logs = self.job_logs(spec.name)
+        if phase == "Timeout":
+            self.delete_job(spec.name)
+        return JobResult(spec.name, spec.node, phase == "Succeeded", phase, logs, time.monotonic() - start)
+
+    def job_pods(self, job: str) -> list[dict]:
+        ns = self.settings.cluster.jobs_namespace
+        data = self._json(f"list pods of job {job}", self.core.list_namespaced_pod, ns, label_selector=f"job-name={job}")
+        return data.get("items", [])
+
+    def job_logs(self, job: str) -> str:
+        ns = self.settings.cluster.jobs_namespace
+        parts = []
+        for pod in self.job_pods(job):
+            name = pod["metadata"]["name"]
+            try:
+                resp = self._call(f"read log of {name}", self.core.read_namespaced_pod_log, name, ns, _preload_content=False)
+                parts.append(resp.data.decode(errors="replace"))
+            except ApiException as exc:
+                parts.append(f"[log of {name} unavailable: {_status_message(exc)}]\n")
+        return "".join(parts)
+
+    def stream_pod_log(self, pod: str, *, namespace: str | None = None, timeout: float = 600) -> Iterator[str]:
+        """Yield log lines as the pod produces them (follow=true), so callers can fail fast on a pattern."""
+        ns = namespace or self.settings.cluster.jobs_namespace
+        resp = self._call(
+            f"follow log of {pod}", self.core.read_namespaced_pod_log, pod, ns,
+            follow=True, _preload_content=False, _request_timeout=timeout,
+        )
+        try:
+            buf = b""
+            for chunk in resp.stream(1024):
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    yield line.decode(errors="replace")
+            if buf:
+                yield buf.decode(errors="replace")
+        finally:
+            resp.release_conn()
+
+    def delete_job(self, job: str) -> None:
+        if self.dry_run:
+            return
+        ns = self.settings.cluster.jobs_namespace
+        try:
+            self._call(
+                f"delete job {job}", self.batch.delete_namespaced_job, job, ns,
+                body=k8s.V1DeleteOptions(propagation_policy="Background"),
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    # ------------------------------------------------------------------ events
+    def record_event(self, node: str, *, reason: str, message: str, type: str = "Normal") -> None:
+        """Best effort: an event that cannot be written is logged, never fails the action it describes."""
+        if self.dry_run:
+            return
+        now = datetime.now(timezone.utc)
+        event = k8s.CoreV1Event(
+            metadata=k8s.V1ObjectMeta(name=f"{node}.{uuid.uuid4().hex[:12]}", namespace=EVENT_NAMESPACE),
+            involved_object=k8s.V1ObjectReference(kind="Node", name=node, api_version="v1"),
+            reason=reason,
+            message=message[:1024],
+            type=type,
+            source=k8s.V1EventSource(component=self.actor, host=socket.gethostname()),
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+            reporting_component=self.actor,
+            reporting_instance=socket.gethostname(),
+        )
+        try:
+            self._call(f"record event on {node}", self.core.create_namespaced_event, EVENT_NAMESPACE, event)
+        except (ApiException, ClusterUnreachable) as exc:
+            log.warning("could not record event %s on %s: %s", reason, node, exc)
+
+    def node_events(self, node: str) -> list[dict]:
+        data = self._json(
+            f"list events of {node}",
+            self.core.list_namespaced_event,
+            EVENT_NAMESPACE,
+            field_selector=f"involvedObject.kind=Node,involvedObject.name={node}",
+        )
+        return data.get("items", [])
+
+
+# ---------------------------------------------------------------------- helpers
+def _skip_reason(pod: dict) -> str:
+    meta = pod.get("metadata", {})
+    if "kubernetes.io/config.mirror" in (meta.get("annotations") or {}):
+        return "mirror pod"
+    if any(o.get("kind") == "DaemonSet" for o in meta.get("ownerReferences") or []):
+        return "DaemonSet pod"
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return "finished"
+    if meta.get("deletionTimestamp"):
+        return "already terminating"
+    return ""
+
+
+def _taint_set(taints: list[dict]) -> set[tuple[str, str, str]]:
+    return {(t.get("key", ""), t.get("value") or "", t.get("effect", "")) for t in taints}
+
+
+def _taint_summary(add: list[Taint], remove: set[str]) -> str:
+    parts = [f"+{t.key}={t.value}:{t.effect}" for t in add] + [f"-{k}" for k in sorted(remove)]
+    return " ".join(parts)
+
+
+def _status_message(exc: ApiException) -> str:
+    try:
+        body = json.loads(exc.body or "{}")
+        return body.get("message") or exc.reason or str(exc.status)
+    except (ValueError, TypeError):
+        return (exc.reason or str(exc.status)).strip()
+
+
+def _connection_reason(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None) or exc
+    text = str(reason)
+    if "Connection refused" in text or isinstance(reason, ConnectionRefusedError):
+        return "connection refused (is the API server running?)"
+    if "timed out" in text.lower():
+        return "timed out"
+    return text.splitlines()[0][:200]
