@@ -1,11 +1,24 @@
 """NVIDIA XID catalog: what each XID means and what gpu-remedy does about it.
 
-(The table is being filled in; the enums below are the stable interface other modules use.)
+Base table: NVIDIA's Xid catalog for Ampere and newer GPUs
+(docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, "Resolution Bucket (Immediate Action)").
+Mnemonics and buckets for codes 1–162 are as carried by NVIDIA/NVSentinel's xiderrorsmapping.csv, which is
+generated from NVIDIA's Xid-Catalog.xlsx; that CSV spells the catalog's CONTACT_SUPPORT bucket
+"UNEXPECTED_ERR_REPORT_ISSUE" (the public page shows CONTACT_SUPPORT for the same codes), so it is read as
+CONTACT_SUPPORT here. Descriptions are the catalog's where a catalog-derived source showed them
+(`confidence="catalog"`); otherwise they come from the mnemonic (`confidence="mnemonic"`).
+
+Overlay: seed 002 Table 3 (31/43/94 → RESTART_APP; 119/145/149 → RESET_GPU; 79 → RESTART_BM = reboot the node)
+and §4.3.5 (when 79 recurs, stop retrying and escalate/replace).
+
+Nothing is dropped: an XID in 1..65535 that is not in the table yields an UNKNOWN entry whose path is ESCALATE.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from enum import StrEnum
+from typing import Any
 
 
 class Resolution(StrEnum):
@@ -22,6 +35,11 @@ class Resolution(StrEnum):
     WORKFLOW_NVLINK5_ERR = "WORKFLOW_NVLINK5_ERR"
     CHECK_MECHANICALS = "CHECK_MECHANICALS"
     UNKNOWN = "UNKNOWN"
+    # Further buckets the catalog uses (added after the shared interface; nothing renamed).
+    WORKFLOW_XID_45 = "WORKFLOW_XID_45"
+    UPDATE_SWFW = "UPDATE_SWFW"
+    CHECK_UVM = "CHECK_UVM"
+    XID_154 = "XID_154"
 
 
 class RemediationPath(StrEnum):
@@ -35,3 +53,470 @@ class RemediationPath(StrEnum):
     ISOLATE = "isolate"  # bisection fault isolation over a pool
     ESCALATE = "escalate"  # a human decides (unknown XID, CONTACT_SUPPORT, breaker open)
     WATCH = "watch"  # warning-level: drain at next checkpoint / keep observing
+
+
+XID_MIN, XID_MAX = 1, 65535
+
+SOURCE_CATALOG = "NVIDIA Xid catalog (analyzing-xid-catalog; bucket via NVIDIA/NVSentinel xiderrorsmapping.csv)"
+SOURCE_SEED_002 = "seed 002 Table 3 (overrides/confirms the NVIDIA catalog bucket)"
+
+
+@dataclass(frozen=True)
+class XidEntry:
+    code: int
+    name: str  # the catalog's mnemonic, e.g. ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS
+    description: str
+    resolution: Resolution  # immediate action gpu-remedy follows (catalog, or seed 002 where it differs)
+    path: RemediationPath
+    reason: str  # one line: why this path
+    recurrence_path: RemediationPath  # when the same XID recurs on the same GPU (SignalThresholds.xid_recurrence_limit)
+    source: str
+    catalog_bucket: str = ""  # NVIDIA's bucket verbatim (may differ from `resolution` where seed 002 overrides)
+    investigatory: str = ""  # the catalog's investigatory action, where a source showed it
+    confidence: str = "catalog"  # catalog | mnemonic | seed-002 | unknown
+
+    @property
+    def known(self) -> bool:
+        return self.resolution is not Resolution.UNKNOWN
+
+
+# (code, mnemonic, catalog bucket). "CS" = CONTACT_SUPPORT (the CSV's UNEXPECTED_ERR_REPORT_ISSUE).
+_R = Resolution
+CS = _R.CONTACT_SUPPORT
+_CATALOG: tuple[tuple[int, str, Resolution], ...] = (
+    (1, "ROBUST_CHANNEL_FIFO_ERROR_FIFO_METHOD", CS),
+    (2, "ROBUST_CHANNEL_FIFO_ERROR_SW_METHOD", CS),
+    (3, "ROBUST_CHANNEL_FIFO_ERROR_UNK_METHOD", CS),
+    (4, "ROBUST_CHANNEL_FIFO_ERROR_CHANNEL_BUSY", CS),
+    (5, "ROBUST_CHANNEL_FIFO_ERROR_RUNOUT_OVERFLOW", CS),
+    (6, "ROBUST_CHANNEL_FIFO_ERROR_PARSE_ERR", CS),
+    (7, "ROBUST_CHANNEL_FIFO_ERROR_PTE_ERR", CS),
+    (8, "ROBUST_CHANNEL_FIFO_ERROR_IDLE_TIMEOUT", _R.RESTART_APP),
+    (9, "ROBUST_CHANNEL_GR_ERROR_INSTANCE", CS),
+    (10, "ROBUST_CHANNEL_GR_ERROR_SINGLE_STEP", CS),
+    (11, "ROBUST_CHANNEL_GR_ERROR_MISSING_HW", _R.RESTART_APP),
+    (12, "ROBUST_CHANNEL_GR_ERROR_SW_METHOD", CS),
+    (13, "ROBUST_CHANNEL_GR_EXCEPTION", _R.RESTART_APP),
+    (14, "ROBUST_CHANNEL_FAKE_ERROR", _R.IGNORE),
+    (15, "ROBUST_CHANNEL_SCANLINE_TIMEOUT", CS),
+    (16, "ROBUST_CHANNEL_VBLANK_CALLBACK_TIMEOUT", CS),
+    (17, "ROBUST_CHANNEL_PARAMETER_ERROR", CS),
+    (18, "ROBUST_CHANNEL_BUS_MASTER_TIMEOUT_ERROR", CS),
+    (19, "ROBUST_CHANNEL_DISP_MISSED_NOTIFIER", CS),
+    (20, "ROBUST_CHANNEL_MPEG_ERROR_SW_METHOD", CS),
+    (21, "ROBUST_CHANNEL_ME_ERROR_SW_METHOD", CS),
+    (22, "ROBUST_CHANNEL_VP_ERROR_SW_METHOD", CS),
+    (23, "ROBUST_CHANNEL_RC_LOGGING_ENABLED", CS),
+    (24, "ROBUST_CHANNEL_GR_SEMAPHORE_TIMEOUT", CS),
+    (25, "ROBUST_CHANNEL_GR_ILLEGAL_NOTIFY", _R.RESTART_APP),
+    (26, "ROBUST_CHANNEL_FIFO_ERROR_FBISTATE_TIMEOUT", CS),
+    (27, "ROBUST_CHANNEL_VP_ERROR", CS),
+    (28, "ROBUST_CHANNEL_VP2_ERROR", CS),
+    (29, "ROBUST_CHANNEL_BSP_ERROR", CS),
+    (30, "ROBUST_CHANNEL_BAD_ADDR_ACCESS", CS),
+    (31, "ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT", _R.RESTART_APP),
+    (32, "ROBUST_CHANNEL_PBDMA_ERROR", _R.RESTART_APP),
+    (33, "ROBUST_CHANNEL_SEC_ERROR", CS),
+    (34, "ROBUST_CHANNEL_MSVLD_ERROR", CS),
+    (35, "ROBUST_CHANNEL_MSPDEC_ERROR", CS),
+    (36, "ROBUST_CHANNEL_MSPPP_ERROR", CS),
+    (37, "ROBUST_CHANNEL_FECS_ERR_UNIMP_FIRMWARE_METHOD", _R.IGNORE),
+    (38, "ROBUST_CHANNEL_FECS_ERR_WATCHDOG_TIMEOUT", _R.IGNORE),
+    (39, "ROBUST_CHANNEL_CE0_ERROR", _R.RESTART_APP),
+    (40, "ROBUST_CHANNEL_CE1_ERROR", _R.RESTART_APP),
+    (41, "ROBUST_CHANNEL_CE2_ERROR", _R.RESTART_APP),
+    (42, "ROBUST_CHANNEL_VIC_ERROR", CS),
+    (43, "ROBUST_CHANNEL_RESETCHANNEL_VERIF_ERROR", _R.IGNORE),
+    (44, "ROBUST_CHANNEL_GR_FAULT_DURING_CTXSW", _R.IGNORE),
+    (45, "ROBUST_CHANNEL_PREEMPTIVE_REMOVAL", _R.WORKFLOW_XID_45),
+    (46, "ROBUST_CHANNEL_GPU_TIMEOUT_ERROR", _R.RESET_GPU),
+    (47, "ROBUST_CHANNEL_NVENC0_ERROR", CS),
+    (48, "ROBUST_CHANNEL_GPU_ECC_DBE", _R.WORKFLOW_XID_48),
+    (49, "SILENT_RUNNING_CONSTANT_LEVEL_SET_BY_REGISTRY", CS),
+    (50, "SILENT_RUNNING_LEVEL_TRANSITION_DUE_TO_RC_ERROR", CS),
+    (51, "SILENT_RUNNING_STRESS_TEST_FAILURE", CS),
+    (52, "SILENT_RUNNING_LEVEL_TRANS_DUE_TO_TEMP_RISE", CS),
+    (53, "SILENT_RUNNING_TEMP_REDUCED_CLOCKING", CS),
+    (54, "SILENT_RUNNING_PWR_REDUCED_CLOCKING", _R.CHECK_MECHANICALS),
+    (55, "SILENT_RUNNING_TEMPERATURE_READ_ERROR", CS),
+    (56, "DISPLAY_CHANNEL_EXCEPTION", CS),
+    (57, "FB_LINK_TRAINING_FAILURE_ERROR", CS),
+    (58, "FB_MEMORY_ERROR", CS),
+    (59, "PMU_ERROR", CS),
+    (60, "ROBUST_CHANNEL_SEC2_ERROR", _R.RESTART_APP),
+    (61, "PMU_BREAKPOINT", CS),
+    (62, "PMU_HALT_ERROR", _R.RESET_GPU),
+    (63, "INFOROM_DRAM_RETIREMENT_EVENT", _R.IGNORE),
+    (64, "INFOROM_DRAM_RETIREMENT_FAILURE", _R.RESET_GPU),
+    (65, "ROBUST_CHANNEL_NVENC1_ERROR", CS),
+    (66, "ROBUST_CHANNEL_FECS_ERR_REG_ACCESS_VIOLATION", _R.IGNORE),
+    (67, "ROBUST_CHANNEL_FECS_ERR_VERIF_VIOLATION", _R.IGNORE),
+    (68, "ROBUST_CHANNEL_NVDEC0_ERROR", _R.RESTART_APP),
+    (69, "ROBUST_CHANNEL_GR_CLASS_ERROR", _R.RESTART_APP),
+    (70, "ROBUST_CHANNEL_CE3_ERROR", _R.RESTART_APP),
+    (71, "ROBUST_CHANNEL_CE4_ERROR", _R.RESTART_APP),
+    (72, "ROBUST_CHANNEL_CE5_ERROR", _R.RESTART_APP),
+    (73, "ROBUST_CHANNEL_NVENC2_ERROR", CS),
+    (74, "NVLINK_ERROR", _R.WORKFLOW_NVLINK_ERR),
+    (75, "ROBUST_CHANNEL_CE6_ERROR", _R.RESTART_APP),
+    (76, "ROBUST_CHANNEL_CE7_ERROR", _R.RESTART_APP),
+    (77, "ROBUST_CHANNEL_CE8_ERROR", _R.RESTART_APP),
+    (78, "VGPU_START_ERROR", _R.UPDATE_SWFW),
+    (79, "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS", _R.RESTART_BM),
+    (80, "PBDMA_PUSHBUFFER_CRC_MISMATCH", _R.RESTART_APP),
+    (81, "ROBUST_CHANNEL_VGA_SUBSYSTEM_ERROR", CS),
+    (82, "ROBUST_CHANNEL_NVJPG0_ERROR", _R.RESTART_APP),
+    (83, "ROBUST_CHANNEL_NVDEC1_ERROR", _R.RESTART_APP),
+    (84, "ROBUST_CHANNEL_NVDEC2_ERROR", _R.RESTART_APP),
+    (85, "ROBUST_CHANNEL_CE9_ERROR", _R.RESTART_APP),
+    (86, "ROBUST_CHANNEL_OFA0_ERROR", _R.RESTART_APP),
+    (87, "NVTELEMETRY_DRIVER_REPORT", CS),
+    (88, "ROBUST_CHANNEL_NVDEC3_ERROR", _R.RESTART_APP),
+    (89, "ROBUST_CHANNEL_NVDEC4_ERROR", _R.RESTART_APP),
+    (90, "LTC_ERROR", CS),
+    (91, "RESERVED_XID", CS),
+    (92, "EXCESSIVE_SBE_INTERRUPTS", _R.IGNORE),
+    (93, "INFOROM_ERASE_LIMIT_EXCEEDED", _R.IGNORE),
+    (94, "ROBUST_CHANNEL_CONTAINED_ERROR", _R.RESTART_APP),
+    (95, "ROBUST_CHANNEL_UNCONTAINED_ERROR", _R.RESET_GPU),
+    (96, "ROBUST_CHANNEL_NVDEC5_ERROR", _R.RESTART_APP),
+    (97, "ROBUST_CHANNEL_NVDEC6_ERROR", _R.RESTART_APP),
+    (98, "ROBUST_CHANNEL_NVDEC7_ERROR", _R.RESTART_APP),
+    (99, "ROBUST_CHANNEL_NVJPG1_ERROR", _R.RESTART_APP),
+    (100, "ROBUST_CHANNEL_NVJPG2_ERROR", _R.RESTART_APP),
+    (101, "ROBUST_CHANNEL_NVJPG3_ERROR", _R.RESTART_APP),
+    (102, "ROBUST_CHANNEL_NVJPG4_ERROR", _R.RESTART_APP),
+    (103, "ROBUST_CHANNEL_NVJPG5_ERROR", _R.RESTART_APP),
+    (104, "ROBUST_CHANNEL_NVJPG6_ERROR", _R.RESTART_APP),
+    (105, "ROBUST_CHANNEL_NVJPG7_ERROR", _R.RESTART_APP),
+    (106, "SMBPBI_TEST_MESSAGE", _R.IGNORE),
+    (107, "SMBPBI_TEST_MESSAGE_SILENT", _R.IGNORE),
+    (108, "DESTINATION_FLA_TRANSLATION_ERROR", CS),
+    (109, "ROBUST_CHANNEL_CTXSW_TIMEOUT_ERROR", _R.RESET_GPU),
+    (110, "SEC_FAULT_ERROR", _R.RESET_GPU),
+    (111, "BUNDLE_ERROR_EVENT", CS),
+    (112, "DISP_SUPERVISOR_ERROR", CS),
+    (113, "DP_LT_FAILURE", CS),
+    (114, "HEAD_RG_UNDERFLOW", CS),
+    (115, "CORE_CHANNEL_REGS", CS),
+    (116, "WINDOW_CHANNEL_REGS", CS),
+    (117, "CURSOR_CHANNEL_REGS", CS),
+    (118, "HEAD_REGS", CS),
+    (119, "GSP_RPC_TIMEOUT", _R.RESET_GPU),
+    (120, "GSP_ERROR", _R.RESET_GPU),
+    (121, "C2C_ERROR", _R.IGNORE),
+    (122, "SPI_PMU_RPC_READ_FAIL", CS),
+    (123, "SPI_PMU_RPC_WRITE_FAIL", CS),
+    (124, "SPI_PMU_RPC_ERASE_FAIL", CS),
+    (125, "INFOROM_FS_ERROR", CS),
+    (126, "ROBUST_CHANNEL_CE10_ERROR", _R.RESTART_APP),
+    (127, "ROBUST_CHANNEL_CE11_ERROR", _R.RESTART_APP),
+    (128, "ROBUST_CHANNEL_CE12_ERROR", _R.RESTART_APP),
+    (129, "ROBUST_CHANNEL_CE13_ERROR", _R.RESTART_APP),
+    (130, "ROBUST_CHANNEL_CE14_ERROR", _R.RESTART_APP),
+    (131, "ROBUST_CHANNEL_CE15_ERROR", _R.RESTART_APP),
+    (132, "ROBUST_CHANNEL_CE16_ERROR", _R.RESTART_APP),
+    (133, "ROBUST_CHANNEL_CE17_ERROR", _R.RESTART_APP),
+    (134, "ROBUST_CHANNEL_CE18_ERROR", _R.RESTART_APP),
+    (135, "ROBUST_CHANNEL_CE19_ERROR", _R.RESTART_APP),
+    (136, "ALI_TRAINING_FAIL", _R.RESET_GPU),
+    (137, "NVLINK_FLA_PRIV_ERR", _R.IGNORE),
+    (138, "ROBUST_CHANNEL_DLA_ERROR", CS),
+    (139, "ROBUST_CHANNEL_OFA1_ERROR", _R.RESTART_APP),
+    (140, "UNRECOVERABLE_ECC_ERROR_ESCAPE", _R.RESET_GPU),
+    (141, "ROBUST_CHANNEL_FAST_PATH_ERROR", _R.IGNORE),
+    (142, "ROBUST_CHANNEL_NVENC3_ERROR", CS),
+    (143, "GPU_INIT_ERROR", _R.RESET_GPU),
+    (144, "NVLINK_SAW_ERROR", _R.WORKFLOW_NVLINK5_ERR),
+    (145, "NVLINK_RLW_ERROR", _R.WORKFLOW_NVLINK5_ERR),
+    (146, "NVLINK_TLW_ERROR", _R.WORKFLOW_NVLINK5_ERR),
+    (147, "NVLINK_TREX_ERROR", _R.WORKFLOW_NVLINK5_ERR),
+    (148, "NVLINK_NVLPW_CTRL_ERROR", _R.WORKFLOW_NVLINK5_ERR),
+    (149, "NVLINK_NETIR_ERROR", _R.WORKFLOW_NVLINK5_ERR),
+    (150, "NVLINK_MSE_ERROR", _R.WORKFLOW_NVLINK5_ERR),
+    (151, "ROBUST_CHANNEL_KEY_ROTATION_ERROR", _R.RESTART_VM),
+    (152, "ROBUST_CHANNEL_DLA_SMMU_ERROR", _R.IGNORE),
+    (153, "ROBUST_CHANNEL_DLA_TIMEOUT", _R.IGNORE),
+    (154, "GPU_RECOVERY_ACTION_CHANGED", _R.XID_154),
+    (155, "NVLINK_SW_DEFINED_ERROR", _R.RESET_GPU),
+    (156, "RESOURCE_RETIREMENT_EVENT", _R.RESET_GPU),
+    (157, "RESOURCE_RETIREMENT_FAILURE", _R.IGNORE),
+    (158, "GPU_FATAL_TIMEOUT", _R.RESET_GPU),
+    (159, "ROBUST_CHANNEL_CHI_NON_DATA_ERROR", _R.CHECK_UVM),
+    (160, "CHANNEL_RETIREMENT_EVENT", _R.RESTART_BM),
+    (161, "CHANNEL_RETIREMENT_FAILURE", _R.IGNORE),
+    (162, "", _R.RESET_GPU),  # the catalog lists a bucket but no mnemonic yet
+)
+
+# Descriptions a catalog-derived source showed verbatim (NVIDIA catalog "Description" column).
+_CATALOG_DESCRIPTIONS: dict[int, str] = {
+    1: "Unused", 2: "Unused", 3: "Unused", 4: "Unused", 5: "Unused", 6: "Unused", 7: "Unused",
+    8: "GPU stopped processing",
+    13: "Graphics Engine Exception",
+    31: "GPU memory page fault",
+    41: "Copy Engine Exception",
+    43: "GPU stopped processing",
+    45: "Preemptive cleanup, due to previous errors",
+    46: "GPU stopped processing",
+    48: "Double Bit ECC Error",
+    54: "Auxiliary power not connected",
+    62: "Internal micro-controller halt",
+    63: "GPU memory remapping event",
+    64: "GPU memory remapping failure",
+    74: "NVLINK Error",
+    79: "GPU has fallen off the bus",
+    92: "High single-bit ECC error rate",
+    94: "Contained memory error",
+    95: "Uncontained memory error",
+    109: "Context Switch Timeout Error",
+    110: "Security Fault Error",
+    119: "GSP RPC Timeout",
+    120: "GSP Error",
+    136: "Link Training Failed",
+    140: "ECC Unrecovered Error",
+    143: "GPU Initialization Error",
+    151: "Key rotation Error",
+    154: "GPU Recovery Action Changed",
+    155: "NVLINK: SW Defined Error",
+    156: "Resource Retirement Event",
+    158: "GPU Fatal Timeout",
+}
+
+# Investigatory actions a catalog-derived source showed.
+_INVESTIGATORY: dict[int, str] = {
+    **{c: "N/A; Unused" for c in range(1, 8)},
+    41: "CONTACT_SUPPORT",
+    48: "solo: RESET_GPU; with XID 63 or 64: DRAIN_AND_RESET",
+    155: "INVESTIGATE_SW_USER",
+    156: "IGNORE",
+}
+
+# Seed 002 Table 3: (resolution, action as published). Exactly these seven rows.
+SEED_002_TABLE_3: dict[int, tuple[Resolution, str]] = {
+    79: (Resolution.RESTART_BM, "reboot the node"),
+    119: (Resolution.RESET_GPU, "reset the GPU"),
+    145: (Resolution.RESET_GPU, "reset the GPU"),
+    149: (Resolution.RESET_GPU, "reset the GPU"),
+    31: (Resolution.RESTART_APP, "restart the job session"),
+    43: (Resolution.RESTART_APP, "restart the job session"),
+    94: (Resolution.RESTART_APP, "automatic correction (restart the job session)"),
+}
+_SEED_002_NAMES = {
+    79: "GPU fell off the bus",
+    119: "GSP RPC timeout",
+    145: "NVLink RLW error",
+    149: "NVLink NETIR error",
+    31: "GPU memory page fault",
+    43: "GPU stopped processing",
+    94: "Contained ECC error",
+}
+
+# Bucket → (path, reason, recurrence path, recurrence reason).
+_BUCKET_POLICY: dict[Resolution, tuple[RemediationPath, str, RemediationPath]] = {
+    _R.IGNORE: (RemediationPath.IGNORE, "catalog: informational, no action", RemediationPath.IGNORE),
+    _R.RESTART_APP: (
+        RemediationPath.RESTART_APP,
+        "catalog: restart the application; the node stays in the pool",
+        RemediationPath.ESCALATE,  # seed 002 §4.3.5: blind retries burned GPU-hours (30 failures in a row)
+    ),
+    _R.RESET_GPU: (
+        RemediationPath.RESET_GPU,
+        "catalog: stop GPU processes and reset the GPU (nvidia-smi -r)",
+        RemediationPath.REBOOT,  # catalog: persists after reset → reboot; after reboot → replace
+    ),
+    _R.RESTART_BM: (
+        RemediationPath.REBOOT,
+        "catalog: GPU unreachable over PCIe; bare-metal restart (reboot the node)",
+        RemediationPath.REPLACE,
+    ),
+    _R.RESTART_VM: (RemediationPath.REBOOT, "catalog: restart the VM/instance", RemediationPath.REPLACE),
+    _R.CONTACT_SUPPORT: (
+        RemediationPath.ESCALATE,
+        "catalog: unexpected error, contact NVIDIA support; a human decides",
+        RemediationPath.ESCALATE,
+    ),
+    _R.WORKFLOW_XID_48: (
+        RemediationPath.RESET_GPU,
+        "catalog workflow: reset the GPU, then check SRAM DBE thresholds",
+        RemediationPath.REPLACE,  # catalog: persistent DBE means hardware degradation (RMA)
+    ),
+    _R.WORKFLOW_NVLINK_ERR: (
+        RemediationPath.RESET_GPU,
+        "catalog workflow: reset the GPU or reboot; inspect nvidia-smi nvlink",
+        RemediationPath.REPLACE,  # catalog: recurring after reset/reboot → replace hardware
+    ),
+    _R.WORKFLOW_NVLINK5_ERR: (
+        RemediationPath.RESET_GPU,
+        "catalog NVLink5 workflow (decode per the catalog's 144-150 sheet); reset the GPU first",
+        RemediationPath.REPLACE,
+    ),
+    _R.CHECK_MECHANICALS: (
+        RemediationPath.REPLACE,
+        "catalog: check power connectors/mechanicals; needs hands on the node, so swap in a spare",
+        RemediationPath.REPLACE,
+    ),
+    _R.WORKFLOW_XID_45: (
+        RemediationPath.WATCH,
+        "catalog: preemptive cleanup after earlier errors; act on the XID that preceded it",
+        RemediationPath.WATCH,
+    ),
+    _R.UPDATE_SWFW: (
+        RemediationPath.ESCALATE,
+        "catalog: update software/firmware; a human schedules it",
+        RemediationPath.ESCALATE,
+    ),
+    _R.CHECK_UVM: (
+        RemediationPath.ESCALATE,
+        "catalog: check the UVM/software stack; a human decides",
+        RemediationPath.ESCALATE,
+    ),
+    _R.XID_154: (
+        RemediationPath.ESCALATE,
+        "catalog: the required action is in the message (see recovery_action_path); without it a human decides",
+        RemediationPath.ESCALATE,
+    ),
+}
+
+# Entry-specific policy where the bucket's default path is not what the evidence says.
+_PATH_OVERRIDES: dict[int, tuple[RemediationPath, str, RemediationPath]] = {
+    79: (
+        RemediationPath.REBOOT,
+        "seed 002 Table 3: GPU fell off the bus → RESTART_BM (reboot the node); stop retrying if it recurs",
+        RemediationPath.REPLACE,  # seed 002 §4.3.5: do not retry a recurring 79; escalate/replace
+    ),
+    94: (
+        RemediationPath.RESTART_APP,
+        "seed 002 Table 3: contained ECC error → restart the job, the node stays",
+        RemediationPath.REPLACE,  # seed 002 Fig. 4: repeated 94 with rising uncorrectable remaps ended in a dead GPU
+    ),
+    64: (
+        RemediationPath.REPLACE,
+        "row remapping failed: the bank is out of spare rows (NVIDIA memory error management); replace",
+        RemediationPath.REPLACE,
+    ),
+    63: (
+        RemediationPath.WATCH,
+        "catalog IGNORE, but a row remap was recorded: watch; the row-remap-pending signal drives the reset",
+        RemediationPath.WATCH,
+    ),
+    92: (
+        RemediationPath.WATCH,
+        "catalog IGNORE; a high single-bit ECC rate is a trend to watch (early warning for 48/64)",
+        RemediationPath.WATCH,
+    ),
+}
+
+
+def _build() -> dict[int, XidEntry]:
+    table: dict[int, XidEntry] = {}
+    for code, mnemonic, bucket in _CATALOG:
+        resolution = bucket
+        source = SOURCE_CATALOG
+        confidence = "catalog" if code in _CATALOG_DESCRIPTIONS else "mnemonic"
+        description = _CATALOG_DESCRIPTIONS.get(code) or _describe(mnemonic, code)
+        if code in SEED_002_TABLE_3:
+            resolution = SEED_002_TABLE_3[code][0]
+            source = f"{SOURCE_SEED_002}; {SOURCE_CATALOG}"
+            confidence = "seed-002"
+        path, reason, recurrence = _PATH_OVERRIDES.get(code) or _BUCKET_POLICY[resolution]
+        if code in SEED_002_TABLE_3 and code not in _PATH_OVERRIDES:
+            action = SEED_002_TABLE_3[code][1]
+            reason = f"seed 002 Table 3: {_SEED_002_NAMES[code]} → {resolution.value} ({action})"
+            if resolution is not bucket:
+                reason += f"; NVIDIA catalog says {bucket.value}"
+                recurrence = _BUCKET_POLICY[bucket][2]  # the catalog's escalation still applies on recurrence
+        table[code] = XidEntry(
+            code=code,
+            name=mnemonic or f"XID_{code}",
+            description=description,
+            resolution=resolution,
+            path=path,
+            reason=reason,
+            recurrence_path=recurrence,
+            source=source,
+            catalog_bucket=bucket.value,
+            investigatory=_INVESTIGATORY.get(code, ""),
+            confidence=confidence,
+        )
+    return table
+
+
+
+def _describe(mnemonic: str, code: int) -> str:
+    if not mnemonic:
+        return f"XID {code} (the catalog gives no mnemonic or description yet)"
+    words = mnemonic.removeprefix("ROBUST_CHANNEL_").replace("_", " ").lower()
+    return f"{words} (from the mnemonic)"
+
+
+CATALOG: dict[int, XidEntry] = _build()
+
+
+def _check_code(xid: object) -> int:
+    if isinstance(xid, bool) or not isinstance(xid, int):
+        raise ValueError(f"XID must be an integer, got {type(xid).__name__} {xid!r}")
+    if not XID_MIN <= xid <= XID_MAX:
+        raise ValueError(f"XID {xid} out of range: must be {XID_MIN}..{XID_MAX}")
+    return xid
+
+
+def parse_xid(text: str) -> int:
+    """Text (CLI argument, label value) → XID code; ValueError naming what was wrong."""
+    raw = str(text).strip()
+    try:
+        value = int(raw, 10)
+    except ValueError:
+        raise ValueError(f"XID must be a whole number, got {text!r}") from None
+    return _check_code(value)
+
+
+def lookup(xid: int) -> XidEntry:
+    """The catalog entry for `xid`; an UNKNOWN/ESCALATE entry for codes not in the table (never dropped)."""
+    code = _check_code(xid)
+    entry = CATALOG.get(code)
+    if entry is not None:
+        return entry
+    return XidEntry(
+        code=code,
+        name=f"XID_{code}",
+        description="not in gpu-remedy's XID catalog",
+        resolution=Resolution.UNKNOWN,
+        path=RemediationPath.ESCALATE,
+        reason="unknown XID: a human decides",
+        recurrence_path=RemediationPath.ESCALATE,
+        source="none",
+        catalog_bucket="",
+        confidence="unknown",
+    )
+
+
+def explain(xid: int) -> dict[str, Any]:
+    """`lookup` as a JSON-ready dict (enum values as strings)."""
+    entry = lookup(xid)
+    out = asdict(entry)
+    out["resolution"] = entry.resolution.value
+    out["path"] = entry.path.value
+    out["recurrence_path"] = entry.recurrence_path.value
+    out["known"] = entry.known
+    return out
+
+
+# XID 154's message carries the action: "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)".
+RECOVERY_ACTIONS: dict[str, RemediationPath] = {
+    "none": RemediationPath.IGNORE,
+    "drain p2p": RemediationPath.RESET_GPU,
+    "drain and reset": RemediationPath.RESET_GPU,
+    "gpu reset required": RemediationPath.RESET_GPU,
+    "node reboot required": RemediationPath.REBOOT,
+}
+
+
+def recovery_action_path(message: str) -> RemediationPath | None:
+    """Path named by an XID 154 message's new recovery action, or None if the message names none we know."""
+    low = message.lower()
+    marker = low.rfind(" to ")
+    tail = low[marker + 4 :] if marker >= 0 else low
+    for text, path in RECOVERY_ACTIONS.items():
+        if f"({text})" in tail:
+            return path
+    return None
