@@ -424,7 +424,8 @@ def _build() -> dict[int, XidEntry]:
             reason = f"seed 002 Table 3: {_SEED_002_NAMES[code]} → {resolution.value} ({action})"
             if resolution is not bucket:
                 reason += f"; NVIDIA catalog says {bucket.value}"
-                recurrence = _BUCKET_POLICY[bucket][2]  # the catalog's escalation still applies on recurrence
+                if _BUCKET_POLICY[bucket][2] is not RemediationPath.IGNORE:
+                    recurrence = _BUCKET_POLICY[bucket][2]  # the catalog's escalation still applies on recurrence
         table[code] = XidEntry(
             code=code,
             name=mnemonic or f"XID_{code}",

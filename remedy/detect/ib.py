@@ -1,0 +1,160 @@
+"""InfiniBand: count cumulative downtime, not flaps (seed 001).
+
+NCCL's IB transport gives a downed port about `ib_transport_timeout_seconds` (~7 s with NCCL_IB_TIMEOUT's
+default and retries) before it tears the connection down. So one long outage kills a run as surely as many
+short ones add up to. `IbDowntimeTracker` folds port up/down observations (from node_exporter's
+`node_infiniband_state_id`, a port-state poller, or alerts) into outages per node/port and reports:
+
+- `ib-port-down` with the outage length when one outage reaches the single-outage budget;
+- `ib-downtime` with the window's total when two or more outages sum to the cumulative budget.
+
+Each budget trips once per crossing (an outage trips once; the cumulative rule re-arms when the window's
+total falls back below budget). Plain Python, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from remedy.detect.signals import Signal, SignalKind
+from remedy.settings.signals import SignalThresholds
+
+
+def _seconds(at: datetime | float) -> float:
+    if isinstance(at, datetime):
+        if at.tzinfo is None:
+            raise ValueError(f"IB observation time {at.isoformat()} has no timezone; use UTC-aware datetimes")
+        return at.timestamp()
+    if isinstance(at, bool) or not isinstance(at, (int, float)):
+        raise ValueError(f"IB observation time must be a datetime or epoch seconds, got {at!r}")
+    return float(at)
+
+
+def _as_datetime(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, tz=timezone.utc)
+
+
+@dataclass
+class _Port:
+    outages: list[tuple[float, float]] = field(default_factory=list)  # closed (start, end)
+    down_since: float | None = None
+    last_at: float | None = None
+    single_tripped: bool = False  # the current outage already reported
+    cumulative_tripped: bool = False
+
+
+@dataclass(frozen=True)
+class IbPortStatus:
+    node: str
+    port: str
+    down: bool
+    downtime_seconds: float  # within the window, ongoing outage included
+    outages: int  # outages overlapping the window
+    longest_outage_seconds: float
+
+
+class IbDowntimeTracker:
+    """Fold IB port up/down observations into cumulative downtime per (node, port) within a window."""
+
+    def __init__(self, thresholds: SignalThresholds | None = None) -> None:
+        self.t = thresholds or SignalThresholds()
+        self._ports: dict[tuple[str, str], _Port] = {}
+
+    # -- input ---------------------------------------------------------------------------
+    def observe(self, node: str, port: str, up: bool, at: datetime | float) -> list[Signal]:
+        """Record the port's state at `at`; return the signals this observation trips (often none)."""
+        if not node or not port:
+            raise ValueError(f"IB observation needs a node and a port, got node={node!r} port={port!r}")
+        now = _seconds(at)
+        p = self._ports.setdefault((node, port), _Port())
+        if p.last_at is not None and now < p.last_at:
+            raise ValueError(
+                f"IB observations for {node} port {port} must be in time order: "
+                f"{_as_datetime(now).isoformat()} is before {_as_datetime(p.last_at).isoformat()}"
+            )
+        p.last_at = now
+        out: list[Signal] = []
+        if not up and p.down_since is None:
+            p.down_since, p.single_tripped = now, False
+        elif up and p.down_since is not None:
+            out += self._check_single(node, port, p, now)  # the outage's final length
+            p.outages.append((p.down_since, now))
+            p.down_since = None
+        out += self._check_single(node, port, p, now)
+        out += self._check_cumulative(node, port, p, now)
+        self._prune(p, now)
+        return out
+
+    def check(self, at: datetime | float) -> list[Signal]:
+        """Re-evaluate every port at `at` (an ongoing outage grows without new observations)."""
+        now = _seconds(at)
+        out: list[Signal] = []
+        for (node, port), p in sorted(self._ports.items()):
+            if p.last_at is not None and now < p.last_at:
+                continue  # never evaluate before what we already saw
+            out += self._check_single(node, port, p, now)
+            out += self._check_cumulative(node, port, p, now)
+        return out
+
+    # -- queries -------------------------------------------------------------------------
+    def status(self, node: str, port: str, at: datetime | float) -> IbPortStatus:
+        now = _seconds(at)
+        p = self._ports.get((node, port), _Port())
+        spans = self._spans(p, now)
+        return IbPortStatus(
+            node=node,
+            port=port,
+            down=p.down_since is not None,
+            downtime_seconds=sum(e - s for s, e in spans),
+            outages=len(spans),
+            longest_outage_seconds=max((e - s for s, e in self._whole_spans(p, now)), default=0.0),
+        )
+
+    def downtime(self, node: str, port: str, at: datetime | float) -> float:
+        return self.status(node, port, at).downtime_seconds
+
+    # -- internals -----------------------------------------------------------------------
+    def _whole_spans(self, p: _Port, now: float) -> list[tuple[float, float]]:
+        spans = list(p.outages)
+        if p.down_since is not None:
+            spans.append((p.down_since, now))
+        return [(s, e) for s, e in spans if e > now - self.t.ib_window_seconds]
+
+    def _spans(self, p: _Port, now: float) -> list[tuple[float, float]]:
+        lo = now - self.t.ib_window_seconds
+        return [(max(s, lo), e) for s, e in self._whole_spans(p, now)]
+
+    def _check_single(self, node: str, port: str, p: _Port, now: float) -> list[Signal]:
+        if p.down_since is None or p.single_tripped:
+            return []
+        length = now - p.down_since
+        if length < self.t.ib_single_outage_seconds:
+            return []
+        p.single_tripped = True
+        return [Signal(
+            node=node, kind=SignalKind.IB_PORT_DOWN, value=round(length, 6), at=_as_datetime(now),
+            labels={"port": port, "rule": "ib-single-outage"}, source="ib-tracker",
+            raw=f"{port} down since {_as_datetime(p.down_since).isoformat()} ({length:.1f} s)",
+        )]
+
+    def _check_cumulative(self, node: str, port: str, p: _Port, now: float) -> list[Signal]:
+        spans = self._spans(p, now)
+        total, n = sum(e - s for s, e in spans), len(spans)
+        if total < self.t.ib_cumulative_seconds:
+            p.cumulative_tripped = False  # re-arm once the window's total falls below budget
+            return []
+        # One outage alone is the single-outage rule's business (seed 001: an isolated flap is not an
+        # unhealthy port); the cumulative rule is about several adding up.
+        if p.cumulative_tripped or n < 2:
+            return []
+        p.cumulative_tripped = True
+        return [Signal(
+            node=node, kind=SignalKind.IB_DOWNTIME, value=round(total, 6), at=_as_datetime(now),
+            labels={"port": port, "rule": "ib-cumulative-downtime", "outages": str(n)}, source="ib-tracker",
+            raw=f"{port}: {total:.1f} s down in {n} outage(s) within {self.t.ib_window_seconds:.0f} s",
+        )]
+
+    def _prune(self, p: _Port, now: float) -> None:
+        lo = now - self.t.ib_window_seconds
+        p.outages = [(s, e) for s, e in p.outages if e > lo]

@@ -1,0 +1,316 @@
+"""Typed signals and the one decision per signal: which remediation path applies.
+
+Parsers (kernel log, dcgm-exporter, Alertmanager, job logs) turn their input into `Signal`s; the triage flow
+calls `classify(signal, thresholds)` and acts on the `Verdict`. Plain Python: no Prefect import.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from remedy.domain.xid import RemediationPath, lookup, recovery_action_path
+from remedy.settings.signals import SignalThresholds
+
+
+class SignalKind(StrEnum):
+    XID = "xid"
+    SXID = "sxid"  # NVSwitch error
+    ROW_REMAP_FAILURE = "row-remap-failure"
+    ROW_REMAP_PENDING = "row-remap-pending"
+    UNCORRECTABLE_REMAP = "uncorrectable-remap"
+    CORRECTABLE_REMAP = "correctable-remap"  # trend handled by the early-warning module
+    HW_SLOWDOWN = "hw-slowdown"
+    THERMAL_THROTTLE = "thermal-throttle"
+    POWER_BRAKE = "power-brake"
+    PCIE_DEGRADED = "pcie-degraded"
+    NVLINK_ERROR = "nvlink-error"
+    IB_PORT_DOWN = "ib-port-down"
+    IB_DOWNTIME = "ib-downtime"  # cumulative, see remedy.detect.ib
+    NCCL_TIMEOUT = "nccl-timeout"
+    LOSS_NAN = "loss-nan"
+    NODE_NOT_READY = "node-not-ready"
+    UNKNOWN = "unknown"
+
+
+class Severity(StrEnum):
+    CRITICAL = "critical"
+    WARNING = "warning"
+    INFO = "info"
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One observation about one node (and maybe one GPU).
+
+    `value` depends on the kind: the XID count or metric sample, seconds a condition has lasted
+    (throttle, NotReady, IB outage), an error rate (NVLink CRC, per second), a remap count.
+    `None` means the source gave no number (a log line, an alert without a value annotation).
+    """
+
+    node: str
+    kind: SignalKind
+    gpu: int | None = None
+    xid: int | None = None
+    value: float | None = None
+    at: datetime | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    source: str = ""  # dmesg | dcgm | alertmanager | joblog | ib-tracker | ...
+    raw: str = ""  # the line / sample / alert it came from, for the ledger and operators
+    resolved: bool = False  # Alertmanager said the condition ended; kept, never dropped
+    fingerprint: str = ""  # Alertmanager's alert fingerprint when it came from there
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.node, str) or not self.node.strip():
+            raise ValueError(f"signal {self.kind}: node must be a non-empty string, got {self.node!r}")
+        if not isinstance(self.kind, SignalKind):
+            try:
+                object.__setattr__(self, "kind", SignalKind(self.kind))
+            except ValueError:
+                allowed = ", ".join(k.value for k in SignalKind)
+                raise ValueError(f"unknown signal kind {self.kind!r} (one of: {allowed})") from None
+        if self.kind in (SignalKind.XID,) and self.xid is None:
+            raise ValueError(f"signal xid on {self.node}: the XID code is missing")
+        if self.gpu is not None and (isinstance(self.gpu, bool) or not isinstance(self.gpu, int) or self.gpu < 0):
+            raise ValueError(f"signal {self.kind} on {self.node}: gpu must be a non-negative integer, got {self.gpu!r}")
+        if self.value is not None and isinstance(self.value, float) and math.isnan(self.value):
+            object.__setattr__(self, "value", None)  # NaN = no number; keep one spelling of "missing"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "kind": self.kind.value,
+            "gpu": self.gpu,
+            "xid": self.xid,
+            "value": self.value,
+            "at": self.at.isoformat() if self.at else None,
+            "labels": dict(self.labels),
+            "source": self.source,
+            "raw": self.raw,
+            "resolved": self.resolved,
+            "fingerprint": self.fingerprint,
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    path: RemediationPath
+    severity: Severity
+    rule: str  # names the rule that matched, e.g. "xid-catalog", "ib-single-outage"
+    explanation: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path.value, "severity": self.severity.value, "rule": self.rule, "explanation": self.explanation}
+
+
+_CRITICAL_PATHS = {
+    RemediationPath.RESET_GPU,
+    RemediationPath.REBOOT,
+    RemediationPath.REPLACE,
+    RemediationPath.ISOLATE,
+    RemediationPath.ESCALATE,
+}
+
+
+def _severity_for(path: RemediationPath) -> Severity:
+    if path in _CRITICAL_PATHS:
+        return Severity.CRITICAL
+    if path is RemediationPath.IGNORE:
+        return Severity.INFO
+    return Severity.WARNING
+
+
+def _where(signal: Signal) -> str:
+    return signal.node + ("" if signal.gpu is None else f" GPU {signal.gpu}")
+
+
+def classify(signal: Signal, thresholds: SignalThresholds | None = None, *, recurrences: int = 1) -> Verdict:
+    """Decide the remediation path for one signal.
+
+    `recurrences` is how many times this fault (same node, GPU, kind, XID) has been seen, this one included;
+    at `thresholds.xid_recurrence_limit` an XID takes its catalog recurrence path (seed 002 §4.3.5).
+    """
+    t = thresholds or SignalThresholds()
+    if recurrences < 1:
+        raise ValueError(f"recurrences must be >= 1 (this occurrence included), got {recurrences}")
+    if signal.resolved:
+        return Verdict(RemediationPath.IGNORE, Severity.INFO, "alert-resolved",
+                       f"{signal.kind.value} on {_where(signal)} resolved; recorded, no new action")
+    rule = _RULES.get(signal.kind)
+    if rule is None:  # pragma: no cover - every kind has a rule; guarded by a test
+        raise ValueError(f"no rule for signal kind {signal.kind}")
+    return rule(signal, t, recurrences)
+
+
+# --- one function per rule -------------------------------------------------------------------
+
+def _xid(s: Signal, t: SignalThresholds, n: int) -> Verdict:
+    entry = lookup(int(s.xid))  # type: ignore[arg-type]  # Signal guarantees xid for this kind
+    where = _where(s)
+    if entry.code == 154 and s.raw:
+        path = recovery_action_path(s.raw)
+        if path is not None:
+            return Verdict(path, _severity_for(path), "xid-154-recovery-action",
+                           f"XID 154 on {where}: the driver's new recovery action → {path.value}")
+    if n >= t.xid_recurrence_limit and entry.recurrence_path != entry.path:
+        path = entry.recurrence_path
+        return Verdict(path, _severity_for(path), "xid-recurrence",
+                       f"XID {entry.code} ({entry.description}) seen {n} times on {where} "
+                       f"(limit {t.xid_recurrence_limit}): stop retrying {entry.path.value}, {path.value}")
+    return Verdict(entry.path, _severity_for(entry.path), "xid-catalog" if entry.known else "xid-unknown",
+                   f"XID {entry.code} ({entry.description}) on {where}: {entry.reason}")
+
+
+def _sxid(s: Signal, t: SignalThresholds, n: int) -> Verdict:
+    # The kernel line says "Fatal" or "Non-fatal"; fatal NVSwitch errors need the switch and its GPUs reset,
+    # which on an HGX baseboard means rebooting the node (NVIDIA Fabric Manager guide; confidence: medium).
+    fatal = s.labels.get("severity", "").lower() == "fatal"
+    code = s.labels.get("sxid", "?")
+    if fatal:
+        return Verdict(RemediationPath.REBOOT, Severity.CRITICAL, "sxid-fatal",
+                       f"fatal NVSwitch SXid {code} on {s.node}: reset the fabric (reboot the node)")
+    return Verdict(RemediationPath.WATCH, Severity.WARNING, "sxid-nonfatal",
+                   f"non-fatal NVSwitch SXid {code} on {s.node}: watch for recurrence")
+
+
+def _positive(v: float | None) -> bool:
+    return v is None or v > 0
+
+
+def _remap_failure(s: Signal, t: SignalThresholds, n: int) -> Verdict:
+    if not _positive(s.value):
+        return Verdict(RemediationPath.IGNORE, Severity.INFO, "row-remap-failure-clear", f"no remap failure on {_where(s)}")
+    return Verdict(RemediationPath.REPLACE, Severity.CRITICAL, "row-remap-failure",
+                   f"row remapping failed on {_where(s)}: a bank reached {t.remap_rows_per_bank_limit} uncorrectable "
+                   "remaps and has no spare rows (NVIDIA memory error management); replace")
+
+
+def _remap_pending(s: Signal, t: SignalThresholds, n: int) -> Verdict:
+    if not _positive(s.value):
+        return Verdict(RemediationPath.IGNORE, Severity.INFO, "row-remap-pending-clear", f"no remap pending on {_where(s)}")
+    return Verdict(RemediationPath.RESET_GPU, Severity.CRITICAL, "row-remap-pending",
+                   f"row remap pending on {_where(s)}: a GPU reset activates it")
+
+
+def _uncorrectable(s: Signal, t: SignalThresholds, n: int) -> Verdict:
+    if not _positive(s.value):
+        return Verdict(RemediationPath.IGNORE, Severity.INFO, "uncorrectable-remap-none", f"no uncorrectable remaps on {_where(s)}")
+    return Verdict(RemediationPath.WATCH, Severity.WARNING, "uncorrectable-remap",
+                   f"{s.value if s.value is not None else 'some'} uncorrectable remapped rows on {_where(s)}: watch; "
+                   f"the remap-failure flag (a bank at {t.remap_rows_per_bank_limit}) triggers replacement "
+                   "(seed 002 Fig. 4: rising counts preceded a dead GPU)")
+
+
+def _correctable(s: Signal, t: SignalThresholds, n: int) -> Verdict:
+    return Verdict(RemediationPath.WATCH, Severity.INFO, "correctable-remap-trend",
+                   f"{s.value if s.value is not None else 'some'} correctable remapped rows on {_where(s)}: the trend "
+                   "matters, not the count (seed 002 Fig. 4); handed to early warning")
+
+
+def _throttle(s: Signal, t: SignalThresholds, n: int) -> Verdict:
+    what = s.kind.value
+    if s.value is not None and s.value >= t.throttle_replace_seconds:
+        return Verdict(RemediationPath.REPLACE, Severity.CRITICAL, f"{what}-persistent",
+                       f"{what} on {_where(s)} for {s.value:.0f} s (>= {t.throttle_replace_seconds:.0f} s): "
+                       "fail-slow node drags every step (seed 001/002); replace")
+    if s.value is not None and s.value < t.throttle_warn_seconds:
+        return Verdict(RemediationPath.WATCH, Severity.INFO, f"{what}-transient",
+                       f"{what} on {_where(s)} for {s.value:.0f} s (< {t.throttle_warn_seconds:.0f} s): keep observing")
+    lasted = "duration unknown" if s.value is None else f"{s.value:.0f} s"
+    return Verdict(RemediationPath.WATCH, Severity.WARNING, what,
+                   f"{what} on {_where(s)} ({lasted}): watch; replaced if it persists {t.throttle_replace_seconds:.0f} s")
+
+
+def _pcie(s: Signal, t: SignalThresholds, n: int) -> Verdict:
+    detail = ", ".join(f"{k}={v}" for k, v in sorted(s.labels.items()) if k.startswith("pcie_"))
+    return Verdict(RemediationPath.REPLACE, Severity.WARNING, "pcie-link-below-max",
+                   f"PCIe link below its maximum on {_where(s)}{f' ({detail})' if detail else ''}: bandwidth lost "
+                   "without any XID (seed 002 Table 1); replace at the next checkpoint")
+
+
+def _nvlink(s: Signal, t: SignalThresholds, n: int) -> Verdict:
+    counter = s.labels.get("counter", "")
+    if s.value is None:
+        return Verdict(RemediationPath.WATCH, Severity.WARNING, "nvlink-errors-rate-unknown",
+                       f"NVLink {counter or 'error'} counter non-zero on {_where(s)}; rate unknown from one sample: watch")
+    if counter in ("replay", "recovery"):
+        if s.value >= t.nvlink_replay_recovery_errors:
+            return Verdict(RemediationPath.RESET_GPU, Severity.CRITICAL, "nvlink-replay-recovery",
+                           f"{s.value:.0f} new NVLink {counter} errors on {_where(s)} "
+                           f"(>= {t.nvlink_replay_recovery_errors}, DCGM health limit): reset the GPU")
+        return Verdict(RemediationPath.IGNORE, Severity.INFO, "nvlink-quiet", f"no new NVLink {counter} errors on {_where(s)}")
+    if s.value >= t.nvlink_crc_errors_per_second:
+        return Verdict(RemediationPath.RESET_GPU, Severity.CRITICAL, "nvlink-crc-rate",
+                       f"NVLink CRC errors at {s.value:.1f}/s on {_where(s)} "
+                       f"(>= {t.nvlink_crc_errors_per_second:.0f}/s, DCGM health limit): reset the GPU")
+    if s.value > 0:
+        return Verdict(RemediationPath.WATCH, Severity.WARNING, "nvlink-crc-low",
+                       f"NVLink CRC errors at {s.value:.2f}/s on {_where(s)}: below the reset limit, watch")
+    return Verdict(RemediationPath.IGNORE, Severity.INFO, "nvlink-quiet", f"no NVLink errors on {_where(s)}")
+
+
+def _ib_port_down(s: Signal, t: SignalThresholds, n: int) -> Verdict:
+    port = s.labels.get("port", "")
+    if s.value is not None and s.value >= t.ib_single_outage_seconds:
+        return Verdict(RemediationPath.RESTART_APP, Severity.CRITICAL, "ib-single-outage",
+                       f"IB port {port} on {s.node} down {s.value:.1f} s (>= {t.ib_single_outage_seconds:.1f} s "
+                       "transport timeout): the run's connections are gone; restart from checkpoint now (seed 001)")
+    lasted = "so far" if s.value is None else f"{s.value:.1f} s"
+    return Verdict(RemediationPath.WATCH, Severity.WARNING, "ib-port-down",
+                   f"IB port {port} on {s.node} down ({lasted}): one flap is not a fault; cumulative downtime is tracked")
+
+
+def _ib_downtime(s: Signal, t: SignalThresholds, n: int) -> Verdict:
+    port = s.labels.get("port", "")
+    if s.value is not None and s.value >= t.ib_cumulative_seconds:
+        return Verdict(RemediationPath.REPLACE, Severity.CRITICAL, "ib-cumulative-downtime",
+                       f"IB port {port} on {s.node} down {s.value:.1f} s in total within {t.ib_window_seconds:.0f} s "
+                       f"(>= {t.ib_cumulative_seconds:.1f} s): cumulative downtime, not flap count, kills runs (seed 001)")
+    total = "unknown" if s.value is None else f"{s.value:.1f} s"
+    return Verdict(RemediationPath.WATCH, Severity.WARNING, "ib-downtime-below-budget",
+                   f"IB port {port} on {s.node}: {total} down in the window, below {t.ib_cumulative_seconds:.1f} s")
+
+
+def _isolate(s: Signal, t: SignalThresholds, n: int) -> Verdict:
+    what = "NCCL watchdog timeout" if s.kind is SignalKind.NCCL_TIMEOUT else "loss became NaN/zero"
+    return Verdict(RemediationPath.ISOLATE, Severity.CRITICAL, s.kind.value,
+                   f"{what} in the job on {s.node}: the symptom names no culprit (seed 001); isolate by bisection (seed 004)")
+
+
+def _not_ready(s: Signal, t: SignalThresholds, n: int) -> Verdict:
+    if s.value is not None and s.value >= t.node_not_ready_seconds:
+        return Verdict(RemediationPath.REPLACE, Severity.CRITICAL, "node-not-ready-persistent",
+                       f"{s.node} NotReady for {s.value:.0f} s (>= {t.node_not_ready_seconds:.0f} s): replace")
+    lasted = "duration unknown" if s.value is None else f"{s.value:.0f} s"
+    return Verdict(RemediationPath.WATCH, Severity.WARNING, "node-not-ready",
+                   f"{s.node} NotReady ({lasted}): replaced after {t.node_not_ready_seconds:.0f} s")
+
+
+def _unknown(s: Signal, t: SignalThresholds, n: int) -> Verdict:
+    name = s.labels.get("alertname", "") or s.raw[:80]
+    return Verdict(RemediationPath.ESCALATE, Severity.WARNING, "unknown-signal",
+                   f"unrecognised signal on {_where(s)} ({name}): a human decides")
+
+
+_RULES = {
+    SignalKind.XID: _xid,
+    SignalKind.SXID: _sxid,
+    SignalKind.ROW_REMAP_FAILURE: _remap_failure,
+    SignalKind.ROW_REMAP_PENDING: _remap_pending,
+    SignalKind.UNCORRECTABLE_REMAP: _uncorrectable,
+    SignalKind.CORRECTABLE_REMAP: _correctable,
+    SignalKind.HW_SLOWDOWN: _throttle,
+    SignalKind.THERMAL_THROTTLE: _throttle,
+    SignalKind.POWER_BRAKE: _throttle,
+    SignalKind.PCIE_DEGRADED: _pcie,
+    SignalKind.NVLINK_ERROR: _nvlink,
+    SignalKind.IB_PORT_DOWN: _ib_port_down,
+    SignalKind.IB_DOWNTIME: _ib_downtime,
+    SignalKind.NCCL_TIMEOUT: _isolate,
+    SignalKind.LOSS_NAN: _isolate,
+    SignalKind.NODE_NOT_READY: _not_ready,
+    SignalKind.UNKNOWN: _unknown,
+}
