@@ -1,0 +1,78 @@
+"""Engines and transactions for the ledger on SQLite and PostgreSQL.
+
+SQLite is shared by several processes (the alert receiver and flow runs), so it runs in WAL mode (readers never
+wait for the writer) with a busy timeout, and every write transaction starts with BEGIN IMMEDIATE: the write lock
+is taken up front, so two writers queue instead of one failing half-way with "database is locked" when it tries
+to upgrade a read snapshot. PostgreSQL runs at READ COMMITTED; races there are settled by compare-and-swap
+updates, unique keys and advisory locks in the ledger methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.pool import StaticPool
+
+_WRITE = "ledger_write"  # execution option that marks a write transaction
+
+
+def make_engine(url: str, *, echo: bool = False, busy_timeout_seconds: float = 30.0) -> Engine:
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ValueError(f"not a database URL: {url!r} (expected sqlite:///path or postgresql+psycopg://...)") from None
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        return _sqlite_engine(url, parsed.database, echo=echo, busy_timeout_seconds=busy_timeout_seconds)
+    if backend == "postgresql":
+        if parsed.get_driver_name() != "psycopg":
+            parsed = parsed.set(drivername="postgresql+psycopg")  # the one PostgreSQL driver we ship
+        return create_engine(parsed, echo=echo, pool_pre_ping=True, future=True)
+    raise ValueError(f"unsupported ledger database {backend!r} in {url!r}: use sqlite:///path or postgresql+psycopg://")
+
+
+def _sqlite_engine(url: str, database: str | None, *, echo: bool, busy_timeout_seconds: float) -> Engine:
+    in_memory = not database or database == ":memory:"
+    kwargs = {"connect_args": {"timeout": busy_timeout_seconds, "check_same_thread": False}}
+    if in_memory:
+        # One shared connection, or every checkout would see a different empty database. Single-threaded use only
+        # (the policy simulator); anything concurrent should use a file.
+        kwargs["poolclass"] = StaticPool
+    engine = create_engine(url, echo=echo, future=True, **kwargs)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (below)
+        cur = dbapi_conn.cursor()
+        if not in_memory:
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")  # durable at checkpoints; WAL makes this crash-safe
+        cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_seconds * 1000)}")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE) else "BEGIN")
+
+    return engine
+
+
+@contextmanager
+def write_transaction(engine: Engine) -> Iterator[Connection]:
+    """One write transaction: committed on success, rolled back on any exception (nothing partial)."""
+    with engine.connect() as conn:
+        conn.execution_options(**{_WRITE: True})
+        with conn.begin():
+            yield conn
+
+
+@contextmanager
+def read_transaction(engine: Engine) -> Iterator[Connection]:
+    with engine.connect() as conn:
+        with conn.begin():
+            yield conn

@@ -1,0 +1,165 @@
+"""Incidents: one row per fault on one GPU of one node, deduplicated within a time window."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from sqlalchemy import Connection, select, text, update
+
+from remedy.domain.model import Incident, IncidentStatus, Topology
+from remedy.ledger import schema
+from remedy.ledger.base import LedgerBase
+from remedy.ledger.convert import as_enum, incident_record, require_aware, require_choice, require_text
+from remedy.ledger.errors import RecordNotFound
+from remedy.ledger.records import IncidentRecord
+
+SEVERITIES = ("critical", "warning")
+
+
+def _pg_lock_key(fingerprint: str) -> int:
+    """Signed 64-bit advisory-lock key for one fingerprint (namespaced so it cannot collide with other locks)."""
+    digest = hashlib.sha256(f"remedy-incident|{fingerprint}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _statuses(status: IncidentStatus | str | Iterable[IncidentStatus | str]) -> list[str]:
+    items = [status] if isinstance(status, str) else list(status)
+    return [as_enum(IncidentStatus, s, "incident status").value for s in items]
+
+
+class IncidentsMixin(LedgerBase):
+    def open_incident(
+        self,
+        incident: Incident,
+        *,
+        window_seconds: float,
+        severity: str = "critical",
+        topology: Topology | None = None,
+    ) -> tuple[IncidentRecord, bool]:
+        """Record a fault; a repeat of the same fingerprint within the window bumps the existing incident.
+
+        Returns (record, created). A repeat adds `incident.count` to the count, moves last_seen forward and
+        raises severity to critical if the repeat is critical. Two receivers racing on one fault still make
+        one incident: writers are serialised per fingerprint (PostgreSQL advisory lock; SQLite write lock).
+        The topology snapshot comes from `topology`, else from the node's ledger row if there is one.
+        """
+        require_text(incident.node, "incident node")
+        require_text(incident.signal, "incident signal")
+        require_choice(severity, SEVERITIES, "severity")
+        if isinstance(window_seconds, bool) or not isinstance(window_seconds, (int, float)) or window_seconds < 0:
+            raise ValueError(f"window_seconds must be a number >= 0, got {window_seconds!r}")
+        if not isinstance(incident.count, int) or incident.count < 1:
+            raise ValueError(f"incident count must be an integer >= 1, got {incident.count!r}")
+        require_aware(incident.first_seen, "incident first_seen")
+        require_aware(incident.last_seen, "incident last_seen")
+        status = as_enum(IncidentStatus, incident.status, "incident status")
+        fp = incident.fingerprint
+        with self._write() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _pg_lock_key(fp)})
+            i = schema.incidents.c
+            since = incident.last_seen - timedelta(seconds=window_seconds)
+            row = conn.execute(
+                select(schema.incidents)
+                .where(i.fingerprint == fp, i.status != IncidentStatus.RESOLVED.value, i.last_seen >= since)
+                .order_by(i.last_seen.desc(), i.id.desc())
+                .limit(1)
+            ).first()
+            if row is not None:
+                values = {"count": row.count + incident.count, "last_seen": max(row.last_seen, incident.last_seen)}
+                if severity == "critical":
+                    values["severity"] = "critical"
+                conn.execute(update(schema.incidents).where(i.id == row.id).values(**values))
+                return self._incident(conn, row.id), False
+            topo = topology or self._node_topology(conn, incident.node)
+            values = {
+                "fingerprint": fp, "node": incident.node, "gpu": incident.gpu, "signal": incident.signal,
+                "xid": incident.xid, "first_seen": incident.first_seen, "last_seen": incident.last_seen,
+                "count": incident.count, "status": status.value, "detail": incident.detail or "",
+                "severity": severity, "flow_run_id": None,
+                "resolved_at": incident.last_seen if status is IncidentStatus.RESOLVED else None,
+                "rack": topo.rack, "switch": topo.switch, "pdu": topo.pdu,
+            }
+            new_id = conn.execute(schema.incidents.insert().values(**values)).inserted_primary_key[0]
+            return self._incident(conn, new_id), True
+
+    @staticmethod
+    def _node_topology(conn: Connection, node: str) -> Topology:
+        n = schema.nodes.c
+        row = conn.execute(select(n.zone, n.rack, n.switch, n.pdu).where(n.name == node)).first()
+        return Topology(zone=row.zone, rack=row.rack, switch=row.switch, pdu=row.pdu) if row else Topology()
+
+    @staticmethod
+    def _incident(conn: Connection, incident_id: int) -> IncidentRecord:
+        row = conn.execute(select(schema.incidents).where(schema.incidents.c.id == incident_id)).first()
+        if row is None:
+            raise RecordNotFound("incident", incident_id)
+        return incident_record(row)
+
+    def get_incident(self, incident_id: int) -> IncidentRecord:
+        with self._read() as conn:
+            return self._incident(conn, incident_id)
+
+    def set_incident_status(
+        self,
+        incident_id: int,
+        status: IncidentStatus,
+        *,
+        detail: str = "",
+        flow_run_id: str | None = None,
+        at: datetime | None = None,
+    ) -> IncidentRecord:
+        """Set status (resolved stamps resolved_at; any other status clears it). Empty detail keeps the old one."""
+        status = as_enum(IncidentStatus, status, "incident status")
+        at = self._now(at)
+        values: dict = {"status": status.value, "resolved_at": at if status is IncidentStatus.RESOLVED else None}
+        if detail:
+            values["detail"] = detail
+        if flow_run_id is not None:
+            values["flow_run_id"] = flow_run_id
+        with self._write() as conn:
+            self._incident(conn, incident_id)
+            conn.execute(update(schema.incidents).where(schema.incidents.c.id == incident_id).values(**values))
+            return self._incident(conn, incident_id)
+
+    def claim_incident(self, incident_id: int, flow_run_id: str) -> bool:
+        """open → acting for this flow run. False if another run holds it (or it is no longer open).
+
+        The same run claiming again (a task retry) gets True.
+        """
+        require_text(flow_run_id, "flow_run_id")
+        i = schema.incidents.c
+        with self._write() as conn:
+            swapped = conn.execute(
+                update(schema.incidents)
+                .where(i.id == incident_id, i.status == IncidentStatus.OPEN.value)
+                .values(status=IncidentStatus.ACTING.value, flow_run_id=flow_run_id)
+            ).rowcount
+            if swapped == 1:
+                return True
+            rec = self._incident(conn, incident_id)
+            return rec.status is IncidentStatus.ACTING and rec.flow_run_id == flow_run_id
+
+    def incidents(
+        self,
+        *,
+        node: str | None = None,
+        since: datetime | None = None,
+        status: IncidentStatus | str | Iterable[IncidentStatus | str] | None = None,
+        severity: str | None = None,
+    ) -> list[IncidentRecord]:
+        """Incidents oldest first. `since` keeps those still seen at or after it (last_seen >= since)."""
+        i = schema.incidents.c
+        q = select(schema.incidents).order_by(i.first_seen, i.id)
+        if node is not None:
+            q = q.where(i.node == node)
+        if since is not None:
+            q = q.where(i.last_seen >= require_aware(since, "since"))
+        if status is not None:
+            q = q.where(i.status.in_(_statuses(status)))
+        if severity is not None:
+            q = q.where(i.severity == require_choice(severity, SEVERITIES, "severity"))
+        with self._read() as conn:
+            return [incident_record(r) for r in conn.execute(q)]

@@ -1,0 +1,136 @@
+"""What the ledger hands back: frozen plain dataclasses, readable after the session that loaded them is gone."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from remedy.domain.model import ActionOutcome, IncidentStatus, NodeState, Topology
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    name: str
+    gpu_model: str
+    gpu_count: int
+    zone: str
+    rack: str
+    switch: str
+    pdu: str
+    instance_type: str
+    provider_id: str
+    state: NodeState | None  # None = not (yet) managed by gpu-remedy
+    state_version: int  # bumped by every state change; the compare-and-swap token
+    validated_at: datetime | None
+    validation_level: str | None
+    updated_at: datetime
+
+    @property
+    def topology(self) -> Topology:
+        return Topology(zone=self.zone, rack=self.rack, switch=self.switch, pdu=self.pdu)
+
+
+@dataclass(frozen=True)
+class TransitionRecord:
+    id: int
+    node: str
+    from_state: NodeState | None
+    to_state: NodeState
+    reason: str
+    requested_by: str
+    at: datetime
+    idempotency_key: str | None
+
+
+@dataclass(frozen=True)
+class IncidentRecord:
+    id: int
+    fingerprint: str
+    node: str
+    gpu: int | None
+    signal: str
+    xid: int | None
+    first_seen: datetime
+    last_seen: datetime
+    count: int
+    status: IncidentStatus
+    detail: str
+    severity: str
+    flow_run_id: str | None
+    resolved_at: datetime | None
+    rack: str
+    switch: str
+    pdu: str
+
+
+@dataclass(frozen=True)
+class ActionRecord:
+    id: int
+    kind: str
+    node: str
+    incident_id: int | None
+    requested_by: str
+    dry_run: bool
+    started_at: datetime
+    finished_at: datetime | None
+    outcome: ActionOutcome
+    error: str
+    detail: dict[str, Any]
+    idempotency_key: str | None
+
+
+@dataclass(frozen=True)
+class ValidationRecord:
+    id: int
+    node: str
+    level: str
+    passed: bool
+    at: datetime
+    summary: dict[str, Any]
+    requested_by: str
+
+
+@dataclass(frozen=True)
+class BreakerEventRecord:
+    id: int
+    scope_kind: str
+    scope: str
+    from_state: str
+    to_state: str
+    reason: str
+    at: datetime
+    by: str
+
+
+@dataclass(frozen=True)
+class ApprovalRecord:
+    id: int
+    incident_id: int | None
+    flow_run_id: str
+    kind: str
+    requested_at: datetime
+    decided_at: datetime | None
+    decision: str | None  # None = still pending
+    decided_by: str | None
+    reason: str
+    slack_ts: str | None
+
+    @property
+    def pending(self) -> bool:
+        return self.decision is None
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One line of a node's audit trail; `record` is the full transition / action / validation."""
+
+    at: datetime
+    kind: str  # "transition" | "action" | "validation"
+    summary: str
+    by: str
+    record: TransitionRecord | ActionRecord | ValidationRecord = field(repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"at": self.at.isoformat(), "kind": self.kind, "summary": self.summary, "by": self.by,
+                "id": self.record.id}

@@ -1,0 +1,184 @@
+"""Ledger tables (SQLAlchemy Core). The alembic migrations create exactly this; a test compares the two.
+
+Node names are plain strings in the event tables (no foreign key) where the event may arrive before the node is
+known (an alert for a node not yet upserted); transitions and validations need the node row, so they reference it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+from sqlalchemy.types import TypeDecorator
+
+# Stable constraint names so migrations can refer to them on every backend.
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+# Kept out of `alembic_version` so the ledger can share a database with other tools.
+VERSION_TABLE = "ledger_alembic_version"
+
+
+class UTCDateTime(TypeDecorator):
+    """Aware UTC in, aware UTC out. SQLite keeps no zone, so naive values read back are UTC by construction."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        if value is None:
+            return None
+        if not isinstance(value, datetime):
+            raise ValueError(f"expected a datetime, got {type(value).__name__}: {value!r}")
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"naive datetime {value.isoformat()}: pass a timezone-aware (UTC) datetime")
+        value = value.astimezone(timezone.utc)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value, dialect):
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+
+nodes = Table(
+    "nodes",
+    metadata,
+    Column("name", String, primary_key=True),
+    Column("gpu_model", String, nullable=False, default=""),
+    Column("gpu_count", Integer, nullable=False, default=0),
+    Column("zone", String, nullable=False, default=""),
+    Column("rack", String, nullable=False, default=""),
+    Column("switch", String, nullable=False, default=""),
+    Column("pdu", String, nullable=False, default=""),
+    Column("instance_type", String, nullable=False, default=""),
+    Column("provider_id", String, nullable=False, default=""),
+    Column("state", String, nullable=True),  # NodeState value; NULL = unmanaged
+    Column("state_version", Integer, nullable=False, default=0),
+    Column("validated_at", UTCDateTime, nullable=True),
+    Column("validation_level", String, nullable=True),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Index(None, "state"),
+)
+
+transitions = Table(
+    "transitions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("node", String, ForeignKey("nodes.name"), nullable=False),
+    Column("from_state", String, nullable=True),
+    Column("to_state", String, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("requested_by", String, nullable=False),
+    Column("at", UTCDateTime, nullable=False),
+    Column("idempotency_key", String, nullable=True, unique=True),
+    Index(None, "node", "at"),
+)
+
+incidents = Table(
+    "incidents",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("fingerprint", String, nullable=False),
+    Column("node", String, nullable=False),
+    Column("gpu", Integer, nullable=True),
+    Column("signal", String, nullable=False),
+    Column("xid", Integer, nullable=True),
+    Column("first_seen", UTCDateTime, nullable=False),
+    Column("last_seen", UTCDateTime, nullable=False),
+    Column("count", Integer, nullable=False, default=1),
+    Column("status", String, nullable=False),
+    Column("detail", Text, nullable=False, default=""),
+    Column("severity", String, nullable=False),
+    Column("flow_run_id", String, nullable=True),
+    Column("resolved_at", UTCDateTime, nullable=True),
+    Column("rack", String, nullable=False, default=""),
+    Column("switch", String, nullable=False, default=""),
+    Column("pdu", String, nullable=False, default=""),
+    Index(None, "fingerprint", "last_seen"),
+    Index(None, "node"),
+    Index(None, "status"),
+)
+
+actions = Table(
+    "actions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("kind", String, nullable=False),
+    Column("node", String, nullable=False),
+    Column("incident_id", Integer, ForeignKey("incidents.id"), nullable=True),
+    Column("requested_by", String, nullable=False, default=""),
+    Column("dry_run", Boolean, nullable=False, default=False),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("finished_at", UTCDateTime, nullable=True),
+    Column("outcome", String, nullable=False),
+    Column("error", Text, nullable=False, default=""),
+    Column("detail", JSON, nullable=False),
+    Column("idempotency_key", String, nullable=True, unique=True),
+    Index(None, "node"),
+    Index(None, "incident_id"),
+)
+
+validations = Table(
+    "validations",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("node", String, ForeignKey("nodes.name"), nullable=False),
+    Column("level", String, nullable=False),
+    Column("passed", Boolean, nullable=False),
+    Column("at", UTCDateTime, nullable=False),
+    Column("summary", JSON, nullable=False),
+    Column("requested_by", String, nullable=False),
+    Index(None, "node", "at"),
+)
+
+breaker_events = Table(
+    "breaker_events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("scope_kind", String, nullable=False),
+    Column("scope", String, nullable=False),
+    Column("from_state", String, nullable=False),
+    Column("to_state", String, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("at", UTCDateTime, nullable=False),
+    Column("by", String, nullable=False),
+    Index(None, "scope_kind", "scope"),
+    Index(None, "at"),
+)
+
+approvals = Table(
+    "approvals",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("incident_id", Integer, ForeignKey("incidents.id"), nullable=True),
+    Column("flow_run_id", String, nullable=False),
+    Column("kind", String, nullable=False),
+    Column("requested_at", UTCDateTime, nullable=False),
+    Column("decided_at", UTCDateTime, nullable=True),
+    Column("decision", String, nullable=True),  # approve | deny | timeout; NULL = pending
+    Column("decided_by", String, nullable=True),
+    Column("reason", Text, nullable=False, default=""),
+    Column("slack_ts", String, nullable=True),
+    Index(None, "incident_id"),
+)
