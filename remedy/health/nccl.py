@@ -1,0 +1,216 @@
+"""nccl-tests `all_reduce_perf` output: parse the sweep table and judge it against seed 001's criteria.
+
+Output shape (nccl-tests 2.x), one row per payload size:
+
+    #       size   count   type  redop  root |  time  algbw  busbw  #wrong |  time  algbw  busbw  #wrong
+           8388608  2097152  float  sum   -1   128.4  65.33  122.5      0    127.9  65.58  123.0      0
+    # Out of bounds values : 0 OK
+    # Avg bus bandwidth    : 230.123
+
+The first four numbers after `root` are the out-of-place half, the next four the in-place half.
+`#wrong` is `N/A` when validation is off (-c 0). Multi-node group runs print the same table.
+
+"p95 latency": one run gives one time per size and half. With several runs (several outputs, e.g. the
+Job repeats the sweep) the p95 is taken, nearest-rank, over every time measured for that size
+(out-of-place and in-place, all runs); with a single run that is the slower of its two halves.
+BusBW per run is the lower of the two halves; across runs the median is judged.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from dataclasses import dataclass, field
+
+from remedy.health.result import CheckOutputError, CheckResult, Judgement, tail
+from remedy.settings.health import NcclCriteriaProfile
+
+CHECK = "nccl"
+
+
+@dataclass
+class NcclHalf:
+    time_us: float
+    algbw_gbps: float
+    busbw_gbps: float
+    wrong: int | None  # None when the tool printed N/A (validation off)
+
+
+@dataclass
+class NcclRow:
+    size_bytes: int
+    count: int
+    dtype: str
+    redop: str
+    root: int
+    out_of_place: NcclHalf
+    in_place: NcclHalf | None
+
+
+@dataclass
+class NcclRun:
+    rows: list[NcclRow] = field(default_factory=list)
+    avg_busbw_gbps: float | None = None
+    out_of_bounds: int | None = None
+    ranks: int = 0
+    errors: list[str] = field(default_factory=list)  # lines the tool printed about failures
+
+    def row(self, size_bytes: int) -> NcclRow | None:
+        return next((r for r in self.rows if r.size_bytes == size_bytes), None)
+
+
+_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
+_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)")
+_RANK = re.compile(r"^#\s*Rank\s+\d+\s")
+_ERROR = re.compile(r"(NCCL (WARN|failure|error)|Test failure|Test NCCL failure|CUDA failure)", re.I)
+
+
+def _num(token: str, what: str, lineno: int) -> float:
+    try:
+        return float(token)
+    except ValueError:
+        raise CheckOutputError(f"nccl output line {lineno}: {what} is not a number: {token!r}") from None
+
+
+def _wrong(token: str, lineno: int) -> int | None:
+    if token.upper() == "N/A":
+        return None
+    try:
+        return int(token)
+    except ValueError:
+        raise CheckOutputError(f"nccl output line {lineno}: #wrong is neither a count nor N/A: {token!r}") from None
+
+
+def _half(tokens: list[str], lineno: int) -> NcclHalf:
+    return NcclHalf(
+        time_us=_num(tokens[0], "time", lineno),
+        algbw_gbps=_num(tokens[1], "algbw", lineno),
+        busbw_gbps=_num(tokens[2], "busbw", lineno),
+        wrong=_wrong(tokens[3], lineno),
+    )
+
+
+def parse_nccl(text: str) -> NcclRun:
+    """Read one all_reduce_perf (or any nccl-tests) output; raise CheckOutputError if it has no table."""
+    run = NcclRun()
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            if m := _AVG.match(line):
+                run.avg_busbw_gbps = _num(m.group(1), "Avg bus bandwidth", lineno)
+            elif m := _OOB.match(line):
+                run.out_of_bounds = int(m.group(1))
+            elif _RANK.match(line):
+                run.ranks += 1
+            continue
+        tokens = line.split()
+        if len(tokens) in (9, 13) and tokens[0].isdigit():
+            run.rows.append(
+                NcclRow(
+                    size_bytes=int(tokens[0]),
+                    count=int(_num(tokens[1], "count", lineno)),
+                    dtype=tokens[2],
+                    redop=tokens[3],
+                    root=int(_num(tokens[4], "root", lineno)),
+                    out_of_place=_half(tokens[5:9], lineno),
+                    in_place=_half(tokens[9:13], lineno) if len(tokens) == 13 else None,
+                )
+            )
+        elif _ERROR.search(line):
+            run.errors.append(line)
+    if not run.rows and not run.errors:
+        raise CheckOutputError("nccl output has no result table (expected rows of 'size count type redop root ...')")
+    return run
+
+
+def p95(values: list[float]) -> float:
+    """Nearest-rank 95th percentile (the value at rank ceil(0.95 n))."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
+
+
+def human_size(n: int) -> str:
+    for unit, scale in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
+def judge_nccl(runs: list[NcclRun], criteria: NcclCriteriaProfile, *, require_all_sizes: bool = True,
+               raw: str = "") -> CheckResult:
+    """Judge one or more sweeps of the same group against a criteria table (see module doc for p95/BusBW)."""
+    if not runs:
+        raise CheckOutputError("no nccl runs to judge")
+    j = Judgement()
+    for i, run in enumerate(runs):
+        prefix = f"run {i + 1}: " if len(runs) > 1 else ""
+        for err in run.errors[:3]:
+            j.fail(f"{prefix}tool reported: {err}")
+        if not run.rows:
+            j.fail(f"{prefix}no result rows (the test did not complete)")
+        if run.out_of_bounds:
+            j.fail(f"{prefix}{run.out_of_bounds} out-of-bounds values")
+        for row in run.rows:
+            wrong = sum(h.wrong or 0 for h in (row.out_of_place, row.in_place) if h is not None)
+            if wrong:
+                j.fail(f"{prefix}{wrong} wrong elements at {human_size(row.size_bytes)} (data corruption)")
+
+    per_size: dict[str, dict] = {}
+    sizes = sorted({r.size_bytes for run in runs for r in run.rows})
+    for size in sizes:
+        times: list[float] = []
+        busbws: list[float] = []
+        for run in runs:
+            row = run.row(size)
+            if row is None:
+                continue
+            halves = [h for h in (row.out_of_place, row.in_place) if h is not None]
+            times += [h.time_us for h in halves]
+            busbws.append(min(h.busbw_gbps for h in halves))
+        per_size[str(size)] = {
+            "p50_latency_us": statistics.median(times),
+            "p95_latency_us": p95(times),
+            "busbw_gbps": statistics.median(busbws),
+            "samples": len(times),
+        }
+
+    thresholds: dict[str, dict] = {}
+    for c in criteria.sizes:
+        label = human_size(c.size_bytes)
+        thresholds[label] = {k: v for k, v in (("max_p95_latency_us", c.max_p95_latency_us),
+                                               ("min_busbw_gbps", c.min_busbw_gbps)) if v is not None}
+        m = per_size.get(str(c.size_bytes))
+        if m is None:
+            if require_all_sizes and any(run.rows for run in runs):
+                j.fail(f"no result for {label}: the sweep did not reach it")
+            continue
+        if c.max_p95_latency_us is not None and m["p95_latency_us"] > c.max_p95_latency_us:
+            j.fail(f"{label}: p95 latency {m['p95_latency_us']:g} us > {c.max_p95_latency_us:g} us")
+        if c.min_busbw_gbps is not None and m["busbw_gbps"] < c.min_busbw_gbps:
+            j.fail(f"{label}: BusBW {m['busbw_gbps']:g} GB/s < {c.min_busbw_gbps:g} GB/s")
+
+    avgs = [r.avg_busbw_gbps for r in runs if r.avg_busbw_gbps is not None]
+    measurements = {
+        "runs": len(runs),
+        "ranks": max(r.ranks for r in runs),
+        "avg_busbw_gbps": statistics.median(avgs) if avgs else None,
+        "sizes": per_size,
+    }
+    return CheckResult(
+        check=CHECK,
+        verdict=j.verdict,
+        measurements=measurements,
+        thresholds={"profile": {"gpu_model": criteria.gpu_model, "fabric": criteria.fabric}, "sizes": thresholds},
+        reasons=j.reasons,
+        raw_tail=tail(raw),
+    )
+
+
+def check_nccl(outputs: list[str] | str, criteria: NcclCriteriaProfile, *, require_all_sizes: bool = True) -> CheckResult:
+    """Parse one or several all_reduce_perf outputs of the same group and judge them."""
+    texts = [outputs] if isinstance(outputs, str) else list(outputs)
+    runs = [parse_nccl(t) for t in texts]
+    return judge_nccl(runs, criteria, require_all_sizes=require_all_sizes, raw=texts[-1] if texts else "")

@@ -1,0 +1,83 @@
+"""What every health check returns: a verdict, the numbers behind it and the thresholds it was judged by.
+
+Parsers read what a tool printed; criteria turn the reading into a `CheckResult`. Flows, the ledger
+and the simulator only ever see `CheckResult`, never a tool's raw format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from remedy.errors import RemedyError
+
+
+class Verdict(StrEnum):
+    PASS = "pass"
+    WARN = "warn"  # usable, but worth watching (recorded, does not block burn-in)
+    FAIL = "fail"
+
+    @property
+    def rank(self) -> int:
+        return {"pass": 0, "warn": 1, "fail": 2}[self.value]
+
+
+def worst(verdicts: list[Verdict] | tuple[Verdict, ...]) -> Verdict:
+    """The most severe verdict; an empty list passes."""
+    return max(verdicts, key=lambda v: v.rank, default=Verdict.PASS)
+
+
+class CheckOutputError(RemedyError):
+    """A tool's output could not be read (wrong format, truncated, empty); the message says which and where."""
+
+
+@dataclass
+class CheckResult:
+    """One health check's judged outcome."""
+
+    check: str  # the `remedy.io/check` label value, e.g. "dcgm-diag", "nccl"
+    verdict: Verdict
+    measurements: dict[str, Any] = field(default_factory=dict)
+    thresholds: dict[str, Any] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=list)  # why it is not a pass (empty on pass)
+    raw_tail: str = ""  # last lines of the tool output, for the ledger / an RMA ticket
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict is not Verdict.FAIL
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "check": self.check,
+            "verdict": self.verdict.value,
+            "measurements": self.measurements,
+            "thresholds": self.thresholds,
+            "reasons": list(self.reasons),
+            "raw_tail": self.raw_tail,
+        }
+
+
+def tail(text: str, lines: int = 20) -> str:
+    """Last `lines` lines of a tool's output (kept with the result as evidence)."""
+    return "\n".join(text.rstrip("\n").splitlines()[-lines:])
+
+
+class Judgement:
+    """Collects findings while a check is judged, then folds them into one verdict."""
+
+    def __init__(self) -> None:
+        self.verdicts: list[Verdict] = []
+        self.reasons: list[str] = []
+
+    def fail(self, reason: str) -> None:
+        self.verdicts.append(Verdict.FAIL)
+        self.reasons.append(reason)
+
+    def warn(self, reason: str) -> None:
+        self.verdicts.append(Verdict.WARN)
+        self.reasons.append(f"warning: {reason}")
+
+    @property
+    def verdict(self) -> Verdict:
+        return worst(self.verdicts)

@@ -1,0 +1,209 @@
+"""`nvidia-smi -q`: an indentation-based parser into nested dicts, and a judged CheckResult.
+
+The report is `Key : Value` lines and bare section headers, nested by indentation:
+
+    Attached GPUs                         : 8
+    GPU 00000000:18:00.0
+        Product Name                      : NVIDIA H100 80GB HBM3
+        GPU Link Info
+            PCIe Generation
+                Max                       : 5
+                Current                   : 5
+
+A line that has a value *and* deeper lines under it (e.g. `HW Slowdown : Not Active` with
+`HW Thermal Slowdown` indented below it) keeps its value; the deeper lines join its parent section,
+which is how operators read it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from remedy.health.result import CheckOutputError, CheckResult, Judgement, tail
+from remedy.settings.health import HealthCheckSettings
+
+CHECK = "nvidia-smi"
+_GPU_HEADER = re.compile(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]$")
+
+# nvidia-smi's wording → the names NVML and the settings use.
+CLOCK_EVENT_KEYS = {
+    "HW Slowdown": "hw_slowdown",
+    "HW Thermal Slowdown": "hw_thermal_slowdown",
+    "HW Power Brake Slowdown": "hw_power_brake_slowdown",
+    "SW Thermal Slowdown": "sw_thermal_slowdown",
+    "SW Power Cap": "sw_power_cap",
+}
+
+
+def parse_smi_tree(text: str) -> dict[str, Any]:
+    """Nested dicts of the report; repeated keys in one section get ' #2', ' #3' suffixes."""
+    root: dict[str, Any] = {}
+    stack: list[tuple[int, dict[str, Any]]] = [(-1, root)]
+    for raw in text.splitlines():
+        if not raw.strip() or raw.strip().startswith("====="):
+            continue
+        indent = len(raw) - len(raw.lstrip(" \t"))
+        line = raw.strip()
+        while len(stack) > 1 and indent <= stack[-1][0]:
+            stack.pop()
+        parent = stack[-1][1]
+        if ":" in line and not _GPU_HEADER.match(line):
+            key, value = (s.strip() for s in line.split(":", 1))
+            _put(parent, key, value)
+            # deeper lines under a valued line belong to this same section
+            stack.append((indent, parent))
+        else:
+            section: dict[str, Any] = {}
+            _put(parent, line, section)
+            stack.append((indent, section))
+    return root
+
+
+def _put(d: dict[str, Any], key: str, value: Any) -> None:
+    k, n = key, 1
+    while k in d:
+        n += 1
+        k = f"{key} #{n}"
+    d[k] = value
+
+
+def _int(value: Any) -> int | None:
+    if not isinstance(value, str):
+        return None
+    m = re.match(r"^\s*(-?\d+)", value)
+    return int(m.group(1)) if m else None
+
+
+def _float(value: Any) -> float | None:
+    if not isinstance(value, str):
+        return None
+    m = re.match(r"^\s*(-?\d+(?:\.\d+)?)", value)
+    return float(m.group(1)) if m else None
+
+
+def _sum_ints(section: Any, want: str) -> int:
+    """Sum integer leaves whose key (or an enclosing section) names `want` ('uncorrectable' / 'correctable')."""
+    if not isinstance(section, dict):
+        return 0
+    total = 0
+    for key, value in section.items():
+        low = key.lower()
+        if isinstance(value, dict):
+            if want == "uncorrectable" and low.startswith("double bit"):
+                total += _int(value.get("Total")) or 0
+            elif want == "correctable" and low.startswith("single bit"):
+                total += _int(value.get("Total")) or 0
+            else:
+                total += _sum_ints(value, want)
+        elif want == "uncorrectable" and "uncorrectable" in low:
+            total += _int(value) or 0
+        elif want == "correctable" and "correctable" in low and "uncorrectable" not in low:
+            total += _int(value) or 0
+    return total
+
+
+def gpu_summary(block: dict[str, Any]) -> dict[str, Any]:
+    """The fields gpu-remedy judges, from one GPU block of the tree."""
+    link = block.get("GPU Link Info", {})
+    gen, width = link.get("PCIe Generation", {}), link.get("Link Width", {})
+    events = block.get("Clocks Event Reasons") or block.get("Clocks Throttle Reasons") or {}
+    ecc = block.get("ECC Errors", {})
+    remap = block.get("Remapped Rows", {})
+    temp = block.get("Temperature", {})
+    power = block.get("GPU Power Readings") or block.get("Power Readings") or {}
+    return {
+        "product_name": block.get("Product Name", ""),
+        "serial": block.get("Serial Number", ""),
+        "uuid": block.get("GPU UUID", ""),
+        "vbios_version": block.get("VBIOS Version", ""),
+        "inforom_version": block.get("Inforom Version", {}).get("Image Version", "")
+        if isinstance(block.get("Inforom Version"), dict) else "",
+        "pcie_gen_max": _int(gen.get("Max")),
+        "pcie_gen_current": _int(gen.get("Current")),
+        "pcie_width_max": _int(width.get("Max")),
+        "pcie_width_current": _int(width.get("Current")),
+        "clock_events": sorted(
+            name for label, name in CLOCK_EVENT_KEYS.items() if str(events.get(label, "")).strip() == "Active"
+        ),
+        "ecc_volatile_uncorrected": _sum_ints(ecc.get("Volatile", {}), "uncorrectable"),
+        "ecc_volatile_corrected": _sum_ints(ecc.get("Volatile", {}), "correctable"),
+        "ecc_aggregate_uncorrected": _sum_ints(ecc.get("Aggregate", {}), "uncorrectable"),
+        "remapped_correctable": _int(remap.get("Correctable Error")) or 0,
+        "remapped_uncorrectable": _int(remap.get("Uncorrectable Error")) or 0,
+        "remap_pending": str(remap.get("Pending", "No")).strip() == "Yes",
+        "remap_failure": str(remap.get("Remapping Failure Occurred", "No")).strip() == "Yes",
+        "temperature_c": _int(temp.get("GPU Current Temp")),
+        "power_w": _float(power.get("Power Draw") or power.get("Average Power Draw") or power.get("Instantaneous Power Draw")),
+    }
+
+
+def parse_nvidia_smi(text: str) -> dict[str, Any]:
+    """{"driver_version", "attached_gpus", "gpus": {bus_id: summary}, "tree": the full nested dicts}."""
+    tree = parse_smi_tree(text)
+    blocks = {k[4:]: v for k, v in tree.items() if k.startswith("GPU ") and isinstance(v, dict)}
+    if "Attached GPUs" not in tree and not blocks:
+        raise CheckOutputError("nvidia-smi output has no 'Attached GPUs' line and no GPU blocks (is it `nvidia-smi -q`?)")
+    return {
+        "driver_version": tree.get("Driver Version", ""),
+        "attached_gpus": _int(tree.get("Attached GPUs")) if "Attached GPUs" in tree else len(blocks),
+        "gpus": {bus: gpu_summary(b) for bus, b in blocks.items()},
+        "tree": tree,
+    }
+
+
+def judge_nvidia_smi(parsed: dict[str, Any], settings: HealthCheckSettings, *, expect_gpus: int | None = None,
+                     expect_model: str | None = None, raw: str = "") -> CheckResult:
+    p, j = settings.probe, Judgement()
+    want_gpus = expect_gpus if expect_gpus is not None else settings.gpus_per_node
+    want_model = expect_model or settings.gpu_model
+    if parsed["attached_gpus"] != want_gpus:
+        j.fail(f"{parsed['attached_gpus']} GPUs attached, expected {want_gpus}")
+    if p.driver_version and parsed["driver_version"] and parsed["driver_version"] != p.driver_version:
+        j.fail(f"driver {parsed['driver_version']} differs from fleet baseline {p.driver_version}")
+    for bus, g in parsed["gpus"].items():
+        at = f"GPU {bus}"
+        if want_model and g["product_name"] != want_model:
+            j.fail(f"{at}: model {g['product_name']!r}, expected {want_model!r}")
+        if p.vbios_version and g["vbios_version"] != p.vbios_version:
+            j.fail(f"{at}: VBIOS {g['vbios_version']} differs from fleet baseline {p.vbios_version}")
+        if None not in (g["pcie_width_current"], g["pcie_width_max"]) and g["pcie_width_current"] < g["pcie_width_max"]:
+            j.fail(f"{at}: PCIe link width x{g['pcie_width_current']} below max x{g['pcie_width_max']}")
+        if None not in (g["pcie_gen_current"], g["pcie_gen_max"]) and g["pcie_gen_current"] < g["pcie_gen_max"]:
+            msg = f"{at}: PCIe gen {g['pcie_gen_current']} below max gen {g['pcie_gen_max']}"
+            j.fail(msg) if p.pcie_gen_below_max == "fail" else j.warn(msg)
+        for ev in g["clock_events"]:
+            if ev in p.fail_clock_events:
+                j.fail(f"{at}: clock event {ev} active")
+            elif ev in p.warn_clock_events:
+                j.warn(f"{at}: clock event {ev} active")
+        if g["ecc_volatile_uncorrected"] >= p.ecc_volatile_uncorrected_fail:
+            j.fail(f"{at}: {g['ecc_volatile_uncorrected']} volatile uncorrectable ECC errors")
+        if g["remap_failure"]:
+            j.fail(f"{at}: row remapping failure occurred (GPU must be replaced)")
+        if g["remap_pending"]:
+            j.fail(f"{at}: row remap pending (GPU reset needed)")
+        if g["remapped_uncorrectable"] >= p.uncorrectable_remaps_fail:
+            j.fail(f"{at}: {g['remapped_uncorrectable']} uncorrectable row remaps")
+        elif g["remapped_uncorrectable"] >= p.uncorrectable_remaps_warn:
+            j.warn(f"{at}: {g['remapped_uncorrectable']} uncorrectable row remaps")
+        if g["remapped_correctable"] >= p.correctable_remaps_warn:
+            j.warn(f"{at}: {g['remapped_correctable']} correctable row remaps")
+        t = g["temperature_c"]
+        if t is not None and t >= p.temperature_fail_c:
+            j.fail(f"{at}: temperature {t} C >= {p.temperature_fail_c} C")
+        elif t is not None and t >= p.temperature_warn_c:
+            j.warn(f"{at}: temperature {t} C >= {p.temperature_warn_c} C")
+    return CheckResult(
+        check=CHECK,
+        verdict=j.verdict,
+        measurements={k: v for k, v in parsed.items() if k != "tree"},
+        thresholds={"gpus": want_gpus, "gpu_model": want_model, **p.model_dump(exclude={"xid_wait_seconds"})},
+        reasons=j.reasons,
+        raw_tail=tail(raw),
+    )
+
+
+def check_nvidia_smi(text: str, settings: HealthCheckSettings, *, expect_gpus: int | None = None,
+                     expect_model: str | None = None) -> CheckResult:
+    return judge_nvidia_smi(parse_nvidia_smi(text), settings, expect_gpus=expect_gpus, expect_model=expect_model, raw=text)
