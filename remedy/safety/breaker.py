@@ -1,0 +1,448 @@
+"""Circuit breakers per failure domain: stop automation from answering a shared cause with a storm of replacements.
+
+Why this exists (seed 000, Crusoe AutoClusters): when one node fails, replacing it is right. When several nodes of
+one rack fail within a minute, something upstream is broken — a switch, a PDU, a bad config or driver push — and
+blindly replacing every node burns the spare pool while the real problem persists. So failures are counted in
+sliding windows per scope (rack, leaf switch, PDU, and the whole cluster); a scope whose count passes its limit
+(a number of nodes AND a percentage of that scope's nodes, the stricter wins) opens its breaker: automation pauses
+there, and only there, until a person approves (`approve_close`) or a configured cool-down passes quietly, after
+which the breaker is half-open and lets ONE remediation through as a probe (success closes it, failure re-opens it).
+NVSentinel's breaker is cluster-wide and manual only; per-scope breakers keep the rest of the fleet healing while
+one rack is investigated.
+
+Around the breakers sit two more gates in the same decision: the capacity budget (`remedy.safety.budget`, at most
+N nodes / P % out of service, and "hold everything" when the detector flags more than that at once) and the spare
+reserve (automation never takes the ready pool below `breaker.spare_reserve`).
+
+Everything is a pure function of its inputs: `decide(failure, board, fleet, now)` mutates only the board it is
+given and returns a `Decision` with its `Skip` explanation and the `BreakerTransition`s it caused. The board
+serialises to a dict (the flow stores it in the ledger) and can be rebuilt from the ledger's recorded decisions,
+transitions and outcomes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from remedy.config import CapacityBudget
+from remedy.errors import RemedyError
+from remedy.safety.budget import check_budget
+from remedy.safety.scopes import (
+    AUTOMATION,
+    DOMAIN_KINDS,
+    BreakerState,
+    BreakerTransition,
+    Decision,
+    FailureEvent,
+    FleetView,
+    Skip,
+    SkipReason,
+    Verdict,
+    require_aware,
+    scope_key,
+    scopes_of,
+    split_key,
+)
+from remedy.settings.safety import BreakerSettings
+
+CLUSTER = scope_key("cluster", "cluster")
+
+_LIKELY_CAUSE = {
+    "rack": "a switch, PDU or config push",
+    "switch": "a switch or cabling fault",
+    "pdu": "a power event",
+    "cluster": "a fleet-wide cause such as a driver or config push",
+}
+
+
+class BreakerError(RemedyError):
+    """An operator request the breaker board cannot carry out (unknown scope, nothing in flight, …)."""
+
+
+@dataclass
+class ScopeStatus:
+    """A scope whose breaker is not closed (closed scopes are not stored)."""
+
+    state: BreakerState
+    since: datetime
+    reason: str
+    manual: bool = False  # opened by a person: only a person closes it, no cool-down
+    probe_node: str | None = None
+
+
+@dataclass
+class InFlight:
+    """A remediation automation started and has not heard the end of."""
+
+    at: datetime
+    needs_spare: bool
+
+
+def _human_window(seconds: float) -> str:
+    return f"{seconds / 60:g} min" if seconds >= 120 else f"{seconds:g} s"
+
+
+def _label(key: str) -> str:
+    kind, name = split_key(key)
+    return "the cluster" if kind == "cluster" else f"{kind} {name}"
+
+
+class BreakerBoard:
+    """State of every scope's breaker, the failure windows and the remediations in flight."""
+
+    def __init__(self, settings: BreakerSettings | None = None, budget: CapacityBudget | None = None) -> None:
+        self.settings = settings or BreakerSettings()
+        self.budget = budget or CapacityBudget()
+        self.status: dict[str, ScopeStatus] = {}
+        self.windows: dict[str, list[tuple[datetime, str]]] = {}
+        self.last_failure: dict[str, datetime] = {}
+        self.active: dict[str, InFlight] = {}
+
+    # ---- reading -------------------------------------------------------------------------------------------
+    def state_of(self, scope: str) -> BreakerState:
+        key = self.resolve(scope) if ":" not in scope else scope
+        st = self.status.get(key)
+        return st.state if st else BreakerState.CLOSED
+
+    def not_closed(self) -> list[str]:
+        return sorted(self.status)
+
+    def is_active(self, node: str) -> bool:
+        return node in self.active
+
+    def failures_in_window(self, scope: str) -> int:
+        return len({node for _, node in self.windows.get(scope, [])})
+
+    def allowed(self, key: str, size: int) -> tuple[int, str]:
+        """Most distinct failed nodes the scope tolerates in its window, and why (count vs percent)."""
+        kind, _ = split_key(key)
+        limit = self.settings.limit(kind)
+        by_pct = max(1, math.floor(limit.max_percent * size / 100.0 + 1e-9))
+        allowed = min(limit.max_failures, by_pct)
+        return allowed, f"min of {limit.max_failures} nodes and {limit.max_percent:g}% of {size}"
+
+    def resolve(self, scope: str) -> str:
+        """'rack:rack-3', or a bare name that matches exactly one scope the board knows."""
+        if ":" in scope:
+            split_key(scope)
+            return scope
+        known = set(self.status) | set(self.windows) | set(self.last_failure) | {CLUSTER}
+        matches = sorted(k for k in known if split_key(k)[1] == scope)
+        if len(matches) != 1:
+            hint = "no scope has that name" if not matches else f"ambiguous: {', '.join(matches)}"
+            raise BreakerError(f"unknown breaker scope {scope!r} ({hint}); use kind:name, e.g. rack:rack-3")
+        return matches[0]
+
+    # ---- state changes -------------------------------------------------------------------------------------
+    def _move(
+        self, key: str, to: BreakerState, reason: str, now: datetime, *, by: str = AUTOMATION, node: str | None = None
+    ) -> BreakerTransition:
+        kind, name = split_key(key)
+        t = BreakerTransition(kind, name, self.state_of(key), to, reason, now, by, node)
+        self._apply(t)
+        return t
+
+    def _apply(self, t: BreakerTransition) -> None:
+        if t.to_state is BreakerState.CLOSED:
+            self.status.pop(t.key, None)
+        else:
+            manual = t.to_state is BreakerState.OPEN and t.by != AUTOMATION
+            self.status[t.key] = ScopeStatus(t.to_state, t.at, t.reason, manual)
+
+    def _record(self, key: str, at: datetime, node: str) -> None:
+        """Add a failure to a scope's window, newest-relative pruning so a replay prunes identically."""
+        kind, _ = split_key(key)
+        window = self.windows.setdefault(key, [])
+        window.append((at, node))
+        window.sort()
+        horizon = window[-1][0] - timedelta(seconds=self.settings.limit(kind).window_seconds)
+        self.windows[key] = [e for e in window if e[0] > horizon]
+        if key not in self.last_failure or at > self.last_failure[key]:
+            self.last_failure[key] = at
+
+    def _cool_down(self, key: str, now: datetime) -> BreakerTransition | None:
+        st = self.status.get(key)
+        if st is None or st.state is not BreakerState.OPEN or st.manual:
+            return None
+        cooldown = self.settings.limit(split_key(key)[0]).cooldown_seconds
+        if cooldown is None:
+            return None
+        quiet_since = max(st.since, self.last_failure.get(key, st.since))
+        if now - quiet_since < timedelta(seconds=cooldown):
+            return None
+        return self._move(
+            key,
+            BreakerState.HALF_OPEN,
+            f"no new failure in {_label(key)} for {_human_window(cooldown)} (cool-down): letting one remediation "
+            "through as a probe",
+            now,
+        )
+
+    def approve_close(self, scope: str, by: str, now: datetime) -> list[BreakerTransition]:
+        """A person re-closes a scope's breaker (open or half-open); closed stays closed (no transition)."""
+        if not by or not by.strip():
+            raise BreakerError("approving a breaker close needs the approver's name")
+        require_aware(now, "approval time")
+        key = self.resolve(scope)
+        if self.state_of(key) is BreakerState.CLOSED:
+            return []
+        return [self._move(key, BreakerState.CLOSED, f"closed by {by} after review", now, by=by)]
+
+    def open(self, scope: str, by: str, reason: str, now: datetime) -> list[BreakerTransition]:
+        """A person pauses automation in a scope; only `approve_close` re-closes it (no cool-down)."""
+        if not by or not by.strip():
+            raise BreakerError("opening a breaker by hand needs the operator's name")
+        require_aware(now, "open time")
+        key = self.resolve(scope)
+        st = self.status.get(key)
+        if st is not None and st.state is BreakerState.OPEN and st.manual:
+            return []
+        return [self._move(key, BreakerState.OPEN, f"opened by {by}: {reason or 'no reason given'}", now, by=by)]
+
+    def record_outcome(self, node: str, succeeded: bool, now: datetime) -> list[BreakerTransition]:
+        """The remediation of `node` ended; if it was a half-open probe, close (success) or re-open (failure)."""
+        require_aware(now, "outcome time")
+        if node not in self.active:
+            raise BreakerError(f"no remediation of {node} is in flight on the breaker board")
+        del self.active[node]
+        out: list[BreakerTransition] = []
+        for key in sorted(self.status):
+            st = self.status[key]
+            if st.state is not BreakerState.HALF_OPEN or st.probe_node != node:
+                continue
+            if succeeded:
+                out.append(self._move(key, BreakerState.CLOSED, f"probe remediation of {node} succeeded", now, node=node))
+            else:
+                out.append(
+                    self._move(
+                        key, BreakerState.OPEN, f"probe remediation of {node} failed: the cause persists", now, node=node
+                    )
+                )
+        return out
+
+    # ---- persistence ---------------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {
+            "version": 1,
+            "status": {
+                k: {
+                    "state": s.state.value,
+                    "since": s.since.isoformat(),
+                    "reason": s.reason,
+                    "manual": s.manual,
+                    "probe_node": s.probe_node,
+                }
+                for k, s in sorted(self.status.items())
+            },
+            "windows": {k: [[a.isoformat(), n] for a, n in w] for k, w in sorted(self.windows.items()) if w},
+            "last_failure": {k: v.isoformat() for k, v in sorted(self.last_failure.items())},
+            "active": {
+                n: {"at": f.at.isoformat(), "needs_spare": f.needs_spare} for n, f in sorted(self.active.items())
+            },
+        }
+
+    @classmethod
+    def from_dict(
+        cls, data: Mapping, settings: BreakerSettings | None = None, budget: CapacityBudget | None = None
+    ) -> "BreakerBoard":
+        if data.get("version") != 1:
+            raise BreakerError(f"breaker board: unsupported format version {data.get('version')!r} (expected 1)")
+        board = cls(settings, budget)
+        try:
+            for k, s in data.get("status", {}).items():
+                split_key(k)
+                board.status[k] = ScopeStatus(
+                    BreakerState(s["state"]),
+                    datetime.fromisoformat(s["since"]),
+                    s["reason"],
+                    bool(s.get("manual", False)),
+                    s.get("probe_node"),
+                )
+            for k, w in data.get("windows", {}).items():
+                split_key(k)
+                board.windows[k] = sorted((datetime.fromisoformat(a), n) for a, n in w)
+            board.last_failure = {k: datetime.fromisoformat(v) for k, v in data.get("last_failure", {}).items()}
+            board.active = {
+                n: InFlight(datetime.fromisoformat(f["at"]), bool(f["needs_spare"]))
+                for n, f in data.get("active", {}).items()
+            }
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BreakerError(f"breaker board: malformed saved state ({exc})") from None
+        return board
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BreakerBoard) and self.to_dict() == other.to_dict()
+
+    @classmethod
+    def rebuild(
+        cls,
+        decisions: Iterable[Decision],
+        transitions: Iterable[BreakerTransition],
+        outcomes: Iterable[tuple[str, datetime]] = (),
+        settings: BreakerSettings | None = None,
+        budget: CapacityBudget | None = None,
+    ) -> "BreakerBoard":
+        """Rebuild from the ledger: every recorded decision and every transition (in recorded order), plus the
+        (node, finished_at) of each remediation outcome. Equals the live board that produced them."""
+        board = cls(settings, budget)
+        decisions = list(decisions)
+        acted: dict[str, Decision] = {}
+        for d in decisions:
+            if d.skip is not None and d.skip.reason is SkipReason.ALREADY_IN_REMEDIATION:
+                continue  # the live board records nothing for a duplicate
+            for key in scopes_of(d.failure.topology):
+                if key != CLUSTER or d.counted_in_cluster:
+                    board._record(key, d.failure.at, d.node)
+            if d.acted:
+                acted[d.node] = d
+        for t in transitions:
+            board._apply(t)
+        finished: dict[str, datetime] = {}
+        for node, at in outcomes:
+            finished[node] = max(at, finished.get(node, at))
+        for node, d in acted.items():
+            if node not in finished or finished[node] < d.at:
+                board.active[node] = InFlight(d.at, d.failure.needs_spare)
+        for key, st in board.status.items():
+            if st.state is BreakerState.HALF_OPEN:
+                probes = [d for d in decisions if d.acted and key in d.probe_for and d.at >= st.since]
+                st.probe_node = probes[0].node if probes else None
+        return board
+
+
+def decide(failure: FailureEvent, board: BreakerBoard, fleet: FleetView, now: datetime) -> Decision:
+    """ACT or HOLD on one failure. Gates in order: duplicate, breakers (domains, then cluster), capacity, spares.
+
+    Mutates `board` (windows, states, in-flight set); same inputs in the same order give the same board.
+    """
+    require_aware(now, "decision time")
+    if failure.at > now:
+        raise ValueError(f"failure of {failure.node} at {failure.at.isoformat()} is after decision time {now.isoformat()}")
+    keys = scopes_of(failure.topology)
+    for key in keys:
+        fleet.size(key)  # a clear error if the caller's fleet view does not cover this node's scopes
+    node = failure.node
+    transitions: list[BreakerTransition] = []
+
+    def hold(reason: SkipReason, detail: str, scope: str | None = None, counted: bool = True) -> Decision:
+        return Decision(Verdict.HOLD, failure, now, Skip(reason, detail, scope), tuple(transitions), (), counted)
+
+    # 1. a node already under remediation is not a new failure
+    if node in board.active or node in fleet.in_remediation:
+        return hold(SkipReason.ALREADY_IN_REMEDIATION, f"{node} is already under remediation", counted=False)
+
+    # 2. quiet scopes whose cool-down has passed become half-open (before this failure counts against them)
+    for key in keys:
+        t = board._cool_down(key, now)
+        if t is not None:
+            transitions.append(t)
+
+    # 3. rack / switch / PDU breakers: already paused, or tripped by this failure (narrowest scope trips)
+    domains = [k for k in keys if k != CLUSTER]
+    for key in domains:
+        board._record(key, failure.at, node)
+    held = _held_by(board, domains, node)
+    if held is None:
+        held = _trip(board, domains, fleet, failure, now, transitions)
+    if held is not None:
+        return hold(held[0], held[1], held[2], counted=False)
+
+    # 4. the cluster-wide breaker counts only failures no domain breaker already contains
+    board._record(CLUSTER, failure.at, node)
+    held = _held_by(board, [CLUSTER], node) or _trip(board, [CLUSTER], fleet, failure, now, transitions)
+    if held is not None:
+        return hold(*held)
+
+    # 5. capacity budget (medik8s minimum-healthy gate); never cordon a healthy fleet
+    out_now = set(fleet.in_remediation) | set(board.active)
+    unhealthy = out_now | set(fleet.flagged) | {node}
+    budget = check_budget(fleet.total, len(out_now), min(len(unhealthy), fleet.total), board.budget)
+    if not budget.ok:
+        return hold(SkipReason.DETECTOR_SUSPECT if budget.detector_suspect else SkipReason.CAPACITY_BUDGET, budget.detail)
+
+    # 6. spare reserve: automation never takes the ready pool below the reserve
+    note = budget.detail
+    if failure.needs_spare:
+        promised = {n for n, f in board.active.items() if f.needs_spare} - set(fleet.spare_claims)
+        ready = fleet.ready_spares - len(promised)
+        reserve = board.settings.spare_reserve
+        if ready - 1 < reserve:
+            left = "no ready spare" if ready <= 0 else f"only {ready} ready spare{'s' if ready != 1 else ''}"
+            return hold(
+                SkipReason.SPARE_RESERVE,
+                f"{left} (after {len(promised)} already promised) and the reserve is {reserve}: taking one would leave "
+                f"{max(ready - 1, 0)} — a person must decide whether to spend the reserve",
+            )
+        note += f"; spare pool {ready} → {ready - 1} (reserve {reserve})"
+
+    # 7. act; half-open scopes on the way take this remediation as their single probe
+    probes = tuple(k for k in keys if board.state_of(k) is BreakerState.HALF_OPEN)
+    for key in probes:
+        board.status[key].probe_node = node
+    board.active[node] = InFlight(now, failure.needs_spare)
+    return Decision(Verdict.ACT, failure, now, None, tuple(transitions), probes, True, note)
+
+
+def _held_by(board: BreakerBoard, keys: list[str], node: str) -> tuple[SkipReason, str, str] | None:
+    """First scope among `keys` that is open, or half-open with its probe still running."""
+    for key in keys:
+        st = board.status.get(key)
+        if st is None:
+            continue
+        if st.state is BreakerState.OPEN:
+            kind = split_key(key)[0]
+            cooldown = board.settings.limit(kind).cooldown_seconds
+            how = (
+                "a person must approve closing it"
+                if st.manual or cooldown is None
+                else f"it re-tries after {_human_window(cooldown)} without new failures, or a person approves"
+            )
+            return (
+                SkipReason.BREAKER_OPEN,
+                f"automation paused in {_label(key)} since {st.since.isoformat()} ({st.reason}); {how}",
+                key,
+            )
+        if st.state is BreakerState.HALF_OPEN and st.probe_node is not None and st.probe_node != node:
+            return (
+                SkipReason.PROBE_IN_FLIGHT,
+                f"{_label(key)} is half-open and its probe remediation of {st.probe_node} has not finished",
+                key,
+            )
+    return None
+
+
+def _trip(
+    board: BreakerBoard,
+    keys: list[str],
+    fleet: FleetView,
+    failure: FailureEvent,
+    now: datetime,
+    transitions: list[BreakerTransition],
+) -> tuple[SkipReason, str, str] | None:
+    """Open the narrowest closed scope whose window now holds more failed nodes than it allows."""
+    over = []
+    for order, key in enumerate(keys):
+        if board.state_of(key) is not BreakerState.CLOSED:
+            continue
+        size = fleet.size(key)
+        allowed, why = board.allowed(key, size)
+        count = board.failures_in_window(key)
+        if count > allowed:
+            over.append((size, order, key, count, allowed, why))
+    if not over:
+        return None
+    size, _, key, count, allowed, why = min(over)
+    kind = split_key(key)[0]
+    window = _human_window(board.settings.limit(kind).window_seconds)
+    detail = (
+        f"{_label(key)}: {count} nodes failed within {window}, over the limit of {allowed} ({why}): likely "
+        f"{_LIKELY_CAUSE[kind]}, not {count} bad nodes — automation paused in {_label(key)}, a human must look"
+    )
+    also = [o[2] for o in sorted(over) if o[2] != key]
+    if also:
+        detail += f" (also over its limit: {', '.join(also)})"
+    transitions.append(board._move(key, BreakerState.OPEN, detail, now, node=failure.node))
+    return SkipReason.BREAKER_TRIPPED, detail, key
