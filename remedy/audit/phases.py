@@ -14,7 +14,12 @@ from statistics import median
 import pandas as pd
 
 from remedy.audit.cadence import CadenceError, save_duration_from_samples
+from remedy.errors import RemedyError
 from remedy.settings.audit import NfsAuditSettings
+
+
+class IoSeriesError(RemedyError):
+    """A cluster I/O time series that does not fit the expected columns and ranges."""
 
 SAVE, LOAD, TRAINING = "save", "load", "training"
 
@@ -40,7 +45,12 @@ def io_schema():
 def classify_phases(series: pd.DataFrame, settings: NfsAuditSettings | None = None) -> pd.DataFrame:
     """The validated series plus a `phase` column (save | load | training)."""
     s = settings or NfsAuditSettings()
-    df = io_schema().validate(series.copy())
+    import pandera.errors
+
+    try:
+        df = io_schema().validate(series.copy())
+    except pandera.errors.SchemaError as exc:
+        raise IoSeriesError(f"cluster I/O series: {str(exc).splitlines()[0]}") from None
     save = df["nfs_write_bytes_per_s"] > s.save_write_bytes_per_s
     load = (df["gpu_util_pct"] < s.load_gpu_util_below_pct) & (df["nfs_read_bytes_per_s"] > s.load_read_bytes_per_s)
     df["phase"] = TRAINING
