@@ -81,3 +81,9 @@ class Judgement:
     @property
     def verdict(self) -> Verdict:
         return worst(self.verdicts)
+
+
+def same_gpu_model(found: str | None, expected: str) -> bool:
+    """NVML says 'NVIDIA H100 80GB HBM3', GPU feature discovery labels say 'NVIDIA-H100-80GB-HBM3': same GPU."""
+    norm = lambda s: " ".join((s or "").replace("-", " ").replace("_", " ").lower().split())  # noqa: E731
+    return norm(found) == norm(expected)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from remedy.health.result import CheckOutputError, CheckResult, Judgement, tail
+from remedy.health.result import CheckOutputError, CheckResult, Judgement, same_gpu_model, tail
 from remedy.settings.health import HealthCheckSettings
 
 CHECK = "nvidia-smi"
@@ -163,7 +163,7 @@ def judge_nvidia_smi(parsed: dict[str, Any], settings: HealthCheckSettings, *, e
         j.fail(f"driver {parsed['driver_version']} differs from fleet baseline {p.driver_version}")
     for bus, g in parsed["gpus"].items():
         at = f"GPU {bus}"
-        if want_model and g["product_name"] != want_model:
+        if want_model and not same_gpu_model(g["product_name"], want_model):
             j.fail(f"{at}: model {g['product_name']!r}, expected {want_model!r}")
         if p.vbios_version and g["vbios_version"] != p.vbios_version:
             j.fail(f"{at}: VBIOS {g['vbios_version']} differs from fleet baseline {p.vbios_version}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from remedy.health.result import Verdict
+from remedy.health.result import Verdict, same_gpu_model
 from remedy.probe.nvml import init_cause, load
 from remedy.probe.report import ExpectedNode, ProbeReport, ProbeUnavailable
 from remedy.settings.health import ProbeThresholds
@@ -171,7 +171,7 @@ def _same(report: ProbeReport, subject: str, item: str, found: Any, want: str | 
 def _judge_gpu(report: ProbeReport, s: str, r: dict[str, Any], expected: ExpectedNode, t: ProbeThresholds) -> None:
     add = report.add
     if expected.gpu_model is not None:
-        ok = (r["name"] or "").strip() == expected.gpu_model.strip()
+        ok = same_gpu_model(r["name"], expected.gpu_model)
         add(s, "gpu-model", Verdict.PASS if ok else Verdict.FAIL, r["name"], f"== {expected.gpu_model}",
             "" if ok else f"model {r['name']!r}, expected {expected.gpu_model!r}")
     _same(report, s, "vbios-version", r["vbios_version"], expected.vbios_version)
