@@ -1,9 +1,176 @@
-"""Lemon scoring, fault isolation and early-warning thresholds (issue 6). Composed into remedy.config.RemedySettings."""
+"""Lemon scoring, fault isolation and early-warning thresholds (issue 6). Composed into remedy.config.RemedySettings.
+
+Seeds cited in the defaults: 000 = Crusoe AutoClusters (lemon nodes; Meta's large-job failure rate 14% → 4% once
+lemons were removed), 001 = Databricks health checks (InfiniBand cumulative downtime vs NCCL_IB_TIMEOUT ≈ 7 s),
+002 = Lablup report (63 nodes, 73 days; precursor signals vs the 59 peers, 30 s samples; gpu124's correctable remaps
+> 200 in one week; top 3 nodes held > 50% of exclusions), 004 = bisection fault isolation (minimum node count).
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, model_validator
+
+
+class IsolationSettings(BaseModel):
+    """Bisection fault isolation (seed 004): how batches are formed and how timeouts are treated."""
+
+    min_nodes: int = Field(
+        1,
+        ge=1,
+        description="Smallest batch a smoke test may run on when the job does not say; below it a job can OOM and "
+        "look like a hardware fault (seed 004 'Minimum Required Nodes').",
+    )
+    first_round_batches: int = Field(
+        4,
+        ge=2,
+        description="Disjoint batches the pool is split into in round 1. 'Every batch diverges' means user code only "
+        "if there are several batches: with 4, two bad nodes can never fake a code verdict (seed 004).",
+    )
+    max_retests: int = Field(
+        1,
+        ge=0,
+        description="How many times a timed-out (inconclusive) batch is retested before it is reported as inconclusive.",
+    )
+
+
+class EarlyWarningSettings(BaseModel):
+    """Warning-level detectors: peer outliers, remap acceleration, stragglers, InfiniBand downtime."""
+
+    peer_z_threshold: float = Field(
+        3.5,
+        gt=0,
+        description="Robust z-score (0.6745·|x − median| / MAD across the job's nodes) above which a sample is an "
+        "outlier; 3.5 is Iglewicz & Hoaglin's cut-off. Seed 002 compares each node with its 59 peers.",
+    )
+    peer_mad_floor_fraction: float = Field(
+        0.05,
+        ge=0,
+        description="MAD is floored at this fraction of |median| so a near-identical fleet does not turn noise into "
+        "huge z-scores.",
+    )
+    peer_min_nodes: int = Field(
+        8, ge=3, description="Fewest nodes in a job at one timestamp for a peer comparison to mean anything."
+    )
+    persist_k: int = Field(
+        3, ge=1, description="A node must be an outlier in at least k of the last n samples (one spike is not an alarm)."
+    )
+    persist_n: int = Field(5, ge=1, description="Length of the persistence window in samples (seed 002 samples every 30 s).")
+    remap_recent_days: float = Field(
+        7.0, gt=0, description="Recent window for the correctable-remap rate (seed 002: gpu124 went > 200 in one week)."
+    )
+    remap_baseline_days: float = Field(
+        28.0, gt=0, description="Window before the recent one that sets the GPU's own baseline remap rate."
+    )
+    remap_min_increase: int = Field(
+        40,
+        ge=1,
+        description="Fewest new correctable remaps in the recent window to warn; well under seed 002's 200/week so the "
+        "warning comes days before the GPU vanished (254 total).",
+    )
+    remap_acceleration_ratio: float = Field(
+        4.0, gt=1, description="Recent weekly rate must be at least this multiple of the baseline weekly rate."
+    )
+    remap_baseline_floor_per_week: float = Field(
+        2.0,
+        gt=0,
+        description="Baseline weekly rate is at least this, so a GPU with no history does not have an infinite ratio.",
+    )
+    straggler_slowdown: float = Field(
+        0.15,
+        gt=0,
+        description="A node's step time this fraction above the job median marks it slow (fail-slow: one slow node "
+        "stalls every synchronous step; seed 002 §fail-slow).",
+    )
+    straggler_min_nodes: int = Field(4, ge=2, description="Fewest nodes reporting a step for a median to be used.")
+    ib_transport_timeout_seconds: float = Field(
+        7.0,
+        gt=0,
+        description="Port-down time after which NCCL's IB connection is torn down: NCCL_IB_TIMEOUT's effective default "
+        "with retries is ~7 s (seed 001).",
+    )
+    ib_warn_fraction: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="Warn when a port's cumulative downtime in the window reaches this fraction of the transport timeout.",
+    )
+    ib_window_seconds: float = Field(
+        6 * 3600.0,
+        gt=0,
+        description="Window over which port-down time accumulates. Seed 001: cumulative downtime, not flap count, is "
+        "what kills a run; it gives no window, 6 h is an operator choice (about one checkpoint cadence).",
+    )
+
+    @model_validator(mode="after")
+    def _k_le_n(self) -> "EarlyWarningSettings":
+        if self.persist_k > self.persist_n:
+            raise ValueError(f"persist_k ({self.persist_k}) must not exceed persist_n ({self.persist_n})")
+        return self
 
 
 class LemonSettings(BaseModel):
     """Lemon scoring, fault isolation and early-warning thresholds (issue 6)."""
+
+    lookback_days: float = Field(
+        73.0, gt=0, description="History window scored for lemons (seed 002 analysed 73 days of 60-node sessions)."
+    )
+    recurrence_gap_days: float = Field(
+        14.0,
+        gt=0,
+        description="A fail → passing validation → fail cycle counts only if the second failure comes within this many "
+        "days of the pass (the lemon signature: passes checks idle, fails again under load; seed 000).",
+    )
+    recurrence_min_cycles: int = Field(3, ge=1, description="Cycles needed for the recurrence signal to fire.")
+    rate_alpha: float = Field(
+        0.001,
+        gt=0,
+        lt=1,
+        description="One-sided Poisson p-value below which a node's incident count is in excess of the fleet rate × its "
+        "exposure. ≈ 0.05 / 63 nodes (seed 002's fleet), a Bonferroni correction for testing every node.",
+    )
+    rate_min_incidents: int = Field(
+        3, ge=1, description="Fewest incidents for the excess-rate signal (one or two are never a pattern)."
+    )
+    repeat_xid_min: int = Field(
+        3, ge=2, description="Same XID on the same GPU this many times fires the repeat signal."
+    )
+    exclusion_share_min: float = Field(
+        0.10,
+        gt=0,
+        le=1,
+        description="A node holding this share of all exclusions fires the exclusion signal (seed 002: top 3 of 63 "
+        "held > 50%; a fair share is 1/63 ≈ 1.6%).",
+    )
+    exclusion_count_deliberate: bool = Field(
+        False,
+        description="Count deliberate operator isolation in exclusion shares. Off: seed 002 §4.3.1 found most top "
+        "exclusions were operators isolating nodes on purpose, a decision already taken rather than new evidence.",
+    )
+    exclusion_min_total: int = Field(
+        10, ge=1, description="Fewest exclusions fleet-wide before shares are meaningful."
+    )
+    correlated_min_nodes: int = Field(
+        4,
+        ge=2,
+        description="Incidents on this many distinct nodes within correlated_window_minutes are one shared event "
+        "(rack power, switch, config push; seed 000) and count against no single node.",
+    )
+    correlated_window_minutes: float = Field(
+        15.0, gt=0, description="Time window that groups incidents into one correlated event."
+    )
+    min_signals: int = Field(
+        2,
+        ge=1,
+        le=4,
+        description="Independent signals (recurrence, excess rate, repeat XID, exclusion share) needed for a lemon "
+        "candidate. Any one alone also fits a busy or deliberately isolated healthy node (seed 002 §4.3.1).",
+    )
+    retirement_budget: int = Field(
+        2,
+        ge=0,
+        description="Most nodes retired per retirement window: retiring too fast drains the spare pool (seed 000; seed 002 "
+        "had only 3 spares).",
+    )
+    retirement_window_days: float = Field(7.0, gt=0, description="Sliding window of the retirement budget.")
+    isolation: IsolationSettings = Field(default_factory=IsolationSettings)
+    early_warning: EarlyWarningSettings = Field(default_factory=EarlyWarningSettings)
