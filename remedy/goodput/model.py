@@ -1,0 +1,186 @@
+"""The analytic goodput model: G = (1 − (c + f + q)) × e (seed 000, Crusoe AutoClusters).
+
+c  checkpoint overhead  = checkpoint cost / checkpoint interval
+f  failure loss         = failures per period × (interval / 2 + restart loading) / period
+q  queue wait           = failures per period × remediation time / period
+e  compute efficiency   (your kernels; 1.0 in the worked example)
+
+How the seed-000 worked example computes it, and so how this module does:
+- failures per day = 24 h / MTBF (8 h → 3 per day). The MTBF is per hour of *training*
+  (Meta measured job interruptions per hour of job runtime), but the article divides the
+  whole day by it; we do the same so the published figures come out.
+- c counts checkpoints over the whole 24 h (1440 / 30 = 48 → 48 min), not only over the
+  hours the job ran. The discrete-event simulator (`remedy.goodput.sim`) counts only
+  checkpoints actually taken, which is why it lands a few tenths of a point higher.
+- The article's whole percents are the goodput truncated to a whole percent: 81.04 % → "81 %",
+  92.5 % → "92 %", 93.4 % → "93 %" (`published_percent`). Its intermediate "≈ 3 %", "12.5 %",
+  "7 %" are rounded for prose and not used in the arithmetic.
+
+Plain Python, no Prefect: the CLI, the policy simulator and the benchmark share it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass
+
+MINUTES_PER_DAY = 24 * 60
+
+# Meta's published job MTBF by cluster size (seed 000 quoting Pinckney et al. 2024, arXiv:2410.21680):
+# 8 GPUs ≈ 47 days, 1,024 GPUs ≈ 8 h, 16,384 GPUs ≈ 1.8 h. (GPUs, MTBF hours).
+META_MTBF_POINTS: tuple[tuple[int, float], ...] = ((8, 47 * 24.0), (1024, 8.0), (16384, 1.8))
+
+
+@dataclass(frozen=True)
+class GoodputBreakdown:
+    """Where the time went over `period_minutes`; fractions of the period."""
+
+    goodput: float  # G = (1 − (c + f + q)) × e, in [0, 1]
+    checkpoint: float  # c
+    failure_loss: float  # f
+    queue_wait: float  # q
+    efficiency: float  # e
+    failures_per_period: float
+    checkpoint_minutes: float
+    failure_loss_minutes: float
+    queue_wait_minutes: float
+    period_minutes: float
+    mtbf_hours: float
+    checkpoint_interval_minutes: float
+
+    @property
+    def lost_fraction(self) -> float:
+        return self.checkpoint + self.failure_loss + self.queue_wait
+
+    @property
+    def lost_minutes(self) -> float:
+        return self.checkpoint_minutes + self.failure_loss_minutes + self.queue_wait_minutes
+
+    def as_dict(self) -> dict[str, float]:
+        out = asdict(self)
+        out["lost_fraction"] = self.lost_fraction
+        out["lost_minutes"] = self.lost_minutes
+        out["published_percent"] = published_percent(self.goodput)
+        return out
+
+
+def published_percent(goodput: float) -> int:
+    """Goodput as the seed-000 article prints it: truncated to a whole percent (92.5 % → 92)."""
+    return int(math.floor(goodput * 100 + 1e-9))
+
+
+def goodput(
+    *,
+    mtbf_hours: float,
+    checkpoint_interval_minutes: float,
+    checkpoint_cost_minutes: float,
+    remediation_minutes: float,
+    restart_loading_minutes: float = 0.0,
+    efficiency: float = 1.0,
+    period_minutes: float = MINUTES_PER_DAY,
+) -> GoodputBreakdown:
+    """Goodput of a gang-scheduled job, computed the way seed 000's worked example does.
+
+    `remediation_minutes` is the queue wait per failure (60 manual, 5 automated in seed 000);
+    `restart_loading_minutes` is extra rollback cost per failure (seed 002: 31 min median; the
+    seed-000 example folds the restart into its 60 minutes, so 0 there). Lost time is capped at
+    the period, so goodput stays in [0, 1] even for absurd inputs.
+    """
+    _positive("mtbf_hours", mtbf_hours)
+    _positive("checkpoint_interval_minutes", checkpoint_interval_minutes)
+    _positive("period_minutes", period_minutes)
+    _non_negative("checkpoint_cost_minutes", checkpoint_cost_minutes)
+    _non_negative("remediation_minutes", remediation_minutes)
+    _non_negative("restart_loading_minutes", restart_loading_minutes)
+    if not 0.0 <= efficiency <= 1.0:
+        raise ValueError(f"efficiency must be within [0, 1], got {efficiency}")
+    if checkpoint_cost_minutes >= checkpoint_interval_minutes:
+        raise ValueError(
+            f"checkpoint cost ({checkpoint_cost_minutes:g} min) must be shorter than the interval "
+            f"({checkpoint_interval_minutes:g} min)"
+        )
+    failures = period_minutes / (mtbf_hours * 60.0)
+    ckpt_min = period_minutes / checkpoint_interval_minutes * checkpoint_cost_minutes
+    loss_min = failures * (checkpoint_interval_minutes / 2.0 + restart_loading_minutes)
+    queue_min = failures * remediation_minutes
+    c, f, q = (m / period_minutes for m in (ckpt_min, loss_min, queue_min))
+    g = max(0.0, 1.0 - (c + f + q)) * efficiency
+    return GoodputBreakdown(
+        goodput=g,
+        checkpoint=c,
+        failure_loss=f,
+        queue_wait=q,
+        efficiency=efficiency,
+        failures_per_period=failures,
+        checkpoint_minutes=ckpt_min,
+        failure_loss_minutes=loss_min,
+        queue_wait_minutes=queue_min,
+        period_minutes=period_minutes,
+        mtbf_hours=mtbf_hours,
+        checkpoint_interval_minutes=checkpoint_interval_minutes,
+    )
+
+
+def mtbf_hours_for_gpus(gpus: int) -> float:
+    """Job MTBF (hours) for a cluster of `gpus`, from Meta's figures interpolated log-log.
+
+    log(MTBF) is linear in log(GPUs) between the published points (8 → 47 d, 1,024 → 8 h,
+    16,384 → 1.8 h); outside them the nearest segment's slope is extended. 1,000 GPUs → 8.2 h.
+    """
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
+        raise ValueError(f"gpus must be a positive whole number, got {gpus!r}")
+    pts = META_MTBF_POINTS
+    if gpus <= pts[1][0]:
+        (x0, y0), (x1, y1) = pts[0], pts[1]
+    else:
+        (x0, y0), (x1, y1) = pts[1], pts[2]
+    slope = (math.log(y1) - math.log(y0)) / (math.log(x1) - math.log(x0))
+    return math.exp(math.log(y0) + slope * (math.log(gpus) - math.log(x0)))
+
+
+def _young_daly_impl():
+    """Young/Daly lives with the checkpoint audit (issue 7) when that module exists: one source of truth."""
+    try:
+        from remedy.audit import cadence  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return getattr(cadence, "young_daly_interval", None)
+
+
+def optimal_checkpoint_interval_minutes(checkpoint_cost_minutes: float, mtbf_hours: float) -> float:
+    """Young/Daly first-order optimum T = sqrt(2 · δ · M), in minutes.
+
+    Seed 000: 1 min checkpoints, MTBF 8 h → 31 min ("30"); MTBF 10 h → 34.6 min ("35").
+    Seed 002 Table 11: δ = 18 s, M = 56.2 h → 44.9 min.
+    """
+    _positive("checkpoint_cost_minutes", checkpoint_cost_minutes)
+    _positive("mtbf_hours", mtbf_hours)
+    shared = _young_daly_impl()
+    if shared is not None:
+        return float(shared(checkpoint_cost_minutes * 60.0, mtbf_hours * 3600.0)) / 60.0
+    return math.sqrt(2.0 * checkpoint_cost_minutes * mtbf_hours * 60.0)
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d)?\s*$", re.IGNORECASE)
+_UNIT_SECONDS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400}
+
+
+def parse_duration(text: str, *, what: str = "duration", default_unit: str = "m") -> float:
+    """'8h' / '30m' / '45s' / '2d' / '1.5h' → seconds. A bare number uses `default_unit`."""
+    m = _DURATION.match(str(text))
+    if not m:
+        raise ValueError(f"{what}: cannot read {text!r} as a duration (use e.g. 8h, 30m, 45s)")
+    value = float(m.group(1))
+    unit = (m.group(2) or default_unit).lower()
+    return value * _UNIT_SECONDS[unit]
+
+
+def _positive(name: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+
+
+def _non_negative(name: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} must be zero or more, got {value!r}")

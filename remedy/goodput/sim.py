@@ -1,0 +1,398 @@
+"""Discrete-event fleet simulator: one gang-scheduled job, its nodes, spares, failures and a policy.
+
+What is modelled (and why):
+- The job needs all `training_nodes`; it trains only while every slot holds a usable node and no
+  remediation holds it. Checkpoints every interval; a failure loses the partial interval since the
+  last checkpoint; every restart reloads the checkpoint (seed 002: median 31 min).
+- Failures arrive per hour of *training* (Meta's MTBF is per job runtime hour; seed 000 too), as a
+  Poisson process over the nodes in the job: lemons fail `lemon_rate_factor` times as often and
+  pass every check, so they come back and fail again until something retires them.
+- The fault mix is seed 002 Table 2, each fault with the XID the driver logs and the lowest fix
+  that really clears it (`scenarios.FAULT_MIX`).
+- Rack events (PDU, leaf switch) drop every node of a rack for a while, on the wall clock.
+- Spares: a replaced node goes to repair, then burn-in, then back to the warm pool.
+Node lifecycle changes go through `remedy.domain.model.check_transition`, the flows' state machine.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from remedy.domain.model import NodeState, Topology, check_transition
+from remedy.goodput.events import TAKE_SPARE, Clock, Process, Resource, Signal
+from remedy.goodput.results import Accounts, SimResult, summarise
+from remedy.goodput.scenarios import FAULT_MIX, FIX_LEVELS, RESTART, UPSTREAM, FaultKind, Scenario
+
+RUNNING, DOWN, LOADING = "running", "down", "loading"
+_RACK_FAULT = FaultKind("rack", 0.0, (), "node-not-ready", ((UPSTREAM, 1.0),), not_ready=True)
+
+
+@dataclass
+class Fault:
+    kind: FaultKind
+    xid: int | None
+    needs: str  # lowest fix level that clears it, or UPSTREAM (clears at `clears_at` by itself)
+    clears_at: float = math.inf
+
+
+@dataclass
+class Incident:
+    """One fault on one node, from detection to the job training again."""
+
+    id: int
+    node: int
+    fault: Fault
+    start: float
+    slot: int | None
+    rack: int
+    resumed_at: float | None = None
+    closed: bool = False
+    automatic_retries: int = 0
+    failed_retries: int = 0
+    human_acted: bool = False
+    chain_success: bool | None = None  # set when an automatic restart chain ends
+    actions: list[str] = field(default_factory=list)
+
+
+class FleetSim:
+    """Run one policy on one scenario: `FleetSim(scenario, policy, seed=1).run()`."""
+
+    def __init__(self, scenario: Scenario, policy: object, *, seed: int = 0, check_invariants: bool = False) -> None:
+        if not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seed must be a non-negative whole number, got {seed!r}")
+        self.sc, self.policy, self.seed = scenario, policy, seed
+        self.check = check_invariants
+        self.fail_rng = np.random.default_rng([seed, 0])  # failure process
+        self.rng = np.random.default_rng([seed, 1])  # everything a policy or repair shop draws
+        self.clock = Clock()
+        self.clock.spare_requests = self._request_spare
+        self.acc = Accounts()
+        n, size = scenario.total_nodes, scenario.rack_size
+        self.state: list[NodeState] = [NodeState.ACTIVE] * scenario.training_nodes + [NodeState.SPARE] * scenario.spares
+        n_lemons = int(round(scenario.lemon_fraction * n))
+        self.lemon = np.zeros(n, dtype=bool)
+        self.lemon[self.fail_rng.choice(n, size=n_lemons, replace=False)] = True
+        self.rack_of: list[int] = [i // size for i in range(n)]
+        self.slots: list[int | None] = list(range(scenario.training_nodes))
+        self.slot_of: dict[int, int] = {i: i for i in range(scenario.training_nodes)}
+        self.spare_pool: deque[int] = deque(range(scenario.training_nodes, n))
+        self.spare_waiters: deque[Process] = deque()
+        self.unready_until: dict[int, float] = {}
+        self.faults: dict[int, Fault] = {}
+        self.incidents: list[Incident] = []
+        self.open_by_node: dict[int, Incident] = {}
+        self.holds: set[int] = set()
+        self.awaiting_resume: list[Incident] = []  # job incidents whose downtime ends at the next restart
+        self.spares_granted: set[int] = set()  # handed to a process, not yet installed
+        self.phase, self.epoch, self.run_start = DOWN, 0, 0.0
+        self._attempt = Signal(self.clock)
+        self.on_call = Resource(self.clock, scenario.on_call_engineers)
+        # Calibrate the per-node rate so the job starts at the scenario's MTBF, lemons included.
+        p, k = scenario.lemon_fraction, scenario.lemon_rate_factor
+        self.node_rate = 1.0 / (scenario.job_mtbf_hours * 60.0 * scenario.training_nodes * (1 - p + p * k))
+        self.lemon_slots = {s for s, node in enumerate(self.slots) if self.lemon[node]}
+        self._kind_p = np.array([kd.share for kd in FAULT_MIX]) / sum(kd.share for kd in FAULT_MIX)
+
+    # ---- running the simulation ---------------------------------------------------------------
+    def run(self) -> SimResult:
+        t0 = time.perf_counter()
+        horizon = self.sc.days * 24 * 60
+        self._schedule_rack_events(horizon)
+        self._start_running()
+        if self.sc.failure_clock == "wall":
+            self._next_wall_failure()
+        self.clock.run_until(horizon, self.check_invariants if self.check else None)
+        self._close_phase(failed=False)
+        return summarise(self, time.perf_counter() - t0)
+
+    def _schedule_rack_events(self, horizon: float) -> None:
+        racks = max(self.rack_of) + 1
+        rate = self.sc.rack_events_per_rack_year * racks / (365 * 24 * 60)
+        count = self.fail_rng.poisson(rate * horizon)
+        times = np.sort(self.fail_rng.uniform(0, horizon, count))  # vectorised: all events drawn at once
+        which = self.fail_rng.integers(0, racks, count)
+        for t, r in zip(times.tolist(), which.tolist()):
+            self.clock.at(t, lambda r=r: self._rack_event(r))
+
+    # ---- the job ------------------------------------------------------------------------------
+    def _job_rate(self) -> float:
+        lemons = len(self.lemon_slots)
+        return self.node_rate * (self.sc.training_nodes - lemons + lemons * self.sc.lemon_rate_factor)
+
+    def _start_running(self) -> None:
+        self.phase, self.run_start = RUNNING, self.clock.now
+        self.epoch += 1
+        if self.sc.failure_clock == "training":
+            epoch = self.epoch
+            self.clock.after(self.fail_rng.exponential(1.0 / self._job_rate()), lambda: self._node_failure(epoch))
+
+    def _next_wall_failure(self) -> None:
+        """Wall-clock failure process: job nodes fail whether or not the job is training."""
+        self.clock.after(self.fail_rng.exponential(1.0 / self._job_rate()), lambda: self._node_failure(None))
+
+    def _close_phase(self, *, failed: bool) -> None:
+        now, acc = self.clock.now, self.acc
+        if self.phase == RUNNING:
+            elapsed = now - self.run_start
+            interval, cost = self.sc.checkpoint_interval_minutes, self.sc.checkpoint_cost_minutes
+            done = math.floor(elapsed / interval)
+            partial = elapsed - done * interval
+            acc.checkpoint += done * cost
+            if failed:  # the partial interval since the last completed checkpoint is rolled back
+                acc.rollback += partial
+                acc.useful += done * (interval - cost)
+            else:  # still training at the horizon: the partial interval counts as done
+                acc.checkpoint += max(0.0, partial - (interval - cost))
+                acc.useful += done * (interval - cost) + min(partial, interval - cost)
+        elif self.phase == DOWN:
+            acc.down += now - self.run_start
+        elif self.phase == LOADING:
+            acc.loading += now - self.run_start  # cut short by the horizon or a new fault
+        self.run_start = now
+        self.epoch += 1
+
+    def _stop(self) -> None:
+        """A fault hit the job: whatever it was doing ends now."""
+        if self.phase == DOWN:
+            return
+        self._close_phase(failed=self.phase == RUNNING)
+        self.phase = DOWN
+
+    def _node_failure(self, epoch: int | None) -> None:
+        if epoch is None:  # wall clock: keep the process going, whatever the job is doing
+            self._next_wall_failure()
+        elif epoch != self.epoch or self.phase != RUNNING:
+            return  # the job stopped since this failure was drawn; memoryless, so redraw later
+        lemons = len(self.lemon_slots)
+        k = self.sc.lemon_rate_factor
+        n = self.sc.training_nodes
+        if lemons and self.fail_rng.random() < lemons * k / (n - lemons + lemons * k):
+            slot = sorted(self.lemon_slots)[int(self.fail_rng.integers(lemons))]
+        else:
+            while True:
+                slot = int(self.fail_rng.integers(n))
+                if slot not in self.lemon_slots:
+                    break
+        node = self.slots[slot]
+        if node is None or node in self.faults:
+            return  # wall clock only: that slot is empty or already broken (thinning keeps it Poisson)
+        self.acc.job_failures += 1
+        self._stop()
+        self._open_incident(node, self._draw_fault())
+
+    def _draw_fault(self) -> Fault:
+        kind = FAULT_MIX[int(self.fail_rng.choice(len(FAULT_MIX), p=self._kind_p))]
+        xid = int(self.fail_rng.choice(kind.xids)) if kind.xids else None
+        levels, probs = zip(*kind.needs)
+        needs = levels[int(self.fail_rng.choice(len(levels), p=np.array(probs) / sum(probs)))]
+        return Fault(kind, xid, needs)
+
+    def _rack_event(self, rack: int) -> None:
+        clears = self.clock.now + self.sc.rack_event_hours * 60
+        self.acc.rack_events += 1
+        nodes = [i for i, r in enumerate(self.rack_of) if r == rack]
+        hit_job = False
+        for node in nodes:
+            self.unready_until[node] = max(self.unready_until.get(node, 0.0), clears)
+            if self.state[node] is NodeState.ACTIVE and node in self.slot_of and node not in self.faults:
+                if not hit_job:
+                    self._stop()
+                    hit_job = True
+                self._open_incident(node, Fault(_RACK_FAULT, None, UPSTREAM, clears))
+        self.clock.at(clears, self._grant_spares)
+
+    def _open_incident(self, node: int, fault: Fault) -> None:
+        self.faults[node] = fault
+        inc = Incident(len(self.incidents), node, fault, self.clock.now, self.slot_of.get(node), self.rack_of[node])
+        self.incidents.append(inc)
+        self.open_by_node[node] = inc
+        if inc.slot is not None:
+            self.awaiting_resume.append(inc)
+        self.clock.spawn(self.policy.handle(self, inc))
+
+    def _maybe_restart(self) -> None:
+        if self.phase != DOWN or self.holds or any(s is None for s in self.slots):
+            return
+        self._close_phase(failed=False)
+        self.phase = LOADING
+        median = self.sc.restart_loading_median_minutes
+        load = float(median * math.exp(self.sc.restart_loading_sigma * self.rng.standard_normal())) if median else 0.0
+        epoch = self.epoch
+        self.clock.after(load, lambda: self._loading_done(epoch))
+
+    def _loading_done(self, epoch: int) -> None:
+        if epoch != self.epoch or self.phase != LOADING:
+            return
+        now = self.clock.now
+        broken = [n for n in self.slots if n in self.faults and not self._cleared_by(n, RESTART)]
+        if broken:  # the job came up on a node that is still faulty and died again
+            self.acc.failed_retry += now - self.run_start
+            self.acc.failed_attempts += 1
+            self.run_start, self.phase = now, DOWN
+            self.epoch += 1
+            self._attempt.fire(False)
+            return
+        for node in self.slots:  # a restart clears what a restart can clear
+            if node in self.faults:
+                self._clear(node)
+        self._close_phase(failed=False)
+        for inc in self.awaiting_resume:
+            inc.resumed_at = now
+        self.awaiting_resume.clear()
+        self._start_running()
+        self._attempt.fire(True)
+
+    # ---- primitives the policies call ---------------------------------------------------------
+    def hold(self, inc: Incident) -> None:
+        """Keep the job from (re)starting while this incident is worked; stops it if it was up."""
+        self.holds.add(inc.id)
+        self._stop()
+
+    def release(self, inc: Incident) -> None:
+        self.holds.discard(inc.id)
+        self._maybe_restart()
+
+    def next_attempt(self) -> Signal:
+        """Fires True when the job next trains again, False when a restart attempt dies."""
+        return self._attempt
+
+    def cleared(self, node: int, level: str) -> bool:
+        """Would a fix at `level` clear this node's fault? (No fault = healthy.)"""
+        return node not in self.faults or self._cleared_by(node, level)
+
+    def _cleared_by(self, node: int, level: str) -> bool:
+        fault = self.faults[node]
+        if fault.needs == UPSTREAM:
+            return self.clock.now >= fault.clears_at
+        return FIX_LEVELS.index(level) >= FIX_LEVELS.index(fault.needs)
+
+    def fix_in_place(self, node: int, level: str) -> bool:
+        """Apply a reset / reboot; True if the node is healthy afterwards (lemons always pass)."""
+        self.acc.in_place_fixes += 1
+        if self.cleared(node, level):
+            self._clear(node)
+            return True
+        return False
+
+    def _clear(self, node: int) -> None:
+        self.faults.pop(node, None)
+
+    def pull(self, inc: Incident) -> int | None:
+        """Cordon + drain the incident's node out of its slot (ACTIVE → QUARANTINED); returns the slot."""
+        node = inc.node
+        self.hold(inc)
+        slot = self.slot_of.pop(node, None)
+        self._move(node, NodeState.QUARANTINED)
+        if slot is not None:
+            self.slots[slot] = None
+            self.lemon_slots.discard(slot)
+        return slot
+
+    def install(self, slot: int, node: int) -> None:
+        """Put a node (a promoted spare or the fixed original) into a slot."""
+        if self.slots[slot] is not None:
+            raise RuntimeError(f"slot {slot} already holds node {self.slots[slot]}")
+        if self.state[node] is NodeState.SPARE:
+            self.acc.spares_consumed += 1
+            self.spares_granted.discard(node)
+        self._move(node, NodeState.ACTIVE)
+        self.slots[slot], self.slot_of[node] = node, slot
+        if self.lemon[node]:
+            self.lemon_slots.add(slot)
+
+    def send_to_repair(self, node: int) -> None:
+        self._move(node, NodeState.REPAIR)
+        self._clear(node)  # the repair shop fixes what is broken, but cannot see a lemon
+        self.clock.after(self.sc.repair_days * 24 * 60, lambda: self._back_from_repair(node))
+
+    def _back_from_repair(self, node: int) -> None:
+        self._move(node, NodeState.BURN_IN)
+        self.clock.after(self.sc.burn_in_hours * 60, lambda: self.make_spare(node))
+
+    def make_spare(self, node: int) -> None:
+        """Validated node (burn-in or an offline fix) joins the warm pool."""
+        self._clear(node)
+        self._move(node, NodeState.SPARE)
+        self.spare_pool.append(node)
+        self._grant_spares()
+
+    def retire(self, node: int) -> None:
+        """A lemon leaves the fleet for good; the vendor's replacement arrives after the repair time."""
+        self._move(node, NodeState.RETIRED)
+        self._clear(node)
+        self.acc.retired += 1
+        new = len(self.state)
+        self.state.append(NodeState.REPAIR)  # on its way from the vendor
+        self.lemon = np.append(self.lemon, False)
+        self.rack_of.append(self.rack_of[node])
+        self.clock.after(self.sc.repair_days * 24 * 60, lambda: self._back_from_repair(new))
+
+    def close(self, inc: Incident, how: str) -> None:
+        inc.closed = True
+        inc.actions.append(how)
+        if self.open_by_node.get(inc.node) is inc:
+            del self.open_by_node[inc.node]
+
+    def topology(self, node: int) -> Topology:
+        return Topology(zone="sim", rack=f"rack-{self.rack_of[node]:04d}")
+
+    def failures_of(self, node: int) -> list[float]:
+        """Times (minutes) of every incident on this node so far, oldest first."""
+        return [inc.start for inc in self.incidents if inc.node == node]
+
+    def spare_ready(self) -> bool:
+        return any(self.unready_until.get(n, 0.0) <= self.clock.now for n in self.spare_pool)
+
+    def uniform(self, low: float, high: float) -> float:
+        return float(self.rng.uniform(low, high))
+
+    def take_spare(self):
+        return TAKE_SPARE
+
+    # ---- spare pool ---------------------------------------------------------------------------
+    def _request_spare(self, proc: Process) -> None:
+        self.spare_waiters.append(proc)
+        self._grant_spares()
+
+    def _grant_spares(self) -> None:
+        now = self.clock.now
+        while self.spare_waiters:
+            ready = [n for n in self.spare_pool if self.unready_until.get(n, 0.0) <= now]
+            if not ready:
+                self.acc.spare_shortfalls += 1
+                return
+            node = self.policy.choose_spare(self, ready) if hasattr(self.policy, "choose_spare") else ready[0]
+            self.spare_pool.remove(node)
+            self.spares_granted.add(node)
+            proc = self.spare_waiters.popleft()
+            self.clock.at(now, lambda p=proc, n=node: self.clock.resume(p, n))
+        self.acc.min_spares = min(self.acc.min_spares, len(self.spare_pool))
+
+    def _move(self, node: int, target: NodeState) -> None:
+        check_transition(f"node-{node}", self.state[node], target)
+        self.state[node] = target
+
+    # ---- invariants ---------------------------------------------------------------------------
+    def check_invariants(self) -> None:
+        """No node in two places, the pool holds only spares, slots hold only active nodes."""
+        in_slots = [n for n in self.slots if n is not None]
+        if len(set(in_slots)) != len(in_slots):
+            raise AssertionError("a node sits in two job slots")
+        pool = list(self.spare_pool)
+        if len(set(pool)) != len(pool) or set(pool) & set(in_slots):
+            raise AssertionError("a node is both a spare and in the job (or twice in the pool)")
+        for n in in_slots:
+            if self.state[n] is not NodeState.ACTIVE:
+                raise AssertionError(f"node {n} is in a slot but {self.state[n].value}")
+        for n in pool:
+            if self.state[n] is not NodeState.SPARE:
+                raise AssertionError(f"node {n} is in the spare pool but {self.state[n].value}")
+        if sum(1 for s in self.state if s is NodeState.SPARE) != len(pool) + len(self.spares_granted):
+            raise AssertionError("spare count disagrees with the pool")
+        if self.phase == RUNNING and (self.holds or any(s is None for s in self.slots)):
+            raise AssertionError("the job trains without all its nodes")
