@@ -1,9 +1,132 @@
-"""Subcommands of this area (see remedy/cli.py)."""
+"""Subcommands of this area (see remedy/cli.py): `remedy xid explain`, `remedy signals parse`.
+
+`remedy signals parse KIND FILE` shows what a file yields (signals, the verdict for each, and the count of
+lines it could not read); it exits 1 when anything was unparsed so operators can script exporter checks.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from remedy.errors import RemedyError
+
+PARSE_KINDS = ("dmesg", "dcgm", "alertmanager", "joblog")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # filled in by the area's owner
-    return None
+def register(sub: argparse._SubParsersAction) -> None:
+    xid = sub.add_parser("xid", help="NVIDIA XID catalog")
+    xid_sub = xid.add_subparsers(dest="xid_command", metavar="SUBCOMMAND", required=True)
+    explain = xid_sub.add_parser("explain", help="what an XID means and what gpu-remedy does about it")
+    explain.add_argument("code", help="XID number, e.g. 79")
+    explain.add_argument("--json", action="store_true", help="machine-readable output")
+    explain.set_defaults(func=_xid_explain)
+
+    sig = sub.add_parser("signals", help="turn exporter/log output into signals")
+    sig_sub = sig.add_subparsers(dest="signals_command", metavar="SUBCOMMAND", required=True)
+    parse = sig_sub.add_parser("parse", help="show the signals and verdicts a file yields (exit 1 if lines were unparsed)")
+    parse.add_argument("kind", choices=PARSE_KINDS, help="what the file is")
+    parse.add_argument("file", help="path, or - for standard input")
+    parse.add_argument("--json", action="store_true", help="machine-readable output")
+    parse.add_argument("--node", help="node name when the input does not carry one (dmesg without prefix, job logs)")
+    parse.add_argument("--year", type=int, help="year for syslog time stamps that omit it (dmesg)")
+    parse.add_argument(
+        "--gpu-map", default="", help="PCI bus id → GPU index for dmesg, e.g. 0000:3b:00=3,0000:5e:00=4"
+    )
+    parse.set_defaults(func=_signals_parse)
+
+
+def _xid_explain(args: argparse.Namespace) -> int:
+    from remedy.domain.xid import explain, parse_xid
+
+    try:
+        info = explain(parse_xid(args.code))
+    except ValueError as exc:
+        raise RemedyError(str(exc)) from None
+    if args.json:
+        print(json.dumps(info, indent=2, sort_keys=True))
+        return 0
+    print(f"XID {info['code']}: {info['description']} ({info['name']})")
+    print(f"  resolution:  {info['resolution']}" + (
+        f" (NVIDIA catalog: {info['catalog_bucket']})" if info["catalog_bucket"] and info["catalog_bucket"] != info["resolution"] else ""))
+    print(f"  path:        {info['path']} — {info['reason']}")
+    print(f"  if it recurs: {info['recurrence_path']}")
+    if info["investigatory"]:
+        print(f"  investigate: {info['investigatory']}")
+    print(f"  source:      {info['source']} (confidence: {info['confidence']})")
+    return 0
+
+
+def _read(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    p = Path(path)
+    if not p.is_file():
+        raise RemedyError(f"file not found: {path}")
+    try:
+        return p.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise RemedyError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def _gpu_map(text: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        bus, sep, idx = item.rpartition("=")
+        if not sep or not bus or not idx.isdigit():
+            raise RemedyError(f"--gpu-map: expected BUS=INDEX, got {item!r}")
+        out[bus] = int(idx)
+    return out
+
+
+def _signals_parse(args: argparse.Namespace) -> int:
+    from remedy.config import load_settings
+    from remedy.detect.signals import classify
+
+    thresholds = load_settings(getattr(args, "config", None)).signals
+    text = _read(args.file)
+    summary: dict[str, Any]
+    try:
+        if args.kind == "dmesg":
+            from remedy.detect.kernel_log import parse_kernel_log
+
+            r = parse_kernel_log(text, node=args.node, bus_to_gpu=_gpu_map(args.gpu_map), year=args.year)
+            signals, summary, bad = r.signals, r.summary(), r.unparsed
+        elif args.kind == "dcgm":
+            from remedy.detect.dcgm import parse_dcgm_metrics, signals_from_dcgm
+
+            d = parse_dcgm_metrics(text)
+            signals, summary, bad = signals_from_dcgm(d.samples, thresholds, node=args.node), d.summary(), d.unparsed
+        elif args.kind == "alertmanager":
+            from remedy.detect.alertmanager import parse_alertmanager
+
+            b = parse_alertmanager(text, strict=False)
+            signals, summary, bad = b.signals, b.summary(), len(b.problems)
+        else:
+            from remedy.detect.joblog import parse_job_log
+
+            j = parse_job_log(text, node=args.node or "unknown")
+            signals, summary, bad = j.signals, j.summary(), j.unparsed
+    except ValueError as exc:
+        raise RemedyError(f"{args.file}: {exc}") from None
+
+    rows = [{"signal": s.to_dict(), "verdict": classify(s, thresholds).to_dict()} for s in signals]
+    if args.json:
+        print(json.dumps({"kind": args.kind, "file": args.file, "summary": summary, "signals": rows}, indent=2, default=str))
+    else:
+        print(f"{args.file} ({args.kind}): {len(signals)} signal(s); " + ", ".join(
+            f"{k}={v}" for k, v in summary.items() if isinstance(v, (int, str)) and k != "group_key"))
+        for row in rows:
+            s, v = row["signal"], row["verdict"]
+            gpu = "" if s["gpu"] is None else f" gpu{s['gpu']}"
+            xid = "" if s["xid"] is None else f" xid={s['xid']}"
+            state = " (resolved)" if s["resolved"] else ""
+            print(f"  {s['node']}{gpu} {s['kind']}{xid}{state} → {v['path']} [{v['severity']}, {v['rule']}] {v['explanation']}")
+        for key in ("unparsed_samples", "problems"):
+            for item in summary.get(key, []):
+                where = f"line {item['line']}: {item['text']}" if isinstance(item, dict) else item
+                print(f"  unparsed: {where}")
+    return 1 if bad else 0

@@ -1,0 +1,204 @@
+"""Alertmanager webhook payloads (version "4") → signals.
+
+Structure is validated with pydantic; every error names where it is ("alerts[2].startsAt: …"). Each alert
+becomes one `Signal`; resolved alerts come back flagged `resolved=True`, never dropped.
+
+Label mapping (what deployments/prometheus/rules.yml puts on its alerts):
+- node: `Hostname` (dcgm-exporter), else `node` (kube-state-metrics), else `instance` with `:port` stripped;
+- gpu: `gpu`; xid: `xid` label, else the `value` annotation (the DCGM_FI_DEV_XID_ERRORS sample is the code);
+- value: `value` annotation (seconds a condition lasted, an error rate, a count — see each rule);
+- kind: a `signal` label naming a SignalKind wins, else `alertname` through ALERTNAME_KINDS, else unknown.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from remedy.detect.signals import Signal, SignalKind
+from remedy.errors import RemedyError
+
+# alertname → SignalKind. gpu-remedy's own rule names first, then common kube-prometheus names.
+ALERTNAME_KINDS: dict[str, SignalKind] = {
+    "GpuXidError": SignalKind.XID,
+    "NvSwitchSxidError": SignalKind.SXID,
+    "GpuRowRemapFailure": SignalKind.ROW_REMAP_FAILURE,
+    "GpuRowRemapPending": SignalKind.ROW_REMAP_PENDING,
+    "GpuUncorrectableRemappedRows": SignalKind.UNCORRECTABLE_REMAP,
+    "GpuCorrectableRemappedRows": SignalKind.CORRECTABLE_REMAP,
+    "GpuHwSlowdown": SignalKind.HW_SLOWDOWN,
+    "GpuThermalThrottle": SignalKind.THERMAL_THROTTLE,
+    "GpuPowerBrake": SignalKind.POWER_BRAKE,
+    "GpuPcieLinkDegraded": SignalKind.PCIE_DEGRADED,
+    "GpuNvlinkCrcErrors": SignalKind.NVLINK_ERROR,
+    "GpuNvlinkReplayRecoveryErrors": SignalKind.NVLINK_ERROR,
+    "InfinibandPortDown": SignalKind.IB_PORT_DOWN,
+    "InfinibandCumulativeDowntime": SignalKind.IB_DOWNTIME,
+    "NcclWatchdogTimeout": SignalKind.NCCL_TIMEOUT,
+    "TrainingLossNan": SignalKind.LOSS_NAN,
+    "NodeNotReady": SignalKind.NODE_NOT_READY,
+    "KubeNodeNotReady": SignalKind.NODE_NOT_READY,  # kube-prometheus
+    "KubeNodeUnreachable": SignalKind.NODE_NOT_READY,  # kube-prometheus
+}
+NODE_LABELS = ("Hostname", "node", "instance")
+
+
+class AlertPayloadError(RemedyError):
+    """An Alertmanager payload that cannot be used; the message gives the path of the problem."""
+
+
+class WebhookAlert(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    status: Literal["firing", "resolved"]
+    labels: dict[str, str]
+    annotations: dict[str, str] = Field(default_factory=dict)
+    starts_at: datetime = Field(alias="startsAt")
+    ends_at: datetime | None = Field(None, alias="endsAt")
+    generator_url: str = Field("", alias="generatorURL")
+    fingerprint: str = ""
+
+
+class WebhookPayload(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    version: Literal["4"]
+    receiver: str
+    status: Literal["firing", "resolved"]
+    alerts: list[WebhookAlert]
+    group_labels: dict[str, str] = Field(default_factory=dict, alias="groupLabels")
+    common_labels: dict[str, str] = Field(default_factory=dict, alias="commonLabels")
+    common_annotations: dict[str, str] = Field(default_factory=dict, alias="commonAnnotations")
+    external_url: str = Field("", alias="externalURL")
+    group_key: str = Field("", alias="groupKey")
+    truncated_alerts: int = Field(0, ge=0, alias="truncatedAlerts")
+
+
+@dataclass
+class AlertBatch:
+    receiver: str
+    status: str
+    group_key: str
+    truncated_alerts: int  # Alertmanager dropped this many from the payload (max_alerts); say so, never hide it
+    signals: list[Signal] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # per-alert errors when parsed with strict=False
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "receiver": self.receiver, "status": self.status, "group_key": self.group_key,
+            "truncated_alerts": self.truncated_alerts, "alerts": len(self.signals) + len(self.problems),
+            "signals": len(self.signals), "resolved": sum(s.resolved for s in self.signals),
+            "problems": list(self.problems),
+        }
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "payload"
+
+
+def validate_payload(payload: Any) -> WebhookPayload:
+    """Parse a decoded JSON payload (or JSON text/bytes) into models; AlertPayloadError names the bad path."""
+    if isinstance(payload, (str, bytes, bytearray)):
+        try:
+            payload = json.loads(payload)
+        except json.JSONDecodeError as exc:
+            raise AlertPayloadError(f"payload: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    if not isinstance(payload, dict):
+        raise AlertPayloadError(f"payload: must be a JSON object, got {type(payload).__name__}")
+    try:
+        return WebhookPayload.model_validate(payload)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        msg = err["msg"]
+        if err["type"] == "missing":
+            msg = "missing field"
+        elif err["type"] == "literal_error":
+            msg = f"{msg}, got {err.get('input')!r}"
+        more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise AlertPayloadError(f"{_path(tuple(err['loc']))}: {msg}{more}") from None
+
+
+_PORT = re.compile(r"^(?P<host>\[[^\]]+\]|[^:]+):\d+$")
+
+
+def _node(labels: dict[str, str], where: str) -> str:
+    for key in NODE_LABELS:
+        value = labels.get(key, "").strip()
+        if value:
+            if key == "instance":
+                m = _PORT.match(value)
+                value = m.group("host").strip("[]") if m else value
+            return value
+    raise AlertPayloadError(f"{where}.labels: missing node label: need one of {', '.join(NODE_LABELS)}")
+
+
+def _int_label(value: str | None, where: str, what: str) -> int | None:
+    if value is None or value == "":
+        return None
+    text = value.strip()
+    try:
+        number = float(text)
+    except ValueError:
+        raise AlertPayloadError(f"{where}: {what} must be a whole number, got {value!r}") from None
+    if number != int(number) or number < 0:
+        raise AlertPayloadError(f"{where}: {what} must be a non-negative whole number, got {value!r}")
+    return int(number)
+
+
+def alert_to_signal(alert: WebhookAlert, where: str = "alert") -> Signal:
+    labels = dict(alert.labels)
+    node = _node(labels, where)
+    name = labels.get("alertname", "")
+    if labels.get("signal"):
+        try:
+            kind = SignalKind(labels["signal"])
+        except ValueError:
+            raise AlertPayloadError(
+                f"{where}.labels.signal: unknown signal kind {labels['signal']!r} (one of: {', '.join(k.value for k in SignalKind)})"
+            ) from None
+    else:
+        kind = ALERTNAME_KINDS.get(name, SignalKind.UNKNOWN)
+    value_text = alert.annotations.get("value")
+    value: float | None = None
+    if value_text not in (None, ""):
+        try:
+            value = float(value_text)  # type: ignore[arg-type]
+        except ValueError:
+            raise AlertPayloadError(f"{where}.annotations.value: not a number: {value_text!r}") from None
+    gpu = _int_label(labels.get("gpu"), f"{where}.labels.gpu", "gpu")
+    xid = _int_label(labels.get("xid"), f"{where}.labels.xid", "xid")
+    if kind is SignalKind.XID and xid is None:
+        if value is None:
+            raise AlertPayloadError(f"{where}: xid alert without an xid label or a value annotation")
+        xid = _int_label(value_text, f"{where}.annotations.value", "xid")
+        value = None  # the value was the code, not a measurement
+    if xid is not None and not 1 <= xid <= 65535:
+        raise AlertPayloadError(f"{where}: XID {xid} out of range: must be 1..65535")
+    return Signal(
+        node=node, kind=kind, gpu=gpu, xid=xid, value=value, at=alert.starts_at, labels=labels,
+        source="alertmanager", raw=json.dumps(alert.model_dump(mode="json", by_alias=True), sort_keys=True)[:2000],
+        resolved=alert.status == "resolved", fingerprint=alert.fingerprint,
+    )
+
+
+def parse_alertmanager(payload: Any, *, strict: bool = True) -> AlertBatch:
+    """Webhook payload → AlertBatch. strict: the first bad alert raises; else bad alerts go to `problems`."""
+    model = validate_payload(payload)
+    batch = AlertBatch(receiver=model.receiver, status=model.status, group_key=model.group_key,
+                       truncated_alerts=model.truncated_alerts)
+    for i, alert in enumerate(model.alerts):
+        try:
+            batch.signals.append(alert_to_signal(alert, f"alerts[{i}]"))
+        except (AlertPayloadError, ValueError) as exc:
+            if strict:
+                raise AlertPayloadError(str(exc)) from None
+            batch.problems.append(str(exc))
+    return batch
