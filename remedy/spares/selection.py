@@ -1,0 +1,168 @@
+"""Which warm spare replaces a failed node, and why each other candidate was passed over.
+
+Rules (seed 000, Crusoe AutoClusters): a spare must match the failed node's GPU model and instance type, be
+validated recently (spares degrade and need regular cycling; a stale one is usable only if the caller validates
+it on promotion), and not be a lemon. When the failure may be correlated (a rack/switch/PDU problem), prefer a
+spare in a different rack, switch and PDU, or the replacement may die of the same cause. Ties break
+deterministically: fresher validation first, then name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from remedy.domain.model import Node, NodeState
+from remedy.safety.scopes import require_aware
+from remedy.settings.safety import SpareSettings
+
+DOMAINS = ("rack", "switch", "pdu")
+
+
+@dataclass(frozen=True)
+class SpareCandidate:
+    """A node in the spare pool and when it last passed validation (None = never)."""
+
+    node: Node
+    validated_at: datetime | None = None
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+
+@dataclass(frozen=True)
+class Rejection:
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class SpareChoice:
+    """The spare to promote. If `needs_validation`, run the validation before it takes work."""
+
+    spare: SpareCandidate
+    needs_validation: bool
+    reasons: tuple[str, ...]
+    ranked: tuple[str, ...]  # every usable candidate, best first
+    rejected: tuple[Rejection, ...]
+
+    @property
+    def name(self) -> str:
+        return self.spare.name
+
+    def explain(self) -> str:
+        lines = [f"chose {self.name}: " + "; ".join(self.reasons)]
+        if len(self.ranked) > 1:
+            lines.append("usable, in order: " + ", ".join(self.ranked))
+        lines += [f"not {r.name}: {r.reason}" for r in self.rejected]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class NoSpare:
+    """No candidate may replace the failed node; `rejected` says why for each."""
+
+    reason: str
+    rejected: tuple[Rejection, ...]
+
+    def explain(self) -> str:
+        return "\n".join([f"no spare: {self.reason}"] + [f"not {r.name}: {r.reason}" for r in self.rejected])
+
+
+def _age(hours: float) -> str:
+    return f"{hours / 24:.1f} d" if hours >= 48 else f"{hours:.1f} h"
+
+
+def _shared_domains(failed: Node, cand: Node) -> list[str]:
+    out = []
+    for d in DOMAINS:
+        mine = getattr(failed.topology, d)
+        if mine and getattr(cand.topology, d) == mine:
+            out.append(f"{d} {mine}")
+    return out
+
+
+def _hard_reasons(failed: Node, cand: SpareCandidate, lemons: frozenset[str]) -> list[str]:
+    n = cand.node
+    why = []
+    if n.name == failed.name:
+        why.append("it is the failed node itself")
+    if n.state is not NodeState.SPARE:
+        why.append(f"it is {n.state.value if n.state else 'unmanaged'}, not a spare")
+    if not n.ready:
+        why.append("it is NotReady")
+    if n.name in lemons:
+        why.append("it is a lemon candidate")
+    if n.gpu_model != failed.gpu_model:
+        why.append(f"it has {n.gpu_model or 'no GPU model label'}, the failed node has {failed.gpu_model}")
+    if n.instance_type and failed.instance_type and n.instance_type != failed.instance_type:
+        why.append(f"instance type {n.instance_type} ≠ {failed.instance_type}")
+    if n.gpu_count and failed.gpu_count and n.gpu_count != failed.gpu_count:
+        why.append(f"{n.gpu_count} GPUs ≠ {failed.gpu_count}")
+    return why
+
+
+def select_spare(
+    failed: Node,
+    candidates: Sequence[SpareCandidate],
+    now: datetime,
+    settings: SpareSettings | None = None,
+    correlated: bool = False,
+    lemons: Iterable[str] = (),
+    allow_validate_on_promote: bool | None = None,
+) -> SpareChoice | NoSpare:
+    """Pick the spare for `failed`; pure and deterministic (see module docstring for the rules)."""
+    settings = settings or SpareSettings()
+    require_aware(now, "spare selection time")
+    if not failed.gpu_model:
+        raise ValueError(f"failed node {failed.name} has no GPU model label: cannot match a spare to it")
+    allow_stale = settings.validate_on_promote if allow_validate_on_promote is None else allow_validate_on_promote
+    lemon_set = frozenset(lemons)
+    fresh_for = timedelta(hours=settings.validation_freshness_hours)
+    window = f"{settings.validation_freshness_hours:g}-h freshness window"
+
+    names = [c.name for c in candidates]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"spare candidates listed twice: {', '.join(dupes)}")
+
+    rejected: list[Rejection] = []
+    usable: list[tuple[tuple, SpareCandidate, bool, list[str]]] = []
+    for cand in candidates:
+        why = _hard_reasons(failed, cand, lemon_set)
+        if cand.validated_at is not None:
+            require_aware(cand.validated_at, f"validation time of {cand.name}")
+        age = None if cand.validated_at is None else max(now - cand.validated_at, timedelta(0))
+        stale = age is None or age > fresh_for
+        if stale and not why:
+            seen = "never validated" if age is None else f"validated {_age(age.total_seconds() / 3600)} ago, outside the {window}"
+            if not allow_stale:
+                why.append(f"needs validation: {seen} (validate-on-promote is off)")
+        if why:
+            rejected.append(Rejection(cand.name, "; ".join(why)))
+            continue
+        shared = _shared_domains(failed, cand.node) if correlated else []
+        age_s = float("inf") if age is None else age.total_seconds()
+        key = (stale, len(shared), age_s, cand.name)
+        notes = [f"{cand.node.gpu_model} like {failed.name}"]
+        if age is None:
+            notes.append("never validated: validate it on promotion")
+        elif stale:
+            notes.append(f"validated {_age(age.total_seconds() / 3600)} ago, outside the {window}: validate it on promotion")
+        else:
+            notes.append(f"validated {_age(age.total_seconds() / 3600)} ago (within the {window})")
+        if correlated:
+            if shared:
+                notes.append(f"shares {', '.join(shared)} with the failure, which may be correlated (no better spare)")
+            else:
+                notes.append("in a different rack, switch and PDU than the failure, which may be correlated")
+        usable.append((key, cand, stale, notes))
+
+    if not usable:
+        reason = "no candidates in the pool" if not candidates else f"all {len(candidates)} candidates were rejected"
+        return NoSpare(reason, tuple(rejected))
+    usable.sort(key=lambda u: u[0])
+    _, best, stale, notes = usable[0]
+    return SpareChoice(best, stale, tuple(notes), tuple(u[1].name for u in usable), tuple(rejected))

@@ -1,0 +1,99 @@
+"""Spare selection: matching model, freshness, lemons, correlated failures, deterministic ties, NoSpare."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from remedy.domain.model import Node, NodeState, Topology
+from remedy.settings.safety import SpareSettings
+from remedy.spares.selection import NoSpare, SpareCandidate, SpareChoice, select_spare
+
+NOW = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
+H = timedelta(hours=1)
+
+
+def node(name, rack, model="H100", state=NodeState.SPARE, **kw) -> Node:
+    return Node(name, gpu_model=model, gpu_count=8, topology=Topology(rack=rack, switch=f"sw-{rack}", pdu=f"pdu-{rack}"), state=state, **kw)
+
+
+FAILED = node("gpu-3-1", "r3", state=NodeState.ACTIVE)
+
+
+def cand(name, rack, hours_ago: float | None = 1.0, **kw) -> SpareCandidate:
+    return SpareCandidate(node(name, rack, **kw), None if hours_ago is None else NOW - hours_ago * H)
+
+
+def test_freshest_matching_spare_wins_then_name():
+    pool = [cand("s-b", "r5", 2.0), cand("s-a", "r6", 2.0), cand("s-c", "r7", 1.0)]
+    choice = select_spare(FAILED, pool, NOW)
+    assert isinstance(choice, SpareChoice)
+    assert choice.name == "s-c" and not choice.needs_validation
+    assert choice.ranked == ("s-c", "s-a", "s-b")  # equal freshness: name decides
+    assert "validated 1.0 h ago (within the 72-h freshness window)" in choice.explain()
+
+
+def test_correlated_failure_prefers_another_rack_even_if_less_fresh():
+    pool = [cand("s-same-rack", "r3", 0.5), cand("s-far", "r9", 10.0)]
+    assert select_spare(FAILED, pool, NOW, correlated=False).name == "s-same-rack"
+    choice = select_spare(FAILED, pool, NOW, correlated=True)
+    assert choice.name == "s-far"
+    assert "different rack, switch and PDU" in choice.explain()
+    # if the only usable spare shares the rack, it is still used, and the explanation says so
+    only = select_spare(FAILED, [pool[0]], NOW, correlated=True)
+    assert only.name == "s-same-rack" and "shares rack r3, switch sw-r3, pdu pdu-r3" in only.explain()
+
+
+def test_stale_spare_needs_validation_and_is_usable_only_when_allowed():
+    stale = cand("s-old", "r5", 100.0)  # 100 h > 72 h window
+    out = select_spare(FAILED, [stale], NOW)
+    assert isinstance(out, NoSpare)
+    assert "needs validation: validated 4.2 d ago, outside the 72-h freshness window" in out.explain()
+    ok = select_spare(FAILED, [stale], NOW, allow_validate_on_promote=True)
+    assert ok.name == "s-old" and ok.needs_validation
+    # a fresh one is preferred over a stale one even when the caller allows validation
+    both = select_spare(FAILED, [stale, cand("s-new", "r6", 80.0, )], NOW, SpareSettings(validation_freshness_hours=90), allow_validate_on_promote=True)
+    assert both.name == "s-new" and not both.needs_validation
+    never = select_spare(FAILED, [cand("s-never", "r5", None)], NOW, allow_validate_on_promote=True)
+    assert never.needs_validation and "never validated" in never.explain()
+
+
+def test_lemon_wrong_model_and_non_spares_are_excluded_with_reasons():
+    pool = [
+        cand("s-lemon", "r5"),
+        cand("s-b200", "r5", model="B200"),
+        cand("s-active", "r5", state=NodeState.ACTIVE),
+        cand("s-notready", "r5", ready=False),
+        cand("s-good", "r8", 30.0),
+    ]
+    choice = select_spare(FAILED, pool, NOW, lemons={"s-lemon"})
+    assert choice.name == "s-good"
+    reasons = {r.name: r.reason for r in choice.rejected}
+    assert reasons == {
+        "s-lemon": "it is a lemon candidate",
+        "s-b200": "it has B200, the failed node has H100",
+        "s-active": "it is active, not a spare",
+        "s-notready": "it is NotReady",
+    }
+
+
+def test_no_spare_lists_every_reason():
+    out = select_spare(FAILED, [cand("s-lemon", "r5"), cand("s-b200", "r5", model="B200")], NOW, lemons=["s-lemon"])
+    assert isinstance(out, NoSpare)
+    assert out.reason == "all 2 candidates were rejected"
+    assert out.explain().splitlines() == [
+        "no spare: all 2 candidates were rejected",
+        "not s-lemon: it is a lemon candidate",
+        "not s-b200: it has B200, the failed node has H100",
+    ]
+    assert select_spare(FAILED, [], NOW).reason == "no candidates in the pool"
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="no GPU model label"):
+        select_spare(Node("x"), [], NOW)
+    with pytest.raises(ValueError, match="listed twice: s-a"):
+        select_spare(FAILED, [cand("s-a", "r1"), cand("s-a", "r2")], NOW)
+    with pytest.raises(ValueError, match="timezone-aware"):
+        select_spare(FAILED, [SpareCandidate(node("s", "r1"), datetime(2026, 1, 1))], NOW)
