@@ -172,5 +172,9 @@ class LemonSettings(BaseModel):
         "had only 3 spares).",
     )
     retirement_window_days: float = Field(7.0, gt=0, description="Sliding window of the retirement budget.")
-    isolation: IsolationSettings = Field(default_factory=IsolationSettings)
-    early_warning: EarlyWarningSettings = Field(default_factory=EarlyWarningSettings)
+    isolation: IsolationSettings = Field(
+        default_factory=IsolationSettings, description="Bisection fault isolation (seed 004)."
+    )
+    early_warning: EarlyWarningSettings = Field(
+        default_factory=EarlyWarningSettings, description="Warning-level detectors (seeds 001, 002)."
+    )
