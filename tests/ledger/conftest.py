@@ -1,4 +1,9 @@
-"""Every ledger test runs twice: on a SQLite file and on a real PostgreSQL 15 (fresh database per test)."""
+"""Every ledger test runs twice: on a fresh SQLite file and on a real PostgreSQL 15.
+
+PostgreSQL: one migrated database for the whole session, emptied (TRUNCATE ... RESTART IDENTITY) before each test;
+CREATE DATABASE costs ~0.2 s here under load, TRUNCATE a few ms. Tests of the schema itself use
+`fresh_postgres_url` (an empty database of their own).
+"""
 
 from __future__ import annotations
 
@@ -6,26 +11,46 @@ import threading
 from collections.abc import Callable, Iterator
 
 import pytest
+from sqlalchemy import text
 
 from remedy.domain.model import Node, NodeState, Topology
-from remedy.ledger import Ledger
+from remedy.ledger import Ledger, schema
+
+
+@pytest.fixture(scope="session")
+def _pg_ledger_url(postgres_server) -> Iterator[str]:
+    url = postgres_server.create_database("ledger_tests")
+    led = Ledger(url)
+    led.migrate()
+    led.close()
+    yield url
+    postgres_server.drop_database("ledger_tests")
+
+
+def _empty(led: Ledger) -> None:
+    names = ", ".join(t.name for t in schema.metadata.sorted_tables)
+    with led.engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db_url(request: pytest.FixtureRequest, tmp_path) -> str:
+    """A migrated, empty ledger database on each backend."""
     if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'ledger.db'}"
-    return request.getfixturevalue("fresh_postgres_url")
+        url = f"sqlite:///{tmp_path / 'ledger.db'}"
+        with Ledger(url) as led:
+            led.migrate()
+        return url
+    url = request.getfixturevalue("_pg_ledger_url")
+    with Ledger(url) as led:
+        _empty(led)
+    return url
 
 
 @pytest.fixture
 def ledger(db_url: str) -> Iterator[Ledger]:
-    led = Ledger(db_url)
-    led.migrate()
-    try:
+    with Ledger(db_url) as led:
         yield led
-    finally:
-        led.close()
 
 
 @pytest.fixture

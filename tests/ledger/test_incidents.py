@@ -1,0 +1,133 @@
+"""Incidents: dedup inside/outside the window, under concurrent receivers, claims and status."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from remedy.domain.model import Incident, IncidentStatus, NodeState, Topology, incident_fingerprint
+from remedy.ledger import Ledger, RecordNotFound
+
+from .conftest import race
+
+T0 = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)
+WINDOW = 600.0  # receiver.dedup_window_seconds default
+
+
+def xid79(at: datetime, *, node: str = "gpu-001", gpu: int | None = 3, **kw) -> Incident:
+    return Incident(node=node, signal="xid", gpu=gpu, xid=79, first_seen=at, last_seen=at, **kw)
+
+
+def test_repeat_inside_window_bumps_the_same_incident(ledger: Ledger) -> None:
+    first, created = ledger.open_incident(xid79(T0), window_seconds=WINDOW)
+    assert created and first.count == 1 and first.status is IncidentStatus.OPEN
+    assert first.fingerprint == incident_fingerprint("gpu-001", 3, "xid", 79)
+    again, created = ledger.open_incident(xid79(T0 + timedelta(seconds=599)), window_seconds=WINDOW)
+    assert not created and again.id == first.id and again.count == 2
+    assert (again.first_seen, again.last_seen) == (T0, T0 + timedelta(seconds=599))
+    # The window slides with last_seen: 590 s after the last repeat is still the same incident.
+    third, created = ledger.open_incident(xid79(T0 + timedelta(seconds=1189)), window_seconds=WINDOW)
+    assert not created and third.id == first.id and third.count == 3
+    assert len(ledger.incidents()) == 1
+
+
+def test_repeat_outside_window_opens_a_new_incident(ledger: Ledger) -> None:
+    first, _ = ledger.open_incident(xid79(T0), window_seconds=WINDOW)
+    later, created = ledger.open_incident(xid79(T0 + timedelta(seconds=601)), window_seconds=WINDOW)
+    assert created and later.id != first.id and later.count == 1
+    assert ledger.get_incident(first.id).count == 1
+
+
+def test_out_of_order_repeat_does_not_move_last_seen_back(ledger: Ledger) -> None:
+    first, _ = ledger.open_incident(xid79(T0 + timedelta(seconds=60)), window_seconds=WINDOW)
+    rec, created = ledger.open_incident(xid79(T0), window_seconds=WINDOW)
+    assert not created and rec.id == first.id and rec.last_seen == T0 + timedelta(seconds=60)
+
+
+def test_resolved_incident_is_not_reused(ledger: Ledger) -> None:
+    first, _ = ledger.open_incident(xid79(T0), window_seconds=WINDOW)
+    resolved = ledger.set_incident_status(first.id, IncidentStatus.RESOLVED, detail="reset fixed it",
+                                          at=T0 + timedelta(seconds=30))
+    assert resolved.resolved_at == T0 + timedelta(seconds=30) and resolved.detail == "reset fixed it"
+    again, created = ledger.open_incident(xid79(T0 + timedelta(seconds=60)), window_seconds=WINDOW)
+    assert created and again.id != first.id
+
+
+def test_different_gpu_signal_or_xid_are_different_incidents(ledger: Ledger) -> None:
+    ledger.open_incident(xid79(T0), window_seconds=WINDOW)
+    _, c1 = ledger.open_incident(xid79(T0, gpu=4), window_seconds=WINDOW)
+    _, c2 = ledger.open_incident(Incident("gpu-001", "xid", gpu=3, xid=48, first_seen=T0, last_seen=T0),
+                                 window_seconds=WINDOW)
+    _, c3 = ledger.open_incident(xid79(T0, node="gpu-002"), window_seconds=WINDOW)
+    assert c1 and c2 and c3 and len(ledger.incidents()) == 4
+
+
+def test_concurrent_receivers_make_one_incident(ledger: Ledger) -> None:
+    n = 8
+    results = race(n, lambda i: ledger.open_incident(xid79(T0 + timedelta(milliseconds=i)), window_seconds=WINDOW))
+    assert not [r for r in results if isinstance(r, Exception)], results
+    assert sum(created for _, created in results) == 1
+    assert len({rec.id for rec, _ in results}) == 1
+    (only,) = ledger.incidents()
+    assert only.count == n and only.last_seen == T0 + timedelta(milliseconds=n - 1)
+
+
+def test_severity_escalates_but_never_downgrades(ledger: Ledger) -> None:
+    rec, _ = ledger.open_incident(xid79(T0), window_seconds=WINDOW, severity="warning")
+    assert rec.severity == "warning"
+    rec, _ = ledger.open_incident(xid79(T0 + timedelta(seconds=1)), window_seconds=WINDOW, severity="critical")
+    assert rec.severity == "critical"
+    rec, _ = ledger.open_incident(xid79(T0 + timedelta(seconds=2)), window_seconds=WINDOW, severity="warning")
+    assert rec.severity == "critical"
+    with pytest.raises(ValueError, match="severity: unknown value 'fatal'"):
+        ledger.open_incident(xid79(T0), window_seconds=WINDOW, severity="fatal")
+    with pytest.raises(ValueError, match="window_seconds must be a number >= 0"):
+        ledger.open_incident(xid79(T0), window_seconds=-1)
+    with pytest.raises(ValueError, match="timezone-aware"):
+        ledger.open_incident(xid79(datetime(2026, 1, 1)), window_seconds=WINDOW)
+    assert ledger.get_incident(rec.id).count == 3
+
+
+def test_topology_snapshot_from_argument_or_node_row(ledger: Ledger, add_node) -> None:
+    add_node("gpu-001", NodeState.ACTIVE, rack="r7")
+    from_row, _ = ledger.open_incident(xid79(T0), window_seconds=WINDOW)
+    assert (from_row.rack, from_row.switch, from_row.pdu) == ("r7", "sw1", "pdu1")
+    given, _ = ledger.open_incident(xid79(T0, node="gpu-unknown"), window_seconds=WINDOW,
+                                    topology=Topology(rack="r2", switch="sw9", pdu="p3"))
+    assert (given.rack, given.switch, given.pdu) == ("r2", "sw9", "p3")
+    unknown, _ = ledger.open_incident(xid79(T0, node="gpu-unseen"), window_seconds=WINDOW)
+    assert (unknown.rack, unknown.switch, unknown.pdu) == ("", "", "")
+
+
+def test_claim_is_a_compare_and_swap(ledger: Ledger) -> None:
+    rec, _ = ledger.open_incident(xid79(T0), window_seconds=WINDOW)
+    results = race(4, lambda i: ledger.claim_incident(rec.id, f"run-{i}"))
+    assert results.count(True) == 1 and results.count(False) == 3, results
+    winner = f"run-{results.index(True)}"
+    held = ledger.get_incident(rec.id)
+    assert held.status is IncidentStatus.ACTING and held.flow_run_id == winner
+    assert ledger.claim_incident(rec.id, winner) is True  # the holder retrying its claim
+    assert ledger.claim_incident(rec.id, "run-other") is False
+    with pytest.raises(RecordNotFound, match="incident not found: 999"):
+        ledger.claim_incident(999, "run-x")
+
+
+def test_status_changes_and_filters(ledger: Ledger) -> None:
+    a, _ = ledger.open_incident(xid79(T0), window_seconds=WINDOW)
+    b, _ = ledger.open_incident(xid79(T0 + timedelta(hours=1), gpu=5), window_seconds=WINDOW, severity="warning")
+    c, _ = ledger.open_incident(xid79(T0 + timedelta(hours=2), node="gpu-002"), window_seconds=WINDOW)
+    ledger.set_incident_status(a.id, IncidentStatus.ESCALATED, flow_run_id="run-9")
+    assert ledger.get_incident(a.id).flow_run_id == "run-9" and ledger.get_incident(a.id).resolved_at is None
+    ledger.set_incident_status(b.id, "resolved")
+    assert [i.id for i in ledger.incidents(node="gpu-001")] == [a.id, b.id]
+    assert [i.id for i in ledger.incidents(status=IncidentStatus.OPEN)] == [c.id]
+    assert [i.id for i in ledger.incidents(status=["open", IncidentStatus.ESCALATED])] == [a.id, c.id]
+    assert [i.id for i in ledger.incidents(severity="warning")] == [b.id]
+    assert [i.id for i in ledger.incidents(since=T0 + timedelta(minutes=30))] == [b.id, c.id]
+    with pytest.raises(ValueError, match="incident status: unknown value 'done'"):
+        ledger.set_incident_status(a.id, "done")
+    with pytest.raises(RecordNotFound, match="incident not found: 12345"):
+        ledger.set_incident_status(12345, IncidentStatus.RESOLVED)
+    with pytest.raises(RecordNotFound):
+        ledger.get_incident(12345)
