@@ -98,11 +98,11 @@ def parse_dcgm_diag(text: str) -> DcgmDiag:
         raise CheckOutputError(
             "dcgm diag JSON has neither 'DCGM GPU Diagnostic' (3.x) nor 'DCGM Diagnostic'/'tests' (4.x)"
         )
-    meta = doc.get("metadata") or {}
+    meta = {str(k).lower(): v for k, v in (doc.get("metadata") or {}).items()}
     diag = DcgmDiag(
         layout=layout,
-        dcgm_version=str(meta.get("version") or meta.get("DCGM Version") or root.get("version") or ""),
-        driver_version=str(meta.get("Driver Version Detected") or root.get("Driver Version Detected") or ""),
+        dcgm_version=str(meta.get("version") or meta.get("dcgm version") or root.get("version") or ""),
+        driver_version=str(meta.get("driver version detected") or root.get("Driver Version Detected") or ""),
     )
     tests = _tests(root)
     if not tests:
