@@ -36,6 +36,16 @@ class GpuHealth:
     power_w: int = 350
     reset_clears: bool = True  # a GPU reset (nvidia-smi -r) clears its pending faults
     reboot_clears: bool = True  # a node reboot clears its pending faults
+    last_xid: int = 0  # most recent XID on this GPU (dcgm-exporter's DCGM_FI_DEV_XID_ERRORS value)
+
+    def clear_after_reset(self) -> None:
+        """What a successful GPU reset clears: pending XIDs, a pending row remap, volatile ECC, NVLink state."""
+        self.pending_xids = []
+        self.last_xid = 0
+        if self.remap_pending:  # the pending remap is applied at reset
+            self.remap_pending = False
+        self.ecc_volatile_sbe = self.ecc_volatile_dbe = 0
+        self.nvlink_down = []
 
 
 @dataclass
@@ -85,6 +95,15 @@ class NodeHealth:
             )
             or any(p.state != "Active" for p in self.ib_ports)
         )
+
+    def clear_after_reboot(self) -> None:
+        """What a node reboot clears when `reboot_clears`: everything a GPU reset clears, a GPU that fell
+        off the bus, and a hung kubelet. Hardware faults (remap failure, thermal, PCIe width, lemon) stay."""
+        for gpu in self.gpus:
+            if gpu.reboot_clears:
+                gpu.clear_after_reset()
+                gpu.fallen_off_bus = False
+        self.not_ready = False
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -1,0 +1,384 @@
+"""The simulator's control loop, run after every mutation and on timers.
+
+It plays the parts of the real control plane a remediation touches: the node lifecycle controller
+(Ready condition, `node.kubernetes.io/unreachable` / `unschedulable` taints, NoExecute evictions), the
+kubelet (pods finishing their grace period), the scheduler (binding pods to eligible nodes) and the Job
+controller (pods per Job, status counts, backoff). Pods a controller owns are found by ownerReferences.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from remedy.sim.objects import owner_ref, random_suffix
+from remedy.sim.store import deep_copy, now_iso
+
+if TYPE_CHECKING:
+    from remedy.sim.cluster import Cluster
+
+UNREACHABLE = "node.kubernetes.io/unreachable"
+NOT_READY = "node.kubernetes.io/not-ready"
+UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+CONTROLLER_TAINTS = (UNREACHABLE, UNSCHEDULABLE)
+DEFAULT_TOLERATION_SECONDS = 300  # the DefaultTolerationSeconds admission plugin's value
+HOSTNAME = "kubernetes.io/hostname"
+SIM_NODES = "remedy.io/sim-node"  # annotation on a per-node check pod: the node it must run on
+
+
+# ---------------------------------------------------------------- helpers
+def pod_key(pod: dict) -> tuple[str, str]:
+    return pod["metadata"].get("namespace", ""), pod["metadata"]["name"]
+
+
+def controller_uid(obj: dict) -> str | None:
+    for ref in obj["metadata"].get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref.get("uid")
+    return None
+
+
+def finished(pod: dict) -> bool:
+    return pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
+
+
+def terminating(pod: dict) -> bool:
+    return bool(pod["metadata"].get("deletionTimestamp"))
+
+
+def pod_ready(pod: dict) -> bool:
+    for c in pod.get("status", {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return c.get("status") == "True"
+    return False
+
+
+def tolerates(tolerations: list[dict], taint: dict) -> dict | None:
+    """The toleration that tolerates `taint`, if any (Kubernetes' ToleratesTaint)."""
+    for t in tolerations or []:
+        if t.get("effect") and t["effect"] != taint.get("effect"):
+            continue
+        op = t.get("operator", "Equal")
+        if op == "Exists":
+            if not t.get("key") or t["key"] == taint.get("key"):
+                return t
+        elif t.get("key") == taint.get("key") and (t.get("value") or "") == (taint.get("value") or ""):
+            return t
+    return None
+
+
+def unschedulable_reason(node: dict, spec: dict, ready: bool) -> str | None:
+    """Why a pod with this spec cannot go on `node` (None: it can), as the scheduler words it."""
+    labels = node["metadata"].get("labels", {})
+    for k, v in (spec.get("nodeSelector") or {}).items():
+        if labels.get(k) != v:
+            return "didn't match Pod's node affinity/selector"
+    tolerations = spec.get("tolerations") or []
+    if node.get("spec", {}).get("unschedulable") and not tolerates(
+            tolerations, {"key": UNSCHEDULABLE, "effect": "NoSchedule"}):
+        return "were unschedulable"
+    for taint in node.get("spec", {}).get("taints") or []:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(tolerations, taint):
+            return f"had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
+    if not ready:
+        return "were not ready"
+    return None
+
+
+def _set_condition(conds: list[dict], type_: str, status: str, reason: str | None = None) -> None:
+    ts = now_iso()
+    for c in conds:
+        if c.get("type") == type_:
+            if c.get("status") != status:
+                c["status"], c["lastTransitionTime"] = status, ts
+            if reason:
+                c["reason"] = reason
+            return
+    cond = {"type": type_, "status": status, "lastTransitionTime": ts}
+    if reason:
+        cond["reason"] = reason
+    conds.append(cond)
+
+
+# ---------------------------------------------------------------- the loop
+def reconcile(cluster: "Cluster", nodes: set[str] | None) -> None:
+    store, index = cluster.store, cluster.index
+    names = cluster.node_names() if nodes is None else [n for n in nodes if store.get("Node", "", n)]
+    for name in names:
+        _sync_node(cluster, name)
+    _finish_deletions(cluster)
+    _noexecute_evictions(cluster)
+    for pod in list(index.unbound_bare.values()):
+        _schedule_bare_pod(cluster, pod)
+    from remedy.sim.jobs import job_done, sync_job
+
+    nodes_changed, index.nodes_changed = index.nodes_changed, False
+    for job in store.objects("Job"):
+        uid = job["metadata"]["uid"]
+        dirty = uid in index.dirty_owners or uid in cluster.job_started
+        if dirty or (nodes_changed and not job_done(job)):
+            sync_job(cluster, job, index.owned(uid), dirty)
+    index.dirty_owners.clear()
+    from remedy.sim.disruption import sync_budgets
+
+    sync_budgets(cluster)
+
+
+def _sync_node(cluster: "Cluster", name: str) -> None:
+    """Ready condition and the node lifecycle controller's taints follow the hidden health."""
+    store = cluster.store
+    node = store.get("Node", "", name)
+    ready = cluster.node_ready(name)
+    conds = node.get("status", {}).get("conditions") or []
+    was_ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+    want = []
+    if not ready:
+        want += [{"key": UNREACHABLE, "effect": "NoSchedule"}, {"key": UNREACHABLE, "effect": "NoExecute"}]
+    if node.get("spec", {}).get("unschedulable"):
+        want.append({"key": UNSCHEDULABLE, "effect": "NoSchedule"})
+    taints = node.get("spec", {}).get("taints") or []
+    have = [(t.get("key"), t.get("effect")) for t in taints if t.get("key") in CONTROLLER_TAINTS]
+    want_keys = [(t["key"], t["effect"]) for t in want]
+    if was_ready == ready and sorted(have) == sorted(want_keys):
+        return
+
+    def change(n: dict) -> None:
+        if was_ready != ready:
+            from remedy.sim.objects import node_conditions
+
+            ts = now_iso()
+            fresh = {c["type"]: c for c in node_conditions(ready, ts)}
+            n["status"]["conditions"] = [fresh.get(c.get("type"), c) for c in n["status"].get("conditions", [])]
+        kept = [t for t in n["spec"].get("taints") or [] if t.get("key") not in CONTROLLER_TAINTS
+                or (t.get("key"), t.get("effect")) in want_keys]
+        for t in want:
+            if (t["key"], t["effect"]) not in [(k.get("key"), k.get("effect")) for k in kept]:
+                kept.append(dict(t, timeAdded=now_iso()))
+                if t["effect"] == "NoExecute":
+                    cluster.noexecute_since[(name, t["key"])] = time.monotonic()
+        if kept:
+            n["spec"]["taints"] = kept
+        else:
+            n["spec"].pop("taints", None)
+
+    store.mutate("Node", "", name, change)
+    if was_ready != ready:
+        status = "NodeReady" if ready else "NodeNotReady"
+        cluster.record_event(name, status, f"Node {name} status is now: {status}",
+                             "Normal" if ready else "Warning", "node-controller")
+        for pod in cluster.index.on_node(name):  # the node controller marks its pods not ready
+            if not finished(pod) and pod_ready(pod) != ready:
+                store.mutate("Pod", *pod_key(pod), lambda p: _mark_ready(p, ready))
+
+
+def _mark_ready(pod: dict, ready: bool) -> None:
+    conds = pod.setdefault("status", {}).setdefault("conditions", [])
+    _set_condition(conds, "Ready", "True" if ready else "False")
+    _set_condition(conds, "ContainersReady", "True" if ready else "False")
+    for cs in pod["status"].get("containerStatuses") or []:
+        cs["ready"] = ready
+
+
+# ---------------------------------------------------------------- deletion
+def delete_pod(cluster: "Cluster", namespace: str, name: str, grace: int | None = None) -> dict:
+    """Graceful pod deletion: set deletionTimestamp; the pod is gone after its (scaled) grace period.
+    Unbound or finished pods and grace 0 go at once. Returns the pod as the API returns it."""
+    store = cluster.store
+    pod = store.require("Pod", namespace, name)
+    if grace is None:
+        grace = int(pod.get("spec", {}).get("terminationGracePeriodSeconds", 30))
+    if grace <= 0 or not pod.get("spec", {}).get("nodeName") or finished(pod):
+        _remove_pod(cluster, namespace, name)
+        return pod
+    if terminating(pod) and pod["metadata"].get("deletionGracePeriodSeconds", grace) <= grace:
+        return pod  # already going, at least as fast
+
+    def change(p: dict) -> None:
+        p["metadata"]["deletionTimestamp"] = now_iso()
+        p["metadata"]["deletionGracePeriodSeconds"] = grace
+
+    out = store.mutate("Pod", namespace, name, change)
+    cluster.deletions[(namespace, name)] = time.monotonic() + cluster.scaled(grace)
+    cluster.call_later(grace, lambda: None)  # wake the loop when the grace period is over
+    return out
+
+
+def _remove_pod(cluster: "Cluster", namespace: str, name: str) -> None:
+    if cluster.store.get("Pod", namespace, name) is not None:
+        cluster.store.remove("Pod", namespace, name)
+    cluster.deletions.pop((namespace, name), None)
+    cluster.runs.pop((namespace, name), None)
+    cluster.logs.pop((namespace, name), None)
+
+
+def _finish_deletions(cluster: "Cluster") -> None:
+    now = time.monotonic()
+    for key, due in list(cluster.deletions.items()):
+        if due <= now:
+            _remove_pod(cluster, *key)
+
+
+def _noexecute_evictions(cluster: "Cluster") -> None:
+    """Pods that do not tolerate a node's NoExecute taint are deleted (after tolerationSeconds)."""
+    now = time.monotonic()
+    live = set()
+    for name in sorted(cluster.index.noexecute_nodes):
+        node = cluster.store.get("Node", "", name)
+        taints = [t for t in node.get("spec", {}).get("taints") or [] if t.get("effect") == "NoExecute"]
+        for taint in taints:
+            live.add((name, taint.get("key")))
+        for pod in cluster.index.on_node(name):
+            if terminating(pod) or finished(pod):
+                continue
+            for taint in taints:
+                since = cluster.noexecute_since.setdefault((name, taint.get("key")), now)
+                tol = tolerates(pod["spec"].get("tolerations") or [], taint)
+                if tol is not None and tol.get("tolerationSeconds") is None:
+                    continue
+                wait = 0.0 if tol is None else cluster.scaled(max(0, int(tol["tolerationSeconds"])))
+                if now >= since + wait:
+                    delete_pod(cluster, *pod_key(pod))
+                    break
+                timer = (name, taint.get("key"), pod["metadata"]["uid"])
+                if timer not in cluster.eviction_timers:
+                    cluster.eviction_timers.add(timer)
+                    cluster.call_later((since + wait - now) / cluster.time_scale, lambda: None)
+    for key in [k for k in cluster.noexecute_since if k not in live]:
+        del cluster.noexecute_since[key]
+
+
+# ---------------------------------------------------------------- scheduling
+def _bind(cluster: "Cluster", pod: dict, node_name: str) -> None:
+    """Bind and start the pod on the node (in place on a fresh copy, before it is stored)."""
+    node = cluster.store.get("Node", "", node_name)
+    node_ip = node["status"]["addresses"][0]["address"]
+    ts = now_iso()
+    seq = cluster.next_pod_ip()
+    pod["spec"]["nodeName"] = node_name
+    containers = pod["spec"].get("containers") or []
+    pod["status"] = {
+        "phase": "Running",
+        "conditions": [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": ts},
+            {"type": "Initialized", "status": "True", "lastTransitionTime": ts},
+            {"type": "ContainersReady", "status": "True", "lastTransitionTime": ts},
+            {"type": "Ready", "status": "True", "lastTransitionTime": ts},
+        ],
+        "hostIP": node_ip, "hostIPs": [{"ip": node_ip}],
+        "podIP": f"10.{128 + seq // 65536 % 64}.{seq // 256 % 256}.{seq % 256}",
+        "startTime": ts, "qosClass": "BestEffort",
+        "containerStatuses": [{"name": c.get("name", "main"), "image": c.get("image", ""), "imageID": "",
+                               "containerID": f"containerd://{random_suffix(12)}", "ready": True, "started": True,
+                               "restartCount": 0, "state": {"running": {"startedAt": ts}}} for c in containers],
+    }
+    pod["status"]["podIPs"] = [{"ip": pod["status"]["podIP"]}]
+
+
+def _pending_status(pod: dict, reasons: dict[str, int], total: int) -> None:
+    detail = ", ".join(f"{n} node(s) {r}" for r, n in sorted(reasons.items())) or "no nodes available"
+    pod["status"] = {"phase": "Pending", "qosClass": "BestEffort", "conditions": [{
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "lastTransitionTime": now_iso(),
+        "message": f"0/{total} nodes are available: {detail}. preemption: not eligible due to preemptionPolicy=Never.",
+    }]}
+
+
+def _candidates(cluster: "Cluster", spec: dict, exclude: set[str],
+                cache_key: str | None = None) -> tuple[list[str], dict[str, int], int]:
+    """Nodes a pod with `spec` may go on (sorted, minus `exclude`), and why the others may not.
+    With cache_key (a Job uid: all its pods share one spec), the per-node verdicts are reused until a Node changes."""
+    cached = cluster.eligible_cache.get(cache_key) if cache_key else None
+    if cached is not None and cached[0] == cluster.index.node_version:
+        _, ok_all, reasons, total = cached
+    else:
+        pinned = (spec.get("nodeSelector") or {}).get(HOSTNAME)
+        nodes = cluster.store.objects("Node")
+        if pinned is not None:  # one node to look at; the rest fail the selector
+            only = cluster.store.get("Node", "", pinned)
+            nodes_to_check = [only] if only else []
+            reasons = {"didn't match Pod's node affinity/selector": len(nodes) - len(nodes_to_check)}
+        else:
+            nodes_to_check, reasons = nodes, {}
+        ok_all = []
+        for node in nodes_to_check:
+            name = node["metadata"]["name"]
+            why = unschedulable_reason(node, spec, cluster.node_ready(name))
+            if why:
+                reasons[why] = reasons.get(why, 0) + 1
+            else:
+                ok_all.append(name)
+        ok_all.sort()
+        reasons = {k: v for k, v in reasons.items() if v}
+        total = len(nodes)
+        if cache_key:
+            cluster.eligible_cache[cache_key] = (cluster.index.node_version, ok_all, reasons, total)
+    if not exclude:
+        return list(ok_all), dict(reasons), total
+    ok = [n for n in ok_all if n not in exclude]
+    reasons = dict(reasons)
+    if len(ok) < len(ok_all):
+        reasons["already run a pod of this job"] = len(ok_all) - len(ok)
+    return ok, reasons, total
+
+
+def _schedule_bare_pod(cluster: "Cluster", pod: dict) -> None:
+    ok, reasons, total = _candidates(cluster, pod.get("spec", {}), set())
+    copy = deep_copy(pod)
+    if ok:
+        _bind(cluster, copy, ok[0])
+    elif pod.get("status", {}).get("phase") == "Pending" and pod["status"].get("conditions"):
+        return
+    else:
+        _pending_status(copy, reasons, total)
+    cluster.store.put("Pod", copy)
+
+
+# ---------------------------------------------------------------- jobs
+def _sync_job(cluster: "Cluster", job: dict, pods: list[dict]) -> None:
+    from remedy.sim.jobs import sync_job
+
+    sync_job(cluster, job, pods)
+
+
+def new_job_pod(job: dict, index: int | None = None, node: str | None = None) -> dict:
+    """A pod from the Job's template, with the labels and owner reference the Job controller sets."""
+    meta = job["metadata"]
+    template = deep_copy(job["spec"].get("template") or {})
+    uid = meta["uid"]
+    labels = dict(template.get("metadata", {}).get("labels") or {})
+    labels.update({"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": meta["name"],
+                   "controller-uid": uid, "job-name": meta["name"]})
+    annotations = dict(template.get("metadata", {}).get("annotations") or {})
+    spec = template.get("spec") or {}
+    if index is not None:
+        annotations["batch.kubernetes.io/job-completion-index"] = str(index)
+        labels["batch.kubernetes.io/job-completion-index"] = str(index)
+    if node is not None:
+        spec.setdefault("nodeSelector", {})[HOSTNAME] = node
+        annotations[SIM_NODES] = node
+    add_default_tolerations(spec)
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"{meta['name']}-{random_suffix()}", "namespace": meta.get("namespace", "default"),
+                     "labels": labels, "annotations": annotations,
+                     "ownerReferences": [owner_ref("Job", meta["name"], uid, "batch/v1")]},
+        "spec": spec,
+        "status": {"phase": "Pending"},
+    }
+
+
+def create_generated(cluster: "Cluster", pod: dict) -> dict:
+    """Create a pod whose name came from generateName, drawing a new suffix on the rare collision."""
+    base = pod["metadata"]["name"].rsplit("-", 1)[0]
+    while cluster.store.get("Pod", pod["metadata"]["namespace"], pod["metadata"]["name"]) is not None:
+        pod["metadata"]["name"] = f"{base}-{random_suffix()}"
+    return cluster.store.create("Pod", pod)
+
+
+def add_default_tolerations(spec: dict) -> None:
+    """The DefaultTolerationSeconds admission plugin: tolerate not-ready/unreachable for 300 s."""
+    tolerations = spec.setdefault("tolerations", [])
+    for key in (NOT_READY, UNREACHABLE):
+        if not any(t.get("key") == key and t.get("effect") in (None, "", "NoExecute") for t in tolerations) and \
+                not any(t.get("operator") == "Exists" and not t.get("key") for t in tolerations):
+            tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute",
+                                "tolerationSeconds": DEFAULT_TOLERATION_SECONDS})

@@ -1,0 +1,118 @@
+"""PodDisruptionBudgets and the eviction subresource, with the disruption controller's arithmetic."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from remedy.sim.controller import controller_uid, delete_pod, finished, pod_ready, terminating
+from remedy.sim.selectors import label_match
+from remedy.sim.store import ApiError, now_iso
+
+if TYPE_CHECKING:
+    from remedy.sim.cluster import Cluster
+
+
+def _scaled(value, total: int, field: str, name: str) -> int:
+    """An IntOrString (3 or "50%") against `total`, rounding up as Kubernetes does for budgets."""
+    if isinstance(value, bool):
+        raise ApiError(422, "Invalid", f'PodDisruptionBudget "{name}" is invalid: spec.{field}: must be int or percent')
+    if isinstance(value, int):
+        return value
+    text = str(value).strip()
+    if text.endswith("%") and text[:-1].isdigit():
+        return math.ceil(int(text[:-1]) * total / 100)
+    if text.isdigit():
+        return int(text)
+    raise ApiError(422, "Invalid", f'PodDisruptionBudget "{name}" is invalid: spec.{field}: invalid value {value!r}')
+
+
+def _selected(cluster: "Cluster", pdb: dict) -> list[dict]:
+    selector = pdb.get("spec", {}).get("selector")
+    if selector is None:  # a nil selector selects nothing; an empty one ({}) selects every pod (policy/v1)
+        return []
+    ns = pdb["metadata"].get("namespace", "")
+    return [p for p in cluster.store.objects("Pod", ns) if label_match(selector, p["metadata"].get("labels") or {})]
+
+
+def budget_status(cluster: "Cluster", pdb: dict) -> dict:
+    """currentHealthy, desiredHealthy, expectedPods and disruptionsAllowed for this budget right now."""
+    name = pdb["metadata"]["name"]
+    spec = pdb.get("spec", {})
+    pods = [p for p in _selected(cluster, pdb) if not finished(p)]
+    healthy = sum(1 for p in pods if not terminating(p) and pod_ready(p))
+    expected = len(pods)
+    owners = {controller_uid(p) for p in pods}
+    if len(owners) == 1 and None not in owners:  # the controller's scale, as for Deployments/StatefulSets
+        for job in cluster.store.objects("Job", pdb["metadata"].get("namespace", "")):
+            if job["metadata"]["uid"] in owners:
+                expected = int(job["spec"].get("parallelism", expected))
+    if spec.get("maxUnavailable") is not None:
+        desired = max(0, expected - _scaled(spec["maxUnavailable"], expected, "maxUnavailable", name))
+    elif spec.get("minAvailable") is not None:
+        desired = _scaled(spec["minAvailable"], expected, "minAvailable", name)
+    else:  # neither given: policy/v1 defaults minAvailable to 1
+        desired = min(1, expected)
+    allowed = max(0, healthy - desired)
+    return {"currentHealthy": healthy, "desiredHealthy": desired, "expectedPods": expected,
+            "disruptionsAllowed": allowed}
+
+
+def sync_budgets(cluster: "Cluster") -> None:
+    dirty, cluster.index.dirty_namespaces = cluster.index.dirty_namespaces, set()
+    for pdb in cluster.store.objects("PodDisruptionBudget"):
+        if pdb["metadata"].get("namespace") not in dirty:
+            continue
+        try:
+            numbers = budget_status(cluster, pdb)
+        except ApiError:
+            continue
+        old = pdb.get("status") or {}
+        if all(old.get(k) == v for k, v in numbers.items()):
+            continue
+        allowed = numbers["disruptionsAllowed"] > 0
+        status = dict(numbers, observedGeneration=pdb["metadata"].get("generation", 1), conditions=[{
+            "type": "DisruptionAllowed", "status": "True" if allowed else "False",
+            "reason": "SufficientPods" if allowed else "InsufficientPods", "message": "",
+            "observedGeneration": pdb["metadata"].get("generation", 1), "lastTransitionTime": now_iso()}])
+        cluster.store.mutate("PodDisruptionBudget", pdb["metadata"]["namespace"], pdb["metadata"]["name"],
+                             lambda p: p.__setitem__("status", status))
+
+
+def evict(cluster: "Cluster", namespace: str, name: str, eviction: dict) -> dict:
+    """POST pods/<name>/eviction: delete the pod unless a matching budget forbids it (429)."""
+    if not isinstance(eviction, dict):
+        raise ApiError(400, "BadRequest", "eviction body must be a policy/v1 Eviction object")
+    options = eviction.get("deleteOptions") or {}
+    grace = options.get("gracePeriodSeconds")
+    if grace is not None and (not isinstance(grace, int) or isinstance(grace, bool)):
+        raise ApiError(400, "BadRequest", f"deleteOptions.gracePeriodSeconds must be an integer, got {grace!r}")
+    with cluster.lock:
+        pod = cluster.store.require("Pod", namespace, name)
+        uid = (options.get("preconditions") or {}).get("uid")
+        if uid and uid != pod["metadata"].get("uid"):
+            raise ApiError(409, "Conflict", f'Precondition failed: UID in precondition: {uid}, '
+                           f'UID in object meta: {pod["metadata"].get("uid")}')
+        simple = terminating(pod) or finished(pod) or pod.get("status", {}).get("phase") == "Pending"
+        if not simple:
+            labels = pod["metadata"].get("labels") or {}
+            pdbs = [p for p in cluster.store.objects("PodDisruptionBudget", namespace)
+                    if p.get("spec", {}).get("selector") is not None
+                    and label_match(p["spec"]["selector"], labels)]
+            if len(pdbs) > 1:
+                raise ApiError(500, "InternalError", "This pod has more than one PodDisruptionBudget, "
+                               "which the eviction subresource does not support.")
+            if pdbs:
+                numbers = budget_status(cluster, pdbs[0])
+                unhealthy_ok = not pod_ready(pod) and numbers["currentHealthy"] >= numbers["desiredHealthy"]
+                if numbers["disruptionsAllowed"] <= 0 and not unhealthy_ok:
+                    pdb_name = pdbs[0]["metadata"]["name"]
+                    raise ApiError(429, "TooManyRequests",
+                                   "Cannot evict pod as it would violate the pod's disruption budget.",
+                                   {"causes": [{"reason": "DisruptionBudget", "message":
+                                                f"The disruption budget {pdb_name} needs "
+                                                f"{numbers['desiredHealthy']} healthy pods and has "
+                                                f"{numbers['currentHealthy']} currently"}]})
+        delete_pod(cluster, namespace, name, grace)
+        cluster.reconcile()
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}

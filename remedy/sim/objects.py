@@ -1,0 +1,282 @@
+"""The Kubernetes objects of a simulated GPU cluster: nodes, their system pods, the training job.
+
+Label keys are gpu-remedy's config defaults (remedy.config.TopologyLabels / TaintKeys).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import uuid
+from typing import TYPE_CHECKING
+
+from remedy.sim.health import NodeHealth
+from remedy.sim.store import now_iso
+
+if TYPE_CHECKING:
+    from remedy.sim.cluster import Cluster
+
+ZONE = "sim-a"
+GPU_PRODUCT = "NVIDIA-B200"
+INSTANCE_TYPE = "p6-b200.48xlarge"  # 8x B200, the seed 002 cluster's node shape
+KUBELET_VERSION = "v1.31.4"
+SPARE_TAINT = {"key": "remedy.io/spare", "value": "true", "effect": "NoSchedule"}
+POOL_LABEL = "remedy.io/pool"
+NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "training", "gpu-remedy")
+DEVICE_PLUGIN = "nvidia-device-plugin-daemonset"
+TRAINING_IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
+TERMINATION_GRACE_SECONDS = 30  # seed 000: the drain grace that lets the job checkpoint
+
+
+def _hex(seed: int, text: str, n: int) -> str:
+    return hashlib.sha256(f"{seed}:{text}".encode()).hexdigest()[:n]
+
+
+def random_suffix(n: int = 5) -> str:
+    # the same alphabet Kubernetes' generateName uses (no vowels, no ambiguous characters)
+    return "".join(random.choices("bcdfghjklmnpqrstvwxz2456789", k=n))
+
+
+def _spread(racks: list[int], count: int) -> list[int]:
+    """`count` racks spread evenly over the list (deterministic)."""
+    n = len(racks)
+    return [racks[(k * n) // count] for k in range(count)]
+
+
+def make_node(name: str, index: int, rack: int, pos_in_rack: int, per_rack: int, pool: str, gpus: int,
+              seed: int) -> dict:
+    ip = f"10.0.{rack}.{10 + pos_in_rack}"
+    pdu = f"pdu-{rack}{'a' if pos_in_rack < math.ceil(per_rack / 2) else 'b'}"
+    labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "beta.kubernetes.io/os": "linux",
+        "beta.kubernetes.io/arch": "amd64",
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.product": GPU_PRODUCT,
+        "nvidia.com/gpu.count": str(gpus),
+        "node.kubernetes.io/instance-type": INSTANCE_TYPE,
+        "topology.kubernetes.io/zone": ZONE,
+        "topology.kubernetes.io/region": "us-sim-1",
+        "remedy.io/rack": f"rack-{rack}",
+        "remedy.io/switch": f"leaf-{(rack - 1) // 2 + 1}",
+        "remedy.io/pdu": pdu,
+        POOL_LABEL: pool,
+    }
+    ts = now_iso()
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": labels,
+            "annotations": {
+                "node.alpha.kubernetes.io/ttl": "0",
+                "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+            },
+        },
+        "spec": {
+            "providerID": f"aws:///{ZONE}/i-{_hex(seed, name, 17)}",
+            "podCIDR": f"10.244.{index % 256}.0/24",
+            "podCIDRs": [f"10.244.{index % 256}.0/24"],
+            **({"taints": [dict(SPARE_TAINT, timeAdded=ts)]} if pool == "spare" else {}),
+        },
+        "status": {
+            "capacity": {"cpu": "192", "memory": "2113928980Ki", "nvidia.com/gpu": str(gpus), "pods": "110",
+                         "ephemeral-storage": "30485980Ki", "hugepages-1Gi": "0", "hugepages-2Mi": "0"},
+            "allocatable": {"cpu": "191500m", "memory": "2113314580Ki", "nvidia.com/gpu": str(gpus), "pods": "110",
+                            "ephemeral-storage": "28095492Ki", "hugepages-1Gi": "0", "hugepages-2Mi": "0"},
+            "conditions": node_conditions(True, ts),
+            "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {
+                "machineID": _hex(seed, "machine" + name, 32),
+                "systemUUID": str(uuid.UUID(_hex(seed, "sys" + name, 32))),
+                "bootID": str(uuid.uuid4()),
+                "kernelVersion": "6.8.0-1021-aws",
+                "osImage": "Ubuntu 22.04.5 LTS",
+                "containerRuntimeVersion": "containerd://1.7.24",
+                "kubeletVersion": KUBELET_VERSION,
+                "kubeProxyVersion": KUBELET_VERSION,
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
+        },
+    }
+
+
+def node_conditions(ready: bool, ts: str) -> list[dict]:
+    def cond(type_: str, status: str, reason: str, message: str) -> dict:
+        return {"type": type_, "status": status, "lastHeartbeatTime": ts, "lastTransitionTime": ts,
+                "reason": reason, "message": message}
+
+    if ready:
+        ready_cond = cond("Ready", "True", "KubeletReady", "kubelet is posting ready status")
+    else:
+        ready_cond = cond("Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
+    return [
+        cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+        cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+        cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+        ready_cond,
+    ]
+
+
+def owner_ref(kind: str, name: str, uid: str, api_version: str) -> dict:
+    return {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": True,
+            "blockOwnerDeletion": True}
+
+
+def _container_status(name: str, image: str, ts: str, ready: bool = True) -> dict:
+    return {"name": name, "image": image, "imageID": "", "containerID": f"containerd://{uuid.uuid4().hex}",
+            "ready": ready, "started": True, "restartCount": 0, "state": {"running": {"startedAt": ts}}}
+
+
+def _running_status(node_ip: str, pod_ip: str, containers: list[dict], ts: str) -> dict:
+    return {
+        "phase": "Running",
+        "conditions": [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": ts},
+            {"type": "Initialized", "status": "True", "lastTransitionTime": ts},
+            {"type": "ContainersReady", "status": "True", "lastTransitionTime": ts},
+            {"type": "Ready", "status": "True", "lastTransitionTime": ts},
+        ],
+        "hostIP": node_ip,
+        "hostIPs": [{"ip": node_ip}],
+        "podIP": pod_ip,
+        "podIPs": [{"ip": pod_ip}],
+        "startTime": ts,
+        "qosClass": "Burstable",
+        "containerStatuses": [_container_status(c["name"], c.get("image", ""), ts) for c in containers],
+    }
+
+
+def system_pods(node: dict, index: int, ds_uid: str) -> list[dict]:
+    """The device-plugin DaemonSet pod and a static (mirror) pod: a drain must skip both."""
+    name = node["metadata"]["name"]
+    ip = node["status"]["addresses"][0]["address"]
+    ts = now_iso()
+    plugin_containers = [{"name": "nvidia-device-plugin-ctr", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"}]
+    plugin = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": f"nvidia-device-plugin-{name}", "namespace": "kube-system",
+            "labels": {"app.kubernetes.io/name": "nvidia-device-plugin", "name": "nvidia-device-plugin-ds"},
+            "ownerReferences": [owner_ref("DaemonSet", DEVICE_PLUGIN, ds_uid, "apps/v1")],
+        },
+        "spec": {"nodeName": name, "containers": plugin_containers, "priorityClassName": "system-node-critical",
+                 "tolerations": [{"operator": "Exists"}], "terminationGracePeriodSeconds": 30,
+                 "restartPolicy": "Always"},
+        "status": _running_status(ip, ip, plugin_containers, ts),
+    }
+    proxy_containers = [{"name": "kube-proxy", "image": "registry.k8s.io/kube-proxy:v1.31.4"}]
+    mirror = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": f"kube-proxy-{name}", "namespace": "kube-system",
+            "labels": {"component": "kube-proxy", "tier": "node"},
+            "annotations": {
+                "kubernetes.io/config.mirror": hashlib.md5(name.encode()).hexdigest(),
+                "kubernetes.io/config.hash": hashlib.md5(name.encode()).hexdigest(),
+                "kubernetes.io/config.source": "file",
+            },
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"],
+                                 "controller": True}],
+        },
+        "spec": {"nodeName": name, "containers": proxy_containers, "hostNetwork": True,
+                 "priorityClassName": "system-node-critical", "tolerations": [{"operator": "Exists"}],
+                 "restartPolicy": "Always"},
+        "status": _running_status(ip, ip, proxy_containers, ts),
+    }
+    return [plugin, mirror]
+
+
+def make_training_job(parallelism: int) -> dict:
+    """The gang-scheduled pretraining Job: one pod per active node, nodeSelector on the active pool."""
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "llm-pretrain", "namespace": "training", "labels": {"app": "llm-pretrain"},
+                     "annotations": {"remedy.io/sim-workload": "training"}},
+        "spec": {
+            "parallelism": parallelism,
+            "completions": parallelism,
+            "backoffLimit": 1000,
+            "completionMode": "NonIndexed",
+            "template": {
+                "metadata": {"labels": {"app": "llm-pretrain"}},
+                "spec": {
+                    "restartPolicy": "OnFailure",
+                    "nodeSelector": {POOL_LABEL: "active"},
+                    "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+                    "containers": [{
+                        "name": "trainer", "image": TRAINING_IMAGE,
+                        "command": ["torchrun", "--nnodes", str(parallelism), "--nproc-per-node", "8", "pretrain.py"],
+                        "resources": {"limits": {"nvidia.com/gpu": "8"}, "requests": {"nvidia.com/gpu": "8"}},
+                    }],
+                },
+            },
+        },
+        "status": {},
+    }
+
+
+def node_event(node: str, reason: str, message: str, type_: str, component: str) -> dict:
+    ts = now_iso()
+    return {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": f"{node}.{uuid.uuid4().hex[:16]}", "namespace": "default"},
+        "involvedObject": {"kind": "Node", "name": node, "uid": node, "apiVersion": "v1"},
+        "reason": reason, "message": message, "type": type_,
+        "source": {"component": component, "host": node},
+        "firstTimestamp": ts, "lastTimestamp": ts, "count": 1,
+        "reportingComponent": component, "reportingInstance": node,
+    }
+
+
+def populate(cluster: "Cluster", *, nodes: int, spares: int, gpus_per_node: int, racks: int | None,
+             nodes_per_rack: int, prefix: str, training_job: bool) -> None:
+    store = cluster.store
+    for ns in NAMESPACES:
+        store.create("Namespace", {"apiVersion": "v1", "kind": "Namespace",
+                                   "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
+                                   "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
+    per_rack = math.ceil(nodes / racks) if racks else nodes_per_rack
+    rack_of = [i // per_rack + 1 for i in range(nodes)]
+    members: dict[int, list[int]] = {}
+    for i, r in enumerate(rack_of):
+        members.setdefault(r, []).append(i)
+    rack_ids = sorted(members)
+    spare_idx: list[int] = []
+    depth = 1
+    while len(spare_idx) < spares:  # the last node of evenly spread racks; deeper only if spares > racks
+        want = spares - len(spare_idx)
+        for r in _spread(rack_ids, min(want, len(rack_ids))):
+            if len(members[r]) >= depth and members[r][-depth] not in spare_idx:
+                spare_idx.append(members[r][-depth])
+        depth += 1
+    width = max(3, len(str(nodes)))
+    ds = store.create("DaemonSet", {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": DEVICE_PLUGIN, "namespace": "kube-system"},
+        "spec": {"selector": {"matchLabels": {"name": "nvidia-device-plugin-ds"}},
+                 "template": {"metadata": {"labels": {"name": "nvidia-device-plugin-ds"}},
+                              "spec": {"containers": [{"name": "nvidia-device-plugin-ctr",
+                                                       "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"}],
+                                       "tolerations": [{"operator": "Exists"}]}}},
+        "status": {"desiredNumberScheduled": nodes, "currentNumberScheduled": nodes, "numberReady": nodes,
+                   "numberMisscheduled": 0},
+    })
+    for i in range(nodes):
+        name = f"{prefix}{i + 1:0{width}d}"
+        rack = rack_of[i]
+        pos = members[rack].index(i)
+        pool = "spare" if i in spare_idx else "active"
+        node = store.create("Node", make_node(name, i, rack, pos, per_rack, pool, gpus_per_node, cluster.seed))
+        cluster.health[name] = NodeHealth.healthy(gpus=gpus_per_node, node_index=i + 1)
+        cluster.dmesg[name] = ["Linux version 6.8.0-sim (buildd@sim) #1 SMP"]
+        for pod in system_pods(node, i, ds["metadata"]["uid"]):
+            store.create("Pod", pod)
+    if training_job:
+        store.create("Job", make_training_job(nodes - spares))

@@ -1,0 +1,138 @@
+"""Label and field selectors with the real API server's grammar and its error for unsupported fields."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from remedy.sim.store import bad_request
+
+Requirement = Callable[[dict], bool]
+
+_KEY = r"[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?"
+_SET_RE = re.compile(rf"^\s*({_KEY})\s+(in|notin)\s*\(([^)]*)\)\s*$")
+_OP_RE = re.compile(rf"^\s*({_KEY})\s*(==|!=|=)\s*([-A-Za-z0-9_.]*)\s*$")
+_EXISTS_RE = re.compile(rf"^\s*(!?)\s*({_KEY})\s*$")
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on commas that are not inside `in (...)` parentheses."""
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return [p for p in parts if p.strip()]
+
+
+def parse_label_selector(text: str | None) -> Callable[[dict], bool]:
+    """`a=b,c!=d,e in (x,y),f notin (z),g,!h` → predicate over a labels dict."""
+    if not text or not text.strip():
+        return lambda labels: True
+    reqs: list[Requirement] = []
+    for part in _split_top_level(text):
+        m = _SET_RE.match(part)
+        if m:
+            key, op = m.group(1), m.group(3)
+            values = {v.strip() for v in m.group(4).split(",") if v.strip()}
+            if op == "in":
+                reqs.append(lambda l, k=key, vs=values: l.get(k) in vs)
+            else:
+                reqs.append(lambda l, k=key, vs=values: l.get(k) not in vs)
+            continue
+        m = _OP_RE.match(part)
+        if m:
+            key, op, value = m.group(1), m.group(3), m.group(4)
+            if op == "!=":
+                reqs.append(lambda l, k=key, v=value: l.get(k) != v)
+            else:
+                reqs.append(lambda l, k=key, v=value: k in l and l[k] == v)
+            continue
+        m = _EXISTS_RE.match(part)
+        if m:
+            key = m.group(2)
+            if m.group(1):
+                reqs.append(lambda l, k=key: k not in l)
+            else:
+                reqs.append(lambda l, k=key: k in l)
+            continue
+        raise bad_request(f"unable to parse requirement: {part.strip()!r} in labelSelector {text!r}")
+    return lambda labels: all(r(labels) for r in reqs)
+
+
+def label_match(selector: dict | None, labels: dict) -> bool:
+    """A metav1.LabelSelector (matchLabels + matchExpressions) against labels; empty selector matches all."""
+    if not selector:
+        return True
+    for k, v in (selector.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), set(expr.get("values") or [])
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and labels.get(key) in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+# Fields each kind accepts in fieldSelector (metadata.name/namespace always), as the real server does.
+FIELDS = {
+    "Pod": ("spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+            "status.phase", "status.podIP", "status.nominatedNodeName"),
+    "Node": ("spec.unschedulable",),
+    "Event": ("involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
+              "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
+              "reason", "reportingComponent", "source", "type"),
+    "Namespace": ("status.phase",),
+    "Job": ("status.successful",),
+}
+
+
+def _field_value(obj: dict, path: str) -> str:
+    if path == "source":
+        return (obj.get("source") or {}).get("component", "")
+    if path == "status.successful":
+        return str((obj.get("status") or {}).get("succeeded", 0))
+    cur = obj
+    for part in path.split("."):
+        if not isinstance(cur, dict):
+            return ""
+        cur = cur.get(part)
+        if cur is None:
+            return "false" if path == "spec.unschedulable" else ""
+    if isinstance(cur, bool):
+        return "true" if cur else "false"
+    return str(cur)
+
+
+def parse_field_selector(text: str | None, kind: str) -> Callable[[dict], bool]:
+    if not text or not text.strip():
+        return lambda obj: True
+    allowed = ("metadata.name", "metadata.namespace") + FIELDS.get(kind, ())
+    reqs = []
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        m = re.match(r"^\s*([A-Za-z.]+)\s*(==|!=|=)\s*(.*?)\s*$", part)
+        if not m:
+            raise bad_request(f"invalid selector: {part!r}; can't understand {part!r}")
+        field, op, value = m.groups()
+        if field not in allowed:
+            raise bad_request(f'"{field}" is not a known field selector: only "{", ".join(allowed)}"')
+        if op == "!=":
+            reqs.append(lambda o, f=field, v=value: _field_value(o, f) != v)
+        else:
+            reqs.append(lambda o, f=field, v=value: _field_value(o, f) == v)
+    return lambda obj: all(r(obj) for r in reqs)
