@@ -181,6 +181,25 @@ class BreakerBoard:
             now,
         )
 
+    def cool_downs(self, now: datetime) -> list[BreakerTransition]:
+        """Move every quiet open scope to half-open now (a periodic flow calls this so the UI is current)."""
+        require_aware(now, "cool-down check time")
+        return [t for key in sorted(self.status) if (t := self._cool_down(key, now)) is not None]
+
+    def describe(self) -> list[dict]:
+        """One row per scope that is not closed, for a table artifact: scope, state, since, probe, reason."""
+        return [
+            {
+                "scope": key,
+                "state": st.state.value,
+                "since": st.since.isoformat(),
+                "probe": st.probe_node or "",
+                "opened_by_person": st.manual,
+                "reason": st.reason,
+            }
+            for key, st in sorted(self.status.items())
+        ]
+
     def approve_close(self, scope: str, by: str, now: datetime) -> list[BreakerTransition]:
         """A person re-closes a scope's breaker (open or half-open); closed stays closed (no transition)."""
         if not by or not by.strip():

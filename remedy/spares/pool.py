@@ -51,10 +51,16 @@ def spares_needed(lam: float, risk: float) -> int:
     """Smallest k with P(N > k) ≤ risk."""
     if not 0 < risk < 1:
         raise ValueError(f"risk must be between 0 and 1, got {risk}")
-    k = 0
-    while poisson_tail(k, lam) > risk:
-        k += 1
-    return k
+    if lam == 0:
+        return 0
+    # One pass: pmf far past the mean, then tails summed from the small end (accurate, O(n)).
+    upper = math.ceil(lam + 12 * math.sqrt(lam) + 30)
+    pmf = [poisson_pmf(j, lam) for j in range(upper + 1)]
+    tail, tails = 0.0, [0.0] * (upper + 1)
+    for j in range(upper, -1, -1):
+        tails[j] = tail  # P(N > j), ignoring mass beyond `upper` (< 1e-30)
+        tail += pmf[j]
+    return next(k for k in range(upper + 1) if tails[k] <= risk)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ deterministically: fresher validation first, then name.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -123,8 +124,7 @@ def select_spare(
     fresh_for = timedelta(hours=settings.validation_freshness_hours)
     window = f"{settings.validation_freshness_hours:g}-h freshness window"
 
-    names = [c.name for c in candidates]
-    dupes = sorted({n for n in names if names.count(n) > 1})
+    dupes = sorted(n for n, c in Counter(c.name for c in candidates).items() if c > 1)
     if dupes:
         raise ValueError(f"spare candidates listed twice: {', '.join(dupes)}")
 

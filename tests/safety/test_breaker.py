@@ -280,3 +280,28 @@ def test_bad_inputs_fail_with_clear_messages():
         board.record_outcome("gpu-0-0", True, T0)
     with pytest.raises(BreakerError, match="unsupported format version"):
         BreakerBoard.from_dict({"version": 7})
+
+
+def test_periodic_cool_down_check_and_status_rows():
+    board = storm_then_open()
+    assert board.cool_downs(T0 + timedelta(minutes=30)) == []
+    [row] = board.describe()
+    assert (row["scope"], row["state"], row["probe"]) == ("rack:rack-3", "open", "")
+    [t] = board.cool_downs(T0 + timedelta(minutes=62))
+    assert (t.key, t.to_state) == ("rack:rack-3", BreakerState.HALF_OPEN)
+    assert board.describe()[0]["state"] == "half-open"
+
+
+def test_breaker_settings_load_from_yaml_and_environment(tmp_path, monkeypatch):
+    from remedy.config import ConfigError, load_settings
+
+    cfg = tmp_path / "remedy.yaml"
+    cfg.write_text("breaker:\n  rack:\n    max_failures: 3\n    window_seconds: 120\n  spare_reserve: 2\n")
+    monkeypatch.setenv("REMEDY_BREAKER__PDU__COOLDOWN_SECONDS", "900")
+    s = load_settings(cfg)
+    assert (s.breaker.rack.max_failures, s.breaker.rack.window_seconds, s.breaker.spare_reserve) == (3, 120, 2)
+    assert s.breaker.pdu.cooldown_seconds == 900
+    assert s.breaker.cluster.cooldown_seconds is None  # the cluster breaker stays manual by default
+    cfg.write_text("breaker:\n  rack:\n    max_percent: 150\n")
+    with pytest.raises(ConfigError, match="breaker.rack.max_percent"):
+        load_settings(cfg)

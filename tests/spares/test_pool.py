@@ -89,3 +89,11 @@ def test_spread_spares_pass_and_shared_pdu_is_caught():
 def test_unlabelled_spares_are_reported_not_ignored():
     [w] = [w for w in check_diversity([Node("s1", topology=Topology(switch="a", pdu="x")), spare("s2", "r2")]) if w.domain == "rack"]
     assert "1 of 2 spares have no rack label (s1)" in w.message
+
+
+@pytest.mark.parametrize("lam", [0.01, 0.5, 3.0, 10.0, 87.15, 400.0])
+@pytest.mark.parametrize("risk", [0.1, 0.01, 1e-4])
+def test_target_is_the_smallest_k_meeting_the_risk(lam, risk):
+    k = spares_needed(lam, risk)
+    assert poisson_tail(k, lam) <= risk
+    assert k == 0 or poisson_tail(k - 1, lam) > risk
