@@ -60,9 +60,9 @@ def suite_for(level: Level | str, settings: HealthCheckSettings | None = None) -
     s = settings or HealthCheckSettings()
     gpus = str(s.gpus_per_node)
     sweep = ("all_reduce_perf", "-b", "8", "-e", "2G", "-f", "2", "-g", gpus)
+    probe = ("remedy", "probe", "--json", "--expect-gpus", gpus) + (("--expect-model", s.gpu_model) if s.gpu_model else ())
     quick = [
-        CheckSpec("nvml-probe", "nvml-probe", ("remedy", "probe", "--json", "--expect-gpus", gpus,
-                                               "--expect-model", s.gpu_model), 120, privileged=False),
+        CheckSpec("nvml-probe", "nvml-probe", probe, 120, privileged=False),
         _dcgm(1, 600, Level.QUICK),
         CheckSpec("ib", "ib", ("bash", "-c", IB_SCRIPT), 60, privileged=True),
     ]

@@ -128,7 +128,11 @@ class FioThresholds(BaseModel):
 class HealthCheckSettings(BaseModel):
     """Burn-in and spare health-check criteria (issue 5)."""
 
-    gpu_model: str = Field("NVIDIA H100 80GB HBM3", description="Default GPU product name expected on managed nodes.")
+    gpu_model: str | None = Field(
+        None,
+        description="GPU product name every managed node must have (NVML spelling or the GFD label's dashes); "
+        "None: the flows pass each node's nvidia.com/gpu.product label, else the model is not judged.",
+    )
     gpus_per_node: int = Field(8, ge=1, description="Default GPUs expected per node.")
     fabric: str = Field("infiniband-ndr", description="Default fabric name used to pick the NCCL criteria profile.")
     ib_ports_per_node: int = Field(8, ge=0, description="InfiniBand ports expected per node (0: not judged).")
@@ -157,11 +161,15 @@ class HealthCheckSettings(BaseModel):
         return v
 
     def nccl_criteria_for(self, gpu_model: str | None = None, fabric: str | None = None) -> NcclCriteriaProfile:
-        """The profile for this GPU model and fabric: exact match, then model, then fabric, then a '*' default."""
-        model, fab = gpu_model or self.gpu_model, fabric or self.fabric
+        """The profile for this GPU model and fabric: exact match, then model, then fabric, then a '*' default.
+
+        Models compare like GPU feature discovery labels and NVML names ('NVIDIA-B200' == 'NVIDIA B200')."""
+        from remedy.health.result import same_gpu_model
+
+        model, fab = gpu_model or self.gpu_model or "", fabric or self.fabric
 
         def score(p: NcclCriteriaProfile) -> int | None:
-            if p.gpu_model not in ("*", model) or p.fabric not in ("*", fab):
+            if not (p.gpu_model == "*" or same_gpu_model(model, p.gpu_model)) or p.fabric not in ("*", fab):
                 return None
             return (2 if p.gpu_model != "*" else 0) + (1 if p.fabric != "*" else 0)
 

@@ -20,20 +20,20 @@ from typing import Any
 
 from remedy.probe import ExpectedNode, probe_node
 from remedy.probe.fakenvml import FakeNvml, FakeNvmlState
-from remedy.settings.health import GIB, HealthCheckSettings
+from remedy.settings.health import GIB
 from remedy.sim.health import GpuHealth, NodeHealth
 from remedy.sim.runners import RunResult, arg_value, job_args, pci_bus_id, register_runner
 
-DEFAULT_MODEL = HealthCheckSettings().gpu_model
+DEFAULT_MODEL = FakeNvmlState().gpu_model  # when the node has no nvidia.com/gpu.product label
 DCGM_FAIL_EXIT = 226  # dcgmi's exit code when a diagnostic fails
 
 
 # -- nvml-probe: the real probe against the fake NVML ---------------------------------------------
-def nvml_probe_output(health: NodeHealth, *, expect_gpus: int | None = None, gpu_model: str | None = None) -> tuple[int, str]:
-    model = (gpu_model or DEFAULT_MODEL).replace("-", " ")  # a GFD label value uses dashes
-    fake = FakeNvml(FakeNvmlState(health=health, gpu_model=model))
-    expected = ExpectedNode(gpu_count=expect_gpus if expect_gpus is not None else len(health.gpus), gpu_model=model,
-                            driver_version=None)
+def nvml_probe_output(health: NodeHealth, *, expect_gpus: int | None = None, expect_model: str | None = None,
+                      gpu_model: str | None = None) -> tuple[int, str]:
+    """`gpu_model`: what the node really has (its GFD label); `expect_model`: what the Job was told to expect."""
+    fake = FakeNvml(FakeNvmlState(health=health, gpu_model=(gpu_model or DEFAULT_MODEL).replace("-", " ")))
+    expected = ExpectedNode(gpu_count=expect_gpus if expect_gpus is not None else len(health.gpus), gpu_model=expect_model)
     report = probe_node(expected, fake, xid_wait_seconds=0)
     return (1 if report.verdict.value == "fail" else 0), json.dumps(report.to_dict(), indent=2, default=str)
 
@@ -105,7 +105,7 @@ def dcgm_diag_output(health: NodeHealth, level: int) -> tuple[int, str]:
 
 # -- all_reduce_perf ----------------------------------------------------------------------------------
 def nccl_output(healths: list[NodeHealth], *, gpus_per_node: int = 8, min_bytes: int = 8, max_bytes: int = 2 * GIB,
-                factor: int = 2, seed: str = "", hosts: list[str] | None = None) -> tuple[int, str]:
+                factor: int = 2, seed: str = "", hosts: list[str] | None = None, gpu_model: str | None = None) -> tuple[int, str]:
     """One all-reduce sweep over the group; the slowest node sets the pace (as in a real ring)."""
     rng = random.Random(seed)
     nodes = len(healths)
@@ -120,7 +120,7 @@ def nccl_output(healths: list[NodeHealth], *, gpus_per_node: int = 8, min_bytes:
              "warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0", "#", "# Using devices"]
     for r in range(ranks):
         lines.append(f"#  Rank {r:2d} Group  0 Pid {1000 + r:6d} on {hosts[r // gpus_per_node]:>10} device "
-                     f"{r % gpus_per_node:2d} [0x{pci_bus_id(r % gpus_per_node)[9:11]}] {DEFAULT_MODEL}")
+                     f"{r % gpus_per_node:2d} [0x{pci_bus_id(r % gpus_per_node)[9:11]}] {gpu_model or DEFAULT_MODEL}")
     lines += ["#", "#" + " " * 58 + "out-of-place" + " " * 23 + "in-place",
               "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
               "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)"]
@@ -250,11 +250,19 @@ def _size_arg(raw: str | None, default: int) -> int:
         return default
 
 
+def node_gpu_model(cluster: Any, node: str) -> str | None:
+    """The node's GPU product as NVML names it, from its GPU-feature-discovery label."""
+    if cluster is None:
+        return None
+    label = cluster.node(node)["metadata"].get("labels", {}).get("nvidia.com/gpu.product")
+    return label.replace("-", " ") if label else None
+
+
 def run_nvml_probe(node: str, health: NodeHealth, job: dict, cluster: Any) -> RunResult:
     args = job_args(job)
     gpus = arg_value(args, "--expect-gpus")
     code, out = nvml_probe_output(health, expect_gpus=int(gpus) if gpus and gpus.isdigit() else None,
-                                  gpu_model=arg_value(args, "--expect-model"))
+                                  expect_model=arg_value(args, "--expect-model"), gpu_model=node_gpu_model(cluster, node))
     return RunResult(code, out, 5.0)
 
 
@@ -275,7 +283,8 @@ def run_nccl(node: str, health: NodeHealth, job: dict, cluster: Any) -> RunResul
                             min_bytes=_size_arg(arg_value(args, "-b", "--minbytes"), 8),
                             max_bytes=_size_arg(arg_value(args, "-e", "--maxbytes"), 2 * GIB),
                             factor=_int_arg(args, ("-f", "--stepfactor"), 2),
-                            seed=str(job.get("metadata", {}).get("uid", node)), hosts=peers)
+                            seed=str(job.get("metadata", {}).get("uid", node)), hosts=peers,
+                            gpu_model=node_gpu_model(cluster, node))
     return RunResult(code, out, 60.0)
 
 
@@ -296,7 +305,7 @@ def run_fio(node: str, health: NodeHealth, job: dict, cluster: Any) -> RunResult
 
 
 def run_nvidia_smi(node: str, health: NodeHealth, job: dict, cluster: Any) -> RunResult:
-    code, out = nvidia_smi_output(health)
+    code, out = nvidia_smi_output(health, node_gpu_model(cluster, node))
     return RunResult(code, out, 2.0)
 
 

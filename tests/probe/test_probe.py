@@ -169,7 +169,10 @@ def test_thresholds_come_from_settings():
     assert failing(report) == set()
     assert ("GPU 0", "pcie-gen") in warning(report) and ("GPU 7", "temperature-c") in warning(report)
     s = HealthCheckSettings(probe=ProbeThresholds(driver_version="999.1"))
-    assert ExpectedNode.from_settings(s, gpu_count=4) == ExpectedNode(gpu_count=4, gpu_model=H100, driver_version="999.1")
+    assert ExpectedNode.from_settings(s, gpu_count=4) == ExpectedNode(gpu_count=4, gpu_model=None, driver_version="999.1")
+    pinned = HealthCheckSettings(gpu_model="NVIDIA-B200", gpus_per_node=8)
+    assert ExpectedNode.from_settings(pinned).gpu_model == "NVIDIA-B200"
+    assert ExpectedNode.from_settings(pinned, gpu_model=H100).gpu_model == H100
 
 
 @pytest.mark.parametrize("code, cause", [
