@@ -1,11 +1,13 @@
 """Cluster side effects as Prefect tasks: one API action each, named verb_object so UI names grep to code.
 
 Every task takes `dry_run` and passes it down to the adapter (remedy.runtime.cluster); none branches on it.
-Only transient failures retry (tasks.retry.transient_only).
+Mutations go through `tasks.ledger.act`, so each is written to the ledger as it happens and never done twice for
+one incident. Only transient failures retry (tasks.retry.transient_only).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict
 
 from prefect import task
@@ -13,6 +15,7 @@ from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
 from remedy.adapters.cluster import NodeJobSpec, Taint
+from tasks.ledger import act
 from tasks.retry import transient_only
 
 # Side effects are never cached; only transient failures are retried.
@@ -25,46 +28,61 @@ def read_node(node: str) -> dict:
 
 
 @task(name="cordon_node", task_run_name="cordon-{node}", timeout_seconds=60, **RETRY)
-def cordon_node(node: str, reason: str, by: str, dry_run: bool) -> dict:
-    return asdict(runtime.cluster(dry_run).cordon(node, reason=reason, by=by))
+def cordon_node(node: str, reason: str, dry_run: bool, incident_id: int | None = None) -> dict:
+    from tasks.ledger import requester
+
+    return act("cordon_node", node, lambda: asdict(runtime.cluster(dry_run).cordon(node, reason=reason, by=requester())),
+               incident_id=incident_id, dry_run=dry_run)
 
 
 @task(name="uncordon_node", task_run_name="uncordon-{node}", timeout_seconds=60, **RETRY)
-def uncordon_node(node: str, reason: str, by: str, dry_run: bool) -> dict:
-    return asdict(runtime.cluster(dry_run).uncordon(node, reason=reason, by=by))
+def uncordon_node(node: str, reason: str, dry_run: bool, incident_id: int | None = None) -> dict:
+    from tasks.ledger import requester
+
+    return act("uncordon_node", node,
+               lambda: asdict(runtime.cluster(dry_run).uncordon(node, reason=reason, by=requester())),
+               incident_id=incident_id, dry_run=dry_run)
 
 
 @task(name="taint_node", task_run_name="taint-{node}", timeout_seconds=60, **RETRY)
 def taint_node(node: str, dry_run: bool, add: list[str] | None = None, remove: list[str] | None = None,
-               effect: str = "NoSchedule") -> dict:
+               effect: str = "NoSchedule", incident_id: int | None = None) -> dict:
     """`add` and `remove` are taint keys; added taints get value "true" and `effect`."""
     taints = [Taint(key=k, effect=effect) for k in add or []]
-    return asdict(runtime.cluster(dry_run).set_taints(node, add=taints, remove=list(remove or [])))
+    kind = "taint_node" if add else "untaint_node"
+    return act(kind, node,
+               lambda: asdict(runtime.cluster(dry_run).set_taints(node, add=taints, remove=list(remove or []))),
+               incident_id=incident_id, dry_run=dry_run)
 
 
 @task(name="label_node", task_run_name="label-{node}", timeout_seconds=60, **RETRY)
-def label_node(node: str, labels: dict[str, str | None], dry_run: bool) -> dict:
-    return asdict(runtime.cluster(dry_run).set_labels(node, labels))
+def label_node(node: str, labels: dict[str, str | None], dry_run: bool, incident_id: int | None = None) -> dict:
+    return act("label_node", node, lambda: asdict(runtime.cluster(dry_run).set_labels(node, labels)),
+               incident_id=incident_id, dry_run=dry_run)
 
 
 @task(name="drain_node", task_run_name="drain-{node}", timeout_seconds=1800, **RETRY)
-def drain_node(node: str, grace_period_seconds: int, deadline_seconds: float, dry_run: bool) -> dict:
-    report = runtime.cluster(dry_run).drain(
-        node, grace_period_seconds=grace_period_seconds, deadline_seconds=deadline_seconds
-    )
-    return asdict(report) | {"complete": report.complete}
+def drain_node(node: str, grace_period_seconds: int, deadline_seconds: float, dry_run: bool,
+               incident_id: int | None = None) -> dict:
+    def drain() -> dict:
+        report = runtime.cluster(dry_run).drain(
+            node, grace_period_seconds=grace_period_seconds, deadline_seconds=deadline_seconds
+        )
+        return asdict(report) | {"complete": report.complete}
+
+    return act("drain_node", node, drain, incident_id=incident_id, dry_run=dry_run)
 
 
 @task(name="run_node_job", task_run_name="{check}-{node}", timeout_seconds=4 * 3600, **RETRY)
 def run_node_job(node: str, check: str, name: str, dry_run: bool, args: list[str] | None = None,
                  env: dict[str, str] | None = None, privileged: bool = False, timeout_seconds: int = 600,
-                 image: str | None = None) -> dict:
+                 image: str | None = None, incident_id: int | None = None) -> dict:
     spec = NodeJobSpec(
         name=name, node=node, check=check, args=tuple(args or ()), env=tuple((env or {}).items()),
-        privileged=privileged, timeout_seconds=timeout_seconds,
-        **({"image": image} if image else {}),
+        privileged=privileged, timeout_seconds=timeout_seconds, **({"image": image} if image else {}),
     )
-    return asdict(runtime.cluster(dry_run).run_node_job(spec))
+    return act(f"job_{check}", node, lambda: asdict(runtime.cluster(dry_run).run_node_job(spec)),
+               incident_id=incident_id, dry_run=dry_run, key=f"job:{name}")
 
 
 @task(name="check_drift", task_run_name="check-drift-{node}", timeout_seconds=60, **RETRY)
@@ -76,3 +94,15 @@ def check_drift(node: str) -> dict | None:
 @task(name="list_gpu_nodes", timeout_seconds=120, **RETRY)
 def list_gpu_nodes() -> list[dict]:
     return [asdict(n) for n in runtime.cluster().list_gpu_nodes()]
+
+
+@task(name="wait_for_workload", task_run_name="wait-{job}-full-size", timeout_seconds=3600, **RETRY)
+def wait_for_workload(namespace: str, job: str, timeout_seconds: float, dry_run: bool) -> dict:
+    """Wait until the gang-scheduled job has all its pods ready again (the job is back to full size)."""
+    cluster = runtime.cluster()
+    start = time.monotonic()
+    ready, desired = cluster.workload_size(namespace, job)
+    while not dry_run and ready < desired and time.monotonic() - start < timeout_seconds:
+        time.sleep(0.2)
+        ready, desired = cluster.workload_size(namespace, job)
+    return {"ready": ready, "desired": desired, "full": ready >= desired, "seconds": time.monotonic() - start}

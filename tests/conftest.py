@@ -7,5 +7,6 @@ pytest_plugins = [
     "tests.fixtures.prometheus",  # prometheus / alertmanager / node_exporter binaries on loopback
     "tests.fixtures.aws",  # moto_server: moto in server mode
     "tests.fixtures.slack",  # slack_stub: a local HTTP stub of Slack's Web API
+    "tests.fixtures.sim",  # sim / sim_factory: the Kubernetes-API cluster simulator on a loopback port
     "tests.fixtures.prefect",  # prefect_server: a real Prefect server (test harness), once per session
 ]

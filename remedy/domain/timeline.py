@@ -1,0 +1,41 @@
+"""A remediation's timeline: detected, cordoned, drained, spare ready, job resumed — seconds since detection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+
+def _parse(ts: str | None) -> datetime:
+    if not ts:
+        return datetime.now(timezone.utc)
+    dt = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+@dataclass
+class Timeline:
+    detected_at: datetime
+    marks: list[tuple[str, datetime]] = field(default_factory=list)
+
+    @classmethod
+    def starting(cls, detected_at: str | None = None) -> "Timeline":
+        t = cls(_parse(detected_at))
+        t.marks.append(("detected", t.detected_at))
+        return t
+
+    def mark(self, step: str, at: datetime | None = None) -> None:
+        self.marks.append((step, at or datetime.now(timezone.utc)))
+
+    def seconds(self, step: str) -> float | None:
+        for name, at in self.marks:
+            if name == step:
+                return (at - self.detected_at).total_seconds()
+        return None
+
+    def rows(self) -> list[dict]:
+        return [
+            {"step": name, "at": at.isoformat(timespec="milliseconds"),
+             "since_detection_s": round((at - self.detected_at).total_seconds(), 2)}
+            for name, at in self.marks
+        ]

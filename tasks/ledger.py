@@ -1,0 +1,118 @@
+"""Ledger side of every action: the ledger is the timeline and the audit trail.
+
+`act()` wraps one side effect: it writes the action row before acting and its outcome right after, and replays
+a succeeded action of the same incident instead of acting twice (a retried task, a duplicate trigger, a flow
+re-run after a crash all land here). Ledger tasks proper (incidents, state changes) are below it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from remedy import runtime
+from remedy.domain.model import Action, ActionOutcome, Incident, IncidentStatus, NodeState, Topology
+from remedy.errors import Conflict
+from tasks.retry import transient_only
+
+DONE = (ActionOutcome.SUCCEEDED, ActionOutcome.PLANNED)
+
+
+def requester() -> str:
+    """Who asks: the flow run's name and id when inside Prefect, else the process."""
+    try:
+        from prefect.runtime import flow_run
+
+        if flow_run.id:
+            return f"flow-run:{flow_run.name}:{flow_run.id}"
+    except Exception:  # outside a flow run
+        pass
+    return "cli"
+
+
+def act(kind: str, node: str, fn: Callable[[], dict[str, Any]], *, incident_id: int | None, dry_run: bool,
+        key: str | None = None) -> dict[str, Any]:
+    led = runtime.ledger()
+    base = key or (f"incident-{incident_id}:{kind}:{node}" if incident_id is not None else None)
+    if base and dry_run:
+        base += ":dry-run"
+    attempt_key = base
+    if base:
+        earlier = [a for a in led.actions(kind=kind) if a.idempotency_key and a.idempotency_key.split("#")[0] == base]
+        done = [a for a in earlier if a.outcome in DONE]
+        if done:
+            return dict(done[-1].detail) | {"replayed": True}
+        if earlier:  # an attempt failed or crashed half-way: act again (every action is idempotent on the cluster)
+            attempt_key = f"{base}#{len(earlier) + 1}"
+    record, new = led.start_action(
+        Action(kind=kind, node=node, requested_by=requester(), dry_run=dry_run, incident_id=incident_id,
+               idempotency_key=attempt_key)
+    )
+    if not new:
+        raise Conflict(f"{node}: {kind} for incident {incident_id} is being done by another run right now")
+    try:
+        result = fn()
+    except Exception as exc:
+        led.finish_action(record.id, ActionOutcome.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000])
+        raise
+    led.finish_action(record.id, ActionOutcome.PLANNED if dry_run else ActionOutcome.SUCCEEDED, detail=result)
+    return result
+
+
+@task(name="open_incident", task_run_name="open-incident-{node}", cache_policy=NO_CACHE, retries=2,
+      retry_delay_seconds=1)
+def open_incident(node: str, signal: str, gpu: int | None = None, xid: int | None = None, detail: str = "",
+                  severity: str = "critical") -> dict[str, Any]:
+    """Open (or attach to) the incident for this fault; the receiver usually did this already."""
+    settings = runtime.settings()
+    led = runtime.ledger()
+    topo = _topology(node)
+    record, created = led.open_incident(
+        Incident(node=node, signal=signal, gpu=gpu, xid=xid, detail=detail),
+        window_seconds=settings.receiver.dedup_window_seconds, severity=severity, topology=topo,
+    )
+    return asdict(record) | {"created": created}
+
+
+@task(name="set_node_state", task_run_name="{node}-to-{state}", cache_policy=NO_CACHE, retries=3,
+      retry_delay_seconds=[1, 2, 4], retry_condition_fn=transient_only)
+def set_node_state(node: str, state: str, reason: str, dry_run: bool, incident_id: int | None = None) -> dict:
+    """Move the node in the lifecycle (ledger, checked by the state machine) and mirror it on the pool label."""
+    target = NodeState(state)
+    settings = runtime.settings()
+
+    def change() -> dict[str, Any]:
+        led = runtime.ledger()
+        if dry_run:
+            current = led.get_node(node).state
+            return {"node": node, "from": current.value if current else None, "to": target.value, "dry_run": True}
+        rec = led.transition(node, target, reason=reason, requested_by=requester())
+        runtime.cluster(dry_run).set_labels(node, {settings.labels.pool: target.value})
+        return {"node": node, "from": rec.from_state.value if rec.from_state else None, "to": target.value}
+
+    return act(f"set_state_{target.value}", node, change, incident_id=incident_id, dry_run=dry_run)
+
+
+@task(name="sync_fleet", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2,
+      retry_condition_fn=transient_only)
+def sync_fleet() -> dict[str, int]:
+    """Make sure every GPU node the cluster has is known to the ledger (topology facts only)."""
+    led = runtime.ledger()
+    nodes = runtime.cluster().list_gpu_nodes()
+    for n in nodes:
+        led.upsert_node(n)
+    return {"nodes": len(nodes)}
+
+
+def _topology(node: str) -> Topology | None:
+    try:
+        return runtime.ledger().get_node(node).topology
+    except Exception:
+        try:
+            return runtime.cluster().get_node(node).topology
+        except Exception:
+            return None

@@ -1,0 +1,210 @@
+"""The Kubernetes adapter through the official client, over HTTP, against the cluster simulator."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from remedy.adapters.cluster import NodeJobSpec, Taint
+from remedy.adapters.kubernetes import KubernetesCluster
+from remedy.errors import ClusterUnreachable, NodeNotFound
+from tests.fixtures.sim import settings_for
+
+
+@pytest.fixture
+def cluster(sim):
+    with KubernetesCluster(settings_for(sim)) as c:
+        yield c
+
+
+def test_lists_gpu_nodes_with_topology(cluster):
+    nodes = cluster.list_gpu_nodes()
+    assert len(nodes) == 16
+    n = next(n for n in nodes if n.name == "gpu001")
+    assert n.gpu_count == 8 and n.gpu_model
+    assert n.topology.rack and n.topology.switch and n.topology.pdu
+    spares = [n for n in nodes if n.state and n.state.value == "spare"]
+    assert len(spares) == 2
+    assert all("remedy.io/spare" in s.taints for s in spares)
+    assert len({s.topology.rack for s in spares}) == 2  # spread across racks
+
+
+def test_cordon_is_idempotent_and_recorded_as_event(cluster):
+    first = cluster.cordon("gpu003", reason="XID 79", by="test")
+    again = cluster.cordon("gpu003", reason="XID 79", by="test")
+    assert first.changed and not again.changed
+    node = cluster.get_node("gpu003")
+    assert node.unschedulable and node.annotations["remedy.io/cordoned-by"] == "test"
+    reasons = [e["reason"] for e in cluster.node_events("gpu003")]
+    assert reasons.count("RemedyCordon") == 1
+    assert cluster.uncordon("gpu003", reason="fixed", by="test").changed
+    node = cluster.get_node("gpu003")
+    assert not node.unschedulable and "remedy.io/cordoned-by" not in node.annotations
+
+
+def test_taints_merge_by_key(cluster):
+    cluster.set_taints("gpu004", add=[Taint("team.example/owner", "NoSchedule", "ml")])
+    cluster.set_taints("gpu004", add=[Taint("remedy.io/quarantine", "NoSchedule")])
+    # same key again with another effect replaces, never duplicates
+    cluster.set_taints("gpu004", add=[Taint("remedy.io/quarantine", "NoExecute")])
+    taints = cluster.get_node("gpu004").taints
+    assert taints == {"team.example/owner": "NoSchedule", "remedy.io/quarantine": "NoExecute"}
+    change = cluster.set_taints("gpu004", remove=["remedy.io/quarantine"])
+    assert change.changed
+    assert cluster.get_node("gpu004").taints == {"team.example/owner": "NoSchedule"}
+    assert not cluster.set_taints("gpu004", remove=["remedy.io/quarantine"]).changed
+
+
+def test_concurrent_taint_writers_both_land(cluster):
+    """Taints are an atomic list server-side: concurrent writers must not lose each other's taint (409 → retry)."""
+    errors = []
+
+    def add(key):
+        try:
+            cluster.set_taints("gpu005", add=[Taint(key)])
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=add, args=(f"example.com/t{i}",)) for i in range(6)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert not errors
+    assert {f"example.com/t{i}" for i in range(6)} <= set(cluster.get_node("gpu005").taints)
+
+
+def test_labels_set_and_removed(cluster):
+    assert cluster.set_labels("gpu006", {"remedy.io/pool": "quarantined", "example.com/x": "1"}).changed
+    assert cluster.get_node("gpu006").labels["remedy.io/pool"] == "quarantined"
+    cluster.set_labels("gpu006", {"example.com/x": None})
+    assert "example.com/x" not in cluster.get_node("gpu006").labels
+
+
+def test_unknown_node_is_a_clear_error(cluster):
+    with pytest.raises(NodeNotFound, match="node not found: gpu999"):
+        cluster.cordon("gpu999", reason="x", by="test")
+
+
+def test_dry_run_changes_nothing(sim):
+    with KubernetesCluster(settings_for(sim), dry_run=True) as dry:
+        change = dry.cordon("gpu007", reason="XID 79", by="test")
+        assert change.dry_run and change.changed
+        dry.set_taints("gpu007", add=[Taint("remedy.io/quarantine")])
+        report = dry.drain("gpu007", grace_period_seconds=30, deadline_seconds=5)
+        assert report.dry_run and report.evicted
+        node = dry.get_node("gpu007")
+        assert not node.unschedulable and "remedy.io/quarantine" not in node.taints
+        assert dry.pods_on_node("gpu007")  # nothing evicted
+        assert dry.node_events("gpu007") == []
+
+
+def test_drain_skips_daemonsets_and_mirror_pods(cluster):
+    report = cluster.drain("gpu008", grace_period_seconds=30, deadline_seconds=10)
+    assert report.complete, report.not_evicted
+    assert any("llm-pretrain" in p for p in report.evicted)
+    assert any("DaemonSet" in s for s in report.skipped) and any("mirror" in s for s in report.skipped)
+    left = cluster.pods_on_node("gpu008")
+    assert left and all(
+        "kubernetes.io/config.mirror" in (p["metadata"].get("annotations") or {})
+        or any(o["kind"] == "DaemonSet" for o in p["metadata"].get("ownerReferences") or [])
+        for p in left
+    )
+
+
+def test_drain_waits_for_pdb_then_succeeds(cluster, sim):
+    from kubernetes import client as k8s
+
+    policy = k8s.PolicyV1Api(cluster.api)
+    pdb = {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "train-pdb", "namespace": "training"},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "llm-pretrain"}}},
+    }
+    policy.create_namespaced_pod_disruption_budget("training", pdb)
+
+    def relax():
+        time.sleep(1.5)
+        policy.patch_namespaced_pod_disruption_budget(
+            "train-pdb", "training", {"spec": {"maxUnavailable": 1}},
+            _content_type="application/merge-patch+json",
+        )
+
+    threading.Thread(target=relax).start()
+    report = cluster.drain("gpu009", grace_period_seconds=30, deadline_seconds=20)
+    assert report.blocked_retries >= 1
+    assert report.complete, report.not_evicted
+
+
+def test_drain_reports_what_a_pdb_still_blocks_at_the_deadline(cluster):
+    from kubernetes import client as k8s
+
+    k8s.PolicyV1Api(cluster.api).create_namespaced_pod_disruption_budget("training", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "strict", "namespace": "training"},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "llm-pretrain"}}},
+    })
+    report = cluster.drain("gpu010", grace_period_seconds=30, deadline_seconds=1.5)
+    assert not report.complete
+    (key, why), = report.not_evicted.items()
+    assert key.startswith("training/") and "disruption budget" in why
+
+
+def test_node_job_lifecycle(cluster):
+    result = cluster.run_node_job(NodeJobSpec(name="reset-gpu011-1", node="gpu011", check="gpu-reset",
+                                              env=(("GPU_INDEX", "2"),), privileged=True, timeout_seconds=30))
+    assert result.phase == "Succeeded", result.logs
+    assert result.logs
+    assert cluster.job_pods("reset-gpu011-1")[0]["spec"]["nodeName"] == "gpu011"
+
+
+def test_node_job_on_unready_node_times_out(cluster, sim):
+    from remedy.sim.faults import inject
+
+    inject(sim.cluster, "not-ready", "gpu012")
+    result = cluster.run_node_job(NodeJobSpec(name="probe-gpu012", node="gpu012", check="sleep", timeout_seconds=2))
+    assert result.phase == "Timeout" and not result.succeeded
+
+
+def test_manual_uncordon_is_seen_as_drift(cluster):
+    from kubernetes import client as k8s
+
+    cluster.cordon("gpu013", reason="XID 94", by="test")
+    assert cluster.detect_drift("gpu013") is None
+    # an operator runs `kubectl uncordon gpu013` (a strategic merge patch of spec.unschedulable only)
+    k8s.CoreV1Api(cluster.api).patch_node("gpu013", {"spec": {"unschedulable": False}},
+                                          _content_type="application/strategic-merge-patch+json")
+    drift = cluster.detect_drift("gpu013")
+    assert drift and drift.what == "uncordoned by hand"
+
+
+def test_api_server_down_retries_then_clear_error():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    from remedy.config import load_settings
+
+    settings = load_settings(cluster={"simulator_url": f"http://127.0.0.1:{port}", "api_retries": 2})
+    with KubernetesCluster(settings) as c:
+        start = time.monotonic()
+        with pytest.raises(ClusterUnreachable) as err:
+            c.list_gpu_nodes()
+    msg = str(err.value)
+    assert f"127.0.0.1:{port}" in msg and "3 attempts" in msg and "refused" in msg
+    assert time.monotonic() - start >= 0.5  # it did back off between attempts
+
+
+def test_conflict_on_stale_resource_version(cluster):
+    from kubernetes import client as k8s
+    from kubernetes.client.exceptions import ApiException
+
+    api = k8s.CoreV1Api(cluster.api)
+    node = cluster.get_node("gpu014")
+    api.patch_node("gpu014", {"metadata": {"labels": {"x": "1"}}},
+                   _content_type="application/strategic-merge-patch+json")
+    with pytest.raises(ApiException) as err:
+        api.patch_node("gpu014", {"metadata": {"resourceVersion": node.resource_version, "labels": {"x": "2"}}},
+                       _content_type="application/strategic-merge-patch+json")
+    assert err.value.status == 409
