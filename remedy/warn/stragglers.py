@@ -26,7 +26,7 @@ STEP_SCHEMA = pa.DataFrameSchema(
         "time": time_col(),
         "job": name_col(),
         "node": name_col(),
-        "step_time_seconds": number_col(pa.Check.gt(0, error="must be > 0 seconds")),
+        "step_time_seconds": number_col(pa.Check.gt(0, error="must be positive (seconds)")),
     },
     unique=["time", "job", "node"],
     report_duplicates="exclude_first",
