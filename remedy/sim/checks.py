@@ -275,10 +275,11 @@ def run_dcgm_diag(node: str, health: NodeHealth, job: dict, cluster: Any) -> Run
 def run_nccl(node: str, health: NodeHealth, job: dict, cluster: Any) -> RunResult:
     args = job_args(job)
     selector = job.get("spec", {}).get("template", {}).get("spec", {}).get("nodeSelector") or {}
-    peers = [node]
-    if _int_arg(args, ("-g",), 8) == 1 and selector and cluster is not None:  # multi-node: one GPU per rank
-        peers = cluster.nodes_matching(selector) or [node]
-    healths = [cluster.health_of(p) if cluster is not None and p != node else health for p in peers]
+    # A selector matching several nodes is a multi-node group run (the simulator gives each node a pod);
+    # every pod reports the whole group's sweep, paced by its slowest member.
+    peers = cluster.nodes_matching(selector) if selector and cluster is not None else []
+    peers = peers if node in peers else [node]
+    healths = [health if p == node else cluster.health_of(p) for p in peers]
     code, out = nccl_output(healths, gpus_per_node=len(health.gpus) or 8,
                             min_bytes=_size_arg(arg_value(args, "-b", "--minbytes"), 8),
                             max_bytes=_size_arg(arg_value(args, "-e", "--maxbytes"), 2 * GIB),
