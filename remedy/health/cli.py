@@ -2,6 +2,7 @@
 
     remedy probe [--json] [--expect-gpus 8] [--expect-model NAME]     exit 0 pass, 1 fail, 2 cannot probe
     remedy health parse {dcgm-diag,nccl,nvidia-smi,ibstat,fio,stress} FILE... [--json] [--gpu-model M]
+                        [--fabric F] [--expect-gpus N] [--counters DIR]
     remedy health suite {quick,standard,extended} [--json]
 """
 
@@ -37,6 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     pp.add_argument("--json", action="store_true", help="print the CheckResult as JSON")
     pp.add_argument("--gpu-model", help="GPU model for the NCCL criteria / nvidia-smi check (default: health.gpu_model)")
     pp.add_argument("--fabric", help="fabric for the NCCL criteria profile (default: health.fabric)")
+    pp.add_argument("--expect-gpus", type=int, help="nvidia-smi/stress: GPUs expected (default: health.gpus_per_node)")
     pp.add_argument("--counters", help="ibstat: sysfs-like directory of IB counters (<dev>/ports/<n>/counters/*)")
     pp.set_defaults(func=_parse)
     ps = hs.add_parser("suite", help="list the checks a validation level runs")
@@ -90,7 +92,7 @@ def _read(path: str) -> str:
 
 
 def _parse(args: argparse.Namespace) -> int:
-    from remedy.health import ib, nccl
+    from remedy.health import ib, load, nccl, smi
     from remedy.health.suite import parse_check_output
 
     settings = _settings(args)
@@ -104,6 +106,10 @@ def _parse(args: argparse.Namespace) -> int:
         raise RemedyError(f"{args.kind}: give one file (several files are only meaningful for nccl)")
     elif kind == "ib":
         result = ib.check_ib(texts[0], h.ib, counters=args.counters, expected_ports=h.ib_ports_per_node)
+    elif kind == "nvidia-smi":
+        result = smi.check_nvidia_smi(texts[0], h, expect_gpus=args.expect_gpus, expect_model=args.gpu_model)
+    elif kind == "stress":
+        result = load.check_stress(texts[0], h.stress, h.probe, expect_gpus=args.expect_gpus or h.gpus_per_node)
     else:
         result = parse_check_output(kind, texts[0], h, gpu_model=args.gpu_model, fabric=args.fabric)
     if args.json:
