@@ -25,6 +25,8 @@ import math
 import re
 from dataclasses import asdict, dataclass
 
+from remedy.audit.cadence import young_daly
+
 MINUTES_PER_DAY = 24 * 60
 
 # Meta's published job MTBF by cluster size (seed 000 quoting Pinckney et al. 2024, arXiv:2410.21680):
@@ -139,27 +141,15 @@ def mtbf_hours_for_gpus(gpus: int) -> float:
     return math.exp(math.log(y0) + slope * (math.log(gpus) - math.log(x0)))
 
 
-def _young_daly_impl():
-    """Young/Daly lives with the checkpoint audit (issue 7) when that module exists: one source of truth."""
-    try:
-        from remedy.audit import cadence  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return getattr(cadence, "young_daly_interval", None)
-
-
 def optimal_checkpoint_interval_minutes(checkpoint_cost_minutes: float, mtbf_hours: float) -> float:
-    """Young/Daly first-order optimum T = sqrt(2 · δ · M), in minutes.
+    """Young/Daly optimum T = sqrt(2 · δ · M) in minutes, from `remedy.audit.cadence` (one source of truth).
 
-    Seed 000: 1 min checkpoints, MTBF 8 h → 31 min ("30"); MTBF 10 h → 34.6 min ("35").
-    Seed 002 Table 11: δ = 18 s, M = 56.2 h → 44.9 min.
+    Seed 000: 1-min checkpoints, MTBF 8 h → 31 min ("30"); MTBF 10 h → 34.6 min ("35").
     """
     _positive("checkpoint_cost_minutes", checkpoint_cost_minutes)
     _positive("mtbf_hours", mtbf_hours)
-    shared = _young_daly_impl()
-    if shared is not None:
-        return float(shared(checkpoint_cost_minutes * 60.0, mtbf_hours * 3600.0)) / 60.0
-    return math.sqrt(2.0 * checkpoint_cost_minutes * mtbf_hours * 60.0)
+    plan = young_daly(checkpoint_cost_minutes * 60.0, mtbf_hours * 3600.0)
+    return plan.t_opt_s / 60.0
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d)?\s*$", re.IGNORECASE)

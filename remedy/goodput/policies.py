@@ -79,6 +79,14 @@ def escalate(sim, inc) -> Process:
     """Hand the incident to the on-call engineer (one at a time) and run the manual runbook."""
     sim.hold(inc)
     yield sim.on_call.acquire()
+    if inc.fault.needs == UPSTREAM and sim.clock.now >= inc.fault.clears_at:
+        # The engineer already brought this rack back while working a sibling incident.
+        sim.fix_in_place(inc.node, REBOOT)
+        inc.human_acted = True
+        inc.actions.append("human-upstream-fix")
+        sim.on_call.release()
+        sim.release(inc)
+        return
     steps = manual_steps(sim)
     yield steps["page"] + steps["triage"]
     yield from human_replaces(sim, inc, steps)
@@ -105,13 +113,13 @@ class AutoReplace:
     def handle(self, sim, inc) -> Process:
         sim.hold(inc)
         yield AUTO_DETECT_MINUTES
-        if not sim.spare_ready():  # pool empty: the automation pages a human instead
+        spare = sim.try_take_spare()
+        if spare is None:  # pool empty: the automation pages a human instead
             yield from escalate(sim, inc)
             sim.close(inc, "escalated-no-spare")
             return
         slot = sim.pull(inc)  # cordoned immediately
         yield AUTO_GRACE_MINUTES
-        spare = yield sim.take_spare()  # waits if the pool is empty: the naive policy has no plan B
         yield AUTO_JOIN_MINUTES
         if slot is not None:
             sim.install(slot, spare)

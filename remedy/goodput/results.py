@@ -29,7 +29,7 @@ class Accounts:
     min_spares: int = 10**9
     in_place_fixes: int = 0
     retired: int = 0
-    breaker_trips: int = 0
+    breaker_holds: int = 0
 
     @property
     def total(self) -> float:
@@ -63,7 +63,7 @@ class SimResult:
     min_spares_in_pool: int
     in_place_fixes: int
     nodes_retired: int
-    breaker_trips: int
+    breaker_holds: int
     missing_domain: list[str] = field(default_factory=list)
     wall_seconds: float = 0.0
     minutes: dict[str, float] = field(default_factory=dict)
@@ -116,7 +116,7 @@ def summarise(sim: "FleetSim", wall_seconds: float) -> SimResult:
         min_spares_in_pool=min(acc.min_spares, sc.spares),
         in_place_fixes=acc.in_place_fixes,
         nodes_retired=acc.retired,
-        breaker_trips=acc.breaker_trips,
+        breaker_holds=acc.breaker_holds,
         missing_domain=list(getattr(sim.policy, "missing_domain", [])),
         wall_seconds=wall_seconds,
         minutes={

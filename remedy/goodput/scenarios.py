@@ -156,7 +156,7 @@ def _meta16k() -> Scenario:
         description="16,384 GPUs (2,048 nodes), 55 days (Llama 3 405B pre-training length); MTBF 1.8 h "
         "(Meta via seed 000); 1-min checkpoints at the Young/Daly optimum; restart 7.5 min (seed 000's "
         "5–10 min; seed 002's 31-min NFS reload would swamp a 1.8-h MTBF); "
-        "5 % lemons at factor 19 (seed 002 shape); 64 spares (~3 %, assumption).",
+        "5 % lemons at factor 19 (seed 002 shape); 64 spares (~3 %) and 3 on-call engineers (assumptions).",
         training_nodes=2048,
         spares=64,
         days=55,
@@ -167,6 +167,7 @@ def _meta16k() -> Scenario:
         lemon_fraction=0.05,
         lemon_rate_factor=19.0,
         rack_events_per_rack_year=0.5,
+        on_call_engineers=3,  # assumption: a 16k-GPU cluster staffs a shift, not one person
     )
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,6 +29,7 @@ from remedy.goodput.results import Accounts, SimResult, summarise
 from remedy.goodput.scenarios import FAULT_MIX, FIX_LEVELS, RESTART, UPSTREAM, FaultKind, Scenario
 
 RUNNING, DOWN, LOADING = "running", "down", "loading"
+_MANAGED = (NodeState.ACTIVE, NodeState.QUARANTINED)  # what the breaker counts per scope (not spares)
 _RACK_FAULT = FaultKind("rack", 0.0, (), "node-not-ready", ((UPSTREAM, 1.0),), not_ready=True)
 
 
@@ -38,6 +39,7 @@ class Fault:
     xid: int | None
     needs: str  # lowest fix level that clears it, or UPSTREAM (clears at `clears_at` by itself)
     clears_at: float = math.inf
+    gpu: int | None = None
 
 
 @dataclass
@@ -78,6 +80,15 @@ class FleetSim:
         self.lemon = np.zeros(n, dtype=bool)
         self.lemon[self.fail_rng.choice(n, size=n_lemons, replace=False)] = True
         self.rack_of: list[int] = [i // size for i in range(n)]
+        # A lemon's faults keep landing on the same GPU (what lemon scoring's repeat-XID signal looks for).
+        self.bad_gpu: list[int] = self.fail_rng.integers(0, scenario.gpus_per_node, n).tolist()
+        self.validated_at: dict[int, float] = {i: 0.0 for i in range(scenario.training_nodes, n)}
+        self.validations: dict[int, list[float]] = {}
+        self.active_minutes: dict[int, float] = {}
+        self.active_since: dict[int, float] = {i: 0.0 for i in range(scenario.training_nodes)}
+        self.managed_by_rack: Counter[int] = Counter(self.rack_of[: scenario.training_nodes])
+        self.managed_total = scenario.training_nodes
+        self.quarantined: set[int] = set()
         self.slots: list[int | None] = list(range(scenario.training_nodes))
         self.slot_of: dict[int, int] = {i: i for i in range(scenario.training_nodes)}
         self.spare_pool: deque[int] = deque(range(scenario.training_nodes, n))
@@ -183,14 +194,15 @@ class FleetSim:
             return  # wall clock only: that slot is empty or already broken (thinning keeps it Poisson)
         self.acc.job_failures += 1
         self._stop()
-        self._open_incident(node, self._draw_fault())
+        self._open_incident(node, self._draw_fault(node))
 
-    def _draw_fault(self) -> Fault:
+    def _draw_fault(self, node: int) -> Fault:
         kind = FAULT_MIX[int(self.fail_rng.choice(len(FAULT_MIX), p=self._kind_p))]
         xid = int(self.fail_rng.choice(kind.xids)) if kind.xids else None
         levels, probs = zip(*kind.needs)
         needs = levels[int(self.fail_rng.choice(len(levels), p=np.array(probs) / sum(probs)))]
-        return Fault(kind, xid, needs)
+        gpu = self.bad_gpu[node] if self.lemon[node] else int(self.fail_rng.integers(self.sc.gpus_per_node))
+        return Fault(kind, xid, needs, gpu=gpu if kind.xids else None)
 
     def _rack_event(self, rack: int) -> None:
         clears = self.clock.now + self.sc.rack_event_hours * 60
@@ -288,6 +300,9 @@ class FleetSim:
         self.hold(inc)
         slot = self.slot_of.pop(node, None)
         self._move(node, NodeState.QUARANTINED)
+        since = self.active_since.pop(node, None)
+        if since is not None:
+            self.active_minutes[node] = self.active_minutes.get(node, 0.0) + self.clock.now - since
         if slot is not None:
             self.slots[slot] = None
             self.lemon_slots.discard(slot)
@@ -302,6 +317,7 @@ class FleetSim:
             self.spares_granted.discard(node)
         self._move(node, NodeState.ACTIVE)
         self.slots[slot], self.slot_of[node] = node, slot
+        self.active_since[node] = self.clock.now
         if self.lemon[node]:
             self.lemon_slots.add(slot)
 
@@ -318,8 +334,19 @@ class FleetSim:
         """Validated node (burn-in or an offline fix) joins the warm pool."""
         self._clear(node)
         self._move(node, NodeState.SPARE)
+        self.record_validation(node)
         self.spare_pool.append(node)
         self._grant_spares()
+
+    def record_validation(self, node: int) -> None:
+        """The node passed a health check (burn-in, spare cycling, post-fix verify); lemons pass too."""
+        self.validated_at[node] = self.clock.now
+        self.validations.setdefault(node, []).append(self.clock.now)
+
+    def exposure_minutes(self, node: int) -> float:
+        """Minutes the node has spent in the job so far."""
+        since = self.active_since.get(node)
+        return self.active_minutes.get(node, 0.0) + (self.clock.now - since if since is not None else 0.0)
 
     def retire(self, node: int) -> None:
         """A lemon leaves the fleet for good; the vendor's replacement arrives after the repair time."""
@@ -345,14 +372,29 @@ class FleetSim:
         """Times (minutes) of every incident on this node so far, oldest first."""
         return [inc.start for inc in self.incidents if inc.node == node]
 
-    def spare_ready(self) -> bool:
-        return any(self.unready_until.get(n, 0.0) <= self.clock.now for n in self.spare_pool)
-
     def uniform(self, low: float, high: float) -> float:
         return float(self.rng.uniform(low, high))
 
     def take_spare(self):
+        """`spare = yield sim.take_spare()`: the first ready spare, waiting for one if the pool is empty."""
         return TAKE_SPARE
+
+    def ready_spares(self) -> list[int]:
+        now = self.clock.now
+        return [n for n in self.spare_pool if self.unready_until.get(n, 0.0) <= now]
+
+    def try_take_spare(self, pick=None) -> int | None:
+        """Take a ready spare now (chosen by `pick(ready) -> node | None`, default the oldest), or None."""
+        ready = self.ready_spares()
+        if not ready:
+            return None
+        node = pick(ready) if pick is not None else ready[0]
+        if node is None:
+            return None
+        self.spare_pool.remove(node)
+        self.spares_granted.add(node)
+        self.acc.min_spares = min(self.acc.min_spares, len(self.spare_pool))
+        return node
 
     # ---- spare pool ---------------------------------------------------------------------------
     def _request_spare(self, proc: Process) -> None:
@@ -366,7 +408,7 @@ class FleetSim:
             if not ready:
                 self.acc.spare_shortfalls += 1
                 return
-            node = self.policy.choose_spare(self, ready) if hasattr(self.policy, "choose_spare") else ready[0]
+            node = ready[0]
             self.spare_pool.remove(node)
             self.spares_granted.add(node)
             proc = self.spare_waiters.popleft()
@@ -374,8 +416,18 @@ class FleetSim:
         self.acc.min_spares = min(self.acc.min_spares, len(self.spare_pool))
 
     def _move(self, node: int, target: NodeState) -> None:
-        check_transition(f"node-{node}", self.state[node], target)
+        current = self.state[node]
+        check_transition(f"node-{node}", current, target)
         self.state[node] = target
+        # Counts the breaker's fleet view needs, kept incrementally (O(1) per move, not O(fleet) per decision).
+        was, now = current in _MANAGED, target in _MANAGED
+        if was != now:
+            self.managed_by_rack[self.rack_of[node]] += 1 if now else -1
+            self.managed_total += 1 if now else -1
+        if target is NodeState.QUARANTINED:
+            self.quarantined.add(node)
+        else:
+            self.quarantined.discard(node)
 
     # ---- invariants ---------------------------------------------------------------------------
     def check_invariants(self) -> None:
