@@ -101,11 +101,12 @@ def test_dry_run_changes_nothing(sim):
 
 
 def test_drain_skips_daemonsets_and_mirror_pods(cluster):
-    report = cluster.drain("gpu008", grace_period_seconds=30, deadline_seconds=10)
+    cluster.cordon("gpu007", reason="drain test", by="test")  # as in kubectl drain: nothing lands back on it
+    report = cluster.drain("gpu007", grace_period_seconds=30, deadline_seconds=10)
     assert report.complete, report.not_evicted
     assert any("llm-pretrain" in p for p in report.evicted)
     assert any("DaemonSet" in s for s in report.skipped) and any("mirror" in s for s in report.skipped)
-    left = cluster.pods_on_node("gpu008")
+    left = cluster.pods_on_node("gpu007")
     assert left and all(
         "kubernetes.io/config.mirror" in (p["metadata"].get("annotations") or {})
         or any(o["kind"] == "DaemonSet" for o in p["metadata"].get("ownerReferences") or [])
