@@ -43,6 +43,14 @@ class ScopeStatus:
     reason: str
     manual: bool = False  # opened by a person: only a person closes it, no cool-down
     probe_node: str | None = None
+    quiet_since: datetime | None = None  # latest failure seen in this state (the cool-down counts from it)
+
+    def __post_init__(self) -> None:
+        if self.quiet_since is None or self.quiet_since < self.since:
+            self.quiet_since = self.since
+
+
+Entry = tuple[datetime, str, tuple[str, ...]]  # (failure time, node, every scope key of that node)
 
 
 @dataclass
@@ -69,9 +77,12 @@ class BreakerBoard:
         self.settings = settings or BreakerSettings()
         self.budget = budget or CapacityBudget()
         self.status: dict[str, ScopeStatus] = {}
-        self.windows: dict[str, list[tuple[datetime, str]]] = {}
-        self.last_failure: dict[str, datetime] = {}
+        self.windows: dict[str, list[Entry]] = {}
         self.active: dict[str, InFlight] = {}
+        # Closing a breaker (approval or successful probe) forgets the failures of its nodes seen up to then, in
+        # every scope: they are explained, so the old storm must not re-trip the rack — or its switch or PDU —
+        # on the next single failure.
+        self.forget_before: dict[str, datetime] = {}
 
     # ---- reading -------------------------------------------------------------------------------------------
     def state_of(self, scope: str) -> BreakerState:
@@ -86,7 +97,7 @@ class BreakerBoard:
         return node in self.active
 
     def failures_in_window(self, scope: str) -> int:
-        return len({node for _, node in self.windows.get(scope, [])})
+        return len({e[1] for e in self.windows.get(scope, [])})
 
     def allowed(self, key: str, size: int) -> tuple[int, str]:
         """Most distinct failed nodes the scope tolerates in its window, and why (count vs percent)."""
@@ -101,7 +112,7 @@ class BreakerBoard:
         if ":" in scope:
             split_key(scope)
             return scope
-        known = set(self.status) | set(self.windows) | set(self.last_failure) | {CLUSTER}
+        known = set(self.status) | set(self.windows) | set(self.forget_before) | {CLUSTER}
         matches = sorted(k for k in known if split_key(k)[1] == scope)
         if len(matches) != 1:
             hint = "no scope has that name" if not matches else f"ambiguous: {', '.join(matches)}"
@@ -120,20 +131,26 @@ class BreakerBoard:
     def _apply(self, t: BreakerTransition) -> None:
         if t.to_state is BreakerState.CLOSED:
             self.status.pop(t.key, None)
+            self.forget_before[t.key] = max(t.at, self.forget_before.get(t.key, t.at))
+            for key, window in self.windows.items():
+                self.windows[key] = [e for e in window if e[0] > t.at or t.key not in e[2]]
         else:
             manual = t.to_state is BreakerState.OPEN and t.by != AUTOMATION
             self.status[t.key] = ScopeStatus(t.to_state, t.at, t.reason, manual)
 
-    def _record(self, key: str, at: datetime, node: str) -> None:
+    def _record(self, key: str, at: datetime, node: str, scopes: tuple[str, ...]) -> None:
         """Add a failure to a scope's window, newest-relative pruning so a replay prunes identically."""
+        if any(at <= self.forget_before[k] for k in scopes if k in self.forget_before):
+            return  # seen before a breaker covering this node was re-closed: already explained
         kind, _ = split_key(key)
         window = self.windows.setdefault(key, [])
-        window.append((at, node))
+        window.append((at, node, scopes))
         window.sort()
         horizon = window[-1][0] - timedelta(seconds=self.settings.limit(kind).window_seconds)
         self.windows[key] = [e for e in window if e[0] > horizon]
-        if key not in self.last_failure or at > self.last_failure[key]:
-            self.last_failure[key] = at
+        st = self.status.get(key)
+        if st is not None and st.quiet_since is not None and at > st.quiet_since:
+            st.quiet_since = at
 
     def _cool_down(self, key: str, now: datetime) -> BreakerTransition | None:
         st = self.status.get(key)
@@ -142,8 +159,7 @@ class BreakerBoard:
         cooldown = self.settings.limit(split_key(key)[0]).cooldown_seconds
         if cooldown is None:
             return None
-        quiet_since = max(st.since, self.last_failure.get(key, st.since))
-        if now - quiet_since < timedelta(seconds=cooldown):
+        if now - (st.quiet_since or st.since) < timedelta(seconds=cooldown):
             return None
         return self._move(
             key,
@@ -225,11 +241,12 @@ class BreakerBoard:
                     "reason": s.reason,
                     "manual": s.manual,
                     "probe_node": s.probe_node,
+                    "quiet_since": (s.quiet_since or s.since).isoformat(),
                 }
                 for k, s in sorted(self.status.items())
             },
-            "windows": {k: [[a.isoformat(), n] for a, n in w] for k, w in sorted(self.windows.items()) if w},
-            "last_failure": {k: v.isoformat() for k, v in sorted(self.last_failure.items())},
+            "windows": {k: [[a.isoformat(), n, list(sc)] for a, n, sc in w] for k, w in sorted(self.windows.items()) if w},
+            "forget_before": {k: v.isoformat() for k, v in sorted(self.forget_before.items())},
             "active": {
                 n: {"at": f.at.isoformat(), "needs_spare": f.needs_spare} for n, f in sorted(self.active.items())
             },
@@ -251,11 +268,12 @@ class BreakerBoard:
                     s["reason"],
                     bool(s.get("manual", False)),
                     s.get("probe_node"),
+                    datetime.fromisoformat(s["quiet_since"]) if s.get("quiet_since") else None,
                 )
             for k, w in data.get("windows", {}).items():
                 split_key(k)
-                board.windows[k] = sorted((datetime.fromisoformat(a), n) for a, n in w)
-            board.last_failure = {k: datetime.fromisoformat(v) for k, v in data.get("last_failure", {}).items()}
+                board.windows[k] = sorted((datetime.fromisoformat(a), n, tuple(sc)) for a, n, sc in w)
+            board.forget_before = {k: datetime.fromisoformat(v) for k, v in data.get("forget_before", {}).items()}
             board.active = {
                 n: InFlight(datetime.fromisoformat(f["at"]), bool(f["needs_spare"]))
                 for n, f in data.get("active", {}).items()
@@ -280,17 +298,19 @@ class BreakerBoard:
         (node, finished_at) of each remediation outcome. Equals the live board that produced them."""
         board = cls(settings, budget)
         decisions = list(decisions)
+        for t in transitions:  # states first: closes decide which failures are already forgotten
+            board._apply(t)
         acted: dict[str, Decision] = {}
         for d in decisions:
             if d.skip is not None and d.skip.reason is SkipReason.ALREADY_IN_REMEDIATION:
                 continue  # the live board records nothing for a duplicate
-            for key in scopes_of(d.failure.topology):
+            scopes = tuple(scopes_of(d.failure.topology))
+            for key in scopes:
                 if key != CLUSTER or d.counted_in_cluster:
-                    board._record(key, d.failure.at, d.node)
+                    # a failure from before the scope's current state has at <= since: it cannot move quiet_since
+                    board._record(key, d.failure.at, d.node, scopes)
             if d.acted:
                 acted[d.node] = d
-        for t in transitions:
-            board._apply(t)
         finished: dict[str, datetime] = {}
         for node, at in outcomes:
             finished[node] = max(at, finished.get(node, at))

@@ -79,8 +79,9 @@ def decide(failure: FailureEvent, board: BreakerBoard, fleet: FleetView, now: da
 
     # 3. rack / switch / PDU breakers: already paused, or tripped by this failure (narrowest scope trips)
     domains = [k for k in keys if k != CLUSTER]
+    scopes = tuple(keys)
     for key in domains:
-        board._record(key, failure.at, node)
+        board._record(key, failure.at, node, scopes)
     held = _held_by(board, domains, node)
     if held is None:
         held = _trip(board, domains, fleet, failure, now, transitions)
@@ -88,7 +89,7 @@ def decide(failure: FailureEvent, board: BreakerBoard, fleet: FleetView, now: da
         return hold(held[0], held[1], held[2], counted=False)
 
     # 4. the cluster-wide breaker counts only failures no domain breaker already contains
-    board._record(CLUSTER, failure.at, node)
+    board._record(CLUSTER, failure.at, node, scopes)
     held = _held_by(board, [CLUSTER], node) or _trip(board, [CLUSTER], fleet, failure, now, transitions)
     if held is not None:
         return hold(*held)

@@ -242,6 +242,10 @@ def test_serialise_restore_and_rebuild_from_ledger_equal_live_board():
     step(fail("gpu-3-7", 7200), T0 + timedelta(hours=2))  # becomes the half-open probe
     step(fail("gpu-3-6", 7201), T0 + timedelta(hours=2, seconds=1))  # waits for the probe
     transitions.extend(board.approve_close("rack:rack-1", "carol", T0 + timedelta(hours=3)))  # no-op
+    transitions.extend(board.record_outcome("gpu-3-7", True, T0 + timedelta(hours=3)))  # probe closes rack-3
+    outcomes.append(("gpu-3-7", T0 + timedelta(hours=3)))
+    step(fail("gpu-3-6", 7201), T0 + timedelta(hours=3, seconds=1))  # a late report from before the close
+    step(fail("gpu-3-2", 10900), T0 + timedelta(hours=3, minutes=2))
 
     data = json.loads(json.dumps(board.to_dict()))
     restored = BreakerBoard.from_dict(data)
@@ -253,10 +257,37 @@ def test_serialise_restore_and_rebuild_from_ledger_equal_live_board():
     transitions = [BreakerTransition.from_dict(t.to_dict()) for t in transitions]
     rebuilt = BreakerBoard.rebuild(decisions, transitions, outcomes)
     assert rebuilt.to_dict() == board.to_dict()
+    assert board.state_of("rack:rack-3") is BreakerState.CLOSED and board.failures_in_window("rack:rack-3") == 1
+    # and the rebuilt board decides the next events exactly like the live one
+    for e in (fail("gpu-3-5", 10910), fail("gpu-3-4", 10920)):
+        assert decide(e, rebuilt, fleet(), e.at).to_dict() == decide(e, board, fleet(), e.at).to_dict()
+    assert rebuilt.to_dict() == board.to_dict() and board.state_of("rack:rack-3") is BreakerState.OPEN
+
+
+def test_rebuild_keeps_a_half_open_probe():
+    board = storm_then_open()
+    decisions = []
+    d = decide(fail("gpu-3-7", 7200), board, fleet(), T0 + timedelta(hours=2))
+    assert d.acted and d.probe_for == ("rack:rack-3",)
+    # the storm's decisions are what the ledger would hold; replay them into a fresh board
+    replay = BreakerBoard()
+    for e in [fail(f"gpu-3-{i}", i) for i in range(3)]:
+        decisions.append(decide(e, replay, fleet(), e.at))
+    transitions = [t for x in decisions for t in x.transitions] + list(d.transitions)
+    outcomes = [("gpu-3-0", T0 + timedelta(seconds=30)), ("gpu-3-1", T0 + timedelta(seconds=30))]
+    rebuilt = BreakerBoard.rebuild(decisions + [d], transitions, outcomes)
     assert rebuilt.status["rack:rack-3"].probe_node == "gpu-3-7"
-    # and the rebuilt board decides the next event exactly like the live one
-    e = fail("gpu-3-5", 7300)
-    assert decide(e, rebuilt, fleet(), e.at).to_dict() == decide(e, board, fleet(), e.at).to_dict()
+    assert rebuilt.to_dict() == board.to_dict()
+
+
+def test_approval_forgets_the_storm_so_the_next_single_failure_acts():
+    board = storm_then_open(BreakerSettings(rack=ScopeLimit(cooldown_seconds=None)))
+    assert board.failures_in_window("rack:rack-3") == 3
+    board.approve_close("rack:rack-3", "dana", T0 + timedelta(seconds=40))
+    assert board.failures_in_window("rack:rack-3") == 0
+    # 50 s after the storm: inside its 60-s window, yet a single new failure must not re-trip the rack
+    d = decide(fail("gpu-3-5", 50), board, fleet(), T0 + timedelta(seconds=50))
+    assert d.acted, d.explain()
 
 
 def test_same_inputs_same_order_same_board():
@@ -305,3 +336,39 @@ def test_breaker_settings_load_from_yaml_and_environment(tmp_path, monkeypatch):
     cfg.write_text("breaker:\n  rack:\n    max_percent: 150\n")
     with pytest.raises(ConfigError, match="breaker.rack.max_percent"):
         load_settings(cfg)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rebuild_from_ledger_matches_live_board_over_random_histories(seed):
+    """Random storms, outcomes, approvals and cool-downs; the ledger replay must land on the same board."""
+    import random
+
+    rng = random.Random(seed)
+    settings = BreakerSettings(rack=ScopeLimit(cooldown_seconds=600), switch=ScopeLimit(cooldown_seconds=900))
+    budget = CapacityBudget(max_nodes_in_remediation=30, max_percent_in_remediation=30)
+    board = BreakerBoard(settings, budget)
+    decisions, transitions, outcomes = [], [], []
+    now = T0
+    for _ in range(300):
+        now += timedelta(seconds=rng.choice([1, 2, 5, 10, 120, 900]))
+        roll = rng.random()
+        if roll < 0.6:
+            rack = rng.choice([1, 2, 3]) if rng.random() < 0.7 else rng.randrange(16)
+            name = f"gpu-{rack}-{rng.randrange(8)}"
+            late = timedelta(seconds=rng.choice([0, 0, 0, 3, 30]))
+            e = FailureEvent(name, now - late, TOPO[name], needs_spare=rng.random() < 0.5)
+            d = decide(e, board, fleet(ready_spares=20), now)
+            decisions.append(d)
+            transitions.extend(d.transitions)
+        elif roll < 0.9 and board.active:
+            node = rng.choice(sorted(board.active))
+            transitions.extend(board.record_outcome(node, rng.random() < 0.7, now))
+            outcomes.append((node, now))
+        elif roll < 0.94 and board.status:
+            transitions.extend(board.approve_close(rng.choice(sorted(board.status)), "op", now))
+        else:
+            transitions.extend(board.cool_downs(now))
+    assert any(t.to_state is BreakerState.OPEN for t in transitions)  # the history did exercise the breakers
+    rebuilt = BreakerBoard.rebuild(decisions, transitions, outcomes, settings, budget)
+    assert rebuilt.to_dict() == board.to_dict()
+    assert BreakerBoard.from_dict(board.to_dict(), settings, budget) == board
