@@ -159,12 +159,13 @@ def judge_nccl(runs: list[NcclRun], criteria: NcclCriteriaProfile, *, require_al
                 j.fail(f"{prefix}{wrong} wrong elements at {human_size(row.size_bytes)} (data corruption)")
 
     per_size: dict[str, dict] = {}
-    sizes = sorted({r.size_bytes for run in runs for r in run.rows})
+    by_size = [{r.size_bytes: r for r in run.rows} for run in runs]
+    sizes = sorted({s for rows in by_size for s in rows})
     for size in sizes:
         times: list[float] = []
         busbws: list[float] = []
-        for run in runs:
-            row = run.row(size)
+        for rows in by_size:
+            row = rows.get(size)
             if row is None:
                 continue
             halves = [h for h in (row.out_of_place, row.in_place) if h is not None]
