@@ -74,29 +74,36 @@ def validate(df: pd.DataFrame, schema: pa.DataFrameSchema, what: str) -> pd.Data
 
 
 def first_persistent(flags: pd.Series, groups: list[pd.Series], k: int, n: int) -> pd.DataFrame:
-    """Per group (rows already sorted by time inside each group): position of the first row where at least k of the
-    last n rows are flagged, and the position of the earliest flagged row in that window.
+    """Per group: the first row where at least k of the group's last n rows are flagged.
 
-    Returns a frame indexed by the rows that raised an alarm, with `first_pos` (row label of the episode's first
-    flagged sample) and `start_pos` (first row of the n-sample window). One spike is not an alarm when k > 1.
+    Rows must be sorted so each group is contiguous and in time order, with a 0..len−1 RangeIndex. Returns a frame
+    indexed by the rows that raised an alarm, with `first_pos` (the episode's first flagged row) and `start_pos`
+    (first row of the n-row window). One spike is not an alarm when k > 1.
     """
-    f = flags.astype(int)
-    counts = f.groupby(groups, sort=False).transform(lambda s: s.rolling(n, min_periods=1).sum())
+    f = flags.to_numpy(dtype=bool)
+    m = len(f)
+    empty = pd.DataFrame({"first_pos": pd.Series(dtype="int64"), "start_pos": pd.Series(dtype="int64")})
+    if m == 0:
+        return empty
+    pos = np.arange(m)
+    # Groups are contiguous, so a group starts wherever any key differs from the row before.
+    new_group = np.zeros(m, dtype=bool)
+    new_group[0] = True
+    for g in groups:
+        v = g.to_numpy()
+        new_group[1:] |= v[1:] != v[:-1]
+    codes = np.cumsum(new_group)
+    group_start = np.maximum.accumulate(np.where(new_group, pos, 0))
+    win_start = np.maximum(pos - n + 1, group_start)
+    csum = np.r_[0, np.cumsum(f)]
+    counts = csum[pos + 1] - csum[win_start]
     alarm = counts >= k
     if not alarm.any():
-        return pd.DataFrame({"first_pos": pd.Series(dtype="int64"), "start_pos": pd.Series(dtype="int64")})
-    first_alarm = alarm[alarm].groupby([g[alarm] for g in groups], sort=False).head(1)
-    rows = []
-    idx = flags.index
-    for label in first_alarm.index:
-        pos = idx.get_loc(label)
-        window = flags.iloc[max(0, pos - n + 1) : pos + 1]
-        # Stay inside this row's group: earlier rows may belong to the previous group.
-        same = np.ones(len(window), dtype=bool)
-        for g in groups:
-            same &= (g.iloc[max(0, pos - n + 1) : pos + 1] == g.iloc[pos]).to_numpy()
-        flagged = window[same & window.to_numpy()]
-        rows.append((label, flagged.index[0], window.index[same][0]))
-    return pd.DataFrame(
-        {"first_pos": [r[1] for r in rows], "start_pos": [r[2] for r in rows]}, index=[r[0] for r in rows]
-    )
+        return empty
+    alarm_rows = pos[alarm]
+    first_alarm = alarm_rows[np.r_[True, codes[alarm_rows][1:] != codes[alarm_rows][:-1]]]
+    first_pos = []
+    for i in first_alarm:
+        w = win_start[i]
+        first_pos.append(int(w + np.argmax(f[w : i + 1])))
+    return pd.DataFrame({"first_pos": first_pos, "start_pos": win_start[first_alarm]}, index=first_alarm)

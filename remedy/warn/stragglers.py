@@ -39,8 +39,10 @@ def detect_stragglers(steps: pd.DataFrame, settings: EarlyWarningSettings | None
     df = validate(steps, STEP_SCHEMA, "step times")
     if df.empty:
         return []
+    for col in ("job", "node"):
+        df[col] = df[col].astype("category")
     keys = [df["job"], df["time"]]
-    g = df["step_time_seconds"].groupby(keys)
+    g = df["step_time_seconds"].groupby(keys, observed=True)
     df["median"] = g.transform("median")
     df["peers"] = g.transform("size")
     df["ratio"] = df["step_time_seconds"] / df["median"]
@@ -54,7 +56,7 @@ def detect_stragglers(steps: pd.DataFrame, settings: EarlyWarningSettings | None
         out.append(
             Finding(
                 detector="straggler",
-                node=r["node"],
+                node=str(r["node"]),
                 metric="step_time_seconds",
                 value=float(r["step_time_seconds"]),
                 baseline=float(r["median"]),
@@ -62,7 +64,7 @@ def detect_stragglers(steps: pd.DataFrame, settings: EarlyWarningSettings | None
                 window_start=start.to_pydatetime(),
                 window_end=r["time"].to_pydatetime(),
                 first_seen=first["time"].to_pydatetime(),
-                component=r["job"],
+                component=str(r["job"]),
                 detail=f"{(r['ratio'] - 1):.0%} slower than the median of {int(r['peers'])} nodes in ≥ {s.persist_k} "
                 f"of the last {s.persist_n} steps; every synchronous step waits for it",
             )
