@@ -140,7 +140,7 @@ def _held_by(board: BreakerBoard, keys: list[str], node: str) -> tuple[SkipReaso
             )
             return (
                 SkipReason.BREAKER_OPEN,
-                f"automation paused in {scope_label(key)} since {st.since.isoformat()} ({st.reason}); {how}",
+                f"automation paused in {scope_label(key)} since {st.since.isoformat()}: {st.reason}; {how}",
                 key,
             )
         if st.state is BreakerState.HALF_OPEN and st.probe_node is not None and st.probe_node != node:
@@ -175,12 +175,13 @@ def _trip(
     size, _, key, count, allowed, why = min(over)
     kind = split_key(key)[0]
     window = human_window(board.settings.limit(kind).window_seconds)
-    detail = (
-        f"{scope_label(key)}: {count} nodes failed within {window}, over the limit of {allowed} ({why}): likely "
-        f"{_LIKELY_CAUSE[kind]}, not {count} bad nodes — automation paused in {scope_label(key)}, a human must look"
+    reason = (
+        f"{count} nodes failed within {window}, over the limit of {allowed} ({why}): likely {_LIKELY_CAUSE[kind]}, "
+        f"not {count} bad nodes"
     )
     also = [o[2] for o in sorted(over) if o[2] != key]
     if also:
-        detail += f" (also over its limit: {', '.join(also)})"
-    transitions.append(board._move(key, BreakerState.OPEN, detail, now, node=failure.node))
+        reason += f" (also over its limit: {', '.join(also)})"
+    transitions.append(board._move(key, BreakerState.OPEN, reason, now, node=failure.node))
+    detail = f"{scope_label(key)}: {reason} — automation paused in {scope_label(key)}, a human must look"
     return SkipReason.BREAKER_TRIPPED, detail, key
