@@ -114,5 +114,5 @@ def evict(cluster: "Cluster", namespace: str, name: str, eviction: dict) -> dict
                                                 f"{numbers['desiredHealthy']} healthy pods and has "
                                                 f"{numbers['currentHealthy']} currently"}]})
         delete_pod(cluster, namespace, name, grace)
-        cluster.reconcile()
+        cluster.reconcile(set())
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}

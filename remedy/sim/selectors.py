@@ -100,29 +100,48 @@ FIELDS = {
 }
 
 
-def _field_value(obj: dict, path: str) -> str:
+def _getter(path: str):
+    """A fast accessor for one selectable field, rendered as the string the selector compares."""
     if path == "source":
-        return (obj.get("source") or {}).get("component", "")
+        return lambda o: (o.get("source") or {}).get("component", "")
     if path == "status.successful":
-        return str((obj.get("status") or {}).get("succeeded", 0))
-    cur = obj
-    for part in path.split("."):
-        if not isinstance(cur, dict):
-            return ""
-        cur = cur.get(part)
-        if cur is None:
-            return "false" if path == "spec.unschedulable" else ""
-    if isinstance(cur, bool):
-        return "true" if cur else "false"
-    return str(cur)
+        return lambda o: str((o.get("status") or {}).get("succeeded", 0))
+    parts = path.split(".")
+    missing = "false" if path == "spec.unschedulable" else ""
+
+    def get(o: dict) -> str:
+        cur = o
+        for part in parts:
+            cur = cur.get(part) if isinstance(cur, dict) else None
+            if cur is None:
+                return missing
+        if isinstance(cur, bool):
+            return "true" if cur else "false"
+        return str(cur)
+
+    return get
 
 
-def parse_field_selector(text: str | None, kind: str) -> Callable[[dict], bool]:
-    if not text or not text.strip():
-        return lambda obj: True
+class FieldSelector:
+    """A parsed fieldSelector: `match(obj)`, plus `equals` (field -> value) for index lookups."""
+
+    def __init__(self, reqs: list[tuple[str, bool, str]]) -> None:
+        self.reqs = [(_getter(f), eq, v) for f, eq, v in reqs]
+        self.equals = {f: v for f, eq, v in reqs if eq}
+
+    def match(self, obj: dict) -> bool:
+        for get, eq, value in self.reqs:
+            if (get(obj) == value) != eq:
+                return False
+        return True
+
+    __call__ = match
+
+
+def parse_field_selector(text: str | None, kind: str) -> FieldSelector:
     allowed = ("metadata.name", "metadata.namespace") + FIELDS.get(kind, ())
     reqs = []
-    for part in text.split(","):
+    for part in (text or "").split(","):
         if not part.strip():
             continue
         m = re.match(r"^\s*([A-Za-z.]+)\s*(==|!=|=)\s*(.*?)\s*$", part)
@@ -131,8 +150,5 @@ def parse_field_selector(text: str | None, kind: str) -> Callable[[dict], bool]:
         field, op, value = m.groups()
         if field not in allowed:
             raise bad_request(f'"{field}" is not a known field selector: only "{", ".join(allowed)}"')
-        if op == "!=":
-            reqs.append(lambda o, f=field, v=value: _field_value(o, f) != v)
-        else:
-            reqs.append(lambda o, f=field, v=value: _field_value(o, f) == v)
-    return lambda obj: all(r(obj) for r in reqs)
+        reqs.append((field, op != "!=", value))
+    return FieldSelector(reqs)
