@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from alembic import command
@@ -14,6 +15,9 @@ from remedy.ledger.engine import write_transaction
 from remedy.ledger.schema import VERSION_TABLE
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+# Alembic keeps the running migration context in a module global, so two threads of one process must not migrate
+# at once; across processes the database itself serialises them (env.py).
+_IN_PROCESS = threading.Lock()
 
 
 def alembic_config() -> Config:
@@ -34,6 +38,6 @@ def current_revision(engine: Engine) -> str | None:
 def upgrade(engine: Engine) -> None:
     """`alembic upgrade head`; a no-op when already at head. Safe if two processes run it at once."""
     cfg = alembic_config()
-    with write_transaction(engine) as conn:
+    with _IN_PROCESS, write_transaction(engine) as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
