@@ -269,3 +269,15 @@ def select_for_retirement(
     candidates = [v for v in verdicts if v.candidate]
     candidates.sort(key=lambda v: (-len(v.fired), v.p_value, v.node))
     return candidates[:allowed], candidates[allowed:]
+
+
+def explain(v: LemonVerdict) -> str:
+    """Plain-text account of a verdict for a Slack message, an artifact or `remedy lemon show`."""
+    lines = [f"{v.node}: {v.reason}"]
+    for sig in v.signals:
+        lines.append(f"  [{'x' if sig.fired else ' '}] {sig.name}: {sig.summary}")
+    if v.set_aside:
+        lines.append(f"  set aside as shared events: {len(v.set_aside)} incident(s)")
+    for e in v.evidence:
+        lines.append(f"  {e.time:%Y-%m-%d %H:%M} {e.kind}: {e.detail}" + (f" ({e.ref})" if e.ref else ""))
+    return "\n".join(lines)

@@ -15,6 +15,7 @@ from remedy.lemon.scoring import (
     REPEAT_XID,
     retirements_allowed,
     score_fleet,
+    explain,
     select_for_retirement,
 )
 from remedy.settings.lemon import LemonSettings
@@ -62,6 +63,10 @@ def test_lemon_signature_fires_with_evidence() -> None:
     assert kinds == [("incident", day(10)), ("validation", day(11)), ("incident", day(17))]
     assert "XID 79 on GPU 3 6 time(s)" in v.signal(REPEAT_XID).summary
     assert all(not o.candidate for o in verdicts[1:])
+    text = explain(v)
+    assert text.startswith("lemon: lemon candidate: 3 of 4 signals")
+    assert "[x] excess-rate: 6 incident(s) in 30 node-days vs 1.00 expected" in text
+    assert "[ ] exclusion-share" in text and f"{day(11):%Y-%m-%d %H:%M} validation: passed burn-in (val-10)" in text
 
 
 def test_busy_but_healthy_node_is_not_a_lemon() -> None:
