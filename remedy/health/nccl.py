@@ -10,10 +10,10 @@ Output shape (nccl-tests 2.x), one row per payload size:
 The first four numbers after `root` are the out-of-place half, the next four the in-place half.
 `#wrong` is `N/A` when validation is off (-c 0). Multi-node group runs print the same table.
 
-"p95 latency": one run gives one time per size and half. With several runs (several outputs, e.g. the
-Job repeats the sweep) the p95 is taken, nearest-rank, over every time measured for that size
-(out-of-place and in-place, all runs); with a single run that is the slower of its two halves.
-BusBW per run is the lower of the two halves; across runs the median is judged.
+"p95 latency": one run gives one time per size and half. With several runs (several outputs, or the
+sweep repeated inside one output with -N) the p95 is taken, nearest-rank, over every time measured
+for that size (out-of-place and in-place, all runs); with a single run that is the slower of its two
+halves. BusBW per run is the lower of the two halves; across runs the median is judged.
 """
 
 from __future__ import annotations
@@ -158,25 +158,23 @@ def judge_nccl(runs: list[NcclRun], criteria: NcclCriteriaProfile, *, require_al
             if wrong:
                 j.fail(f"{prefix}{wrong} wrong elements at {human_size(row.size_bytes)} (data corruption)")
 
-    per_size: dict[str, dict] = {}
-    by_size = [{r.size_bytes: r for r in run.rows} for run in runs]
-    sizes = sorted({s for rows in by_size for s in rows})
-    for size in sizes:
-        times: list[float] = []
-        busbws: list[float] = []
-        for rows in by_size:
-            row = rows.get(size)
-            if row is None:
-                continue
+    # Every row is a sample: several outputs, or a sweep repeated inside one output (-N), add up.
+    samples: dict[int, tuple[list[float], list[float]]] = {}
+    for run in runs:
+        for row in run.rows:
+            times, busbws = samples.setdefault(row.size_bytes, ([], []))
             halves = [h for h in (row.out_of_place, row.in_place) if h is not None]
             times += [h.time_us for h in halves]
             busbws.append(min(h.busbw_gbps for h in halves))
-        per_size[str(size)] = {
+    per_size = {
+        str(size): {
             "p50_latency_us": statistics.median(times),
             "p95_latency_us": p95(times),
             "busbw_gbps": statistics.median(busbws),
             "samples": len(times),
         }
+        for size, (times, busbws) in sorted(samples.items())
+    }
 
     thresholds: dict[str, dict] = {}
     for c in criteria.sizes:

@@ -12,6 +12,7 @@ tell it from the driver. Faults are injected through the health state:
   `nvlink_down` / `nvlink_errors`, `hw_slowdown` / `power_brake` (always), `thermal_throttle`
   (only with `under_load`, as on a real GPU), temperature and power.
 - `init_error`: the NVML error value nvmlInit raises (12 = library not found, 9 = driver not loaded).
+- `gpu_errors`: {GPU index: NVML error value} raised by every query of that GPU (16 = reset required).
 
 State file (REMEDY_NVML=fake:<path>): a NodeHealth dict (`NodeHealth.to_dict()`), or
 {"health": {...NodeHealth...}, "gpu_model": ..., "init_error": 12, ...} with the FakeNvmlState fields.
@@ -42,6 +43,7 @@ class FakeNvmlState:
     lost_gpu_mode: str = "lost"  # "lost": handle raises GpuIsLost; "gone": not enumerated
     under_load: bool = False  # thermal throttling only shows under load
     ecc_enabled: bool = True
+    gpu_errors: dict[int, int] = field(default_factory=dict)  # GPU index -> NVML error value its queries raise
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "FakeNvmlState":
@@ -53,6 +55,7 @@ class FakeNvmlState:
             raise RemedyError(f"fake NVML state: unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
         kwargs = dict(data)
         kwargs["health"] = NodeHealth.from_dict(data["health"])
+        kwargs["gpu_errors"] = {int(k): int(v) for k, v in (data.get("gpu_errors") or {}).items()}  # JSON keys are strings
         return cls(**kwargs)
 
 
@@ -122,6 +125,8 @@ class FakeNvml:
         gpu = self._visible()[handle.index]
         if gpu.fallen_off_bus:
             raise _err(pynvml.NVML_ERROR_GPU_IS_LOST)
+        if gpu.index in self.state.gpu_errors:
+            raise _err(self.state.gpu_errors[gpu.index])
         return gpu
 
     # -- system ------------------------------------------------------------------------------

@@ -65,7 +65,10 @@ def _probe(nvml: Any, expected: ExpectedNode, t: ProbeThresholds, wait: float) -
     report.driver_version = read("nvmlSystemGetDriverVersion") or ""
     _same(report, "node", "driver-version", report.driver_version, expected.driver_version)
 
-    count = nvml.nvmlDeviceGetCount()
+    try:
+        count = nvml.nvmlDeviceGetCount()
+    except nvml.NVMLError as exc:
+        raise ProbeUnavailable(f"NVML could not count the GPUs: {exc}") from None
     if count == 0:
         raise ProbeUnavailable("no NVIDIA GPU found on this node (NVML reports 0 devices)")
     ok = count == expected.gpu_count
@@ -82,6 +85,10 @@ def _probe(nvml: Any, expected: ExpectedNode, t: ProbeThresholds, wait: float) -
             report.gpus.append({"index": i, "lost": True})
             report.add(subject, "gpu-lost", Verdict.FAIL, "lost", "reachable",
                        "GPU is lost (fell off the bus, XID 79): reboot, replace if it recurs")
+            continue
+        except nvml.NVMLError as exc:  # e.g. reset required, unknown error: the GPU cannot be trusted
+            report.gpus.append({"index": i, "error": str(exc)})
+            report.add(subject, "nvml-error", Verdict.FAIL, str(exc), "readable", f"NVML error reading this GPU: {exc}")
             continue
         reading["index"] = i
         report.gpus.append(reading)
@@ -266,6 +273,10 @@ def _listen_for_xids(nvml: Any, report: ProbeReport, handles: dict[int, Any], wa
                 ev = nvml.nvmlEventSetWait(event_set, remaining_ms)
             except nvml.NVMLError_Timeout:
                 break  # the whole remaining time passed quietly
+            except nvml.NVMLError as exc:
+                report.add("node", "xid-listen", Verdict.WARN, str(exc), "event wait works",
+                           f"could not listen for XID events: {exc}")
+                break
             gpu = next((i for i, h in handles.items() if h == ev.device), None)
             if gpu is None:
                 try:

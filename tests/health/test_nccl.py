@@ -136,3 +136,12 @@ def test_criteria_profile_by_gpu_model_and_fabric():
     assert check_nccl(table(SEED_001_RUN), s.nccl_criteria_for("NVIDIA B200")).verdict is Verdict.FAIL
     with pytest.raises(ValueError, match="no NCCL criteria profile matches"):
         HealthCheckSettings(nccl_profiles=[b200]).nccl_criteria_for("NVIDIA H100 80GB HBM3")
+
+
+def test_sweep_repeated_inside_one_output_counts_as_several_runs():
+    fast = table(SEED_001_RUN)
+    slow = table([(s, 900 if s == KIB else t, b) for s, t, b in SEED_001_RUN])
+    one_output = "\n".join([fast] * 17 + [slow] * 3)  # all_reduce_perf -N 20 prints the table 20 times
+    result = check_nccl(one_output, SEED)
+    assert result.measurements["sizes"][str(KIB)]["samples"] == 40
+    assert result.reasons == ["1 KB: p95 latency 900 us > 250 us"]

@@ -142,6 +142,15 @@ def test_fake_raises_pynvml_own_gpu_is_lost_class():
     assert nvml.NVML_FEATURE_ENABLED == pynvml.NVML_FEATURE_ENABLED
 
 
+def test_other_nvml_errors_fail_that_gpu_without_crashing_the_probe(tmp_path, monkeypatch):
+    state = {"health": NodeHealth.healthy().to_dict(), "gpu_errors": {"6": pynvml.NVML_ERROR_RESET_REQUIRED}}
+    report = probe_node(EXPECTED, fake_from_env(tmp_path, monkeypatch, state), xid_wait_seconds=0)
+    assert failing(report) == {("GPU 6", "nvml-error")}
+    finding = next(f for f in report.findings if f.item == "nvml-error")
+    assert finding.message == "NVML error reading this GPU: GPU requires restart"
+    assert report.gpus[6] == {"index": 6, "error": "GPU requires restart"}
+
+
 def test_gpu_gone_after_reboot_drops_the_count():
     health = NodeHealth.healthy()
     health.gpus[3].fallen_off_bus = True
