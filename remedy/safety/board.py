@@ -59,6 +59,7 @@ class InFlight:
 
     at: datetime
     needs_spare: bool
+    out_of_service: bool = True
 
 
 def human_window(seconds: float) -> str:
@@ -248,7 +249,8 @@ class BreakerBoard:
             "windows": {k: [[a.isoformat(), n, list(sc)] for a, n, sc in w] for k, w in sorted(self.windows.items()) if w},
             "forget_before": {k: v.isoformat() for k, v in sorted(self.forget_before.items())},
             "active": {
-                n: {"at": f.at.isoformat(), "needs_spare": f.needs_spare} for n, f in sorted(self.active.items())
+                n: {"at": f.at.isoformat(), "needs_spare": f.needs_spare, "out_of_service": f.out_of_service}
+                for n, f in sorted(self.active.items())
             },
         }
 
@@ -275,7 +277,7 @@ class BreakerBoard:
                 board.windows[k] = sorted((datetime.fromisoformat(a), n, tuple(sc)) for a, n, sc in w)
             board.forget_before = {k: datetime.fromisoformat(v) for k, v in data.get("forget_before", {}).items()}
             board.active = {
-                n: InFlight(datetime.fromisoformat(f["at"]), bool(f["needs_spare"]))
+                n: InFlight(datetime.fromisoformat(f["at"]), bool(f["needs_spare"]), bool(f.get("out_of_service", True)))
                 for n, f in data.get("active", {}).items()
             }
         except (KeyError, TypeError, ValueError) as exc:
@@ -316,7 +318,7 @@ class BreakerBoard:
             finished[node] = max(at, finished.get(node, at))
         for node, d in acted.items():
             if node not in finished or finished[node] < d.at:
-                board.active[node] = InFlight(d.at, d.failure.needs_spare)
+                board.active[node] = InFlight(d.at, d.failure.needs_spare, d.failure.takes_node_out)
         for key, st in board.status.items():
             if st.state is BreakerState.HALF_OPEN:
                 probes = [d for d in decisions if d.acted and key in d.probe_for and d.at >= st.since]

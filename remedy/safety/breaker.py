@@ -95,14 +95,15 @@ def decide(failure: FailureEvent, board: BreakerBoard, fleet: FleetView, now: da
         return hold(*held)
 
     # 5. capacity budget (medik8s minimum-healthy gate); never cordon a healthy fleet
-    out_now = set(fleet.in_remediation) | set(board.active)
+    #    (a job restart keeps its node in service: only the suspect-detector half of the gate applies to it)
+    out_now = set(fleet.in_remediation) | {n for n, f in board.active.items() if f.out_of_service}
     unhealthy = out_now | set(fleet.flagged) | {node}
     budget = check_budget(fleet.total, len(out_now), min(len(unhealthy), fleet.total), board.budget)
-    if not budget.ok:
+    if budget.detector_suspect or (not budget.ok and failure.takes_node_out):
         return hold(SkipReason.DETECTOR_SUSPECT if budget.detector_suspect else SkipReason.CAPACITY_BUDGET, budget.detail)
 
     # 6. spare reserve: automation never takes the ready pool below the reserve
-    note = budget.detail
+    note = budget.detail if failure.takes_node_out else "the node stays in service (no capacity used)"
     if failure.needs_spare:
         promised = {n for n, f in board.active.items() if f.needs_spare} - set(fleet.spare_claims)
         ready = fleet.ready_spares - len(promised)
@@ -120,7 +121,7 @@ def decide(failure: FailureEvent, board: BreakerBoard, fleet: FleetView, now: da
     probes = tuple(k for k in keys if board.state_of(k) is BreakerState.HALF_OPEN)
     for key in probes:
         board.status[key].probe_node = node
-    board.active[node] = InFlight(now, failure.needs_spare)
+    board.active[node] = InFlight(now, failure.needs_spare, failure.takes_node_out)
     return Decision(Verdict.ACT, failure, now, None, tuple(transitions), probes, True, note)
 
 

@@ -91,6 +91,6 @@ def check_budget(total: int, out_now: int, unhealthy_now: int, budget: CapacityB
             out_now,
             unhealthy_now,
             cap,
-            f"{out_now} nodes already out of service, {why_cap}: wait for one to come back or get approval",
+            f"{out_now} node{'s' if out_now != 1 else ''} already out of service, {why_cap}: wait for one to come back or get approval",
         )
     return BudgetCheck(True, False, out_now, unhealthy_now, cap, f"{out_now + 1} of {why_cap} in use")

@@ -62,6 +62,7 @@ class FailureEvent:
     topology: Topology = field(default_factory=Topology)
     needs_spare: bool = True  # replacement takes a spare; in-place fixes do not
     signal: str = ""  # e.g. "xid-79", for the explanation only
+    takes_node_out: bool = True  # False for a job restart: the node stays in service, no capacity is spent
 
     def __post_init__(self) -> None:
         if not self.node:
@@ -237,6 +238,7 @@ class Decision:
                 "at": f.at.isoformat(),
                 "topology": {"zone": f.topology.zone, "rack": f.topology.rack, "switch": f.topology.switch, "pdu": f.topology.pdu},
                 "needs_spare": f.needs_spare,
+                "takes_node_out": f.takes_node_out,
                 "signal": f.signal,
             },
             "at": self.at.isoformat(),
@@ -258,6 +260,7 @@ class Decision:
                 at=datetime.fromisoformat(f["at"]),
                 topology=Topology(**f.get("topology", {})),
                 needs_spare=f.get("needs_spare", True),
+                takes_node_out=f.get("takes_node_out", True),
                 signal=f.get("signal", ""),
             ),
             at=datetime.fromisoformat(d["at"]),

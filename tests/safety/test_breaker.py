@@ -356,7 +356,8 @@ def test_rebuild_from_ledger_matches_live_board_over_random_histories(seed):
             rack = rng.choice([1, 2, 3]) if rng.random() < 0.7 else rng.randrange(16)
             name = f"gpu-{rack}-{rng.randrange(8)}"
             late = timedelta(seconds=rng.choice([0, 0, 0, 3, 30]))
-            e = FailureEvent(name, now - late, TOPO[name], needs_spare=rng.random() < 0.5)
+            spare = rng.random() < 0.5
+            e = FailureEvent(name, now - late, TOPO[name], spare, takes_node_out=spare or rng.random() < 0.5)
             d = decide(e, board, fleet(ready_spares=20), now)
             decisions.append(d)
             transitions.extend(d.transitions)
@@ -372,3 +373,17 @@ def test_rebuild_from_ledger_matches_live_board_over_random_histories(seed):
     rebuilt = BreakerBoard.rebuild(decisions, transitions, outcomes, settings, budget)
     assert rebuilt.to_dict() == board.to_dict()
     assert BreakerBoard.from_dict(board.to_dict(), settings, budget) == board
+
+
+def test_job_restart_uses_no_capacity_but_still_counts_for_correlation():
+    board = BreakerBoard(budget=CapacityBudget(max_nodes_in_remediation=1, max_percent_in_remediation=50))
+    assert decide(fail("gpu-0-0", 0), board, fleet(), T0).acted  # budget of 1 now used
+    restart = FailureEvent("gpu-1-0", T0 + timedelta(seconds=1), TOPO["gpu-1-0"], needs_spare=False, takes_node_out=False)
+    d = decide(restart, board, fleet(), restart.at)
+    assert d.acted and "stays in service" in d.explain()
+    # a replacement would not fit: the restart did not use the slot, the first replacement did
+    held = decide(fail("gpu-2-0", 2), board, fleet(), T0 + timedelta(seconds=2))
+    assert held.skip.reason is SkipReason.CAPACITY_BUDGET and "1 node already out of service" in held.skip.detail
+    # restarts still count toward a rack storm
+    r = [FailureEvent(f"gpu-4-{i}", T0 + timedelta(seconds=i), TOPO[f"gpu-4-{i}"], False, takes_node_out=False) for i in range(3)]
+    assert [decide(e, board, fleet(), e.at).verdict for e in r] == [Verdict.ACT, Verdict.ACT, Verdict.HOLD]
