@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 KIB, MIB, GIB = 1024, 1024**2, 1024**3
 
@@ -91,6 +91,18 @@ class ProbeThresholds(BaseModel):
     )
     nvlink_errors_warn: int = Field(100, ge=1, description="Warn at this many NVLink replay+recovery+CRC errors per GPU.")
 
+    @model_validator(mode="after")
+    def _warn_below_fail(self) -> "ProbeThresholds":
+        _ordered(self, ("temperature_warn_c", "temperature_fail_c"), ("uncorrectable_remaps_warn", "uncorrectable_remaps_fail"))
+        return self
+
+
+def _ordered(model: BaseModel, *pairs: tuple[str, str]) -> None:
+    """A warn level above its fail level would hide the warning; refuse such a config."""
+    for warn, fail in pairs:
+        if getattr(model, warn) > getattr(model, fail):
+            raise ValueError(f"{warn} ({getattr(model, warn)}) must not exceed {fail} ({getattr(model, fail)})")
+
 
 class IbThresholds(BaseModel):
     """InfiniBand port state and sysfs error counters (seed 001: cumulative port downtime kills runs)."""
@@ -105,6 +117,11 @@ class IbThresholds(BaseModel):
     link_error_recovery_fail: int = Field(10, ge=1, description="Fail at this many link error recoveries on a port.")
     port_rcv_errors_warn: int = Field(1, ge=1, description="Warn at this many port receive errors.")
     port_rcv_errors_fail: int = Field(100, ge=1, description="Fail at this many port receive errors.")
+
+    @model_validator(mode="after")
+    def _warn_below_fail(self) -> "IbThresholds":
+        _ordered(self, ("symbol_error_warn", "symbol_error_fail"), ("port_rcv_errors_warn", "port_rcv_errors_fail"))
+        return self
 
 
 class StressThresholds(BaseModel):

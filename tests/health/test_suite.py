@@ -45,3 +45,14 @@ def test_probe_output_error_and_garbage():
     assert r.verdict is Verdict.FAIL and r.reasons == ["cannot probe: NVML library not found"]
     with pytest.raises(CheckOutputError, match="no JSON report"):
         probe_output_result("Traceback (most recent call last):")
+
+
+def test_settings_refuse_warn_levels_above_fail_levels():
+    from pydantic import ValidationError
+
+    from remedy.settings.health import IbThresholds, ProbeThresholds
+
+    with pytest.raises(ValidationError, match=r"temperature_warn_c \(95\) must not exceed temperature_fail_c \(87\)"):
+        ProbeThresholds(temperature_warn_c=95)
+    with pytest.raises(ValidationError, match="symbol_error_warn"):
+        IbThresholds(symbol_error_warn=500)
