@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes.util
 import json
 
 import pytest
@@ -106,7 +107,10 @@ def test_probe_with_fake_nvml_from_env(capsys, tmp_path, monkeypatch):
 
 def test_probe_without_driver_exits_2_naming_the_cause(capsys, monkeypatch):
     monkeypatch.delenv("REMEDY_NVML", raising=False)
-    code, out, err = run(capsys, "probe", "--json", "--nvml", "pynvml")
+    code, out, err = run(capsys, "probe", "--json", "--nvml", "pynvml", "--xid-wait", "0")
+    if ctypes.util.find_library("nvidia-ml") is not None:  # a GPU machine: the real probe ran
+        assert code in (0, 1) and json.loads(out)["verdict"] in ("pass", "warn", "fail")
+        return
     assert code == 2
     assert json.loads(out) == {"verdict": "error", "error": "NVML library not found: is the NVIDIA driver installed on this node?"}
     assert err == "remedy: cannot probe: NVML library not found: is the NVIDIA driver installed on this node?\n"
