@@ -41,21 +41,25 @@ def is_dcgm_blank(value: float) -> bool:
 _SAMPLE = re.compile(
     r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+(?P<ts>-?\d+))?\s*$"
 )
-_LABEL = re.compile(r'\s*(?P<k>[a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"(?P<v>(?:[^"\\]|\\.)*)"\s*(?:,|$)')
+_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
+_ESCAPE = re.compile(r"\\[\\\"n]")
 _UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 
 
 def _labels(text: str) -> dict[str, str] | None:
+    """`a="1",b="x\\"y"` → dict; None unless the whole text is well-formed label pairs."""
+    text = text.strip()
     out: dict[str, str] = {}
     pos = 0
-    text = text.strip()
-    while pos < len(text):
-        m = _LABEL.match(text, pos)
-        if not m or m.end() == pos:
+    for m in _LABEL.finditer(text):
+        if m.start() != pos:
             return None
-        out[m.group("k")] = re.sub(r"\\[\\\"n]", lambda e: _UNESCAPE[e.group(0)], m.group("v"))
+        value = m.group(2)
+        if "\\" in value:
+            value = _ESCAPE.sub(lambda e: _UNESCAPE[e.group(0)], value)
+        out[m.group(1)] = value
         pos = m.end()
-    return out
+    return out if pos == len(text) else None
 
 
 def _value(text: str) -> float | None:

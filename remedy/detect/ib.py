@@ -37,7 +37,8 @@ def _as_datetime(ts: float) -> datetime:
 
 @dataclass
 class _Port:
-    outages: list[tuple[float, float]] = field(default_factory=list)  # closed (start, end)
+    outages: list[tuple[float, float]] = field(default_factory=list)  # closed (start, end), oldest first
+    closed_total: float = 0.0  # sum of (end - start) over `outages`
     down_since: float | None = None
     last_at: float | None = None
     single_tripped: bool = False  # the current outage already reported
@@ -80,10 +81,11 @@ class IbDowntimeTracker:
         elif up and p.down_since is not None:
             out += self._check_single(node, port, p, now)  # the outage's final length
             p.outages.append((p.down_since, now))
+            p.closed_total += now - p.down_since
             p.down_since = None
+        self._prune(p, now)
         out += self._check_single(node, port, p, now)
         out += self._check_cumulative(node, port, p, now)
-        self._prune(p, now)
         return out
 
     def check(self, at: datetime | float) -> list[Signal]:
@@ -93,6 +95,7 @@ class IbDowntimeTracker:
         for (node, port), p in sorted(self._ports.items()):
             if p.last_at is not None and now < p.last_at:
                 continue  # never evaluate before what we already saw
+            self._prune(p, now)
             out += self._check_single(node, port, p, now)
             out += self._check_cumulative(node, port, p, now)
         return out
@@ -116,10 +119,11 @@ class IbDowntimeTracker:
 
     # -- internals -----------------------------------------------------------------------
     def _whole_spans(self, p: _Port, now: float) -> list[tuple[float, float]]:
-        spans = list(p.outages)
+        lo = now - self.t.ib_window_seconds
+        spans = [(s, e) for s, e in p.outages if e > lo]
         if p.down_since is not None:
             spans.append((p.down_since, now))
-        return [(s, e) for s, e in spans if e > now - self.t.ib_window_seconds]
+        return spans
 
     def _spans(self, p: _Port, now: float) -> list[tuple[float, float]]:
         lo = now - self.t.ib_window_seconds
@@ -139,8 +143,14 @@ class IbDowntimeTracker:
         )]
 
     def _check_cumulative(self, node: str, port: str, p: _Port, now: float) -> list[Signal]:
-        spans = self._spans(p, now)
-        total, n = sum(e - s for s, e in spans), len(spans)
+        # After _prune every closed outage ends inside the window; only the oldest can start before it.
+        lo = now - self.t.ib_window_seconds
+        total, n = p.closed_total, len(p.outages)
+        if p.outages and p.outages[0][0] < lo:
+            total -= lo - p.outages[0][0]
+        if p.down_since is not None:
+            total += now - max(p.down_since, lo)
+            n += 1
         if total < self.t.ib_cumulative_seconds:
             p.cumulative_tripped = False  # re-arm once the window's total falls below budget
             return []
@@ -157,4 +167,11 @@ class IbDowntimeTracker:
 
     def _prune(self, p: _Port, now: float) -> None:
         lo = now - self.t.ib_window_seconds
-        p.outages = [(s, e) for s, e in p.outages if e > lo]
+        drop = 0
+        while drop < len(p.outages) and p.outages[drop][1] <= lo:
+            p.closed_total -= p.outages[drop][1] - p.outages[drop][0]
+            drop += 1
+        if drop:
+            del p.outages[:drop]
+        if not p.outages:
+            p.closed_total = 0.0  # no float drift carried across empty windows

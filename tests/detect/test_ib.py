@@ -100,3 +100,37 @@ def test_bad_observations_are_clear_errors() -> None:
         tr.observe("n", "p", True, datetime(2026, 1, 1))
     with pytest.raises(ValueError, match="needs a node and a port"):
         tr.observe("", "p", True, T0)
+
+
+def test_running_total_matches_a_brute_force_recount() -> None:
+    import random
+
+    rng = random.Random(7)
+    t = SignalThresholds(ib_window_seconds=300)
+    tr = IbDowntimeTracker(t)
+    outages: list[tuple[float, float]] = []
+    state = {"armed": True, "trips": 0}
+
+    def expect(at: float, got: list, ongoing: float | None) -> None:
+        lo = at - t.ib_window_seconds
+        spans = outages + ([(ongoing, at)] if ongoing is not None else [])
+        inside = [(max(s, lo), e) for s, e in spans if e > lo or (ongoing is not None and s == ongoing)]
+        total = sum(e - s for s, e in inside)
+        assert tr.downtime("n", "p", at) == pytest.approx(total)
+        trip = state["armed"] and total >= t.ib_cumulative_seconds and len(inside) >= 2
+        assert [s.kind for s in got if s.kind is SignalKind.IB_DOWNTIME] == ([SignalKind.IB_DOWNTIME] if trip else []), at
+        if trip:
+            assert got[-1].value == pytest.approx(total)
+            state["armed"], state["trips"] = False, state["trips"] + 1
+        elif total < t.ib_cumulative_seconds:
+            state["armed"] = True
+
+    now = 0.0
+    for _ in range(400):
+        now += rng.uniform(1, 40)
+        length = rng.choice([0.2, 0.5, 1.0, 2.0])
+        expect(now, tr.observe("n", "p", False, now), ongoing=now)
+        outages.append((now, now + length))
+        now += length
+        expect(now, tr.observe("n", "p", True, now), ongoing=None)
+    assert state["trips"] >= 3  # the sequence exercises trip, re-arm, trip again
