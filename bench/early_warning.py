@@ -73,6 +73,8 @@ def main() -> None:
     rows += run("peer outliers (60 nodes, 6 h, 30 s)", lambda seed, f: peer_trace(seed, faults=f),
                 lambda tr, st: detect_peer_outliers(tr.frame, st),
                 {"k=3 of n=5": s, "baseline: any sample": no_persist}, args.seeds, args.faults, "min")
+    rows += run("peer outliers, subtle (severity 0.2)", lambda seed, f: peer_trace(seed, faults=f, severity=0.2),
+                lambda tr, st: detect_peer_outliers(tr.frame, st), {"k=3 of n=5": s}, args.seeds, args.faults, "min")
     rows += run("stragglers (32 nodes, 6 h, 1 min)", lambda seed, f: step_trace(seed, faults=f),
                 lambda tr, st: detect_stragglers(tr.frame, st),
                 {"k=3 of n=5": s, "baseline: any sample": no_persist}, args.seeds, args.faults, "min")

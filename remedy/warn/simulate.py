@@ -57,8 +57,9 @@ assert set(_PEER_LEVELS) == set(PEER_SIGNALS)
 
 
 def peer_trace(seed: int, *, nodes: int = 60, hours: float = 6.0, faults: int = 2, step_s: int = 30,
-               job: str = "job-1", start: datetime = START) -> Trace:
-    """One job on `nodes` nodes; `faults` of them drift away from their peers before failing."""
+               job: str = "job-1", severity: float = 1.0, start: datetime = START) -> Trace:
+    """One job on `nodes` nodes; `faults` of them drift away from their peers before failing. `severity` scales
+    how far the precursor moves (1.0 = seed 002's levels, e.g. interrupts to 0.3×; 0.2 = to 0.86×)."""
     rng = np.random.default_rng(seed)
     names = _names(nodes)
     n_t = int(hours * 3600 / step_s)
@@ -70,7 +71,7 @@ def peer_trace(seed: int, *, nodes: int = 60, hours: float = 6.0, faults: int = 
         metric = list(_PEER_LEVELS)[int(rng.integers(len(_PEER_LEVELS)))]
         onset_s = rng.uniform(3600, hours * 3600 - 3600)
         fail_s = onset_s + rng.uniform(5, 30) * 60
-        target = _PEER_LEVELS[metric][2]
+        target = 1 + (_PEER_LEVELS[metric][2] - 1) * severity
         ramp = np.clip((t_sec - onset_s) / (fail_s - onset_s), 0, 1)
         factor[metric][idx] = 1 + (target - 1) * ramp
         planted.append(PlantedFault(names[idx], metric, start + timedelta(seconds=onset_s),
