@@ -11,7 +11,6 @@ from typing import Any
 from sqlalchemy import select
 
 from remedy.errors import NodeNotFound
-from remedy.ledger import migrate as _migrate
 from remedy.ledger import schema
 from remedy.ledger.actions import ActionsMixin
 from remedy.ledger.convert import action_record, transition_record, validation_record
@@ -47,16 +46,23 @@ class Ledger(NodesMixin, IncidentsMixin, ActionsMixin):
         return f"Ledger({self.engine.url.render_as_string(hide_password=True)!r})"
 
     # --- schema --------------------------------------------------------------------------------------------
+    # alembic is imported only here: it costs ~0.5 s, and most processes open an already-migrated ledger.
     def migrate(self) -> None:
         """Bring the schema to the latest revision (alembic upgrade head); a no-op when it is there already."""
-        _migrate.upgrade(self.engine)
+        from remedy.ledger.migrate import upgrade
+
+        upgrade(self.engine)
 
     def schema_revision(self) -> str | None:
-        return _migrate.current_revision(self.engine)
+        from remedy.ledger.migrate import current_revision
+
+        return current_revision(self.engine)
 
     def require_migrated(self) -> None:
         """Raise LedgerNotMigrated (one line, says what to run) unless the schema is at the latest revision."""
-        current, head = self.schema_revision(), _migrate.head_revision()
+        from remedy.ledger.migrate import head_revision
+
+        current, head = self.schema_revision(), head_revision()
         if current != head:
             where = self.engine.url.render_as_string(hide_password=True)
             raise LedgerNotMigrated(
