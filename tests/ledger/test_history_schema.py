@@ -143,6 +143,15 @@ def test_from_settings_and_bad_urls(tmp_path, monkeypatch) -> None:
         Ledger("mysql://u@h/db")
 
 
+def test_in_memory_sqlite_for_the_policy_simulator() -> None:
+    with Ledger("sqlite://") as led:  # one shared connection: the same database on every checkout
+        led.migrate()
+        led.upsert_node(Node("sim-1"))
+        led.transition("sim-1", NodeState.SPARE, reason="sim", requested_by="sim", at=T0)
+        assert led.get_node("sim-1").state is NodeState.SPARE
+        assert [e.summary for e in led.history("sim-1")] == ["unmanaged → spare: sim"]
+
+
 def test_sqlite_runs_in_wal_mode(tmp_path) -> None:
     with Ledger(f"sqlite:///{tmp_path / 'wal.db'}") as led:
         led.migrate()
