@@ -186,6 +186,7 @@ def alert_to_signal(alert: WebhookAlert, where: str = "alert") -> Signal:
         node=node, kind=kind, gpu=gpu, xid=xid, value=value, at=alert.starts_at, labels=labels,
         source="alertmanager", raw=json.dumps(alert.model_dump(mode="json", by_alias=True), sort_keys=True)[:2000],
         resolved=alert.status == "resolved", fingerprint=alert.fingerprint,
+        ended_at=alert.ends_at if alert.status == "resolved" else None,
     )
 
 

@@ -88,6 +88,31 @@ class IbDowntimeTracker:
         out += self._check_cumulative(node, port, p, now)
         return out
 
+    def observe_signal(self, signal: Signal) -> list[Signal]:
+        """Fold an `ib-port-down` signal (e.g. the InfinibandPortDown alert) into the tracker.
+
+        Firing = the port went down at `signal.at`; resolved = it was down from `at` until `ended_at`.
+        The port is `device:port` from node_exporter's labels (or `port` alone).
+        """
+        if signal.kind is not SignalKind.IB_PORT_DOWN:
+            raise ValueError(f"IbDowntimeTracker folds ib-port-down signals, got {signal.kind.value}")
+        if signal.at is None:
+            raise ValueError(f"ib-port-down on {signal.node}: the signal has no time (at)")
+        device, port = signal.labels.get("device", ""), signal.labels.get("port", "")
+        key = f"{device}:{port}" if device and port else (port or device)
+        if not key:
+            raise ValueError(f"ib-port-down on {signal.node}: no port/device label")
+        p = self._ports.get((signal.node, key))
+        start = _seconds(signal.at)
+        out: list[Signal] = []
+        if p is None or (p.down_since is None and (p.last_at is None or start >= p.last_at)):
+            out += self.observe(signal.node, key, False, start)
+        if signal.resolved:
+            if signal.ended_at is None:
+                raise ValueError(f"resolved ib-port-down on {signal.node} {key}: no end time (ended_at)")
+            out += self.observe(signal.node, key, True, signal.ended_at)
+        return out
+
     def check(self, at: datetime | float) -> list[Signal]:
         """Re-evaluate every port at `at` (an ongoing outage grows without new observations)."""
         now = _seconds(at)

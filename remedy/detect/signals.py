@@ -61,6 +61,7 @@ class Signal:
     source: str = ""  # dmesg | dcgm | alertmanager | joblog | ib-tracker | ...
     raw: str = ""  # the line / sample / alert it came from, for the ledger and operators
     resolved: bool = False  # Alertmanager said the condition ended; kept, never dropped
+    ended_at: datetime | None = None  # when a resolved condition ended (Alertmanager endsAt)
     fingerprint: str = ""  # Alertmanager's alert fingerprint when it came from there
 
     def __post_init__(self) -> None:
@@ -91,6 +92,7 @@ class Signal:
             "source": self.source,
             "raw": self.raw,
             "resolved": self.resolved,
+            "ended_at": self.ended_at.isoformat() if self.ended_at else None,
             "fingerprint": self.fingerprint,
         }
 

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from remedy.detect.ib import IbDowntimeTracker
-from remedy.detect.signals import SignalKind, classify
+from remedy.detect.signals import Signal, SignalKind, classify
 from remedy.domain.xid import RemediationPath as P
 from remedy.settings.signals import SignalThresholds
 
@@ -134,3 +134,28 @@ def test_running_total_matches_a_brute_force_recount() -> None:
         now += length
         expect(now, tr.observe("n", "p", True, now), ongoing=None)
     assert state["trips"] >= 3  # the sequence exercises trip, re-arm, trip again
+
+
+def test_folds_alertmanager_port_down_alerts() -> None:
+    from remedy.detect.alertmanager import parse_alertmanager
+
+    def alert(status: str, start: str, end: str) -> dict:
+        return {"status": status, "labels": {"alertname": "InfinibandPortDown", "instance": "gpu-node-18:9100",
+                                             "device": "mlx5_0", "port": "1"},
+                "annotations": {}, "startsAt": start, "endsAt": end, "fingerprint": "f1"}
+
+    def payload(*alerts: dict) -> dict:
+        return {"version": "4", "receiver": "gpu-remedy", "status": alerts[0]["status"], "alerts": list(alerts)}
+
+    tr = IbDowntimeTracker()
+    (firing,) = parse_alertmanager(payload(alert("firing", "2026-11-21T10:00:00Z", "0001-01-01T00:00:00Z"))).signals
+    assert firing.ended_at is None and tr.observe_signal(firing) == []
+    (resolved,) = parse_alertmanager(payload(alert("resolved", "2026-11-21T10:00:00Z", "2026-11-21T10:00:09Z"))).signals
+    out = tr.observe_signal(resolved)
+    assert [(s.kind, s.node, s.labels["port"], s.value) for s in out] == [
+        (SignalKind.IB_PORT_DOWN, "gpu-node-18", "mlx5_0:1", 9.0)]
+    # a resolved alert whose firing we never saw still counts its whole outage
+    tr2 = IbDowntimeTracker()
+    assert [s.value for s in tr2.observe_signal(resolved)] == [9.0]
+    with pytest.raises(ValueError, match="folds ib-port-down signals"):
+        tr.observe_signal(Signal(node="n", kind=SignalKind.LOSS_NAN, at=T0))
