@@ -207,6 +207,8 @@ def _env_overrides() -> dict[str, Any]:
         if not key.startswith("REMEDY_") or key == "REMEDY_CONFIG":
             continue
         parts = key[len("REMEDY_") :].lower().split("__")
+        if parts[0] not in RemedySettings.model_fields:  # e.g. REMEDY_NVML selects a library, not a setting
+            continue
         node = out
         for part in parts[:-1]:
             node = node.setdefault(part, {})

@@ -11,7 +11,7 @@ NODE = "gpu042"
 
 
 def xid79(ctx: DemoContext) -> dict[str, Any]:
-    from flows.replace_node import replace_node
+    from flows.replace_node import replace_node  # imported before the fault, so detection time is not import time
     from remedy.sim.faults import inject
 
     detected_at = datetime.now(timezone.utc)
