@@ -24,13 +24,18 @@ from remedy.ledger.errors import IdempotentReplay, LedgerConflict, RecordNotFoun
 from remedy.ledger.records import ActionRecord, ApprovalRecord, BreakerEventRecord
 
 BREAKER_SCOPES = ("cluster", "rack", "switch", "pdu")
+# Recorded already over (a gate's refusal is one SKIPPED row): finished when started unless told otherwise.
+_DONE_AT_START = frozenset({ActionOutcome.SUCCEEDED, ActionOutcome.FAILED, ActionOutcome.SKIPPED})
 DECISIONS = ("approve", "deny", "timeout")
 
 
 class ActionsMixin(LedgerBase):
     # --- actions -------------------------------------------------------------------------------------------
     def start_action(self, action: Action) -> tuple[ActionRecord, bool]:
-        """Record an action as it starts. A known idempotency key returns (existing, False) and writes nothing."""
+        """Record an action as it starts. A known idempotency key returns (existing, False) and writes nothing.
+
+        An action started as succeeded/failed/skipped (e.g. a gate's refusal) is finished at its start time.
+        """
         require_text(action.kind, "action kind")
         require_text(action.node, "action node")
         outcome = as_enum(ActionOutcome, action.outcome, "action outcome")
@@ -43,7 +48,9 @@ class ActionsMixin(LedgerBase):
         values = {
             "kind": action.kind, "node": action.node, "incident_id": action.incident_id,
             "requested_by": action.requested_by or "", "dry_run": bool(action.dry_run),
-            "started_at": action.started_at, "finished_at": action.finished_at, "outcome": outcome.value,
+            "started_at": action.started_at,
+            "finished_at": action.finished_at or (action.started_at if outcome in _DONE_AT_START else None),
+            "outcome": outcome.value,
             "error": action.error or "", "detail": action.detail, "idempotency_key": key,
         }
         try:

@@ -39,23 +39,44 @@ def _upsert(conn: Connection, values: dict[str, Any], update_cols: tuple[str, ..
     conn.execute(stmt)
 
 
+def _facts(node: Node, now: datetime) -> dict[str, Any]:
+    name = require_text(node.name, "node name")
+    if len(name) > _MAX_NAME:
+        raise ValueError(f"node name longer than {_MAX_NAME} characters: {name[:40]}...")
+    if not isinstance(node.gpu_count, int) or isinstance(node.gpu_count, bool) or node.gpu_count < 0:
+        raise ValueError(f"{name}: gpu_count must be a non-negative integer, got {node.gpu_count!r}")
+    return {
+        "gpu_model": node.gpu_model or "", "gpu_count": node.gpu_count,
+        "zone": node.topology.zone, "rack": node.topology.rack, "switch": node.topology.switch,
+        "pdu": node.topology.pdu, "instance_type": node.instance_type or "",
+        "provider_id": node.provider_id or "", "updated_at": now,
+    }
+
+
 class NodesMixin(LedgerBase):
     def upsert_node(self, node: Node, *, at: datetime | None = None) -> NodeRecord:
         """Record topology and GPU facts; never touches the lifecycle state (a new node starts unmanaged)."""
-        name = require_text(node.name, "node name")
-        if len(name) > _MAX_NAME:
-            raise ValueError(f"node name longer than {_MAX_NAME} characters: {name[:40]}...")
-        if not isinstance(node.gpu_count, int) or node.gpu_count < 0:
-            raise ValueError(f"{name}: gpu_count must be a non-negative integer, got {node.gpu_count!r}")
-        facts = {
-            "gpu_model": node.gpu_model or "", "gpu_count": node.gpu_count,
-            "zone": node.topology.zone, "rack": node.topology.rack, "switch": node.topology.switch,
-            "pdu": node.topology.pdu, "instance_type": node.instance_type or "",
-            "provider_id": node.provider_id or "", "updated_at": self._now(at),
-        }
+        facts = _facts(node, self._now(at))
         with self._write() as conn:
-            _upsert(conn, {"name": name, "state": None, "state_version": 0, **facts}, tuple(facts))
-            return node_record(self._node_row(conn, name))
+            _upsert(conn, {"name": node.name, "state": None, "state_version": 0, **facts}, tuple(facts))
+            return node_record(self._node_row(conn, node.name))
+
+    def upsert_nodes(self, nodes: list[Node], *, at: datetime | None = None) -> int:
+        """upsert_node for a whole inventory in one transaction (a 2,048-node sync is one commit, not 2,048).
+
+        Every node is checked before anything is written: one bad entry, nothing changes.
+        """
+        now = self._now(at)
+        rows = [_facts(n, now) for n in nodes]
+        seen: set[str] = set()
+        for n in nodes:
+            if n.name in seen:
+                raise ValueError(f"node {n.name} appears twice in one upsert")
+            seen.add(n.name)
+        with self._write() as conn:
+            for n, facts in zip(nodes, rows):
+                _upsert(conn, {"name": n.name, "state": None, "state_version": 0, **facts}, tuple(facts))
+        return len(rows)
 
     def get_node(self, name: str) -> NodeRecord:
         with self._read() as conn:

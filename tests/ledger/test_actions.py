@@ -63,6 +63,16 @@ def test_concurrent_finishes_one_outcome_wins(ledger: Ledger) -> None:
     assert ledger.get_action(rec.id).outcome is wins[0].outcome
 
 
+def test_action_recorded_as_already_over_is_finished_at_start(ledger: Ledger) -> None:
+    refused, _ = ledger.start_action(Action(kind="cordon_node", node="gpu-001", started_at=T0,
+                                            outcome=ActionOutcome.SKIPPED, error="breaker open for rack r1"))
+    assert refused.finished_at == T0 and refused.error == "breaker open for rack r1"
+    with pytest.raises(LedgerConflict, match="already finished as skipped"):
+        ledger.finish_action(refused.id, ActionOutcome.SUCCEEDED)
+    running, _ = ledger.start_action(Action(kind="drain_node", node="gpu-001", started_at=T0))
+    assert running.finished_at is None
+
+
 def test_action_links_to_incident_and_dry_run(ledger: Ledger) -> None:
     inc, _ = ledger.open_incident(Incident("gpu-001", "xid", gpu=0, xid=79), window_seconds=600)
     rec, _ = ledger.start_action(Action(kind="drain_node", node="gpu-001", incident_id=inc.id, dry_run=True,

@@ -40,6 +40,19 @@ def test_new_node_starts_unmanaged_and_filters_by_state(ledger: Ledger, add_node
         ledger.nodes("bogus")
 
 
+def test_bulk_upsert_is_all_or_nothing(ledger: Ledger, add_node) -> None:
+    add_node("gpu-000", NodeState.SPARE)
+    fleet = [Node(f"gpu-{i:03d}", gpu_count=8, topology=Topology(rack=f"r{i // 4}")) for i in range(12)]
+    assert ledger.upsert_nodes(fleet) == 12
+    assert len(ledger.nodes()) == 12 and ledger.get_node("gpu-011").rack == "r2"
+    assert ledger.get_node("gpu-000").state is NodeState.SPARE  # state untouched by the sync
+    with pytest.raises(ValueError, match="gpu-099: gpu_count must be a non-negative integer"):
+        ledger.upsert_nodes([Node("gpu-098"), Node("gpu-099", gpu_count=-8)])
+    with pytest.raises(ValueError, match="node gpu-001 appears twice"):
+        ledger.upsert_nodes([Node("gpu-001"), Node("gpu-001")])
+    assert len(ledger.nodes()) == 12
+
+
 def test_unknown_node_names_the_node(ledger: Ledger) -> None:
     with pytest.raises(NodeNotFound, match="node not found: gpu-404"):
         ledger.get_node("gpu-404")
