@@ -442,7 +442,6 @@ def _build() -> dict[int, XidEntry]:
     return table
 
 
-
 def _describe(mnemonic: str, code: int) -> str:
     if not mnemonic:
         return f"XID {code} (the catalog gives no mnemonic or description yet)"
