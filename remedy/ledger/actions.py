@@ -134,11 +134,26 @@ class ActionsMixin(LedgerBase):
             f"refusing to record {outcome.value}"
         )
 
+    def find_action(self, idempotency_key: str) -> ActionRecord | None:
+        """The action started with this idempotency key, if any."""
+        with self._read() as conn:
+            row = conn.execute(select(schema.actions).where(schema.actions.c.idempotency_key == idempotency_key)).first()
+            return action_record(row) if row else None
+
     def actions(
-        self, *, node: str | None = None, incident_id: int | None = None, kind: str | None = None
+        self,
+        *,
+        node: str | None = None,
+        incident_id: int | None = None,
+        kind: str | None = None,
+        key_prefix: str | None = None,
     ) -> list[ActionRecord]:
+        """Actions oldest first. `key_prefix` keeps those whose idempotency key starts with it (retry chains
+        like "incident-7:cordon_node:gpu-001#2")."""
         a = schema.actions.c
         q = select(schema.actions).order_by(a.started_at, a.id)
+        if key_prefix is not None:
+            q = q.where(a.idempotency_key.startswith(key_prefix, autoescape=True))
         if node is not None:
             q = q.where(a.node == node)
         if incident_id is not None:

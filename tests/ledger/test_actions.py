@@ -32,6 +32,18 @@ def test_start_action_is_idempotent_by_key(ledger: Ledger) -> None:
     assert len(ledger.actions(kind="cordon_node")) == 3
 
 
+def test_find_by_key_and_key_prefix(ledger: Ledger) -> None:
+    for key in ("incident-7:cordon_node:gpu-001", "incident-7:cordon_node:gpu-001#2", "incident-70:cordon_node:x",
+                "incident-7_cordon"):
+        ledger.start_action(Action(kind="cordon_node", node="gpu-001", idempotency_key=key))
+    chain = ledger.actions(key_prefix="incident-7:cordon_node:gpu-001")
+    assert [a.idempotency_key for a in chain] == ["incident-7:cordon_node:gpu-001", "incident-7:cordon_node:gpu-001#2"]
+    # LIKE wildcards in the prefix are literal: "_" does not match ":".
+    assert [a.idempotency_key for a in ledger.actions(key_prefix="incident-7_")] == ["incident-7_cordon"]
+    assert ledger.find_action("incident-70:cordon_node:x").node == "gpu-001"
+    assert ledger.find_action("nope") is None
+
+
 def test_concurrent_starts_with_one_key_write_one_row(ledger: Ledger) -> None:
     results = race(6, lambda i: ledger.start_action(cordon()))
     assert not [r for r in results if isinstance(r, Exception)], results
