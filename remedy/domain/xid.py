@@ -35,11 +35,16 @@ class Resolution(StrEnum):
     WORKFLOW_NVLINK5_ERR = "WORKFLOW_NVLINK5_ERR"
     CHECK_MECHANICALS = "CHECK_MECHANICALS"
     UNKNOWN = "UNKNOWN"
-    # Further buckets the catalog uses (added after the shared interface; nothing renamed).
-    WORKFLOW_XID_45 = "WORKFLOW_XID_45"
-    UPDATE_SWFW = "UPDATE_SWFW"
-    CHECK_UVM = "CHECK_UVM"
-    XID_154 = "XID_154"
+
+
+# Catalog buckets the shared enum does not carry, folded onto the nearest member so every consumer of
+# `Resolution` (e.g. the fix ladder) keeps working; `XidEntry.catalog_bucket` keeps NVIDIA's word verbatim.
+FOLDED_BUCKETS: dict[str, Resolution] = {
+    "WORKFLOW_XID_45": Resolution.IGNORE,  # preemptive cleanup after an earlier XID: act on that one
+    "UPDATE_SWFW": Resolution.CONTACT_SUPPORT,  # software/firmware update: a person schedules it
+    "CHECK_UVM": Resolution.CONTACT_SUPPORT,  # check the UVM/software stack: a person decides
+    "XID_154": Resolution.CONTACT_SUPPORT,  # the action is in the message; without it a person decides
+}
 
 
 class RemediationPath(StrEnum):
@@ -83,7 +88,7 @@ class XidEntry:
 # (code, mnemonic, catalog bucket). "CS" = CONTACT_SUPPORT (the CSV's UNEXPECTED_ERR_REPORT_ISSUE).
 _R = Resolution
 CS = _R.CONTACT_SUPPORT
-_CATALOG: tuple[tuple[int, str, Resolution], ...] = (
+_CATALOG: tuple[tuple[int, str, Resolution | str], ...] = (  # str: a folded bucket (FOLDED_BUCKETS)
     (1, "ROBUST_CHANNEL_FIFO_ERROR_FIFO_METHOD", CS),
     (2, "ROBUST_CHANNEL_FIFO_ERROR_SW_METHOD", CS),
     (3, "ROBUST_CHANNEL_FIFO_ERROR_UNK_METHOD", CS),
@@ -128,7 +133,7 @@ _CATALOG: tuple[tuple[int, str, Resolution], ...] = (
     (42, "ROBUST_CHANNEL_VIC_ERROR", CS),
     (43, "ROBUST_CHANNEL_RESETCHANNEL_VERIF_ERROR", _R.IGNORE),
     (44, "ROBUST_CHANNEL_GR_FAULT_DURING_CTXSW", _R.IGNORE),
-    (45, "ROBUST_CHANNEL_PREEMPTIVE_REMOVAL", _R.WORKFLOW_XID_45),
+    (45, "ROBUST_CHANNEL_PREEMPTIVE_REMOVAL", "WORKFLOW_XID_45"),
     (46, "ROBUST_CHANNEL_GPU_TIMEOUT_ERROR", _R.RESET_GPU),
     (47, "ROBUST_CHANNEL_NVENC0_ERROR", CS),
     (48, "ROBUST_CHANNEL_GPU_ECC_DBE", _R.WORKFLOW_XID_48),
@@ -161,7 +166,7 @@ _CATALOG: tuple[tuple[int, str, Resolution], ...] = (
     (75, "ROBUST_CHANNEL_CE6_ERROR", _R.RESTART_APP),
     (76, "ROBUST_CHANNEL_CE7_ERROR", _R.RESTART_APP),
     (77, "ROBUST_CHANNEL_CE8_ERROR", _R.RESTART_APP),
-    (78, "VGPU_START_ERROR", _R.UPDATE_SWFW),
+    (78, "VGPU_START_ERROR", "UPDATE_SWFW"),
     (79, "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS", _R.RESTART_BM),
     (80, "PBDMA_PUSHBUFFER_CRC_MISMATCH", _R.RESTART_APP),
     (81, "ROBUST_CHANNEL_VGA_SUBSYSTEM_ERROR", CS),
@@ -237,12 +242,12 @@ _CATALOG: tuple[tuple[int, str, Resolution], ...] = (
     (151, "ROBUST_CHANNEL_KEY_ROTATION_ERROR", _R.RESTART_VM),
     (152, "ROBUST_CHANNEL_DLA_SMMU_ERROR", _R.IGNORE),
     (153, "ROBUST_CHANNEL_DLA_TIMEOUT", _R.IGNORE),
-    (154, "GPU_RECOVERY_ACTION_CHANGED", _R.XID_154),
+    (154, "GPU_RECOVERY_ACTION_CHANGED", "XID_154"),
     (155, "NVLINK_SW_DEFINED_ERROR", _R.RESET_GPU),
     (156, "RESOURCE_RETIREMENT_EVENT", _R.RESET_GPU),
     (157, "RESOURCE_RETIREMENT_FAILURE", _R.IGNORE),
     (158, "GPU_FATAL_TIMEOUT", _R.RESET_GPU),
-    (159, "ROBUST_CHANNEL_CHI_NON_DATA_ERROR", _R.CHECK_UVM),
+    (159, "ROBUST_CHANNEL_CHI_NON_DATA_ERROR", "CHECK_UVM"),
     (160, "CHANNEL_RETIREMENT_EVENT", _R.RESTART_BM),
     (161, "CHANNEL_RETIREMENT_FAILURE", _R.IGNORE),
     (162, "", _R.RESET_GPU),  # the catalog lists a bucket but no mnemonic yet
@@ -312,7 +317,7 @@ _SEED_002_NAMES = {
 }
 
 # Bucket → (path, reason, recurrence path, recurrence reason).
-_BUCKET_POLICY: dict[Resolution, tuple[RemediationPath, str, RemediationPath]] = {
+_BUCKET_POLICY: dict[Resolution | str, tuple[RemediationPath, str, RemediationPath]] = {
     _R.IGNORE: (RemediationPath.IGNORE, "catalog: informational, no action", RemediationPath.IGNORE),
     _R.RESTART_APP: (
         RemediationPath.RESTART_APP,
@@ -355,22 +360,22 @@ _BUCKET_POLICY: dict[Resolution, tuple[RemediationPath, str, RemediationPath]] =
         "catalog: check power connectors/mechanicals; needs hands on the node, so swap in a spare",
         RemediationPath.REPLACE,
     ),
-    _R.WORKFLOW_XID_45: (
+    "WORKFLOW_XID_45": (
         RemediationPath.WATCH,
         "catalog: preemptive cleanup after earlier errors; act on the XID that preceded it",
         RemediationPath.WATCH,
     ),
-    _R.UPDATE_SWFW: (
+    "UPDATE_SWFW": (
         RemediationPath.ESCALATE,
         "catalog: update software/firmware; a human schedules it",
         RemediationPath.ESCALATE,
     ),
-    _R.CHECK_UVM: (
+    "CHECK_UVM": (
         RemediationPath.ESCALATE,
         "catalog: check the UVM/software stack; a human decides",
         RemediationPath.ESCALATE,
     ),
-    _R.XID_154: (
+    "XID_154": (
         RemediationPath.ESCALATE,
         "catalog: the required action is in the message (see recovery_action_path); without it a human decides",
         RemediationPath.ESCALATE,
@@ -410,7 +415,9 @@ _PATH_OVERRIDES: dict[int, tuple[RemediationPath, str, RemediationPath]] = {
 def _build() -> dict[int, XidEntry]:
     table: dict[int, XidEntry] = {}
     for code, mnemonic, bucket in _CATALOG:
-        resolution = bucket
+        folded = not isinstance(bucket, Resolution)  # Resolution is a StrEnum, so test for it, not for str
+        resolution = FOLDED_BUCKETS[bucket] if folded else bucket
+        bucket_name = str(bucket) if folded else bucket.value
         source = SOURCE_CATALOG
         confidence = "catalog" if code in _CATALOG_DESCRIPTIONS else "mnemonic"
         description = _CATALOG_DESCRIPTIONS.get(code) or _describe(mnemonic, code)
@@ -418,12 +425,12 @@ def _build() -> dict[int, XidEntry]:
             resolution = SEED_002_TABLE_3[code][0]
             source = f"{SOURCE_SEED_002}; {SOURCE_CATALOG}"
             confidence = "seed-002"
-        path, reason, recurrence = _PATH_OVERRIDES.get(code) or _BUCKET_POLICY[resolution]
+        path, reason, recurrence = _PATH_OVERRIDES.get(code) or _BUCKET_POLICY[bucket if folded else resolution]
         if code in SEED_002_TABLE_3 and code not in _PATH_OVERRIDES:
             action = SEED_002_TABLE_3[code][1]
             reason = f"seed 002 Table 3: {_SEED_002_NAMES[code]} → {resolution.value} ({action})"
             if resolution is not bucket:
-                reason += f"; NVIDIA catalog says {bucket.value}"
+                reason += f"; NVIDIA catalog says {bucket_name}"
                 if _BUCKET_POLICY[bucket][2] is not RemediationPath.IGNORE:
                     recurrence = _BUCKET_POLICY[bucket][2]  # the catalog's escalation still applies on recurrence
         table[code] = XidEntry(
@@ -435,7 +442,7 @@ def _build() -> dict[int, XidEntry]:
             reason=reason,
             recurrence_path=recurrence,
             source=source,
-            catalog_bucket=bucket.value,
+            catalog_bucket=bucket_name,
             investigatory=_INVESTIGATORY.get(code, ""),
             confidence=confidence,
         )

@@ -112,3 +112,11 @@ def test_xid_154_message_names_the_action() -> None:
     assert recovery_action_path(msg) is RemediationPath.REBOOT
     assert recovery_action_path("... from 0x2 (Node Reboot Required) to 0x1 (GPU Reset Required)") is RemediationPath.RESET_GPU
     assert recovery_action_path("something else") is None
+
+
+def test_folded_buckets_keep_nvidias_word() -> None:
+    # Buckets the shared Resolution enum lacks are folded onto a member; catalog_bucket stays verbatim.
+    assert (lookup(45).catalog_bucket, lookup(45).resolution, lookup(45).path) == ("WORKFLOW_XID_45", Resolution.IGNORE, RemediationPath.WATCH)
+    assert (lookup(154).catalog_bucket, lookup(154).resolution) == ("XID_154", Resolution.CONTACT_SUPPORT)
+    assert (lookup(78).catalog_bucket, lookup(159).catalog_bucket) == ("UPDATE_SWFW", "CHECK_UVM")
+    assert {e.catalog_bucket for e in CATALOG.values()} >= {"WORKFLOW_XID_48", "WORKFLOW_NVLINK_ERR", "WORKFLOW_NVLINK5_ERR", "CHECK_MECHANICALS"}
