@@ -82,23 +82,13 @@ class EarlyWarningSettings(BaseModel):
         "stalls every synchronous step; seed 002 §fail-slow).",
     )
     straggler_min_nodes: int = Field(4, ge=2, description="Fewest nodes reporting a step for a median to be used.")
-    ib_transport_timeout_seconds: float = Field(
-        7.0,
-        gt=0,
-        description="Port-down time after which NCCL's IB connection is torn down: NCCL_IB_TIMEOUT's effective default "
-        "with retries is ~7 s (seed 001).",
-    )
     ib_warn_fraction: float = Field(
         0.5,
         gt=0,
         le=1,
-        description="Warn when a port's cumulative downtime in the window reaches this fraction of the transport timeout.",
-    )
-    ib_window_seconds: float = Field(
-        6 * 3600.0,
-        gt=0,
-        description="Window over which port-down time accumulates. Seed 001: cumulative downtime, not flap count, is "
-        "what kills a run; it gives no window, 6 h is an operator choice (about one checkpoint cadence).",
+        description="Warn when a port's summed down time within signals.ib_window_seconds reaches this fraction of "
+        "signals.ib_transport_timeout_seconds (~7 s, seed 001). The timeout and window are one fact each and live in "
+        "SignalThresholds; at 1.0 the signals rule replaces the node, this warns before that.",
     )
 
     @model_validator(mode="after")

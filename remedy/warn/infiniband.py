@@ -3,7 +3,9 @@
 Databricks lost a 7-hour run to one port that went down once: NCCL_IB_TIMEOUT's effective default (~7 s with
 retries) tears the connection down long before the PyTorch watchdog notices. "The signal that matters for training
 impact is cumulative downtime, not flap count." So: per port, add up down time inside a sliding window and warn
-when it reaches `ib_warn_fraction` × `ib_transport_timeout_seconds`; the longest single outage is reported too.
+when it reaches `ib_warn_fraction` × the transport timeout; the longest single outage is reported too. The timeout
+and the window are read from `SignalThresholds` (signals.ib_transport_timeout_seconds, signals.ib_window_seconds),
+where the replace-the-node rule at the full timeout lives: one fact, one place.
 
 Input `port_events` (state changes, as from the port's link-state log or `ib_port_state` scrapes):
     time   datetime64 tz-aware
@@ -21,6 +23,7 @@ import pandas as pd
 import pandera.pandas as pa
 
 from remedy.settings.lemon import EarlyWarningSettings
+from remedy.settings.signals import SignalThresholds
 from remedy.warn.findings import Finding, SeriesError, name_col, time_col, validate
 
 PORT_SCHEMA = pa.DataFrameSchema(
@@ -54,15 +57,20 @@ def down_intervals(events: pd.DataFrame, now: datetime) -> dict[tuple[str, str],
 
 
 def detect_ib_downtime(
-    port_events: pd.DataFrame, now: datetime, settings: EarlyWarningSettings | None = None
+    port_events: pd.DataFrame,
+    now: datetime,
+    settings: EarlyWarningSettings | None = None,
+    signals: SignalThresholds | None = None,
 ) -> list[Finding]:
     """One finding per port whose cumulative down time in any window reached the warning fraction of the timeout."""
     s = settings or EarlyWarningSettings()
+    sig = signals or SignalThresholds()
+    timeout = sig.ib_transport_timeout_seconds
     if now.tzinfo is None:
         raise SeriesError(f"port events: now must be timezone-aware, got {now!r}")
     df = validate(port_events, PORT_SCHEMA, "port events")
-    window = timedelta(seconds=s.ib_window_seconds)
-    limit = s.ib_warn_fraction * s.ib_transport_timeout_seconds
+    window = timedelta(seconds=sig.ib_window_seconds)
+    limit = s.ib_warn_fraction * timeout
     out = []
     for (node, port), spans in down_intervals(df, now).items():
         for i, (down, up) in enumerate(spans):
@@ -79,9 +87,9 @@ def detect_ib_downtime(
             total = before + duration  # down time in the window once this outage is over (or until now)
             detail = (
                 f"crossed {limit:.1f} s; {len(in_window)} outage(s), longest {longest:.1f} s, {total:.1f} s down within "
-                f"{s.ib_window_seconds / 3600:g} h (NCCL_IB_TIMEOUT ≈ {s.ib_transport_timeout_seconds:g} s)"
+                f"{sig.ib_window_seconds / 3600:g} h (NCCL_IB_TIMEOUT ≈ {timeout:g} s)"
             )
-            if duration >= s.ib_transport_timeout_seconds:
+            if duration >= timeout:
                 detail += f"; this outage lasted {duration:.1f} s: past the timeout, NCCL connections are gone"
             out.append(
                 Finding(
@@ -89,8 +97,8 @@ def detect_ib_downtime(
                     node=node,
                     metric="ib_port_down_seconds",
                     value=total,
-                    baseline=s.ib_transport_timeout_seconds,
-                    score=total / s.ib_transport_timeout_seconds,
+                    baseline=timeout,
+                    score=total / timeout,
                     window_start=crossed - window,
                     window_end=crossed,
                     first_seen=in_window[0][0],

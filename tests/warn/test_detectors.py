@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from remedy.settings.lemon import EarlyWarningSettings
+from remedy.settings.signals import SignalThresholds
 from remedy.warn import (
     SeriesError,
     detect_ib_downtime,
@@ -158,12 +159,15 @@ def test_ib_cumulative_downtime_by_hand() -> None:
     assert f.raised_at == T0 + timedelta(seconds=1201)
     assert f.value == pytest.approx(4.5) and f.baseline == 7.0 and f.score == pytest.approx(4.5 / 7)
     assert f.first_seen == T0 and f.component == "mlx5_0/1"
-    # The same three outages 6.5 h apart never share the 6 h window, so they never add up.
-    apart = port_frame([(0, 1.0), (6.5 * 3600, 1.5), (13 * 3600, 2.0)])
-    assert detect_ib_downtime(apart, T0 + timedelta(hours=14)) == []
-    # 4 h apart, the last two do: 1.5 + 2.0 = 3.5 s reaches the threshold at the very end of the third outage.
-    (edge,) = detect_ib_downtime(port_frame([(0, 1.0), (4 * 3600, 1.5), (8 * 3600 + 1, 2.0)]), end)
-    assert edge.raised_at == T0 + timedelta(seconds=8 * 3600 + 3) and "2 outage(s)" in edge.detail
+    # The same three outages 1.5 h apart never share the 1 h window (signals.ib_window_seconds), so never add up.
+    apart = port_frame([(0, 1.0), (1.5 * 3600, 1.5), (3 * 3600, 2.0)])
+    assert detect_ib_downtime(apart, end) == []
+    # 40 min apart, the last two do: 1.5 + 2.0 = 3.5 s reaches the threshold at the very end of the third outage.
+    (edge,) = detect_ib_downtime(port_frame([(0, 1.0), (2400, 1.5), (4801, 2.0)]), end)
+    assert edge.raised_at == T0 + timedelta(seconds=4803) and "2 outage(s)" in edge.detail
+    # A longer window (from SignalThresholds, the one place it lives) brings the 1.5 h-apart outages together.
+    (wide,) = detect_ib_downtime(apart, end, signals=SignalThresholds(ib_window_seconds=4 * 3600))
+    assert wide.raised_at == T0 + timedelta(seconds=3 * 3600 + 1)
     # One long outage is enough (seed 001: a single flap crashed a 7-hour run); past 7 s it says so.
     (long,) = detect_ib_downtime(port_frame([(100, 8.0)]), end)
     assert long.raised_at == T0 + timedelta(seconds=103.5) and "past the timeout" in long.detail
