@@ -124,6 +124,39 @@ def goodput(
     )
 
 
+def goodput_renewal(
+    *,
+    mtbf_hours: float,
+    checkpoint_interval_minutes: float,
+    checkpoint_cost_minutes: float,
+    remediation_minutes: float,
+    efficiency: float = 1.0,
+) -> float:
+    """Long-run goodput without the worked example's first-order shortcuts: what the simulator converges to.
+
+    Failures arrive on the wall clock at λ = 1/MTBF and are remediated one at a time (one on-call
+    engineer / one automation queue), so the job is down a fraction ρ = λ·R of the time (M/G/1 busy
+    fraction). While it runs, each failure throws away the partial interval since the last checkpoint,
+    E[L mod T] = M − T/(e^{T/M} − 1) for exponential run lengths (a bit under T/2), and checkpoints
+    cost δ/T of the completed intervals only:
+
+        G = (1 − ρ) · (1 − λ·E[L mod T]) · (1 − δ/T) · e
+
+    Seed 000's arithmetic charges checkpoints and rollbacks also for the hours the job is down, so it
+    sits below this by about (c + f)·q: 81.0 % vs 82.0 % manual, 92.5 % vs 92.7 % automated.
+    """
+    _positive("mtbf_hours", mtbf_hours)
+    _positive("checkpoint_interval_minutes", checkpoint_interval_minutes)
+    _non_negative("checkpoint_cost_minutes", checkpoint_cost_minutes)
+    _non_negative("remediation_minutes", remediation_minutes)
+    m, t = mtbf_hours * 60.0, checkpoint_interval_minutes
+    rho = remediation_minutes / m
+    if rho >= 1:
+        return 0.0
+    rollback = m - t / math.expm1(t / m)
+    return (1 - rho) * (1 - rollback / m) * (1 - checkpoint_cost_minutes / t) * efficiency
+
+
 def mtbf_hours_for_gpus(gpus: int) -> float:
     """Job MTBF (hours) for a cluster of `gpus`, from Meta's figures interpolated log-log.
 

@@ -1,0 +1,73 @@
+"""Run policies on scenarios: the one entry point the CLI, the benchmark and the tests share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from remedy.config import RemedySettings
+from remedy.errors import RemedyError
+from remedy.goodput.policies import AutoReplace, AutoRetry, Manual
+from remedy.goodput.results import SimResult
+from remedy.goodput.scenarios import SCENARIOS, Scenario, scenario
+from remedy.goodput.sim import FleetSim
+
+POLICY_NAMES = ("manual", "auto-retry", "auto-replace", "gpu-remedy")
+
+
+class SimulationError(RemedyError):
+    """A simulation request that cannot run (unknown policy or scenario, bad days or seed)."""
+
+
+def make_policy(name: str, settings: RemedySettings | None = None):
+    """A fresh policy object (policies keep per-run state, so use one per run)."""
+    if name == "manual":
+        return Manual()
+    if name == "auto-retry":
+        return AutoRetry()
+    if name == "auto-replace":
+        return AutoReplace()
+    if name == "gpu-remedy":
+        from remedy.goodput.gpu_remedy_policy import GpuRemedy
+
+        return GpuRemedy(settings or RemedySettings())
+    raise SimulationError(f"unknown policy {name!r} (choose from: {', '.join(POLICY_NAMES)})")
+
+
+def simulate(
+    scenario_or_name: str | Scenario,
+    policy: str,
+    *,
+    days: float | None = None,
+    seed: int = 0,
+    settings: RemedySettings | None = None,
+    check_invariants: bool = False,
+) -> SimResult:
+    """One run of `policy` on a scenario (by name or object); `days` overrides the scenario's length."""
+    if isinstance(scenario_or_name, Scenario):
+        sc = scenario_or_name if days is None else Scenario.model_validate({**scenario_or_name.model_dump(), "days": days})
+    else:
+        if scenario_or_name not in SCENARIOS:
+            raise SimulationError(f"unknown scenario {scenario_or_name!r} (choose from: {', '.join(SCENARIOS)})")
+        if days is not None and not days > 0:
+            raise SimulationError(f"--days must be a positive number, got {days}")
+        sc = scenario(scenario_or_name, **({"days": days} if days is not None else {}))
+    if not isinstance(seed, int) or seed < 0:
+        raise SimulationError(f"--seed must be a whole number ≥ 0, got {seed!r}")
+    return FleetSim(sc, make_policy(policy, settings), seed=seed, check_invariants=check_invariants).run()
+
+
+def simulate_grid(
+    scenarios: Iterable[str], policies: Iterable[str], *, days: float | None = None, seed: int = 0,
+    settings: RemedySettings | None = None,
+) -> list[SimResult]:
+    """Every policy on every scenario, same seed (so the failure draws start from the same stream)."""
+    return [simulate(s, p, days=days, seed=seed, settings=settings) for s in scenarios for p in policies]
+
+
+def pooled_goodput(results: Iterable[SimResult]) -> float:
+    """Goodput over several runs, weighted by simulated time (useful minutes / total minutes)."""
+    rs = list(results)
+    total = sum(r.minutes["total"] for r in rs)
+    if not total:
+        raise SimulationError("no simulated time to pool")
+    return sum(r.minutes["useful"] for r in rs) / total * rs[0].efficiency

@@ -1,0 +1,68 @@
+"""`remedy goodput` and `remedy simulate` through the real CLI entry point."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from remedy.cli import main
+
+
+def test_goodput_worked_example_json(capsys):
+    rc = main(["goodput", "--gpus", "1000", "--mtbf", "8h", "--checkpoint-every", "30m", "--checkpoint-cost", "1m",
+               "--remediation", "60m", "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["published_percent"] == 81
+    assert out["lost_minutes"] == pytest.approx(273.0)
+    assert out["mtbf_source"] == "given"
+
+
+def test_goodput_text_and_mtbf_from_gpu_count(capsys):
+    assert main(["goodput", "--gpus", "16384", "--remediation", "5m"]) == 0
+    text = capsys.readouterr().out
+    assert "MTBF 1.80 h (Meta's figures for 16384 GPUs" in text
+    assert "Young/Daly optimum" in text
+    assert "goodput G = " in text
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["goodput"], "give --mtbf"),
+        (["goodput", "--mtbf", "8x"], "--mtbf: cannot read '8x'"),
+        (["goodput", "--mtbf", "8h", "--checkpoint-every", "1m", "--checkpoint-cost", "2m"], "must be shorter"),
+        (["goodput", "--gpus", "0"], "gpus must be a positive whole number"),
+    ],
+)
+def test_goodput_operator_errors_exit_2_with_one_line(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("remedy: error: ") and message in err and err.count("\n") == 1
+
+
+def test_simulate_json_one_policy(capsys):
+    assert main(["simulate", "--scenario", "seed002-63", "--policy", "auto-retry", "--days", "20", "--seed", "4",
+                 "--json"]) == 0
+    (r,) = json.loads(capsys.readouterr().out)
+    assert r["policy"] == "auto-retry" and r["scenario"] == "seed002-63" and r["days"] == 20
+    assert 0 <= r["goodput"] <= 1
+    for key in ("checkpoint", "failure_loss", "queue_wait", "downtime_p50_minutes", "downtime_p90_minutes",
+                "failed_retry_gpu_hours", "spares_consumed", "retry_chain_success", "missing_domain"):
+        assert key in r
+
+
+def test_simulate_all_policies_table(capsys):
+    assert main(["simulate", "--scenario", "seed002-63", "--days", "10"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["scenario", "policy", "goodput"]
+    assert [ln.split()[1] for ln in lines[2:6]] == ["manual", "auto-retry", "auto-replace", "gpu-remedy"]
+
+
+def test_simulate_rejects_bad_values(capsys):
+    assert main(["simulate", "--scenario", "seed002-63", "--days", "-3"]) == 2
+    assert "--days must be a positive number" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--scenario", "nowhere"])
+    assert exc.value.code == 2
