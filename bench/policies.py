@@ -16,12 +16,17 @@ import statistics
 import time
 from pathlib import Path
 
+from remedy.config import RemedySettings
 from remedy.goodput.compare import POLICY_NAMES, pooled_goodput, simulate
 from remedy.goodput.model import goodput as analytic_goodput
+from remedy.goodput.model import goodput_renewal
 from remedy.goodput.results import SimResult
 from remedy.goodput.scenarios import SCENARIOS
 
 OUT = Path(__file__).resolve().parent / "out"
+# Same gpu-remedy policy, same domain code, one settings change: restart once, after 1 min, before the next rung
+# (the default ladder waits 10 → 20 → 40 min between restarts, seed 002 §4.3.5). Shows what that back-off costs.
+VARIANTS = {"gpu-remedy/fast-restart": {"ladder": {"restart_backoff_minutes": 1.0, "restart_max_attempts": 1}}}
 TARGET_16K_SECONDS = 10.0
 
 
@@ -46,12 +51,15 @@ def run(scenarios: list[str], seeds: int) -> dict[tuple[str, str], list[SimResul
     for sc in scenarios:
         for policy in POLICY_NAMES:
             out[(sc, policy)] = [simulate(sc, policy, seed=s) for s in range(seeds)]
+        for label, overrides in VARIANTS.items():
+            settings = RemedySettings.model_validate(overrides)
+            out[(sc, label)] = [simulate(sc, "gpu-remedy", seed=s, settings=settings) for s in range(seeds)]
     return out
 
 
 def table(results: dict[tuple[str, str], list[SimResult]]) -> str:
     head = (
-        f"{'scenario':11} {'policy':12} {'goodput':>7} {'c':>6} {'f':>6} {'q':>6} {'down p50':>9} {'down p90':>9} "
+        f"{'scenario':11} {'policy':23} {'goodput':>7} {'c':>6} {'f':>6} {'q':>6} {'down p50':>9} {'down p90':>9} "
         f"{'failed-retry GPU-h':>18} {'spares':>7} {'chain ok':>8} {'retired':>7} {'wall s':>7} {'× auto-repl':>11}"
     )
     lines = [head, "-" * len(head)]
@@ -60,7 +68,7 @@ def table(results: dict[tuple[str, str], list[SimResult]]) -> str:
         wall = statistics.median(r.wall_seconds for r in rs)
         downs = [d for r in rs for d in r.downtimes_minutes]
         lines.append(
-            f"{sc:11} {policy:12} {_pct(pooled_goodput(rs)):>7} {_pct(_mean(r.checkpoint for r in rs)):>6} "
+            f"{sc:11} {policy:23} {_pct(pooled_goodput(rs)):>7} {_pct(_mean(r.checkpoint for r in rs)):>6} "
             f"{_pct(_mean(r.failure_loss for r in rs)):>6} {_pct(_mean(r.queue_wait for r in rs)):>6} "
             f"{_q(downs, 0.5) or 0:7.0f} m {_q(downs, 0.9) or 0:7.0f} m "
             f"{_mean(r.failed_retry_gpu_hours for r in rs):18.0f} {_mean(r.spares_consumed for r in rs):7.1f} "
@@ -80,10 +88,10 @@ def seed000_check(results: dict[tuple[str, str], list[SimResult]]) -> str:
         rs = results.get(("seed000-1k", policy))
         if not rs:
             continue
-        a = analytic_goodput(mtbf_hours=8, checkpoint_interval_minutes=30, checkpoint_cost_minutes=1,
-                             remediation_minutes=remediation)
+        kw = dict(mtbf_hours=8, checkpoint_interval_minutes=30, checkpoint_cost_minutes=1, remediation_minutes=remediation)
         lines.append(
-            f"seed 000 {policy:12}: simulated {pooled_goodput(rs):.2%}, analytic {a.goodput:.2%}, published {published}%"
+            f"seed 000 {policy:12}: simulated {pooled_goodput(rs):.2%}, renewal model {goodput_renewal(**kw):.2%}, "
+            f"article's first-order {analytic_goodput(**kw).goodput:.2%}, published {published}%"
         )
     return "\n".join(lines)
 
@@ -100,8 +108,9 @@ def plots(results: dict[tuple[str, str], list[SimResult]]) -> list[Path]:
 
     fig, axes = plt.subplots(1, len(scenarios), figsize=(5 * len(scenarios), 4), squeeze=False)
     for ax, sc in zip(axes[0], scenarios):
-        goods = [pooled_goodput(results[(sc, p)]) * 100 for p in POLICY_NAMES]
-        ax.bar(POLICY_NAMES, goods, color=["#999", "#d95f02", "#7570b3", "#1b9e77"])
+        names = [p for p in (*POLICY_NAMES, *VARIANTS) if (sc, p) in results]
+        goods = [pooled_goodput(results[(sc, p)]) * 100 for p in names]
+        ax.bar(names, goods, color=["#999", "#d95f02", "#7570b3", "#1b9e77", "#66a61e"][: len(names)])
         ax.set_title(sc)
         ax.set_ylabel("goodput %")
         ax.set_ylim(max(0, min(goods) - 10), 100)
@@ -115,8 +124,9 @@ def plots(results: dict[tuple[str, str], list[SimResult]]) -> list[Path]:
 
     fig, axes = plt.subplots(1, len(scenarios), figsize=(5 * len(scenarios), 4), squeeze=False)
     for ax, sc in zip(axes[0], scenarios):
-        data = [[max(d, 0.1) for r in results[(sc, p)] for d in r.downtimes_minutes] or [0.1] for p in POLICY_NAMES]
-        ax.boxplot(data, labels=POLICY_NAMES, showfliers=True, whis=(10, 90))
+        names = [p for p in (*POLICY_NAMES, *VARIANTS) if (sc, p) in results]
+        data = [[max(d, 0.1) for r in results[(sc, p)] for d in r.downtimes_minutes] or [0.1] for p in names]
+        ax.boxplot(data, tick_labels=names, showfliers=True, whis=(10, 90))
         ax.set_yscale("log")
         ax.set_title(f"{sc}: downtime per incident")
         ax.set_ylabel("minutes (log)")
@@ -147,7 +157,7 @@ def main() -> None:
     if check:
         print(check)
     if "meta-16k" in scenarios:
-        worst = max(r.wall_seconds for p in POLICY_NAMES for r in results[("meta-16k", p)])
+        worst = max(r.wall_seconds for (sc, _), rs in results.items() if sc == "meta-16k" for r in rs)
         verdict = "OK" if worst <= TARGET_16K_SECONDS else "OVER TARGET"
         print(f"16,384 GPUs × 55 days: slowest run {worst:.2f} s (target ≤ {TARGET_16K_SECONDS:g} s): {verdict}")
     if not args.no_plots:

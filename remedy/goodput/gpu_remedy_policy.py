@@ -24,13 +24,15 @@ from datetime import datetime, timedelta, timezone
 from remedy.config import RemedySettings
 from remedy.domain.model import Node, NodeState
 from remedy.domain.xid import RemediationPath, Resolution, lookup
-from remedy.goodput.events import Process
-from remedy.goodput.policies import AUTO_DETECT_MINUTES, AUTO_GRACE_MINUTES, AUTO_JOIN_MINUTES, escalate
+from remedy.detect.signals import Signal as SignalRecord
+from remedy.detect.signals import SignalKind, classify
+from remedy.goodput.events import Process, Signal
+from remedy.goodput.policies import AUTO_DETECT_MINUTES, AUTO_GRACE_MINUTES, AUTO_JOIN_MINUTES, escalate, manual_steps
 from remedy.goodput.scenarios import REBOOT, RESET, RESTART
 from remedy.lemon.records import IncidentRecord, NodeHistory, ValidationRecord
 from remedy.lemon.scoring import score_fleet, select_for_retirement
 from remedy.safety.breaker import BreakerBoard, decide
-from remedy.safety.ladder import Attempt, AttemptOutcome, LadderExhausted, next_step
+from remedy.safety.ladder import Attempt, AttemptOutcome, LadderExhausted, Step, next_step
 from remedy.safety.scopes import FailureEvent, FleetView, SkipReason, Verdict
 
 try:  # wired in as it lands; until then the policy says what it lacks instead of re-implementing it
@@ -47,7 +49,11 @@ REBOOT_MINUTES = 15.0  # drain, reboot, wait Ready, verify (timeout 30)
 LEMON_REVIEW_MINUTES = 7 * 24 * 60.0  # lemon review weekly, the retirement budget's window
 SPARE_CYCLE_MINUTES = 24 * 60.0  # idle spares are re-validated daily (within the 72-h freshness window)
 
+# Faults without an XID: NotReady goes through triage's rule (remedy.detect.signals.classify); a fail-slow
+# node has no XID and no detector verdict in this model, so it gets the RESTART_APP ladder (assumption).
 _NO_XID_RESOLUTION = {"node-not-ready": Resolution.RESTART_BM, "fail-slow": Resolution.RESTART_APP}
+_BREAKER_HOLDS = (SkipReason.BREAKER_TRIPPED, SkipReason.BREAKER_OPEN, SkipReason.PROBE_IN_FLIGHT)
+_TIMED_PATHS = (RemediationPath.REPLACE, RemediationPath.REBOOT, RemediationPath.RESET_GPU)
 _LEVEL = {RemediationPath.RESET_GPU: RESET, RemediationPath.REBOOT: REBOOT}
 _FIX_MINUTES = {RemediationPath.RESET_GPU: RESET_MINUTES, RemediationPath.REBOOT: REBOOT_MINUTES}
 
@@ -85,6 +91,7 @@ class GpuRemedy:
         self.lemons: set[int] = set()
         self.retired_at: list[datetime] = []
         self._incidents: dict[int, list[IncidentRecord]] = {}
+        self._reviews: dict[str, Signal] = {}
         self._seen_incidents = 0
         sim.clock.spawn(self._lemon_review(sim))
         sim.clock.spawn(self._spare_cycling(sim))
@@ -121,7 +128,7 @@ class GpuRemedy:
         history = self.attempts.setdefault((inc.node, "xid" if fault.xid is not None else fault.kind.signal), [])
         while True:
             now = sim.clock.now
-            step = next_step(history, fault.xid, fault.gpu, resolution, at(now), self.settings.ladder)
+            step = self._next_step(sim, inc, history, resolution)
             if isinstance(step, LadderExhausted) or step.kind in (RemediationPath.ESCALATE, RemediationPath.IGNORE):
                 inc.actions.append("ladder-exhausted" if isinstance(step, LadderExhausted) else step.kind.value)
                 if inc.automatic_retries and inc.chain_success is None:
@@ -134,15 +141,21 @@ class GpuRemedy:
             needs_spare = step.kind is RemediationPath.REPLACE
             event = FailureEvent(name, at(inc.start), sim.topology(inc.node), needs_spare, fault.kind.name)
             decision = decide(event, self.board, self._fleet(sim, inc.node), at(now))
-            if decision.verdict is Verdict.HOLD:
-                if decision.skip and decision.skip.reason is SkipReason.ALREADY_IN_REMEDIATION:
+            if decision.verdict is Verdict.HOLD and decision.skip is not None:
+                reason = decision.skip.reason
+                if reason is SkipReason.ALREADY_IN_REMEDIATION:
                     pass  # our own earlier rung of this incident is still on the board: carry on
-                else:
-                    if decision.skip and decision.skip.reason in (SkipReason.BREAKER_TRIPPED, SkipReason.BREAKER_OPEN):
-                        sim.acc.breaker_holds += 1
-                    inc.actions.append(f"breaker-hold:{decision.skip.reason.value if decision.skip else '?'}")
+                elif reason in _BREAKER_HOLDS and decision.skip.scope:
+                    # Automation pauses in that scope; one person reviews it and re-closes the breaker
+                    # (BreakerBoard.approve_close), then the held incidents are decided again.
+                    sim.acc.breaker_holds += 1
+                    inc.actions.append(f"breaker-hold:{reason.value}")
+                    yield self._review(sim, decision.skip.scope)
+                    continue
+                else:  # capacity budget, spare reserve, detector suspect: a person takes this one
+                    inc.actions.append(f"hold:{reason.value}")
                     yield from escalate(sim, inc)
-                    sim.close(inc, "escalated-by-breaker")
+                    sim.close(inc, f"escalated:{reason.value}")
                     return
             wait = (step.not_before - at(now)).total_seconds() / 60.0
             if wait > 0:
@@ -180,6 +193,38 @@ class GpuRemedy:
                 return
             if slot is not None:  # put it back so the next rung (or a person) finds it where it was
                 sim.install(slot, inc.node)
+
+    def _next_step(self, sim, inc, history: list[Attempt], resolution: Resolution) -> Step | LadderExhausted:
+        """The ladder for XID and fail-slow faults; triage's NotReady rule (replace after the grace) otherwise."""
+        fault = inc.fault
+        if fault.kind.signal != SignalKind.NODE_NOT_READY.value:
+            return next_step(history, fault.xid, fault.gpu, resolution, at(sim.clock.now), self.settings.ladder)
+        grace = self.settings.signals.node_not_ready_seconds
+        when = max(sim.clock.now, inc.start + grace / 60.0)
+        verdict = classify(
+            SignalRecord(f"node-{inc.node:05d}", SignalKind.NODE_NOT_READY, value=(when - inc.start) * 60.0,
+                         at=at(when)),
+            self.settings.signals,
+        )
+        kind = verdict.path if verdict.path in _TIMED_PATHS else RemediationPath.ESCALATE
+        return Step(kind, 0, 1, timedelta(minutes=15), at(when), verdict.explanation)
+
+    def _review(self, sim, scope: str) -> Signal:
+        """One on-call review per paused scope; every incident held there waits for the same one."""
+        if scope not in self._reviews:
+            sig = Signal(sim.clock)
+            self._reviews[scope] = sig
+            sim.clock.spawn(self._run_review(sim, scope, sig))
+        return self._reviews[scope]
+
+    def _run_review(self, sim, scope: str, sig: Signal) -> Process:
+        yield sim.on_call.acquire()
+        steps = manual_steps(sim)
+        yield steps["page"] + steps["triage"]
+        self.board.approve_close(scope, "on-call", at(sim.clock.now))
+        sim.on_call.release()
+        del self._reviews[scope]
+        sig.fire(True)
 
     def _finish(self, sim, name: str, ok: bool) -> None:
         if self.board.is_active(name):

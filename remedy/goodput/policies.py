@@ -46,16 +46,29 @@ def manual_steps(sim) -> dict[str, float]:
 def human_replaces(sim, inc, steps: dict[str, float], *, restart: bool = True) -> Process:
     """An engineer cordons, drains and swaps the node for a spare, validates it and restarts the job.
 
-    A whole rack down is an upstream fault (PDU, switch): the engineer chases the facility fix,
-    then reboots the node back in place instead of spending a spare on it.
+    A whole rack down is an upstream fault (PDU, switch): the engineer swaps in a ready spare to get
+    the job back, and the pulled node rejoins the pool once the facility fix lands (no repair trip);
+    with no spare ready they chase the fix and bring the node back in place.
     """
     inc.human_acted = True
     sim.hold(inc)
     if inc.fault.needs == UPSTREAM:
-        yield max(0.0, inc.fault.clears_at - sim.clock.now)
-        sim.fix_in_place(inc.node, REBOOT)  # the node never left its slot
-        yield steps["validate"]
-        inc.actions.append("human-upstream-fix")
+        spare = sim.try_take_spare()
+        if spare is None:
+            yield max(0.0, inc.fault.clears_at - sim.clock.now)
+            sim.fix_in_place(inc.node, REBOOT)  # the node never left its slot
+            yield steps["validate"]
+            inc.actions.append("human-upstream-fix")
+        else:
+            slot = sim.pull(inc)
+            yield steps["replace"]
+            yield steps["validate"]
+            if slot is not None:
+                sim.install(slot, spare)
+            else:
+                sim.make_spare(spare)
+            sim.clock.spawn(_rejoin_after_upstream_fix(sim, inc))
+            inc.actions.append("human-swap-upstream")
         if restart:
             yield steps["restart"]
         sim.release(inc)
@@ -73,6 +86,12 @@ def human_replaces(sim, inc, steps: dict[str, float], *, restart: bool = True) -
     if restart:
         yield steps["restart"]
     sim.release(inc)
+
+
+def _rejoin_after_upstream_fix(sim, inc) -> Process:
+    yield max(0.0, inc.fault.clears_at - sim.clock.now)
+    sim.fix_in_place(inc.node, REBOOT)
+    sim.make_spare(inc.node)  # quarantined → spare, validated: nothing was wrong with the node itself
 
 
 def escalate(sim, inc) -> Process:
