@@ -24,8 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--gpus-per-node", type=int, default=8)
     serve.add_argument("--nodes-per-rack", type=int, default=8)
     serve.add_argument("--racks", type=int, default=None, help="number of racks (default: nodes / nodes-per-rack)")
-    serve.add_argument("--time-scale", type=float, default=1.0,
-                       help="real seconds per simulated second (0.01 = 100x faster grace periods and jobs)")
+    serve.add_argument("--time-scale", type=float, default=None,
+                       help="real seconds per simulated second (0.01 = 100x faster grace periods and jobs; "
+                            "default 1, or the saved state's)")
     serve.add_argument("--seed", type=int, default=0)
     serve.add_argument("--state", help="load this saved state instead of building a fresh cluster")
     serve.add_argument("--alert-url", help="POST Alertmanager v4 webhooks for injected faults here")
@@ -99,13 +100,14 @@ def cmd_serve(args) -> int:
 
     try:
         if args.state:
-            cluster = Cluster.load(args.state, time_scale=args.time_scale)
+            overrides = {"time_scale": args.time_scale} if args.time_scale is not None else {}
+            cluster = Cluster.load(args.state, **overrides)
             cluster.alert_url, cluster.alert_token = args.alert_url, args.alert_token
         else:
+            scale = 1.0 if args.time_scale is None else args.time_scale
             cluster = build_cluster(nodes=args.nodes, spares=args.spares, gpus_per_node=args.gpus_per_node,
-                                    racks=args.racks, nodes_per_rack=args.nodes_per_rack,
-                                    time_scale=args.time_scale, seed=args.seed, alert_url=args.alert_url,
-                                    alert_token=args.alert_token)
+                                    racks=args.racks, nodes_per_rack=args.nodes_per_rack, time_scale=scale,
+                                    seed=args.seed, alert_url=args.alert_url, alert_token=args.alert_token)
     except ValueError as exc:
         raise RemedyError(str(exc)) from None
     server = SimServer(cluster, port=args.port).start()

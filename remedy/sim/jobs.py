@@ -76,7 +76,13 @@ def _sync_gang(cluster: "Cluster", job: dict, pods: list[dict]) -> None:
             if not node:
                 pending.append(p)
     missing = int(job["spec"].get("parallelism", 1)) - live
-    if missing <= 0 and not pending:
+    if missing < 0:  # scaled down: remove the surplus, unplaced pods first (as the Job controller does)
+        surplus = sorted((p for p in pods if not finished(p) and not terminating(p)),
+                         key=lambda p: (bool(p["spec"].get("nodeName")), p["metadata"]["name"]))[:-missing]
+        for p in surplus:
+            delete_pod(cluster, *pod_key(p))
+        return True
+    if missing == 0 and not pending:
         return True
     ok, reasons, total = _candidates(cluster, _template_spec(job), occupied, cache_key=job["metadata"]["uid"])
     for pod in pending:
