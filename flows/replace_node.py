@@ -1,11 +1,12 @@
 """Replace a failed GPU node with a warm spare — the operator's runbook as a Prefect flow.
 
-    incident → gate → cordon + quarantine → drain (grace period) → select spare → promote spare
-             → validate spare if stale → job back to full size → failed node to repair → report
+    incident → breaker gate → cordon + quarantine → drain (grace period) → select spare → promote spare
+             → validate it if stale → verify it joined → job back to full size → failed node to repair → report
 
 Each step is one task that writes the ledger as it acts, so a re-run (duplicate trigger, crash) replays finished
 steps instead of repeating them: one incident gets at most one replacement. Before touching the failed node again
-the flow re-reads it; an operator's manual uncordon wins and is recorded, never undone.
+the flow re-reads it; an operator's manual uncordon wins and is recorded, never undone. A held gate (breaker open,
+budget or spare reserve) asks a person; no answer in time means the safe default: nothing is done.
 """
 
 from __future__ import annotations
@@ -17,22 +18,24 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from remedy import runtime
-from remedy.domain.model import NodeState
+from remedy.domain.model import IncidentStatus, NodeState
 from remedy.domain.timeline import Timeline
-from tasks.cluster import check_drift, cordon_node, drain_node, label_node, taint_node, wait_for_workload
-from tasks.ledger import open_incident, set_node_state, sync_fleet
-from tasks.spares import select_spare
+from tasks.cluster import (
+    check_drift, cordon_node, drain_node, label_node, resize_workload, taint_node, verify_joined, wait_for_workload,
+)
+from tasks.gate import check_breaker, close_breaker, record_remediation_outcome, wait_for_decision
+from tasks.ledger import open_incident, set_incident_status, set_node_state, sync_fleet
+from tasks.spares import select_spare, validate_spare
 
 
 def _run_name() -> str:
     from prefect.runtime import flow_run
 
     p = flow_run.parameters
-    cause = p.get("cause") or "fault"
-    return f"replace {p['node']} ({cause})"
+    return f"replace {p['node']} ({p.get('cause') or p.get('signal') or 'fault'})"
 
 
-@flow(name="replace-node", flow_run_name=_run_name, log_prints=False)
+@flow(name="replace-node", flow_run_name=_run_name)
 def replace_node(
     node: str,
     cause: str = "",
@@ -42,24 +45,33 @@ def replace_node(
     incident_id: int | None = None,
     detected_at: str | None = None,
     dry_run: bool | None = None,
-    workload_namespace: str = "training",
-    workload_job: str = "llm-pretrain",
-    workload_timeout_seconds: float = 600.0,
 ) -> dict[str, Any]:
     log = get_run_logger()
     settings = runtime.settings()
     dry_run = settings.dry_run if dry_run is None else dry_run
+    work = settings.workload
     timeline = Timeline.starting(detected_at)
     outcome: dict[str, Any] = {"node": node, "dry_run": dry_run, "replacement": None}
 
     # 1. Incident: attach to the one the receiver opened, or open it now (CLI / demo runs).
     sync_fleet()
     if incident_id is None:
-        incident = open_incident(node, signal, gpu=gpu, xid=xid, detail=cause)
-        incident_id = incident["id"]
+        incident_id = open_incident(node, signal, gpu=gpu, xid=xid, detail=cause)["id"]
     outcome["incident_id"] = incident_id
 
-    # 2. Gate: circuit breaker and capacity budget (deepened by the remediation issue).
+    # 2. Gate: circuit breakers per rack/switch/PDU/cluster, capacity budget, spare reserve.
+    gate = check_breaker(node, incident_id, signal=cause or signal, detected_at=timeline.detected_at.isoformat(),
+                         dry_run=dry_run)
+    outcome["gate"] = gate["explain"]
+    if not gate["act"]:
+        if gate["skip"] == "already-in-remediation":
+            return _report(outcome | {"status": "duplicate"}, timeline)
+        decision = _ask_to_proceed(gate, node, incident_id, dry_run)
+        outcome["approval"] = decision
+        if decision["decision"] != "approve":
+            set_incident_status(incident_id, IncidentStatus.ESCALATED.value, detail=gate["explain"])
+            return _report(outcome | {"status": "held"}, timeline)
+        timeline.mark("approved")
 
     # 3. Cordon and quarantine: nothing new lands on the node.
     cordon_node(node, reason=cause or signal, dry_run=dry_run, incident_id=incident_id)
@@ -71,53 +83,146 @@ def replace_node(
     drift = check_drift(node)
     if drift and not dry_run:
         log.warning("%s: %s — stopping, the operator's change stands", node, drift["what"])
+        set_incident_status(incident_id, IncidentStatus.ESCALATED.value, detail=f"operator: {drift['detail']}")
+        record_remediation_outcome(node, succeeded=False, incident_id=incident_id, dry_run=dry_run)
         return _report(outcome | {"status": "stopped-by-operator", "drift": drift}, timeline)
-    drained = drain_node(
-        node, grace_period_seconds=settings.drain.grace_period_seconds,
-        deadline_seconds=settings.drain.eviction_deadline_seconds, dry_run=dry_run, incident_id=incident_id,
-    )
+    drained = drain_node(node, grace_period_seconds=settings.drain.grace_period_seconds,
+                         deadline_seconds=settings.drain.eviction_deadline_seconds, dry_run=dry_run,
+                         incident_id=incident_id)
     outcome["drain"] = {k: drained[k] for k in ("evicted", "skipped", "not_evicted", "complete")}
     timeline.mark("drained")
 
     # 5. Select a spare: same GPU model, validated, not a lemon, away from a correlated failure.
     choice = select_spare(node, incident_id=incident_id)
-    if not choice.get("spare"):
-        log.error("no spare for %s: %s", node, choice.get("why"))
-        return _report(outcome | {"status": "no-spare", "why": choice.get("why")}, timeline)
+    if not choice["spare"]:
+        return _no_spare(node, choice["why"], incident_id, dry_run, outcome, timeline)
     spare = choice["spare"]
-    outcome["replacement"] = spare
-    outcome["spare_choice"] = choice.get("why")
+    outcome |= {"replacement": spare, "spare_choice": choice["why"]}
 
-    # 6. Promote the spare: untaint, label into the job's pool.
+    # 6. Validate the spare first if its last check is older than the freshness window.
+    if choice["needs_validation"]:
+        check = validate_spare(spare, dry_run=dry_run, incident_id=incident_id)
+        if not check["passed"]:
+            return _no_spare(node, f"{spare} failed validation: {check['summary']}", incident_id, dry_run,
+                             outcome, timeline)
+
+    # 7. Promote the spare: untaint, label into the job's pool, and check it really joined.
     taint_node(spare, dry_run=dry_run, remove=[settings.taints.spare], incident_id=incident_id)
-    label_node(spare, {settings.labels.pool: settings.labels.job_pool_value}, dry_run=dry_run, incident_id=incident_id)
-    set_node_state(spare, NodeState.ACTIVE.value, reason=f"replaces {node}", dry_run=dry_run, incident_id=incident_id)
+    label_node(spare, {settings.labels.pool: settings.labels.job_pool_value}, dry_run=dry_run,
+               incident_id=incident_id)
+    set_node_state(spare, NodeState.ACTIVE.value, reason=f"replaces {node}", dry_run=dry_run,
+                   incident_id=incident_id, replaces=node)
+    joined = verify_joined(spare, timeout_seconds=work.resume_timeout_seconds, dry_run=dry_run)
+    outcome["joined"] = joined
     timeline.mark("spare ready")
 
-    # 7. Resume the workload: the gang-scheduled job back at full size.
-    size = wait_for_workload(workload_namespace, workload_job, workload_timeout_seconds, dry_run=dry_run)
+    # 8. Resume the workload: the gang-scheduled job back at full size.
+    size = wait_for_workload(work.namespace, work.job, work.resume_timeout_seconds, dry_run=dry_run)
     outcome["workload"] = size
-    if size["full"] or dry_run:
+    if size["full"]:
         timeline.mark("job resumed")
 
-    # 8. Hand the failed node to repair.
-    set_node_state(node, NodeState.REPAIR.value, reason=f"replaced by {spare}", dry_run=dry_run, incident_id=incident_id)
+    # 9. Hand the failed node to repair; the remediation is over for the breaker.
+    set_node_state(node, NodeState.REPAIR.value, reason=f"replaced by {spare}", dry_run=dry_run,
+                   incident_id=incident_id)
+    ok = joined["joined"] and size["full"]
+    record_remediation_outcome(node, succeeded=ok, incident_id=incident_id, dry_run=dry_run)
+    set_incident_status(incident_id, (IncidentStatus.RESOLVED if ok else IncidentStatus.ESCALATED).value,
+                        detail=f"replaced by {spare}" if ok else f"replaced by {spare}: {joined['why']}")
     timeline.mark("to repair")
+    status = "planned" if dry_run else ("replaced" if ok else "replaced-not-joined")
+    return _report(outcome | {"status": status}, timeline)
 
-    status = "replaced" if size["full"] else "replaced-job-not-full"
-    return _report(outcome | {"status": "planned" if dry_run else status}, timeline)
+
+def _ask_to_proceed(gate: dict[str, Any], node: str, incident_id: int, dry_run: bool) -> dict[str, Any]:
+    """One approval per tripped scope: the failure that tripped it asks, the others held there wait on its answer."""
+    if dry_run:
+        return {"decision": "planned", "by": "", "reason": "dry-run: a person would be asked"}
+    settings = runtime.settings()
+    led = runtime.ledger()
+    scope = gate.get("scope")
+    kind = f"breaker:{scope}" if scope else f"hold:{gate['skip']}"
+    if scope and gate["skip"] == "breaker-open":
+        asked = [a for a in led.approvals() if a.kind == kind]
+        if asked:
+            return wait_for_decision(asked[-1].id, settings.approvals.timeout_seconds)
+    from tasks.approvals import request_approval
+
+    answer = request_approval(
+        kind=kind,
+        title=f"gpu-remedy paused automation: {gate['explain']}",
+        summary_markdown=_hold_summary(gate, node),
+        incident_id=incident_id,
+        node=node,
+        timeout_seconds=settings.approvals.timeout_seconds,
+        default_on_timeout="deny",
+    )
+    decision = {"decision": answer.decision, "by": answer.by, "reason": answer.reason,
+                "approval_id": answer.approval_id}
+    if scope and answer.decision == "approve":
+        close_breaker(scope, by=answer.by or "approver")
+    return decision
+
+
+def _hold_summary(gate: dict[str, Any], node: str) -> str:
+    lines = [f"**{node}**: {gate['explain']}", ""]
+    for t in gate.get("transitions", []):
+        lines.append(f"- breaker {t['scope_kind']} {t['scope']}: {t['from']} → {t['to']} — {t['reason']}")
+    lines += ["", "Approve to let automation act on the held failures (and re-close the breaker); deny or no "
+              "answer leaves the nodes as they are for a person to investigate."]
+    return "\n".join(lines)
+
+
+def _no_spare(node: str, why: str, incident_id: int, dry_run: bool, outcome: dict[str, Any],
+              timeline: Timeline) -> dict[str, Any]:
+    """No spare: never a half-replacement. Elastic jobs may shrink inside min:max; otherwise escalate."""
+    settings = runtime.settings()
+    work = settings.workload
+    log = get_run_logger()
+    log.error("no spare for %s: %s", node, why)
+    if work.min_nodes and work.when_no_spare == "shrink":
+        ready, desired = runtime.cluster().workload_size(work.namespace, work.job)
+        if desired - 1 >= work.min_nodes:
+            resize_workload(work.namespace, work.job, desired - 1, dry_run=dry_run, incident_id=incident_id)
+            timeline.mark("job shrunk")
+            set_incident_status(incident_id, IncidentStatus.ESCALATED.value,
+                                detail=f"no spare; job continues with {desired - 1} nodes (min {work.min_nodes})")
+            return _report(outcome | {"status": "shrunk", "why": why, "job_nodes": desired - 1}, timeline)
+    set_incident_status(incident_id, IncidentStatus.ESCALATED.value, detail=f"no spare: {why}")
+    record_remediation_outcome(node, succeeded=False, incident_id=incident_id, dry_run=dry_run)
+    _notify(f":rotating_light: gpu-remedy: {node} is quarantined and drained but no spare can replace it.\n{why}")
+    return _report(outcome | {"status": "no-spare", "why": why}, timeline)
+
+
+def _notify(text: str) -> None:
+    """Best-effort Slack notice (escalations must not fail because Slack does)."""
+    settings = runtime.settings()
+    token = settings.slack.bot_token.get_secret_value()
+    if not token:
+        return
+    try:
+        from remedy.adapters.slack import SlackNotifier
+
+        SlackNotifier(token, settings.slack.channel, base_url=settings.slack.base_url).post(text)
+    except Exception as exc:  # noqa: BLE001 — logged, never raised
+        get_run_logger().warning("Slack notice failed: %s", exc)
 
 
 def _report(outcome: dict[str, Any], timeline: Timeline) -> dict[str, Any]:
-    """Timeline to the run (table artifact) and a short story (markdown artifact)."""
+    """The story of the run: a timeline table artifact and a markdown summary."""
     rows = timeline.rows()
     node = outcome["node"]
     create_table_artifact(key=f"replace-{node}-timeline", table=rows, description=f"Replacement timeline for {node}")
     story = [f"### {node}: {outcome.get('status')}", ""]
+    if outcome.get("gate"):
+        story.append(f"- gate: {outcome['gate']}")
+    if outcome.get("approval"):
+        a = outcome["approval"]
+        story.append(f"- approval: {a['decision']}" + (f" by {a['by']}" if a.get("by") else ""))
     if outcome.get("replacement"):
-        story.append(f"- replacement: **{outcome['replacement']}** — {outcome.get('spare_choice', '')}")
+        story.append(f"- replacement: **{outcome['replacement']}** — {outcome.get('spare_choice', '').splitlines()[0]}")
     if outcome.get("why"):
-        story.append(f"- why nothing was replaced: {outcome['why']}")
+        story.append(f"- why not replaced: {outcome['why']}")
     if outcome.get("dry_run"):
         story.append("- dry-run: every step planned and recorded, nothing changed")
     story += ["", "| step | at | since detection |", "|---|---|---|"]

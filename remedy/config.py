@@ -98,6 +98,34 @@ class CapacityBudget(BaseModel):
     )
 
 
+class ApprovalSettings(BaseModel):
+    timeout_seconds: float = Field(
+        3600.0, gt=0, description="How long a paused flow waits for a person; then the safe default (deny) applies."
+    )
+    reminder_after_seconds: float = Field(
+        900.0, gt=0, description="Post a reminder when an approval is still open after this long."
+    )
+
+
+class WorkloadSettings(BaseModel):
+    """The gang-scheduled training job whose nodes gpu-remedy keeps at full size."""
+
+    namespace: str = Field("training", description="Namespace of the training Job.")
+    job: str = Field("llm-pretrain", description="Name of the training Job (batch/v1, parallelism = nodes).")
+    resume_timeout_seconds: float = Field(
+        600.0, gt=0, description="How long to wait for the job to be back at full size after a promotion."
+    )
+    min_nodes: int | None = Field(
+        None, ge=1,
+        description="Elastic jobs (torchrun --nnodes=MIN:MAX): the fewest nodes the job may run with. None = not elastic.",
+    )
+    when_no_spare: str = Field(
+        "wait", pattern="^(wait|shrink)$",
+        description="Elastic jobs with no spare ready: 'wait' for one (escalate), or 'shrink' the job by one node "
+        "while it stays at or above min_nodes (seed 003: torchrun continues with fewer nodes).",
+    )
+
+
 class SlackSettings(BaseModel):
     base_url: str = Field("https://slack.com/api/", description="Slack Web API base URL (a local stub in tests).")
     bot_token: SecretStr = Field(SecretStr(""), description="Bot token (xoxb-…); empty disables Slack.")
@@ -143,6 +171,8 @@ class RemedySettings(BaseSettings):
     health: HealthCheckSettings = Field(default_factory=HealthCheckSettings)
     lemon: LemonSettings = Field(default_factory=LemonSettings)
     nfs: NfsAuditSettings = Field(default_factory=NfsAuditSettings)
+    approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
+    workload: WorkloadSettings = Field(default_factory=WorkloadSettings)
     slack: SlackSettings = Field(default_factory=SlackSettings)
     aws: AwsSettings = Field(default_factory=AwsSettings)
     receiver: ReceiverSettings = Field(default_factory=ReceiverSettings)

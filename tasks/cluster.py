@@ -106,3 +106,22 @@ def wait_for_workload(namespace: str, job: str, timeout_seconds: float, dry_run:
         time.sleep(0.2)
         ready, desired = cluster.workload_size(namespace, job)
     return {"ready": ready, "desired": desired, "full": ready >= desired, "seconds": time.monotonic() - start}
+
+
+@task(name="verify_joined", task_run_name="verify-{node}-joined", timeout_seconds=900, **RETRY)
+def verify_joined(node: str, timeout_seconds: float, dry_run: bool) -> dict:
+    """Wait until the promoted node is Ready, schedulable and has every GPU allocatable."""
+    cluster = runtime.cluster()
+    start = time.monotonic()
+    ok, why = cluster.joined(node)
+    while not ok and not dry_run and time.monotonic() - start < timeout_seconds:
+        time.sleep(0.5)
+        ok, why = cluster.joined(node)
+    return {"node": node, "joined": ok or dry_run, "why": why, "seconds": round(time.monotonic() - start, 2)}
+
+
+@task(name="resize_workload", task_run_name="resize-{job}-to-{nodes}", timeout_seconds=120, **RETRY)
+def resize_workload(namespace: str, job: str, nodes: int, dry_run: bool, incident_id: int | None = None) -> dict:
+    return act("resize_workload", f"{namespace}/{job}",
+               lambda: runtime.cluster(dry_run).resize_workload(namespace, job, nodes),
+               incident_id=incident_id, dry_run=dry_run)

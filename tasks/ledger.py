@@ -42,7 +42,7 @@ def act(kind: str, node: str, fn: Callable[[], dict[str, Any]], *, incident_id: 
         base += ":dry-run"
     attempt_key = base
     if base:
-        earlier = [a for a in led.actions(kind=kind) if a.idempotency_key and a.idempotency_key.split("#")[0] == base]
+        earlier = [a for a in led.actions(key_prefix=base) if a.idempotency_key.split("#")[0] == base]
         done = [a for a in earlier if a.outcome in DONE]
         if done:
             return dict(done[-1].detail) | {"replayed": True}
@@ -80,7 +80,8 @@ def open_incident(node: str, signal: str, gpu: int | None = None, xid: int | Non
 
 @task(name="set_node_state", task_run_name="{node}-to-{state}", cache_policy=NO_CACHE, retries=3,
       retry_delay_seconds=[1, 2, 4], retry_condition_fn=transient_only)
-def set_node_state(node: str, state: str, reason: str, dry_run: bool, incident_id: int | None = None) -> dict:
+def set_node_state(node: str, state: str, reason: str, dry_run: bool, incident_id: int | None = None,
+                   replaces: str | None = None) -> dict:
     """Move the node in the lifecycle (ledger, checked by the state machine) and mirror it on the pool label."""
     target = NodeState(state)
     settings = runtime.settings()
@@ -89,12 +90,23 @@ def set_node_state(node: str, state: str, reason: str, dry_run: bool, incident_i
         led = runtime.ledger()
         if dry_run:
             current = led.get_node(node).state
-            return {"node": node, "from": current.value if current else None, "to": target.value, "dry_run": True}
+            return {"node": node, "from": current.value if current else None, "to": target.value, "dry_run": True,
+                    "replaces": replaces}
         rec = led.transition(node, target, reason=reason, requested_by=requester())
         runtime.cluster(dry_run).set_labels(node, {settings.labels.pool: target.value})
-        return {"node": node, "from": rec.from_state.value if rec.from_state else None, "to": target.value}
+        return {"node": node, "from": rec.from_state.value if rec.from_state else None, "to": target.value,
+                "replaces": replaces}
 
     return act(f"set_state_{target.value}", node, change, incident_id=incident_id, dry_run=dry_run)
+
+
+@task(name="set_incident_status", task_run_name="incident-{incident_id}-{status}", cache_policy=NO_CACHE,
+      retries=2, retry_delay_seconds=1, retry_condition_fn=transient_only)
+def set_incident_status(incident_id: int, status: str, detail: str = "") -> None:
+    from prefect.runtime import flow_run
+
+    runtime.ledger().set_incident_status(incident_id, IncidentStatus(status), detail=detail,
+                                         flow_run_id=str(flow_run.id) if flow_run.id else None)
 
 
 @task(name="sync_fleet", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2,
@@ -103,9 +115,17 @@ def sync_fleet() -> dict[str, int]:
     """Make sure every GPU node the cluster has is known to the ledger (topology facts only)."""
     led = runtime.ledger()
     nodes = runtime.cluster().list_gpu_nodes()
+    known = {r.name: r for r in led.nodes()}
+    adopted = 0
     for n in nodes:
-        led.upsert_node(n)
-    return {"nodes": len(nodes)}
+        old = known.get(n.name)
+        if old is not None and old.topology == n.topology and old.gpu_model == n.gpu_model and old.state is not None:
+            continue  # one read for the fleet, writes only for what is new or changed
+        rec = led.upsert_node(n)
+        if rec.state is None and n.state is not None:  # first sight: the pool label says where it is
+            led.transition(n.name, n.state, reason="adopted from pool label", requested_by=requester())
+            adopted += 1
+    return {"nodes": len(nodes), "adopted": adopted}
 
 
 def _topology(node: str) -> Topology | None:

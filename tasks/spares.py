@@ -60,3 +60,10 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
     if isinstance(choice, NoSpare):
         return {"spare": None, "needs_validation": False, "why": choice.explain()}
     return {"spare": choice.name, "needs_validation": choice.needs_validation, "why": choice.explain()}
+
+
+def validate_spare(spare: str, dry_run: bool, incident_id: int | None = None) -> dict:
+    """A stale spare is validated (quick suite) before it takes work."""
+    from tasks.health import validate_node
+
+    return validate_node(spare, level="quick", dry_run=dry_run, incident_id=incident_id)

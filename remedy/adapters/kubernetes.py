@@ -160,6 +160,31 @@ class KubernetesCluster:
         ready = int(status.get("ready") if status.get("ready") is not None else status.get("active") or 0)
         return ready, desired
 
+    def resize_workload(self, namespace: str, job: str, nodes: int) -> dict:
+        """Set the training Job's size (elastic jobs continue with fewer nodes inside their min:max range)."""
+        if self.dry_run:
+            return {"job": f"{namespace}/{job}", "parallelism": nodes, "dry_run": True}
+        body = {"spec": {"parallelism": nodes}}
+        self._call(f"resize job {namespace}/{job}", self.batch.patch_namespaced_job, job, namespace, body,
+                   _content_type=SMP, _preload_content=False)
+        return {"job": f"{namespace}/{job}", "parallelism": nodes}
+
+    def joined(self, name: str) -> tuple[bool, str]:
+        """Did the node really join the pool: Ready, schedulable, all its GPUs allocatable (seed 002 lost hours
+        to a replaced node that never rejoined)?"""
+        node = self.get_node(name)
+        problems = []
+        if not node.ready:
+            problems.append("not Ready")
+        if node.unschedulable:
+            problems.append("cordoned")
+        blocking = [k for k, e in node.taints.items() if e in ("NoSchedule", "NoExecute")]
+        if blocking:
+            problems.append("tainted " + ", ".join(sorted(blocking)))
+        if node.gpu_count and node.allocatable_gpus < node.gpu_count:
+            problems.append(f"only {node.allocatable_gpus}/{node.gpu_count} GPUs allocatable")
+        return (not problems, "; ".join(problems) or "Ready, schedulable, all GPUs allocatable")
+
     def _to_node(self, obj: dict) -> Node:
         meta, spec, status = obj.get("metadata", {}), obj.get("spec", {}), obj.get("status", {})
         labels: dict[str, str] = meta.get("labels") or {}

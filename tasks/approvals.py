@@ -1,0 +1,127 @@
+"""Human approval from inside a flow: ledger row → Slack message with buttons → pause for input → record, update.
+
+    outcome = request_approval(kind="replace", title="Replace gpu042?", summary_markdown="…", incident_id=7,
+                               node="gpu042", timeout_seconds=900)
+    if outcome.approved: …
+
+The run pauses with Prefect's `pause_flow_run(wait_for_input=ApprovalInput)`, so the same question shows in the
+Prefect UI as a form; the Slack buttons resume it through the receiver (remedy.receiver.slack). The first
+decision wins (ledger). No answer in time → the safe default, recorded as "timeout", and a reminder in Slack.
+Slack down or slow never breaks the flow: the failure is logged and recorded, and the UI path still works.
+Call it from the flow body (a pause cannot happen inside a task).
+"""
+
+from __future__ import annotations
+
+import math
+
+from prefect import get_run_logger
+from prefect.input import RunInput
+from pydantic import Field
+
+from remedy import runtime
+from remedy.approvals import messages
+from remedy.approvals.model import DECISIONS, ApprovalOutcome
+from remedy.domain.model import Action, ActionOutcome
+from remedy.errors import RemedyError
+from remedy.ledger.errors import LedgerConflict
+
+class ApprovalInput(RunInput):
+    """What a person answers (Prefect UI form, or the Slack receiver on a button press)."""
+
+    approve: bool = Field(False, description="Approve the proposed action (unticked = deny).")
+    reason: str = Field("", description="Why, in a few words (kept in the ledger).")
+    approver: str = Field("", description="Who decides (Slack user or your name).")
+
+
+def request_approval(*, kind: str, title: str, summary_markdown: str, incident_id: int | None, node: str | None,
+                     timeout_seconds: float, default_on_timeout: str = "deny", slack: bool = True,
+                     consequence: str = "nothing was changed") -> ApprovalOutcome:
+    """Ask a person; block this flow run (paused, not polling a task) until they answer or the timeout passes."""
+    from prefect.exceptions import FlowPauseTimeout
+    from prefect.flow_runs import pause_flow_run
+    from prefect.runtime import flow_run
+
+    log = get_run_logger()
+    if default_on_timeout not in ("approve", "deny"):
+        raise ValueError(f"default_on_timeout must be 'approve' or 'deny', got {default_on_timeout!r}")
+    if not timeout_seconds or timeout_seconds <= 0:
+        raise ValueError(f"approval timeout must be positive, got {timeout_seconds!r}")
+    if not flow_run.id:
+        raise RemedyError("request_approval must be called from inside a flow run (it pauses the run)")
+    led = runtime.ledger()
+    rec = led.request_approval(incident_id=incident_id, flow_run_id=str(flow_run.id), kind=kind)
+    log.info("approval %s (%s) requested: %s — waiting up to %g s", rec.id, kind, title, timeout_seconds)
+
+    notifier, ts = (messages.notifier(runtime.settings()) if slack else None), None
+    if notifier is not None:
+        blocks = messages.request_blocks(
+            approval_id=rec.id, flow_run_id=str(flow_run.id), title=title, summary=summary_markdown,
+            timeout_seconds=timeout_seconds, default_on_timeout=default_on_timeout, node=node, incident_id=incident_id)
+        ts = _slack(lambda: notifier.post(title, blocks), "post approval request", rec.id, node, incident_id)
+        if ts:
+            led.set_approval_slack_ts(rec.id, ts)
+
+    decided = led.get_approval(rec.id)
+    if decided.pending:  # a very fast answer may already be in the ledger: then there is nothing to wait for
+        form = ApprovalInput.with_initial_data(
+            description=f"**{title}**\n\n{summary_markdown}\n\nNo answer within {timeout_seconds:g} s → "
+                        f"**{default_on_timeout}**.", approve=False, reason="", approver="")
+        answer = None
+        try:
+            answer = pause_flow_run(wait_for_input=form, timeout=max(1, math.ceil(timeout_seconds)), poll_interval=1,
+                                    key=f"approval-{rec.id}")
+        except FlowPauseTimeout:
+            pass
+        if answer is not None:
+            by = answer.approver or "prefect-ui"
+            decision = "approve" if answer.approve else "deny"
+            _record(led, rec.id, decision, by, answer.reason)
+        else:
+            _record(led, rec.id, "timeout", "timeout", f"no answer within {timeout_seconds:g} s")
+        decided = led.get_approval(rec.id)
+
+    outcome = ApprovalOutcome(decision=decided.decision or "timeout", by=decided.decided_by or "",
+                              reason=decided.reason, approval_id=rec.id, default_on_timeout=default_on_timeout)
+    if decided.decision not in DECISIONS:
+        raise RemedyError(f"approval {rec.id} has an unknown decision {decided.decision!r} in the ledger")
+    log.info("approval %s: %s by %s%s", rec.id, outcome.decision, outcome.by,
+             f" → safe default {default_on_timeout}" if outcome.decision == "timeout" else "")
+
+    if notifier is not None and ts:
+        blocks = messages.decided_blocks(title=title, summary=summary_markdown, decision=outcome.decision,
+                                         by=outcome.by, reason=outcome.reason)
+        _slack(lambda: notifier.update(ts, messages.verdict_text(outcome.decision, outcome.by), blocks),
+               "update approval message", rec.id, node, incident_id)
+    if notifier is not None and outcome.decision == "timeout":
+        blocks = messages.reminder_blocks(title=title, timeout_seconds=timeout_seconds,
+                                          default_on_timeout=default_on_timeout, approval_id=rec.id,
+                                          consequence=consequence)
+        _slack(lambda: notifier.post(f"Reminder: no answer to '{title}'; took the safe default", blocks),
+               "post reminder", rec.id, node, incident_id)
+    return outcome
+
+
+def _record(led, approval_id: int, decision: str, by: str, reason: str) -> None:
+    try:
+        led.decide_approval(approval_id, decision=decision, decided_by=by, reason=reason)
+    except LedgerConflict:
+        pass  # the receiver recorded the first decision already; the ledger's answer is the one we use
+
+
+def _slack(call, what: str, approval_id: int, node: str | None, incident_id: int | None):
+    """Run one Slack call; on failure log it, record it in the ledger, and carry on without Slack."""
+    from remedy.adapters.slack import SlackError
+
+    try:
+        return call()
+    except SlackError as exc:
+        get_run_logger().warning("Slack: could not %s for approval %s: %s — the Prefect UI path still works",
+                                 what, approval_id, exc)
+        try:
+            runtime.ledger().start_action(Action(
+                kind="notify_slack", node=node or "fleet", outcome=ActionOutcome.FAILED, incident_id=incident_id,
+                error=f"{what}: {exc}"[:500], detail={"approval_id": approval_id}))
+        except Exception as rec_exc:  # recording is best effort too
+            get_run_logger().warning("could not record the Slack failure: %s", rec_exc)
+        return None

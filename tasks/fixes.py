@@ -1,0 +1,195 @@
+"""In-place fix steps as Prefect tasks: restart the job's pods, quarantine/release, GPU reset, reboot, NVML verify.
+
+Each side effect goes through `tasks.ledger.act` with a key scoped to the ladder attempt (`fix-<attempt id>:…`),
+so a retried task replays instead of acting twice, while a later attempt in the same incident (reset, then
+reboot) really acts again. `dry_run` is passed down to the adapters, never branched on here.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from remedy import runtime
+from remedy.adapters.cluster import NodeJobSpec, Taint
+from remedy.domain.model import NodeState
+from tasks.ledger import act, requester
+from tasks.retry import transient_only
+
+RETRY = dict(retries=2, retry_delay_seconds=[1, 2], retry_condition_fn=transient_only, cache_policy=NO_CACHE)
+NVIDIA_SMI_IMAGE = "nvcr.io/nvidia/cuda:12.8.0-base-ubuntu22.04"
+
+
+def _key(attempt_id: int, what: str) -> str:
+    return f"fix-{attempt_id}:{what}"
+
+
+@task(name="restart_app", task_run_name="restart-app-{node}", timeout_seconds=300, **RETRY)
+def restart_app(node: str, namespace: str, attempt_id: int, dry_run: bool, incident_id: int | None = None) -> dict:
+    """Delete the training pods on the node (the job controller recreates them). The node stays in the pool."""
+    cluster = runtime.cluster(dry_run)
+
+    def restart() -> dict:
+        pods = [p for p in cluster.pods_on_node(node) if p["metadata"].get("namespace") == namespace
+                and not _daemon(p)]
+        names = [p["metadata"]["name"] for p in pods]
+        if not cluster.dry_run:
+            from kubernetes.client.exceptions import ApiException
+
+            for name in names:
+                try:
+                    cluster.core.delete_namespaced_pod(name, namespace, _request_timeout=cluster._timeout)
+                except ApiException as exc:
+                    if exc.status != 404:  # already gone: the goal is reached
+                        raise
+            cluster.record_event(node, reason="RemedyRestartApp",
+                                 message=f"Restarted {len(names)} training pod(s) in {namespace}; node stays in")
+        return {"node": node, "namespace": namespace, "restarted": names, "dry_run": cluster.dry_run}
+
+    return act("restart_app", node, restart, incident_id=incident_id, dry_run=dry_run,
+               key=_key(attempt_id, "restart_app"))
+
+
+def _daemon(pod: dict) -> bool:
+    return any(o.get("kind") == "DaemonSet" for o in pod["metadata"].get("ownerReferences") or [])
+
+
+@task(name="quarantine_node", task_run_name="quarantine-{node}", timeout_seconds=120, **RETRY)
+def quarantine_node(node: str, reason: str, attempt_id: int, dry_run: bool, incident_id: int | None = None) -> dict:
+    """Cordon + quarantine taint + ledger state quarantined (mirrored on the pool label)."""
+    settings = runtime.settings()
+    cluster = runtime.cluster(dry_run)
+    kw = dict(incident_id=incident_id, dry_run=dry_run)
+    out = {
+        "cordon": act("cordon_node", node, lambda: asdict(cluster.cordon(node, reason=reason, by=requester())),
+                      key=_key(attempt_id, "cordon"), **kw),
+        "taint": act("taint_node", node, lambda: asdict(cluster.set_taints(
+            node, add=[Taint(settings.taints.quarantine)])), key=_key(attempt_id, "taint"), **kw),
+    }
+    out["state"] = _set_state(node, NodeState.QUARANTINED, reason, attempt_id, dry_run, incident_id)
+    return out
+
+
+@task(name="release_node", task_run_name="release-{node}", timeout_seconds=120, **RETRY)
+def release_node(node: str, reason: str, attempt_id: int, dry_run: bool, incident_id: int | None = None) -> dict:
+    """Back in service after a verified fix: uncordon, untaint, ledger state active."""
+    settings = runtime.settings()
+    cluster = runtime.cluster(dry_run)
+    kw = dict(incident_id=incident_id, dry_run=dry_run)
+    out = {
+        "untaint": act("untaint_node", node, lambda: asdict(cluster.set_taints(
+            node, remove=[settings.taints.quarantine])), key=_key(attempt_id, "untaint"), **kw),
+        "uncordon": act("uncordon_node", node, lambda: asdict(cluster.uncordon(node, reason=reason, by=requester())),
+                        key=_key(attempt_id, "uncordon"), **kw),
+    }
+    out["state"] = _set_state(node, NodeState.ACTIVE, reason, attempt_id, dry_run, incident_id)
+    return out
+
+
+def _set_state(node: str, state: NodeState, reason: str, attempt_id: int, dry_run: bool,
+               incident_id: int | None) -> dict:
+    settings = runtime.settings()
+
+    def change() -> dict:
+        led = runtime.ledger()
+        if dry_run:
+            current = led.get_node(node).state
+            return {"node": node, "from": current.value if current else None, "to": state.value, "dry_run": True}
+        rec = led.transition(node, state, reason=reason, requested_by=requester(),
+                             idempotency_key=_key(attempt_id, f"state-{state.value}"))
+        runtime.cluster(dry_run).set_labels(node, {settings.labels.pool: state.value})
+        return {"node": node, "from": rec.from_state.value if rec.from_state else None, "to": state.value}
+
+    return act(f"set_state_{state.value}", node, change, incident_id=incident_id, dry_run=dry_run,
+               key=_key(attempt_id, f"set_state_{state.value}"))
+
+
+@task(name="drain_for_fix", task_run_name="drain-{node}", timeout_seconds=1800, **RETRY)
+def drain_for_fix(node: str, attempt_id: int, dry_run: bool, incident_id: int | None = None) -> dict:
+    settings = runtime.settings()
+
+    def drain() -> dict:
+        report = runtime.cluster(dry_run).drain(node, grace_period_seconds=settings.drain.grace_period_seconds,
+                                                deadline_seconds=settings.drain.eviction_deadline_seconds)
+        return asdict(report) | {"complete": report.complete}
+
+    return act("drain_node", node, drain, incident_id=incident_id, dry_run=dry_run, key=_key(attempt_id, "drain"))
+
+
+def _job(node: str, check: str, attempt_id: int, dry_run: bool, incident_id: int | None, *, command=(), env=(),
+         privileged=False, timeout_seconds: int = 600, image: str | None = None) -> dict:
+    spec = NodeJobSpec(name=f"remedy-{check}-{node}-{attempt_id}", node=node, check=check, command=tuple(command),
+                       env=tuple(env), privileged=privileged, timeout_seconds=timeout_seconds,
+                       **({"image": image} if image else {}))
+    return act(f"job_{check}", node, lambda: asdict(runtime.cluster(dry_run).run_node_job(spec)),
+               incident_id=incident_id, dry_run=dry_run, key=_key(attempt_id, f"job-{check}"))
+
+
+@task(name="reset_gpu", task_run_name="reset-gpu-{node}", timeout_seconds=1800, **RETRY)
+def reset_gpu(node: str, gpu: int | None, attempt_id: int, dry_run: bool, incident_id: int | None = None,
+              timeout_seconds: int = 300) -> dict:
+    """`nvidia-smi -r -i N` in a privileged Job on the node (all GPUs when the fault names none)."""
+    index = "all" if gpu is None else str(gpu)
+    command = ("nvidia-smi", "-r") + (() if gpu is None else ("-i", index))
+    return _job(node, "gpu-reset", attempt_id, dry_run, incident_id, command=command,
+                env=(("GPU_INDEX", index),), privileged=True, timeout_seconds=timeout_seconds,
+                image=NVIDIA_SMI_IMAGE)
+
+
+@task(name="verify_gpus", task_run_name="verify-{node}", timeout_seconds=1800, **RETRY)
+def verify_gpus(node: str, attempt_id: int, dry_run: bool, incident_id: int | None = None,
+                phase: str = "after-fix") -> dict:
+    """The NVML probe Job on the node; its JSON report's verdict says whether the fix held."""
+    from remedy.health.suite import CheckOutputError, probe_output_result, suite_for
+
+    settings = runtime.settings()
+    spec = next(c for c in suite_for("quick", settings.health) if c.check == "nvml-probe")
+    job = _job(node, "nvml-probe", attempt_id, dry_run, incident_id, command=spec.command,
+               timeout_seconds=spec.timeout_seconds)
+    if job.get("dry_run"):
+        return {"verdict": "planned", "passed": True, "reasons": [], "job": job["name"]}
+    try:
+        result = probe_output_result(job.get("logs", ""))
+    except CheckOutputError as exc:
+        return {"verdict": "error", "passed": False, "reasons": [str(exc)], "job": job["name"]}
+    verdict = result.verdict.value
+    return {"verdict": verdict, "passed": verdict != "fail", "reasons": result.reasons, "job": job["name"]}
+
+
+@task(name="reboot_node", task_run_name="reboot-{node}", timeout_seconds=600, **RETRY)
+def reboot_node(node: str, attempt_id: int, dry_run: bool, incident_id: int | None = None) -> dict:
+    """EC2 reboot when the node is an EC2 instance (and we talk to a real cluster), else a privileged reboot Job."""
+    from remedy.adapters.aws import Ec2Nodes, instance_id_from_provider_id
+    from remedy.config import ClusterMode
+
+    settings = runtime.settings()
+    live = runtime.cluster().get_node(node)
+    instance = instance_id_from_provider_id(live.provider_id)
+    # The simulator's providerIDs are made up: rebooting "its" instance would reboot nothing.
+    if instance and settings.cluster.mode is not ClusterMode.SIMULATOR:
+        cloud = Ec2Nodes.from_settings(settings, dry_run=dry_run)
+        return act("reboot_instance", node, lambda: asdict(cloud.reboot(instance)) | {"via": "ec2"},
+                   incident_id=incident_id, dry_run=dry_run, key=_key(attempt_id, "reboot"))
+    job = _job(node, "reboot", attempt_id, dry_run, incident_id, command=("systemctl", "reboot"), privileged=True,
+               timeout_seconds=300)
+    return job | {"via": "job"}
+
+
+@task(name="wait_node_ready", task_run_name="wait-ready-{node}", timeout_seconds=7200, cache_policy=NO_CACHE)
+def wait_node_ready(node: str, timeout_seconds: float, dry_run: bool, down_grace_seconds: float = 120.0) -> dict:
+    """Wait for the reboot to take the node NotReady, then for it to be Ready again."""
+    if dry_run:
+        return {"ready": True, "saw_not_ready": False, "seconds": 0.0, "dry_run": True}
+    cluster = runtime.cluster()
+    start = time.monotonic()
+    saw_down = False
+    while time.monotonic() - start < timeout_seconds:
+        ready = cluster.get_node(node).ready
+        saw_down = saw_down or not ready
+        if ready and (saw_down or time.monotonic() - start > min(down_grace_seconds, timeout_seconds / 2)):
+            return {"ready": True, "saw_not_ready": saw_down, "seconds": round(time.monotonic() - start, 2)}
+        time.sleep(0.2)
+    return {"ready": False, "saw_not_ready": saw_down, "seconds": round(time.monotonic() - start, 2)}

@@ -1,0 +1,187 @@
+"""The breaker gate as Prefect tasks: the decision is `remedy.safety.breaker.decide`, the state is the ledger.
+
+The board is never stored on its own: it is rebuilt from the ledger's append-only rows (every gate decision, every
+breaker transition, every remediation outcome) under a lock, decided on, and the new rows written before the lock
+is released. So concurrent failures (a rack storm) are decided one at a time, in arrival order, and the board
+survives restarts. Every transition is recorded in the ledger, emitted as a Prefect event and shown on the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from remedy import runtime
+from remedy.domain.model import Action, ActionOutcome, NodeState, Topology
+from remedy.safety.board import BreakerBoard
+from remedy.safety.breaker import decide
+from remedy.safety.scopes import BreakerState, BreakerTransition, Decision, FailureEvent, FleetView
+from tasks.ledger import requester
+from tasks.retry import transient_only
+
+GATE_KIND = "gate_decision"
+OUTCOME_KIND = "remediation_finished"
+_thread_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def breaker_lock() -> Iterator[None]:
+    """Serialise gate decisions across threads and processes sharing the ledger."""
+    url = runtime.settings().db_url
+    with _thread_lock:
+        if url.startswith("sqlite"):
+            path = Path(url.split("///", 1)[-1] + ".breaker.lock")
+            with open(path, "a+") as fh:
+                fcntl.flock(fh, fcntl.LOCK_EX)
+                try:
+                    yield
+                finally:
+                    fcntl.flock(fh, fcntl.LOCK_UN)
+        else:  # PostgreSQL: a session advisory lock held on one connection for the decision
+            from sqlalchemy import text
+
+            with runtime.ledger().engine.connect() as conn:
+                conn.execute(text("SELECT pg_advisory_lock(727372)"))
+                try:
+                    yield
+                finally:
+                    conn.execute(text("SELECT pg_advisory_unlock(727372)"))
+                    conn.commit()
+
+
+def load_board() -> BreakerBoard:
+    """Rebuild the breaker board from the ledger (real decisions only: dry-runs never move a breaker)."""
+    settings, led = runtime.settings(), runtime.ledger()
+    decisions = [Decision.from_dict(a.detail["decision"]) for a in led.actions(kind=GATE_KIND)
+                 if not a.dry_run and a.detail.get("decision")]
+    transitions = [
+        BreakerTransition(e.scope_kind, e.scope, BreakerState(e.from_state), BreakerState(e.to_state), e.reason,
+                          e.at, e.by)
+        for e in led.breaker_events()
+    ]
+    outcomes = [(a.node, a.finished_at or a.started_at) for a in led.actions(kind=OUTCOME_KIND) if not a.dry_run]
+    return BreakerBoard.rebuild(decisions, transitions, outcomes, settings.breaker, settings.budget)
+
+
+def fleet_view(board: BreakerBoard) -> FleetView:
+    """Managed GPU nodes per scope, ready spares, what is already out, what the detector flags."""
+    led = runtime.ledger()
+    nodes = runtime.cluster().list_gpu_nodes()
+    serving = [n for n in nodes if n.state not in (NodeState.SPARE, NodeState.BURN_IN, NodeState.RETIRED,
+                                                   NodeState.REPAIR)]
+    ready_spares = sum(1 for n in nodes if n.state is NodeState.SPARE and n.ready)
+    in_remediation = {n.name for n in nodes if n.state is NodeState.QUARANTINED}
+    open_incidents = {i.node for i in led.incidents(status="open", severity="critical")}
+    claims = {a.detail.get("replaces") for a in led.actions(kind="set_state_active")
+              if a.outcome is ActionOutcome.SUCCEEDED and a.detail.get("replaces")}
+    return FleetView.from_nodes(serving, ready_spares=ready_spares, in_remediation=in_remediation - set(board.active),
+                                flagged=open_incidents, spare_claims=claims - {None})
+
+
+def _record_transitions(transitions: list[BreakerTransition] | tuple[BreakerTransition, ...]) -> None:
+    led = runtime.ledger()
+    for t in transitions:
+        led.record_breaker_event(t.scope_kind, t.scope, t.from_state.value, t.to_state.value, reason=t.reason,
+                                 by=t.by)
+        _emit_breaker_event(t)
+
+
+def _emit_breaker_event(t: BreakerTransition) -> None:
+    try:
+        from prefect.events import emit_event
+
+        emit_event(
+            event=f"remedy.breaker.{t.to_state.value}",
+            resource={"prefect.resource.id": f"remedy.breaker.{t.scope_kind}.{t.scope}",
+                      "prefect.resource.name": f"{t.scope_kind} {t.scope}"},
+            payload=t.to_dict(),
+        )
+    except Exception:  # the ledger row is the record; the event is a notification
+        pass
+
+
+@task(name="check_breaker", task_run_name="breaker-gate-{node}", cache_policy=NO_CACHE, retries=2,
+      retry_delay_seconds=1, retry_condition_fn=transient_only)
+def check_breaker(node: str, incident_id: int | None, signal: str, detected_at: str, dry_run: bool,
+                  needs_spare: bool = True, takes_node_out: bool = True) -> dict[str, Any]:
+    """ACT or HOLD for this failure, with the reason in plain words and the breaker transitions it caused."""
+    led = runtime.ledger()
+    key = f"incident-{incident_id}:{GATE_KIND}" + (":dry-run" if dry_run else "")
+    with breaker_lock():
+        earlier = led.find_action(key)
+        if earlier is not None:  # a re-run (or a concurrent duplicate) of this incident: decided once
+            return dict(earlier.detail) | {"replayed": True}
+        board = load_board()
+        now = datetime.now(timezone.utc)
+        cooled = board.cool_downs(now)
+        topo: Topology = led.get_node(node).topology
+        at = min(datetime.fromisoformat(detected_at), now)
+        failure = FailureEvent(node, at, topo, needs_spare=needs_spare, signal=signal, takes_node_out=takes_node_out)
+        decision = decide(failure, board, fleet_view(board), now)
+        detail = {"act": decision.acted, "explain": decision.explain(),
+                  "skip": decision.skip.reason.value if decision.skip else None,
+                  "scope": decision.skip.scope if decision.skip else None,
+                  "transitions": [t.to_dict() for t in (*cooled, *decision.transitions)],
+                  "decision": decision.to_dict()}
+        record, _ = led.start_action(Action(kind=GATE_KIND, node=node, requested_by=requester(), dry_run=dry_run,
+                                            incident_id=incident_id, idempotency_key=key))
+        led.finish_action(record.id, ActionOutcome.SUCCEEDED if decision.acted else ActionOutcome.SKIPPED,
+                          error="" if decision.acted else decision.explain(), detail=detail)
+        if not dry_run:
+            _record_transitions([*cooled, *decision.transitions])
+    return detail
+
+
+@task(name="record_remediation_outcome", task_run_name="outcome-{node}", cache_policy=NO_CACHE, retries=2,
+      retry_delay_seconds=1)
+def record_remediation_outcome(node: str, succeeded: bool, incident_id: int | None, dry_run: bool) -> list[dict]:
+    """Tell the board a remediation ended: frees its capacity; a half-open probe closes or re-opens its scope."""
+    led = runtime.ledger()
+    with breaker_lock():
+        board = load_board()
+        now = datetime.now(timezone.utc)
+        # dry-run decisions never entered the board, so their outcomes do not leave it either
+        transitions = [] if dry_run or not board.is_active(node) else board.record_outcome(node, succeeded, now)
+        record, new = led.start_action(Action(kind=OUTCOME_KIND, node=node, requested_by=requester(),
+                                              dry_run=dry_run, incident_id=incident_id,
+                                              idempotency_key=f"incident-{incident_id}:{OUTCOME_KIND}:{node}"
+                                              + (":dry-run" if dry_run else "")))
+        if new:
+            led.finish_action(record.id, ActionOutcome.SUCCEEDED, detail={"succeeded": succeeded})
+            if not dry_run:
+                _record_transitions(transitions)
+    return [t.to_dict() for t in transitions]
+
+
+@task(name="close_breaker", task_run_name="close-breaker-{scope}", cache_policy=NO_CACHE)
+def close_breaker(scope: str, by: str) -> list[dict]:
+    """A person approved: re-close the scope's breaker (the failures it explained are forgotten)."""
+    with breaker_lock():
+        board = load_board()
+        transitions = board.approve_close(scope, by, datetime.now(timezone.utc))
+        _record_transitions(transitions)
+    return [t.to_dict() for t in transitions]
+
+
+@task(name="wait_for_decision", task_run_name="wait-approval-{approval_id}", cache_policy=NO_CACHE,
+      timeout_seconds=24 * 3600)
+def wait_for_decision(approval_id: int, timeout_seconds: float) -> dict[str, Any]:
+    """Held work whose scope already has an approval request waits for that one decision (one Slack message)."""
+    led = runtime.ledger()
+    deadline = time.monotonic() + timeout_seconds
+    while time.monotonic() < deadline:
+        a = led.get_approval(approval_id)
+        if a.decision:
+            return {"decision": a.decision, "by": a.decided_by or "", "reason": a.reason, "approval_id": a.id}
+        time.sleep(0.5)
+    return {"decision": "timeout", "by": "", "reason": f"no decision within {timeout_seconds:.0f} s",
+            "approval_id": approval_id}

@@ -1,0 +1,68 @@
+"""Health checks on a node as Kubernetes Jobs: run the level's suite, judge each check's output, record it.
+
+The suite (which checks, commands, timeouts) is `remedy.health.suite_for`; the verdict of each output is
+`remedy.health.parse_check_output`. Here: run the Jobs (concurrently, one node's checks in sequence), write the
+validation to the ledger, and keep a progress artifact current while a long suite runs.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from remedy import runtime
+from remedy.adapters.cluster import NodeJobSpec
+from remedy.health import CheckOutputError, parse_check_output, suite_for
+from tasks.ledger import act, requester
+from tasks.retry import transient_only
+
+
+def run_check(node: str, spec, gpu_model: str | None, dry_run: bool) -> dict[str, Any]:
+    """One check Job on one node → its judged result (a Job that did not finish is a fail with the reason)."""
+    settings = runtime.settings()
+    name = f"{spec.id}-{node}-{uuid.uuid4().hex[:5]}"
+    job = runtime.cluster(dry_run).run_node_job(NodeJobSpec(
+        name=name, node=node, check=spec.check, command=tuple(spec.command), privileged=spec.privileged,
+        timeout_seconds=spec.timeout_seconds,
+    ))
+    if job.dry_run:
+        return {"id": spec.id, "check": spec.check, "verdict": "planned", "reasons": [], "job": name}
+    try:
+        result = parse_check_output(spec.check, job.logs, settings.health, gpu_model=gpu_model)
+        verdict, reasons, measurements = result.verdict.value, list(result.reasons), result.measurements
+    except CheckOutputError as exc:
+        verdict, reasons, measurements = "fail", [f"unreadable output: {exc}"], {}
+    if job.phase == "Timeout":
+        verdict, reasons = "fail", [f"Job did not finish within {spec.timeout_seconds} s"] + reasons
+    return {"id": spec.id, "check": spec.check, "verdict": verdict, "reasons": reasons, "job": name,
+            "seconds": round(job.seconds, 2), "measurements": _jsonable(measurements)}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+@task(name="validate_node", task_run_name="validate-{node}-{level}", cache_policy=NO_CACHE,
+      timeout_seconds=6 * 3600, retries=1, retry_delay_seconds=5, retry_condition_fn=transient_only)
+def validate_node(node: str, level: str, dry_run: bool, incident_id: int | None = None) -> dict[str, Any]:
+    """Run the level's single-node checks on `node`; record the validation (pass = every check passed)."""
+    settings = runtime.settings()
+    gpu_model = runtime.cluster().get_node(node).gpu_model or None
+    results = [run_check(node, spec, gpu_model, dry_run)
+               for spec in suite_for(level, settings.health) if not spec.multi_node]
+    failed = [r for r in results if r["verdict"] == "fail"]
+    passed = not failed
+    summary = "; ".join(f"{r['id']}: {', '.join(r['reasons']) or r['verdict']}" for r in failed) or "all checks passed"
+    if not dry_run:
+        runtime.ledger().record_validation(node, level=level, passed=passed, requested_by=requester(),
+                                           summary={"checks": results})
+    return {"node": node, "level": level, "passed": passed, "summary": summary, "checks": results}
