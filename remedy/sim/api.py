@@ -22,7 +22,9 @@ from remedy.sim.disruption import evict
 from remedy.sim.objects import random_suffix
 from remedy.sim.patch import json_patch, merge_patch, strategic_merge
 from remedy.sim.selectors import parse_field_selector, parse_label_selector
-from remedy.sim.store import ApiError, bad_request, conflict, deep_copy, dumps, invalid, not_found, now_iso
+from remedy.sim.store import (
+    ApiError, bad_request, conflict, deep_copy, dumps, invalid, normalize_times, not_found, now_iso,
+)
 from remedy.sim.tables import table
 
 JSON = "application/json"
@@ -251,6 +253,7 @@ def _create(cluster: Cluster, res, ns, obj, dry_run: bool) -> Reply:
     meta["generation"] = 1
     validation.validate(res.kind, obj)
     meta["uid"] = str(uuid.uuid4())
+    normalize_times(obj)
     _default(cluster, res.kind, obj)
     if res.kind == "Job":
         _fix_job_selector(obj)
@@ -352,6 +355,7 @@ def _write(cluster: Cluster, res, ns: str, name: str, sub: str | None, compute, 
         if new.get("spec") != current.get("spec") and "generation" in current["metadata"]:
             new["metadata"]["generation"] = int(current["metadata"]["generation"]) + 1
         validation.validate(res.kind, new)
+        normalize_times(new)
         if dry_run:
             return ok(new)
         cluster.store.put(res.kind, new, expect_rv=cur_rv)

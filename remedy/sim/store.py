@@ -33,7 +33,33 @@ def now_iso() -> str:
 
 
 def parse_iso(value: str) -> datetime:
-    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    """RFC 3339 with or without fractions/offset (what clients send); naive means UTC."""
+    dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+# metav1.Time fields: the real server stores them at second precision in UTC ("2026-01-02T03:04:05Z").
+TIME_FIELDS = frozenset({
+    "creationTimestamp", "deletionTimestamp", "firstTimestamp", "lastTimestamp", "lastTransitionTime",
+    "lastHeartbeatTime", "lastProbeTime", "lastUpdateTime", "startTime", "completionTime", "startedAt",
+    "finishedAt", "timeAdded",
+})
+
+
+def normalize_times(value) -> None:
+    """Rewrite every metav1.Time field in place to the server's canonical form (bad values are left alone)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k in TIME_FIELDS and isinstance(v, str) and v:
+                try:
+                    value[k] = parse_iso(v).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+                except ValueError:
+                    pass
+            else:
+                normalize_times(v)
+    elif isinstance(value, list):
+        for v in value:
+            normalize_times(v)
 
 
 def deep_copy(value):

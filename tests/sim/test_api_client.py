@@ -224,3 +224,22 @@ def test_not_ready_node_taints_and_noexecute_eviction(sim, core, batch):
     wait_for(lambda: not core.list_namespaced_pod("training", field_selector="spec.nodeName=gpu002").items, timeout=8)
     events = core.list_event_for_all_namespaces(field_selector="involvedObject.name=gpu002,involvedObject.kind=Node")
     assert "NodeNotReady" in [e.reason for e in events.items]
+
+
+def test_events_create_list_by_involved_object_with_server_timestamps(core):
+    from datetime import datetime, timezone
+
+    when = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=timezone.utc)
+    for node, reason in (("gpu001", "RemedyCordoned"), ("gpu002", "RemedyDrained")):
+        core.create_namespaced_event("default", client.CoreV1Event(
+            metadata=client.V1ObjectMeta(generate_name=f"{node}."),
+            involved_object=client.V1ObjectReference(kind="Node", name=node, uid=node),
+            reason=reason, message=f"{reason} by gpu-remedy", type="Normal",
+            first_timestamp=when, last_timestamp=when, count=1))
+    mine = core.list_namespaced_event("default", field_selector="involvedObject.kind=Node,involvedObject.name=gpu001")
+    assert [e.reason for e in mine.items] == ["RemedyCordoned"]
+    assert mine.items[0].metadata.name.startswith("gpu001.") and len(mine.items[0].metadata.name) == len("gpu001.") + 5
+    raw = json.loads(core.list_namespaced_event("default", field_selector="reason=RemedyDrained",
+                                                _preload_content=False).data)
+    assert raw["items"][0]["lastTimestamp"] == "2026-01-02T03:04:05Z"  # metav1.Time: seconds, UTC
+    assert core.list_event_for_all_namespaces(field_selector="involvedObject.name!=gpu001,reason=RemedyCordoned").items == []
