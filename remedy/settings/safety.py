@@ -109,6 +109,12 @@ class LadderSettings(BaseModel):
     replace_timeout_minutes: float = Field(
         15.0, gt=0, description="Swap in a warm spare (seed 000: ~5 min end to end; 3x margin)."
     )
+    open_loop_pools: list[str] = Field(
+        default_factory=list,
+        description="Node pools (node-group label, else instance type; '*' = all) where gpu-remedy only decides: it "
+        "emits remedy.remediation.proposed and waits for POST /v1/remediations/{incident}/execute before acting "
+        "(seed 000: teams with their own break-fix process keep control).",
+    )
 
 
 class SpareSettings(BaseModel):

@@ -1,0 +1,98 @@
+"""Escalate a node to a person: automation will not fix it on its own.
+
+    incident escalated → node kept quarantined (if the fault takes it out) → Slack notice → artifact saying what
+    to look at → optionally ask whether to replace it, and replace it if a person approves
+
+Used by fix_in_place when the ladder has nothing left (CONTACT_SUPPORT, unknown XIDs, every rung failed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact
+
+from remedy import runtime
+from remedy.approvals import messages
+from remedy.domain.model import IncidentStatus, NodeState
+from tasks.approvals import request_approval
+from tasks.cluster import cordon_node, taint_node
+from tasks.ledger import set_node_state
+
+
+def _run_name() -> str:
+    from prefect.runtime import flow_run
+
+    return f"escalate {flow_run.parameters['node']}"
+
+
+@flow(name="escalate", flow_run_name=_run_name, log_prints=False)
+def escalate(node: str, reason: str, incident_id: int | None = None, dry_run: bool | None = None,
+             quarantine: bool = True, ask_replace: bool = False,
+             approval_timeout_seconds: float = 900.0) -> dict[str, Any]:
+    log = get_run_logger()
+    settings = runtime.settings()
+    dry_run = settings.dry_run if dry_run is None else dry_run
+    out: dict[str, Any] = {"node": node, "reason": reason, "incident_id": incident_id, "dry_run": dry_run,
+                           "status": "escalated", "replacement": None, "approval": None}
+
+    # 1. The incident waits for a person.
+    if incident_id is not None and not dry_run:
+        runtime.ledger().set_incident_status(incident_id, IncidentStatus.ESCALATED, detail=reason[:500])
+
+    # 2. Keep the node out of the pool while a person looks (cordon + quarantine taint are idempotent).
+    if quarantine:
+        cordon_node(node, reason=f"escalated: {reason}"[:250], dry_run=dry_run, incident_id=incident_id)
+        taint_node(node, dry_run=dry_run, add=[settings.taints.quarantine], incident_id=incident_id)
+        set_node_state(node, NodeState.QUARANTINED.value, reason=f"escalated: {reason}"[:250], dry_run=dry_run,
+                       incident_id=incident_id)
+    out["quarantined"] = quarantine
+
+    # 3. Tell people (best effort: Slack down must not stop the escalation).
+    out["slack"] = _notify(node, reason, incident_id, quarantine, dry_run)
+
+    # 4. What a human must look at, on the run.
+    create_markdown_artifact(key=f"escalate-{node}".lower(), description="Needs a human", markdown="\n".join([
+        f"### {node} needs a human", "", f"**Why:** {reason}", "",
+        f"- node {'kept quarantined (cordoned + tainted)' if quarantine else 'left in service'}",
+        f"- incident: {incident_id if incident_id is not None else 'none'}",
+        f"- look at: `remedy ledger history {node}`, `kubectl describe node {node}`, the node's kernel log (XIDs)",
+        "- then: fix by hand and uncordon, or approve a replacement, or retire the node",
+    ]))
+
+    # 5. Optionally: should it be replaced?
+    if ask_replace and not dry_run:
+        answer = request_approval(
+            kind="replace", title=f"Replace {node}?", summary_markdown=f"{node} was escalated: {reason}",
+            incident_id=incident_id, node=node, timeout_seconds=approval_timeout_seconds,
+            consequence=f"{node} stays quarantined; nothing was replaced")
+        out["approval"] = {"decision": answer.decision, "by": answer.by, "id": answer.approval_id}
+        if answer.approved:
+            from flows.replace_node import replace_node
+
+            res = replace_node(node=node, cause=f"escalated, approved by {answer.by}", incident_id=incident_id,
+                               dry_run=dry_run)
+            out["replacement"] = res.get("replacement")
+            out["status"] = res.get("status", "escalated")
+        else:
+            log.info("%s: replacement not approved (%s) — node stays as it is", node, answer.decision)
+    return out
+
+
+def _notify(node: str, reason: str, incident_id: int | None, quarantined: bool, dry_run: bool) -> str:
+    from remedy.adapters.slack import SlackError
+
+    notifier = messages.notifier(runtime.settings())
+    if notifier is None:
+        return "slack not configured"
+    if dry_run:
+        return "dry-run: not posted"
+    try:
+        notifier.post(f"Needs a human: {node}: {reason}"[:300],
+                      messages.escalation_blocks(node=node, reason=reason, incident_id=incident_id,
+                                                 quarantined=quarantined))
+        return "posted"
+    except SlackError as exc:
+        get_run_logger().warning("Slack: escalation notice for %s not posted: %s", node, exc)
+        return f"failed: {exc}"

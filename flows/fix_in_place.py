@@ -1,0 +1,298 @@
+"""Fix a GPU node in place, chosen by XID — the ladder (remedy.safety.ladder) walked as a runbook.
+
+    XID → NVIDIA resolution → ladder:  restart app → reset GPU → reboot → replace (→ escalate when nothing is left)
+
+    restart app : delete the job's pods on the node (no cordon; the job controller recreates them); record the
+                  back-off (10 → 20 → 40 min) and return — the same XID on the same GPU again climbs a rung
+    reset GPU   : cordon + quarantine taint → drain → `nvidia-smi -r -i N` Job → NVML probe → uncordon
+    reboot      : cordon + quarantine taint → drain → EC2 reboot or reboot Job → wait Ready → NVML probe → uncordon
+    replace     : flows.replace_node as a subflow
+
+Every attempt is a `fix_<step>` action in the ledger; the ladder's history is rebuilt from those rows, so a
+recurrence in a later incident escalates. A failed or timed-out step falls to the next rung within the same run.
+The live node is re-read before each step: an operator's manual uncordon wins and is recorded.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact
+
+from remedy import runtime
+from remedy.approvals.open_loop import OPEN_LOOP_KIND, PROPOSED_EVENT, is_open_loop, node_pool
+from remedy.domain.model import Action, ActionOutcome, IncidentStatus
+from remedy.domain.xid import RemediationPath, Resolution, lookup
+from remedy.ledger.errors import LedgerConflict
+from remedy.safety.ladder import LADDERS, Attempt, AttemptOutcome, LadderExhausted, Step, backoff_schedule, next_step
+from tasks.approvals import request_approval
+from tasks.cluster import check_drift
+from tasks.fixes import (
+    drain_for_fix, quarantine_node, reboot_node, release_node, reset_gpu, restart_app, verify_gpus, wait_node_ready,
+)
+from tasks.ledger import open_incident, requester, sync_fleet
+
+P = RemediationPath
+ATTEMPT_PREFIX = "fix_"
+MAX_STEPS = 6  # more rungs than any ladder has: a loop that would not end is a bug, not a plan
+STEP_WORDS = {P.RESTART_APP: "restart app", P.RESET_GPU: "reset GPU", P.REBOOT: "reboot", P.REPLACE: "replace",
+              P.IGNORE: "ignore", P.ESCALATE: "escalate"}
+
+
+def _run_name() -> str:
+    from prefect.runtime import flow_run
+
+    p = flow_run.parameters
+    return f"fix {p['node']} XID {p['xid']} ({first_step_words(int(p['xid']))})"
+
+
+def first_step_words(xid: int) -> str:
+    entry = lookup(xid)
+    if entry.resolution is Resolution.IGNORE:
+        return "ignore"
+    ladder = LADDERS.get(entry.resolution, ())
+    return STEP_WORDS[ladder[0]] if ladder else "escalate"
+
+
+def attempts_from_actions(actions: list) -> list[Attempt]:
+    """The ladder's history from the ledger's `fix_<step>` actions (dry-run and skipped rows do not count)."""
+    out = []
+    for a in actions:
+        if not a.kind.startswith(ATTEMPT_PREFIX) or a.dry_run:
+            continue
+        if a.outcome in (ActionOutcome.SKIPPED, ActionOutcome.PLANNED):
+            continue
+        outcome = {ActionOutcome.SUCCEEDED: AttemptOutcome.SUCCEEDED, ActionOutcome.RUNNING: AttemptOutcome.RUNNING}.get(
+            a.outcome, AttemptOutcome.TIMED_OUT if a.detail.get("timed_out") else AttemptOutcome.FAILED)
+        timeout = a.detail.get("timeout_s")
+        out.append(Attempt(kind=P(a.kind[len(ATTEMPT_PREFIX):]), started_at=a.started_at, outcome=outcome,
+                           xid=a.detail.get("xid"), gpu=a.detail.get("gpu"), finished_at=a.finished_at,
+                           timeout=timedelta(seconds=timeout) if timeout else None))
+    return out
+
+
+class StepFailed(Exception):
+    def __init__(self, why: str, *, timed_out: bool = False) -> None:
+        super().__init__(why)
+        self.timed_out = timed_out
+
+
+class OperatorWins(Exception):
+    """The live node was changed by hand (manual uncordon): stop, record, never undo it."""
+
+
+@flow(name="fix-in-place", flow_run_name=_run_name, log_prints=False)
+def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int | None = None,
+                 dry_run: bool | None = None, detected_at: str | None = None, workload_namespace: str = "training",
+                 ask_replace_on_escalation: bool = False) -> dict[str, Any]:
+    log = get_run_logger()
+    settings = runtime.settings()
+    dry_run = settings.dry_run if dry_run is None else dry_run
+    entry = lookup(xid)
+    out: dict[str, Any] = {"node": node, "xid": xid, "gpu": gpu, "dry_run": dry_run, "resolution": entry.resolution.value,
+                           "steps": []}
+
+    # 1. Incident: attach to the receiver's, or open one (CLI / demo runs).
+    sync_fleet()
+    if incident_id is None:
+        incident_id = open_incident(node, "xid", gpu=gpu, xid=xid, detail=f"XID {xid} {entry.name}")["id"]
+    out["incident_id"] = incident_id
+    led = runtime.ledger()
+    _abandon_orphans(led, node)
+    asked_open_loop = False
+
+    for _ in range(MAX_STEPS):
+        # 2. Decide from the ledger's history of this fault on this node (recurrences climb the ladder).
+        history = attempts_from_actions(led.actions(node=node))
+        step = next_step(history, xid, gpu, entry.resolution, datetime.now(timezone.utc), settings.ladder)
+        if isinstance(step, LadderExhausted):
+            log.warning("%s: %s", node, step.reason)
+            return _finish(out | {"status": "escalated", "why": step.reason},
+                           _escalate(node, step.reason, incident_id, dry_run, history, entry, ask_replace_on_escalation))
+        out["steps"].append({"step": step.kind.value, "rung": step.rung, "attempt": step.attempt, "reason": step.reason})
+        log.info("%s: %s (%s)", node, step.kind.value, step.reason)
+        if step.kind is P.IGNORE:
+            _record_skip(led, node, incident_id, "fix_ignored", step.reason, dry_run)
+            return _finish(out | {"status": "ignored", "why": step.reason})
+
+        # 3. Open loop: propose, then wait for the external system's go-ahead before touching anything.
+        live = runtime.cluster().get_node(node)
+        if not asked_open_loop and is_open_loop(live, settings.ladder.open_loop_pools):
+            asked_open_loop = True
+            go = _propose(node, xid, gpu, step, incident_id, node_pool(live))
+            out["open_loop"] = {"decision": go.decision, "by": go.by}
+            if not go.approved:
+                return _finish(out | {"status": "proposed-not-executed",
+                                      "why": f"open-loop pool {node_pool(live)}: {go.decision} by {go.by or 'nobody'}"})
+
+        # 4. The step itself, recorded as one ladder attempt.
+        attempt = _start_attempt(led, node, incident_id, step, xid, gpu, dry_run)
+        try:
+            result = _do_step(step, node, gpu, attempt.id, incident_id, dry_run, workload_namespace, xid)
+        except OperatorWins as exc:
+            _finish_attempt(led, attempt.id, ActionOutcome.SKIPPED, error=str(exc))
+            _record_skip(led, node, incident_id, "respect_drift", str(exc), dry_run)
+            return _finish(out | {"status": "stopped-by-operator", "why": str(exc)})
+        except StepFailed as exc:
+            log.warning("%s: %s failed: %s — falling back", node, step.kind.value, exc)
+            _finish_attempt(led, attempt.id, ActionOutcome.FAILED, error=str(exc), detail={"timed_out": exc.timed_out})
+            out["steps"][-1]["result"] = {"failed": str(exc), "timed_out": exc.timed_out}
+            if dry_run:
+                return _finish(out | {"status": "planned"})
+            continue
+        except Exception as exc:  # a task that gave up after its retries: this rung failed, try the next
+            log.warning("%s: %s raised %s: %s — falling back", node, step.kind.value, type(exc).__name__, exc)
+            _finish_attempt(led, attempt.id, ActionOutcome.FAILED, error=f"{type(exc).__name__}: {exc}"[:500])
+            out["steps"][-1]["result"] = {"failed": f"{type(exc).__name__}: {exc}"}
+            if dry_run:
+                return _finish(out | {"status": "planned"})
+            continue
+        _finish_attempt(led, attempt.id, ActionOutcome.PLANNED if dry_run else ActionOutcome.SUCCEEDED, detail=result)
+        out["steps"][-1]["result"] = result
+        status = "planned" if dry_run else result.pop("status")
+        if not dry_run and status in ("fixed", "app-restarted"):
+            led.set_incident_status(incident_id, IncidentStatus.RESOLVED, detail=f"{step.kind.value}: {status}")
+        return _finish(out | result | {"status": status})
+    raise RuntimeError(f"{node}: ladder did not settle within {MAX_STEPS} steps: {out['steps']}")
+
+
+# ---------------------------------------------------------------------------------------------- steps
+def _do_step(step: Step, node: str, gpu: int | None, attempt_id: int, incident_id: int, dry_run: bool,
+             namespace: str, xid: int) -> dict[str, Any]:
+    settings = runtime.settings()
+    why = f"XID {xid}: {step.kind.value}"
+    if step.kind is P.RESTART_APP:
+        done = restart_app(node, namespace, attempt_id, dry_run, incident_id)
+        schedule = backoff_schedule(settings.ladder)
+        nxt = (datetime.now(timezone.utc) + schedule[step.attempt]).isoformat() if step.attempt < len(schedule) else None
+        return {"status": "app-restarted", "restarted": done["restarted"],
+                "backoff_minutes": [d.total_seconds() / 60 for d in schedule], "restart_attempt": step.attempt,
+                "next_restart_not_before": nxt,
+                "note": (f"next restart not before {nxt}" if nxt else "no restart left: a recurrence climbs a rung")}
+    if step.kind is P.REPLACE:
+        from flows.replace_node import replace_node
+
+        res = replace_node(node=node, cause=f"XID {xid}: {step.reason}", signal="xid", xid=xid, gpu=gpu,
+                           incident_id=incident_id, dry_run=dry_run)
+        if res.get("status") not in ("replaced", "replaced-job-not-full", "planned"):
+            raise StepFailed(f"replace_node ended {res.get('status')}: {res.get('why', '')}")
+        return {"status": "replaced" if not dry_run else "planned", "replacement": res.get("replacement")}
+
+    # reset GPU / reboot: take the node out, act, verify, bring it back
+    quarantine_node(node, why, attempt_id, dry_run, incident_id)
+    _respect_operator(node, dry_run)
+    drain_for_fix(node, attempt_id, dry_run, incident_id)
+    _respect_operator(node, dry_run)
+    if step.kind is P.RESET_GPU:
+        job = reset_gpu(node, gpu, attempt_id, dry_run, incident_id)
+        if not job.get("succeeded"):
+            raise StepFailed(f"gpu-reset Job {job.get('phase')}: {_tail(job.get('logs', ''))}",
+                             timed_out=job.get("phase") == "Timeout")
+    elif step.kind is P.REBOOT:
+        rb = reboot_node(node, attempt_id, dry_run, incident_id)
+        if rb.get("via") == "job" and not rb.get("succeeded"):
+            raise StepFailed(f"reboot Job {rb.get('phase')}: {_tail(rb.get('logs', ''))}",
+                             timed_out=rb.get("phase") == "Timeout")
+        up = wait_node_ready(node, step.timeout.total_seconds(), dry_run)
+        if not up["ready"]:
+            raise StepFailed(f"node not Ready {up['seconds']:g} s after the reboot", timed_out=True)
+    else:
+        raise StepFailed(f"{step.kind.value} is not an in-place step")
+    _respect_operator(node, dry_run)
+    probe = verify_gpus(node, attempt_id, dry_run, incident_id)
+    if not probe["passed"]:
+        raise StepFailed(f"NVML probe after {step.kind.value}: {probe['verdict']}: {'; '.join(probe['reasons'][:3])}")
+    release_node(node, f"{why} fixed and verified", attempt_id, dry_run, incident_id)
+    return {"status": "fixed", "verify": probe}
+
+
+def _respect_operator(node: str, dry_run: bool) -> None:
+    drift = check_drift(node)
+    if drift and not dry_run:
+        raise OperatorWins(f"{node}: {drift['what']} ({drift.get('detail', '')}) — the operator's change stands")
+
+
+def _tail(text: str, n: int = 2) -> str:
+    return " / ".join(line for line in text.strip().splitlines()[-n:]) or "no output"
+
+
+def _propose(node: str, xid: int, gpu: int | None, step: Step, incident_id: int, pool: str):
+    """Open loop: emit the decision as an event, then pause until POST /v1/remediations/{id}/execute."""
+    from prefect.events import emit_event
+
+    emit_event(PROPOSED_EVENT, resource={"prefect.resource.id": f"remedy.incident.{incident_id}",
+                                         "remedy.node": node},
+               payload={"incident_id": incident_id, "node": node, "xid": xid, "gpu": gpu, "step": step.kind.value,
+                        "reason": step.reason, "pool": pool,
+                        "execute": f"POST /v1/remediations/{incident_id}/execute"})
+    return request_approval(
+        kind=OPEN_LOOP_KIND, title=f"Proposed: {STEP_WORDS[step.kind]} on {node} (XID {xid})",
+        summary_markdown=f"{step.reason}\n\nNode pool `{pool}` is open-loop: gpu-remedy acts only when "
+                         f"`POST /v1/remediations/{incident_id}/execute` is called.",
+        incident_id=incident_id, node=node, timeout_seconds=step.timeout.total_seconds(), slack=False,
+        consequence="the remediation was not executed")
+
+
+def _escalate(node: str, reason: str, incident_id: int, dry_run: bool, history: list[Attempt], entry,
+              ask_replace: bool) -> dict[str, Any]:
+    from flows.escalate import escalate
+
+    took_out = any(a.kind in (P.RESET_GPU, P.REBOOT, P.REPLACE) for a in history) or \
+        entry.resolution is not Resolution.CHECK_MECHANICALS
+    return escalate(node=node, reason=reason, incident_id=incident_id, dry_run=dry_run, quarantine=took_out,
+                    ask_replace=ask_replace)
+
+
+# ---------------------------------------------------------------------------------------------- ledger
+def _start_attempt(led, node: str, incident_id: int, step: Step, xid: int, gpu: int | None, dry_run: bool):
+    rec, _ = led.start_action(Action(
+        kind=f"{ATTEMPT_PREFIX}{step.kind.value}", node=node, requested_by=requester(), dry_run=dry_run,
+        incident_id=incident_id,
+        detail={"xid": xid, "gpu": gpu, "rung": step.rung, "attempt": step.attempt, "reason": step.reason,
+                "timeout_s": step.timeout.total_seconds(), "not_before": step.not_before.isoformat()}))
+    return rec
+
+
+def _finish_attempt(led, action_id: int, outcome: ActionOutcome, *, error: str = "", detail: dict | None = None):
+    try:
+        led.finish_action(action_id, outcome, error=error, detail=_jsonable(detail or {}))
+    except LedgerConflict as exc:  # someone marked it abandoned meanwhile; the ledger keeps the first word
+        get_run_logger().warning("attempt %s: %s", action_id, exc)
+
+
+def _jsonable(d: dict) -> dict:
+    import json
+
+    return json.loads(json.dumps(d, default=str))
+
+
+def _record_skip(led, node: str, incident_id: int, kind: str, why: str, dry_run: bool) -> None:
+    led.start_action(Action(kind=kind, node=node, requested_by=requester(), dry_run=dry_run, incident_id=incident_id,
+                            outcome=ActionOutcome.SKIPPED, error=why[:500]))
+
+
+def _abandon_orphans(led, node: str) -> None:
+    """A fix attempt left RUNNING by a run that crashed counts as failed, so the ladder can move on."""
+    me = requester()
+    for a in led.actions(node=node):
+        if a.kind.startswith(ATTEMPT_PREFIX) and a.outcome is ActionOutcome.RUNNING and a.requested_by != me:
+            _finish_attempt(led, a.id, ActionOutcome.FAILED, error=f"abandoned: {a.requested_by} ended without an outcome")
+
+
+def _finish(out: dict[str, Any], escalation: dict[str, Any] | None = None) -> dict[str, Any]:
+    if escalation is not None:
+        out["escalation"] = {k: escalation.get(k) for k in ("status", "replacement", "approval")}
+    lines = [f"### {out['node']}: XID {out['xid']} → {out['status']}", "",
+             f"- NVIDIA resolution: {out['resolution']}"]
+    lines += [f"- {s['step']} (rung {s['rung']}, attempt {s['attempt']}): {s['reason']}" for s in out["steps"]]
+    if out.get("why"):
+        lines.append(f"- why: {out['why']}")
+    if out.get("note"):
+        lines.append(f"- {out['note']}")
+    if out.get("dry_run"):
+        lines.append("- dry-run: the step was planned and recorded, nothing changed")
+    create_markdown_artifact(key=f"fix-{out['node']}".lower(), markdown="\n".join(lines), description="In-place fix")
+    out["finished_at"] = datetime.now(timezone.utc).isoformat()
+    return out

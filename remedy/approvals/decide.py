@@ -1,0 +1,86 @@
+"""Record a person's answer (first decision wins) and resume the paused flow run with it.
+
+Used by the Slack receiver, the open-loop endpoint and the demo's AutoApprover, so every way of answering goes
+through the same two steps: the ledger first (the audit trail and the arbiter of races), then Prefect.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from remedy.ledger.errors import LedgerConflict
+
+log = logging.getLogger(__name__)
+RESUME_WAIT_SECONDS = 5.0  # a click can land between the ledger write and the flow's pause: retry that long
+
+
+@dataclass
+class Decided:
+    approval_id: int
+    decision: str
+    by: str
+    first: bool  # False: someone decided earlier; `decision`/`by` are theirs
+    resumed: bool = False
+    error: str = ""
+
+
+def decide_and_resume(ledger, approval_id: int, *, decision: str, by: str, reason: str = "",
+                      resume_wait_seconds: float = RESUME_WAIT_SECONDS) -> Decided:
+    """Write the decision; if it is the first, resume the flow run that waits for it with the answer as input."""
+    try:
+        rec = ledger.decide_approval(approval_id, decision=decision, decided_by=by, reason=reason)
+    except LedgerConflict:
+        rec = ledger.get_approval(approval_id)
+        return Decided(approval_id, rec.decision or "", rec.decided_by or "", first=False)
+    out = Decided(approval_id, decision, by, first=True)
+    if decision == "timeout":
+        return out
+    try:
+        resume(rec.flow_run_id, {"approve": decision == "approve", "reason": reason, "approver": by},
+               wait_seconds=resume_wait_seconds)
+        out.resumed = True
+    except Exception as exc:  # the decision stands in the ledger; the flow reads it when it next looks
+        out.error = f"{type(exc).__name__}: {exc}"
+        log.warning("approval %s decided (%s by %s) but flow run %s was not resumed: %s", approval_id, decision,
+                    by, rec.flow_run_id, out.error)
+    return out
+
+
+def resume(flow_run_id: str, run_input: dict, *, wait_seconds: float = RESUME_WAIT_SECONDS) -> None:
+    """resume_flow_run, retrying while the run has not reached its pause yet (it is still posting to Slack)."""
+    from uuid import UUID
+
+    from prefect.exceptions import NotPausedError
+    from prefect.flow_runs import resume_flow_run
+
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            resume_flow_run(UUID(flow_run_id), run_input=run_input, _sync=True)
+            return
+        except NotPausedError:
+            if time.monotonic() >= deadline or _finished(flow_run_id):
+                raise
+            time.sleep(0.25)
+
+
+def _finished(flow_run_id: str) -> bool:
+    from uuid import UUID
+
+    from prefect import get_client
+
+    with get_client(sync_client=True) as client:
+        state = client.read_flow_run(UUID(flow_run_id)).state
+    return bool(state and state.is_final())
+
+
+def is_paused(flow_run_id: str) -> bool:
+    from uuid import UUID
+
+    from prefect import get_client
+
+    with get_client(sync_client=True) as client:
+        state = client.read_flow_run(UUID(flow_run_id)).state
+    return bool(state and state.is_paused())
