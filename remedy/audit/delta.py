@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 
-from remedy.audit.mountstats import Mountstats, MountstatsError, NfsMount, OpStats, Transport
+from remedy.audit.mountstats import Mountstats, MountstatsError, NfsMount, OpStats, Transport, zero_op
 
 _U32 = 2**32
 _U64 = 2**64
@@ -56,6 +56,25 @@ def _diff_record(before, after, label: str, wrapped: list[str]):
     return replace(after, **changes)
 
 
+def _diff_op(before: OpStats | None, after: OpStats, wrapped: list[str]) -> OpStats:
+    if before is None:
+        return after
+    if after == before:  # an idle op: most of them, compared in C
+        return zero_op(after.op, after.errors is not None)
+    out: list = [after.op]
+    for i in range(1, 9):
+        a, b = after[i], before[i]
+        if a >= b:
+            out.append(a - b)
+        else:
+            d, _ = counter_delta(b, a)
+            out.append(d)
+            wrapped.append(f"{after.op}.{OpStats._fields[i]}")
+    e_a, e_b = after.errors, before.errors
+    out.append(e_a if e_a is None or e_b is None else counter_delta(e_b, e_a)[0])
+    return OpStats(*out)
+
+
 def _diff_dict(before: dict[str, int], after: dict[str, int], label: str, wrapped: list[str]) -> dict[str, int]:
     out = {}
     for k, a in after.items():
@@ -87,9 +106,8 @@ def diff_mount(before: NfsMount, after: NfsMount, interval_seconds: float | None
             f"{len(after.transports)}); the mount was re-established"
         )
     wrapped: list[str] = []
-    ops = {
-        name: _diff_record(before.ops.get(name, OpStats(name)), op, name, wrapped) for name, op in after.ops.items()
-    }
+    earlier = before.ops
+    ops = {name: _diff_op(earlier.get(name), op, wrapped) for name, op in after.ops.items()}
     transports = [
         _diff_record(b, a, f"xprt[{i}]", wrapped) for i, (b, a) in enumerate(zip(before.transports, after.transports))
     ]

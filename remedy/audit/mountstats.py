@@ -15,6 +15,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from remedy.errors import RemedyError
 
@@ -62,12 +63,13 @@ NFS4_FIRST_OPS = ("NULL", "READ", "WRITE", "COMMIT")  # every NFSv4 kernel print
 
 _DEVICE = re.compile(r"^device (\S+) mounted on (\S+) with fstype (\S+)(?: statvers=(\S+))?\s*$")
 _RPC = re.compile(r"^RPC iostats version:\s*(\S+)\s+p/v:\s*(\d+)/(\d+)\s*\((\w+)\)\s*$")
-_OP = re.compile(r"^([A-Z][A-Z0-9_]*|\d+):\s*(.*)$")
 
 
-@dataclass(frozen=True, slots=True)
-class OpStats:
-    """Cumulative RPC statistics of one NFS operation (times in milliseconds, summed over all requests)."""
+class OpStats(NamedTuple):
+    """Cumulative RPC statistics of one NFS operation (times in milliseconds, summed over all requests).
+
+    A NamedTuple, not a dataclass: a 2,048-node audit builds ~800k of them (bench/nfs_audit.py).
+    """
 
     op: str
     ops: int = 0
@@ -178,18 +180,45 @@ def parse_xprt(text: str, where: str) -> Transport:
     if len(values) not in XPRT_LENGTHS[proto]:
         want = " or ".join(str(n) for n in XPRT_LENGTHS[proto])
         raise MountstatsError(f"{where}: xprt {proto} has {len(values)} fields, expected {want} (truncated?)")
-    named = dict(zip(XPRT_FIELDS[proto], _ints(values, where)))
-    generic = {k: v for k, v in named.items() if k in Transport.__slots__}
-    rdma = {k: v for k, v in named.items() if k not in Transport.__slots__}
-    return Transport(protocol=proto, rdma=rdma, **generic)
-
-
-def _parse_op(name: str, rest: str, where: str) -> OpStats:
-    values = rest.split()
-    if len(values) not in (8, 9):
-        raise MountstatsError(f"{where}: {name} has {len(values)} counters, expected 8 or 9 (truncated?)")
     nums = _ints(values, where)
-    return OpStats(name, *nums[:8], errors=nums[8] if len(nums) == 9 else None)
+    if proto == "rdma":
+        generic = dict(zip(XPRT_FIELDS[proto][:10], nums[:10]))
+        return Transport(protocol=proto, rdma=dict(zip(XPRT_FIELDS[proto][10:], nums[10:])), **generic)
+    return Transport(proto, **dict(zip(XPRT_FIELDS[proto], nums)))
+
+
+_ZERO9, _ZERO8 = " 0" * 9, " 0" * 8  # the kernel prints "%12s: %lu %lu …": most ops of a mount stay idle
+_zero_ops: dict[tuple[str, bool], OpStats] = {}
+
+
+def zero_op(name: str, with_errors: bool = True) -> OpStats:
+    """The shared all-zero record of an op (idle ops are most of a file; sharing keeps parse and diff cheap)."""
+    key = (name, with_errors)
+    op = _zero_ops.get(key)
+    if op is None:
+        op = _zero_ops[key] = OpStats(name, 0, 0, 0, 0, 0, 0, 0, 0, 0 if with_errors else None)
+    return op
+
+
+def _parse_op(line: str, source: str, lineno: int) -> OpStats:
+    name, sep, rest = line.partition(":")
+    if rest == _ZERO9 or rest == _ZERO8:
+        return zero_op(name, rest == _ZERO9)
+    if not sep or not name or " " in name:
+        raise MountstatsError(
+            f"{source}: line {lineno}: expected 'OP: counters' in per-op statistics, got {line[:60]!r}"
+        )
+    values = rest.split()
+    n = len(values)
+    if n != 9 and n != 8:
+        raise MountstatsError(f"{source}: line {lineno}: {name} has {n} counters, expected 8 or 9 (truncated?)")
+    try:
+        nums = list(map(int, values))
+    except ValueError:
+        raise MountstatsError(f"{source}: line {lineno}: expected whole numbers, got {rest.strip()!r}") from None
+    if n == 8:
+        nums.append(None)
+    return OpStats(name, *nums)
 
 
 def _check_complete(m: NfsMount, where: str) -> None:
@@ -205,78 +234,123 @@ def _check_complete(m: NfsMount, where: str) -> None:
         )
 
 
+_OP_LINE = re.compile(r"^[ \t]*([^:\s]+):([^\n]*)\n", re.M)
+_BLANK_LINE = re.compile(r"^[ \t]*\n", re.M)
+_PER_OP = "per-op statistics\n"
+
+
+def _parse_ops(section: str, source: str, first_line: int, into: dict[str, OpStats]) -> None:
+    """The per-op lines of one mount. Matched in bulk (C speed); any stray line → the slow path names it."""
+    pairs = _OP_LINE.findall(section)
+    if len(pairs) + len(_BLANK_LINE.findall(section)) != section.count("\n"):
+        for offset, raw in enumerate(section.splitlines()):
+            line = raw.strip()
+            if line and not _OP_LINE.match(line + "\n"):
+                raise MountstatsError(
+                    f"{source}: line {first_line + offset}: expected 'OP: counters' in per-op statistics, "
+                    f"got {line[:60]!r}"
+                )
+    zeros9, zeros8, cache = _ZERO9, _ZERO8, _zero_ops
+    for name, rest in pairs:
+        if rest == zeros9:
+            into[name] = cache.get((name, True)) or zero_op(name, True)
+        elif rest == zeros8:
+            into[name] = cache.get((name, False)) or zero_op(name, False)
+        else:
+            values = rest.split()
+            n = len(values)
+            try:
+                if n == 9:
+                    into[name] = OpStats(name, *map(int, values))
+                    continue
+                if n == 8:
+                    into[name] = OpStats(name, *map(int, values), None)
+                    continue
+            except ValueError:
+                pass
+            # Rare: find the line for the message.
+            lineno = first_line + section[: section.index(f"{name}:{rest}")].count("\n")
+            _parse_op(f"{name}:{rest}", source, lineno)
+
+
+def _parse_header(cur: NfsMount, line: str, where: str) -> None:
+    rpc = _RPC.match(line)
+    if rpc:
+        cur.rpc_version = rpc.group(1)
+        cur.program, cur.program_version = int(rpc.group(2)), int(rpc.group(3))
+        return
+    key, sep, rest = line.partition(":")
+    if not sep:
+        raise MountstatsError(f"{where}: unexpected line {line[:60]!r}")
+    rest = rest.strip()
+    if key == "opts":
+        cur.opts = _kv(rest)
+    elif key == "age":
+        cur.age_seconds = _ints([rest], where)[0]
+    elif key == "caps":
+        cur.caps = _kv(rest)
+    elif key == "sec":
+        cur.sec = _kv(rest)
+    elif key in ("events", "bytes"):
+        names = EVENT_FIELDS if key == "events" else BYTES_FIELDS
+        values = rest.split()
+        if len(values) != len(names):
+            raise MountstatsError(f"{where}: {key}: has {len(values)} counters, expected {len(names)} (truncated?)")
+        setattr(cur, key, dict(zip(names, _ints(values, where))))
+    elif key == "xprt":
+        cur.transports.append(parse_xprt(rest, where))
+    else:
+        cur.extra[key] = rest
+
+
+def _blocks(text: str):
+    """(first line number, block text) per `device` line; text before the first one is its own block."""
+    starts = [0]
+    pos = -1
+    while True:
+        pos = text.find("\ndevice ", pos + 1)
+        if pos < 0:
+            break
+        starts.append(pos + 1)
+    starts.append(len(text))
+    line = 1
+    for a, b in zip(starts, starts[1:]):
+        block = text[a:b]
+        yield line, block
+        line += block.count("\n")
+
+
 def parse_mountstats(text: str, source: str = "<text>") -> Mountstats:
     """Parse the full text of a mountstats file. Raises MountstatsError on truncated or malformed input."""
     if text and not text.endswith("\n"):
         last = text.count("\n") + 1
         raise MountstatsError(f"{source}: line {last}: file ends mid-line (truncated?)")
     result = Mountstats(mounts=[], source=source)
-    cur: NfsMount | None = None
-    in_ops = False
-    lineno = 0
-    for lineno, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line:
+    for first, block in _blocks(text):
+        if not block.startswith("device "):
+            continue  # lines before the first mount (none in a kernel file)
+        nl = block.find("\n")
+        head_line = block[:nl].strip()
+        m = _DEVICE.match(head_line)
+        if not m:
+            raise MountstatsError(f"{source}: line {first}: malformed device line: {head_line[:80]!r}")
+        device, mountpoint, fstype, statvers = m.groups()
+        if fstype not in ("nfs", "nfs4") or statvers is None:
+            result.skipped += 1
+            result.skipped_fstypes[fstype] += 1
             continue
-        where = f"{source}: line {lineno}"
-        if line.startswith("device "):
-            if cur is not None:
-                _check_complete(cur, where)
-                result.mounts.append(cur)
-                cur = None
-            m = _DEVICE.match(line)
-            if not m:
-                raise MountstatsError(f"{where}: malformed device line: {line[:80]!r}")
-            device, mountpoint, fstype, statvers = m.groups()
-            if fstype not in ("nfs", "nfs4") or statvers is None:
-                result.skipped += 1
-                result.skipped_fstypes[fstype] += 1
-                continue
-            cur = NfsMount(device=device, mountpoint=mountpoint, fstype=fstype, statvers=statvers, line=lineno)
-            in_ops = False
-            continue
-        if cur is None:
-            continue  # detail of a skipped non-NFS mount (none are printed today, but be lenient)
-        if in_ops:
-            op = _OP.match(line)
-            if not op:
-                raise MountstatsError(f"{where}: expected 'OP: counters' in per-op statistics, got {line[:60]!r}")
-            cur.ops[op.group(1)] = _parse_op(op.group(1), op.group(2), where)
-            continue
-        if line == "per-op statistics":
-            in_ops = True
-            continue
-        rpc = _RPC.match(line)
-        if rpc:
-            cur.rpc_version = rpc.group(1)
-            cur.program, cur.program_version = int(rpc.group(2)), int(rpc.group(3))
-            continue
-        key, sep, rest = line.partition(":")
-        if not sep:
-            raise MountstatsError(f"{where}: unexpected line {line[:60]!r}")
-        rest = rest.strip()
-        if key == "opts":
-            cur.opts = _kv(rest)
-        elif key == "age":
-            cur.age_seconds = _ints([rest], where)[0]
-        elif key == "caps":
-            cur.caps = _kv(rest)
-        elif key == "sec":
-            cur.sec = _kv(rest)
-        elif key in ("events", "bytes"):
-            names = EVENT_FIELDS if key == "events" else BYTES_FIELDS
-            values = rest.split()
-            if len(values) != len(names):
-                raise MountstatsError(
-                    f"{where}: {key}: has {len(values)} counters, expected {len(names)} (truncated?)"
-                )
-            setattr(cur, key, dict(zip(names, _ints(values, where))))
-        elif key == "xprt":
-            cur.transports.append(parse_xprt(rest, where))
-        else:
-            cur.extra[key] = rest
-    if cur is not None:
-        _check_complete(cur, f"{source}: line {lineno}")
+        cur = NfsMount(device=device, mountpoint=mountpoint, fstype=fstype, statvers=statvers, line=first)
+        cut = block.find(_PER_OP)
+        header = block[nl + 1 : cut if cut >= 0 else len(block)]
+        for offset, raw in enumerate(header.splitlines(), start=1):
+            line = raw.strip()
+            if line and line != "per-op statistics":
+                _parse_header(cur, line, f"{source}: line {first + offset}")
+        last_line = first + block.count("\n") - 1
+        if cut >= 0:
+            ops_first = first + block.count("\n", 0, cut) + 1
+            _parse_ops(block[cut + len(_PER_OP) :], source, ops_first, cur.ops)
+        _check_complete(cur, f"{source}: line {last_line}")
         result.mounts.append(cur)
     return result
 

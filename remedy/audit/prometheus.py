@@ -163,7 +163,7 @@ class PrometheusSource:
         out["requests_per_s"] = df["req"].astype(float)
         for col, src in (("slot_wait_ms", "queue"), ("network_server_ms", "rtt"), ("execute_ms", "exe")):
             out[col] = (df[src] / df["req"].where(busy) * 1000.0).astype(float)
-        total = df["exe"].where(df["exe"] > 0, df["queue"] + df["rtt"])
+        total = pd.concat([df["exe"], df["queue"] + df["rtt"]], axis=1).max(axis=1)
         out["slot_wait_share"] = (df["queue"] / total.where(busy & (total > 0))).astype(float)
         return schemas()[0].validate(out.reset_index(drop=True))
 

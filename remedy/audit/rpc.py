@@ -10,6 +10,7 @@ more slots, more connections or fewer simultaneous writers can.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 
 from remedy.audit.delta import MountDelta
 from remedy.settings.audit import NfsAuditSettings
@@ -17,8 +18,7 @@ from remedy.settings.audit import NfsAuditSettings
 DATA_OPS = ("READ", "WRITE", "COMMIT")
 
 
-@dataclass(frozen=True, slots=True)
-class OpLatency:
+class OpLatency(NamedTuple):
     """One op over the interval. Per-request times are None when there were no requests."""
 
     op: str
@@ -27,7 +27,7 @@ class OpLatency:
     slot_wait_ms: float | None  # queue_ms / ops
     network_server_ms: float | None  # rtt_ms / ops
     execute_ms: float | None  # execute_ms / ops
-    slot_wait_share: float | None  # queue / execute
+    slot_wait_share: float | None  # queue / max(execute, queue + rtt)
     bytes_per_s: float
     timeouts: int
     errors: int | None
@@ -74,7 +74,11 @@ class MountAudit:
         return next((o for o in self.ops if o.op == name), None)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        out = {f: getattr(self, f) for f in self.__dataclass_fields__ if f not in ("ops", "transport", "verdict")}
+        out["ops"] = [o._asdict() for o in self.ops]
+        out["transport"] = asdict(self.transport)
+        out["verdict"] = asdict(self.verdict)
+        return out
 
 
 def _per(num: float, den: float) -> float | None:
@@ -85,19 +89,24 @@ def op_latencies(delta: MountDelta) -> list[OpLatency]:
     out = []
     secs = delta.interval_seconds
     for s in delta.ops.values():
-        total = s.execute_ms or (s.queue_ms + s.rtt_ms)
+        if not (s.ops or s.bytes_sent or s.bytes_recv or s.timeouts):
+            out.append(OpLatency(s.op, 0, 0.0, None, None, None, None, 0.0, 0, s.errors))
+            continue
+        n = s.ops
+        # execute ≥ queue + rtt for a well-formed counter set; taking the larger keeps the share ≤ 1 either way.
+        total = max(s.execute_ms, s.queue_ms + s.rtt_ms)
         out.append(
             OpLatency(
-                op=s.op,
-                ops=s.ops,
-                rate_per_s=s.ops / secs,
-                slot_wait_ms=_per(s.queue_ms, s.ops),
-                network_server_ms=_per(s.rtt_ms, s.ops),
-                execute_ms=_per(s.execute_ms, s.ops),
-                slot_wait_share=_per(s.queue_ms, total) if s.ops else None,
-                bytes_per_s=(s.bytes_sent + s.bytes_recv) / secs,
-                timeouts=s.timeouts,
-                errors=s.errors,
+                s.op,
+                n,
+                n / secs,
+                s.queue_ms / n if n else None,
+                s.rtt_ms / n if n else None,
+                s.execute_ms / n if n else None,
+                s.queue_ms / total if n and total else (0.0 if n else None),
+                (s.bytes_sent + s.bytes_recv) / secs,
+                s.timeouts,
+                s.errors,
             )
         )
     return out
