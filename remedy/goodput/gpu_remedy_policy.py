@@ -28,7 +28,7 @@ from remedy.detect.signals import Signal as SignalRecord
 from remedy.detect.signals import SignalKind, classify
 from remedy.goodput.events import Process, Signal
 from remedy.goodput.policies import AUTO_DETECT_MINUTES, AUTO_GRACE_MINUTES, AUTO_JOIN_MINUTES, escalate, manual_steps
-from remedy.goodput.scenarios import REBOOT, RESET, RESTART
+from remedy.goodput.scenarios import REBOOT, RESET
 from remedy.lemon.records import IncidentRecord, NodeHistory, ValidationRecord
 from remedy.lemon.scoring import score_fleet, select_for_retirement
 from remedy.safety.breaker import BreakerBoard, decide

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from remedy.goodput.events import Process
-from remedy.goodput.scenarios import REBOOT, RESET, UPSTREAM
+from remedy.goodput.scenarios import REBOOT, UPSTREAM
 
 # Seed 000's manual runbook, minutes (uniform draws): page, triage, cordon/drain/replace, validate, restart.
 MANUAL_STEPS: tuple[tuple[str, float, float], ...] = (
@@ -190,4 +190,3 @@ class AutoRetry:
 
 
 # gpu-remedy's own policy lives in remedy.goodput.gpu_remedy_policy (it wires the domain modules).
-IN_PLACE_LEVELS = (RESET, REBOOT)

@@ -64,6 +64,9 @@ class SimResult:
     in_place_fixes: int
     nodes_retired: int
     breaker_holds: int
+    lemons_in_fleet: int  # ground truth the policy never sees
+    lemons_flagged: int  # nodes the policy's lemon scoring picked for retirement
+    lemons_flagged_correctly: int
     missing_domain: list[str] = field(default_factory=list)
     wall_seconds: float = 0.0
     minutes: dict[str, float] = field(default_factory=dict)
@@ -87,6 +90,7 @@ def summarise(sim: "FleetSim", wall_seconds: float) -> SimResult:
     ]
     arr = np.asarray(downtimes, dtype=float)
     chains = [inc for inc in sim.incidents if inc.chain_success is not None]
+    flagged = getattr(sim.policy, "lemons", set())
     c = acc.checkpoint / total
     f = (acc.rollback + acc.loading) / total
     q = (acc.down + acc.failed_retry) / total
@@ -117,6 +121,9 @@ def summarise(sim: "FleetSim", wall_seconds: float) -> SimResult:
         in_place_fixes=acc.in_place_fixes,
         nodes_retired=acc.retired,
         breaker_holds=acc.breaker_holds,
+        lemons_in_fleet=int(sim.lemon.sum()),
+        lemons_flagged=len(flagged),
+        lemons_flagged_correctly=sum(1 for n in flagged if sim.lemon[n]),
         missing_domain=list(getattr(sim.policy, "missing_domain", [])),
         wall_seconds=wall_seconds,
         minutes={

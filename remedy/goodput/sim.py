@@ -19,48 +19,18 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter, deque
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from remedy.domain.model import NodeState, Topology, check_transition
 from remedy.goodput.events import TAKE_SPARE, Clock, Process, Resource, Signal
+from remedy.goodput.incidents import RACK_FAULT, Fault, Incident
+from remedy.goodput.invariants import check_fleet
 from remedy.goodput.results import Accounts, SimResult, summarise
-from remedy.goodput.scenarios import FAULT_MIX, FIX_LEVELS, RESTART, UPSTREAM, FaultKind, Scenario
+from remedy.goodput.scenarios import FAULT_MIX, FIX_LEVELS, RESTART, UPSTREAM, Scenario
 
 RUNNING, DOWN, LOADING = "running", "down", "loading"
 _MANAGED = (NodeState.ACTIVE, NodeState.QUARANTINED)  # what the breaker counts per scope (not spares)
-_RACK_FAULT = FaultKind("rack", 0.0, (), "node-not-ready", ((UPSTREAM, 1.0),), not_ready=True)
-
-
-@dataclass
-class Fault:
-    kind: FaultKind
-    xid: int | None
-    needs: str  # lowest fix level that clears it, or UPSTREAM (clears at `clears_at` by itself)
-    clears_at: float = math.inf
-    gpu: int | None = None
-
-
-@dataclass
-class Incident:
-    """One fault on one node, from detection to the job training again."""
-
-    id: int
-    node: int
-    fault: Fault
-    start: float
-    slot: int | None
-    rack: int
-    resumed_at: float | None = None
-    closed: bool = False
-    automatic_retries: int = 0
-    failed_retries: int = 0
-    human_acted: bool = False
-    chain_success: bool | None = None  # set when an automatic restart chain ends
-    actions: list[str] = field(default_factory=list)
-
-
 class FleetSim:
     """Run one policy on one scenario: `FleetSim(scenario, policy, seed=1).run()`."""
 
@@ -215,7 +185,7 @@ class FleetSim:
                 if not hit_job:
                     self._stop()
                     hit_job = True
-                self._open_incident(node, Fault(_RACK_FAULT, None, UPSTREAM, clears))
+                self._open_incident(node, Fault(RACK_FAULT, None, UPSTREAM, clears))
         self.clock.at(clears, self._grant_spares)
 
     def _open_incident(self, node: int, fault: Fault) -> None:
@@ -368,10 +338,6 @@ class FleetSim:
     def topology(self, node: int) -> Topology:
         return Topology(zone="sim", rack=f"rack-{self.rack_of[node]:04d}")
 
-    def failures_of(self, node: int) -> list[float]:
-        """Times (minutes) of every incident on this node so far, oldest first."""
-        return [inc.start for inc in self.incidents if inc.node == node]
-
     def uniform(self, low: float, high: float) -> float:
         return float(self.rng.uniform(low, high))
 
@@ -429,22 +395,6 @@ class FleetSim:
         else:
             self.quarantined.discard(node)
 
-    # ---- invariants ---------------------------------------------------------------------------
     def check_invariants(self) -> None:
-        """No node in two places, the pool holds only spares, slots hold only active nodes."""
-        in_slots = [n for n in self.slots if n is not None]
-        if len(set(in_slots)) != len(in_slots):
-            raise AssertionError("a node sits in two job slots")
-        pool = list(self.spare_pool)
-        if len(set(pool)) != len(pool) or set(pool) & set(in_slots):
-            raise AssertionError("a node is both a spare and in the job (or twice in the pool)")
-        for n in in_slots:
-            if self.state[n] is not NodeState.ACTIVE:
-                raise AssertionError(f"node {n} is in a slot but {self.state[n].value}")
-        for n in pool:
-            if self.state[n] is not NodeState.SPARE:
-                raise AssertionError(f"node {n} is in the spare pool but {self.state[n].value}")
-        if sum(1 for s in self.state if s is NodeState.SPARE) != len(pool) + len(self.spares_granted):
-            raise AssertionError("spare count disagrees with the pool")
-        if self.phase == RUNNING and (self.holds or any(s is None for s in self.slots)):
-            raise AssertionError("the job trains without all its nodes")
+        """Raise AssertionError if the fleet is inconsistent (see `remedy.goodput.invariants`)."""
+        check_fleet(self)

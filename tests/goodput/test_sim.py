@@ -96,8 +96,12 @@ def test_gpu_remedy_retires_lemons_and_rarely_anything_else():
     r = sim.run()
     retired = [n for n, st in enumerate(sim.state) if st is NodeState.RETIRED]
     assert r.nodes_retired == len(retired) > 0
-    lemons = sum(1 for n in retired if sim.lemon[n])
-    assert lemons / len(retired) >= 0.5  # precision of the domain's lemon scoring on this fleet
+    assert all(sim.lemon[n] for n in retired)
+    assert r.lemons_flagged >= r.nodes_retired  # lemons still in the job go at their next failure
+    assert r.lemons_flagged_correctly / r.lemons_flagged >= 0.5  # precision of the domain's lemon scoring
+    assert r.lemons_in_fleet == round(0.05 * sim.sc.total_nodes)
+    naive = simulate("meta-16k", "auto-replace", seed=1)
+    assert naive.nodes_retired == 0 and naive.lemons_flagged == 0
 
 
 def test_failure_mix_is_seed002_table2():
