@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "remedy.health.cli",  # remedy health parse, remedy probe
     "remedy.audit.cli",  # remedy audit nfs, remedy checkpoint interval
     "remedy.goodput.cli",  # remedy goodput, remedy simulate
+    "remedy.stack",  # remedy up, remedy receiver serve
 )
 
 

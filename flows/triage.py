@@ -1,0 +1,153 @@
+"""Triage one incident: classify it, decide the path, start that remediation as a subflow, explain why.
+
+    load incident → gates (handled? stale? node already out?) → classify → claim → artifact → subflow → close
+
+Started by the `remedy.incident.opened` event trigger (remedy.deployments) with parameters from the event, or by
+hand. The claim makes one incident one remediation even when the event arrives twice. The remediation flows are
+imported when needed, so triage works for the paths whose flow exists; a missing one escalates and says so.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact
+
+from remedy import runtime
+from remedy.domain.model import IncidentStatus, utcnow
+from remedy.domain.xid import RemediationPath
+from remedy.receiver.triage_policy import (
+    Decision,
+    decide,
+    explain_markdown,
+    parse_incident_id,
+    parse_time,
+)
+from remedy.settings.triage import triage_settings
+from tasks.triage import (
+    claim_incident,
+    close_incident,
+    count_recurrences,
+    load_incident,
+    read_live_node,
+    read_node_state,
+)
+
+FIXED = {"replaced", "replaced-job-not-full", "planned", "fixed", "resolved", "restarted", "isolated"}
+
+
+def _run_name() -> str:
+    from prefect.runtime import flow_run
+
+    p = flow_run.parameters
+    what = f"XID {p['xid']}" if str(p.get("xid") or "").strip() else (p.get("signal") or f"incident {p['incident_id']}")
+    return f"triage {p.get('node') or 'incident ' + str(p['incident_id'])} {what}".strip()
+
+
+@flow(name="triage", flow_run_name=_run_name, log_prints=False)
+def triage(
+    incident_id: int | str,
+    node: str = "",
+    signal: str = "",
+    xid: str = "",
+    detected_at: str = "",
+    event_id: str = "",
+    dry_run: bool | None = None,
+) -> dict[str, Any]:
+    log = get_run_logger()
+    settings = runtime.settings()
+    t = triage_settings(settings)
+    dry_run = settings.dry_run if dry_run is None else dry_run
+    incident_id = parse_incident_id(incident_id)
+
+    # 1. What was seen: the incident as the ledger has it (the event only points at it).
+    incident = load_incident(incident_id)
+    node = incident["node"]
+    recurrences = count_recurrences(node, incident["fingerprint"], t.recurrence_lookback_hours)
+    state = read_node_state(node)
+
+    # 2. Staleness: a run that starts long after detection re-reads the live node before acting.
+    now = utcnow()
+    detected = parse_time(detected_at) or incident["first_seen"]
+    live = read_live_node(node) if (now - detected).total_seconds() > t.max_incident_age_seconds else {}
+
+    # 3. Decide (plain Python: remedy.receiver.triage_policy).
+    decision = decide(incident, recurrences=recurrences, node_state=state, now=now, detected_at=detected,
+                      max_age_seconds=t.max_incident_age_seconds, live_node=live, thresholds=settings.signals)
+    result: dict[str, Any] = {"incident_id": incident_id, "node": node, "dry_run": dry_run, **decision.to_dict()}
+
+    # 4. Claim: only one run acts on one incident (duplicate triggers stop here).
+    if decision.action == "stop" and incident["status"] != IncidentStatus.OPEN.value:
+        _explain(incident, decision, "nothing done")
+        return result | {"status": "already-handled"}
+    if not claim_incident(incident_id):
+        log.info("incident %s is being handled by another run; nothing to do", incident_id)
+        _explain(incident, decision, "another run holds this incident; nothing done")
+        return result | {"status": "duplicate"}
+
+    if decision.action == "stop":
+        close_incident(incident_id, IncidentStatus.IGNORED.value, f"triage: {decision.reason}")
+        _explain(incident, decision, "recorded, no action")
+        return result | {"status": "skipped"}
+    if decision.action == "record":
+        level = log.warning if decision.path is RemediationPath.WATCH else log.info
+        level("%s: %s", node, decision.reason)
+        close_incident(incident_id, IncidentStatus.IGNORED.value, f"{decision.path.value}: {decision.reason}")
+        _explain(incident, decision, decision.plan)
+        return result | {"status": decision.path.value}
+
+    # 5. Remediate: the path's flow as a subflow (visible under this run in the UI).
+    _explain(incident, decision)
+    outcome = _dispatch(decision, incident, detected_at or incident["first_seen"].isoformat(), dry_run, log)
+    status = str((outcome or {}).get("status", ""))
+    if decision.path is RemediationPath.ESCALATE or (outcome or {}).get("escalated"):
+        close_incident(incident_id, IncidentStatus.ESCALATED.value, f"escalated: {(outcome or {}).get('reason', decision.reason)}")
+    elif status in FIXED:
+        close_incident(incident_id, IncidentStatus.RESOLVED.value, f"{decision.path.value}: {status}")
+    elif status == "stopped-by-operator":
+        close_incident(incident_id, IncidentStatus.IGNORED.value, f"{decision.path.value}: the operator's change stands")
+    else:
+        close_incident(incident_id, IncidentStatus.ESCALATED.value, f"{decision.path.value} ended {status or 'without a status'}: a human decides")
+    return result | {"status": status or "done", "outcome": outcome}
+
+
+def _explain(incident: dict[str, Any], decision: Decision, outcome: str = "") -> None:
+    create_markdown_artifact(key=f"triage-{incident['id']}", markdown=explain_markdown(incident, decision, outcome),
+                             description=f"Why triage chose {decision.path.value if decision.path else 'nothing'}")
+
+
+def _flow(entrypoint: str):
+    module, _, name = entrypoint.partition(":")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ModuleNotFoundError, AttributeError):
+        return None
+
+
+def _dispatch(decision: Decision, incident: dict[str, Any], detected_at: str, dry_run: bool, log) -> dict[str, Any]:
+    node, gpu, xid, incident_id = incident["node"], incident.get("gpu"), incident.get("xid"), incident["id"]
+    path = decision.path
+    fn = _flow(decision.entrypoint)
+    if fn is None and path is not RemediationPath.ESCALATE:
+        reason = f"no flow for path {path.value} yet ({decision.entrypoint} is missing): {decision.reason}"
+        log.error("%s: %s", node, reason)
+        path, fn = RemediationPath.ESCALATE, _flow("flows.escalate:escalate")
+        decision_reason = reason
+    else:
+        decision_reason = decision.reason
+    if path is RemediationPath.REPLACE:
+        cause = f"XID {xid}" if xid is not None else incident["signal"]
+        return fn(node=node, cause=cause, signal=incident["signal"], xid=xid, gpu=gpu, incident_id=incident_id,
+                  detected_at=detected_at, dry_run=dry_run)
+    if path in (RemediationPath.RESTART_APP, RemediationPath.RESET_GPU, RemediationPath.REBOOT):
+        return fn(node, xid, gpu, incident_id=incident_id, dry_run=dry_run, detected_at=detected_at)
+    if path is RemediationPath.ISOLATE:
+        return fn([node], incident_id=incident_id, dry_run=dry_run)
+    # escalate
+    if fn is None:
+        log.error("%s: escalating to a human (no escalate flow yet): %s", node, decision_reason)
+        return {"status": "escalated", "escalated": True, "reason": decision_reason}
+    out = fn(node, decision_reason, incident_id=incident_id, dry_run=dry_run)
+    return (out if isinstance(out, dict) else {"status": str(out)}) | {"escalated": True, "reason": decision_reason}

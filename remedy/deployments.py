@@ -1,0 +1,147 @@
+"""Every Prefect deployment of gpu-remedy, declared once as plain data.
+
+The embedded stack (`remedy up`) turns these into deployments on the local server and runs them in its warm
+dispatcher; the production render (`deployments/prefect.yaml`, Kubernetes work pool) reads the same list. Keep
+runtime details (ports, pools, images) out of here.
+
+Adding a flow is one line in DEPLOYMENTS. A spec whose module or function does not exist makes `remedy up` fail
+at start (`check_entrypoints`), never skip silently; so only flows that exist are listed, the ones being written
+are kept below as ready-to-paste lines.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from remedy.errors import RemedyError
+
+INCIDENT_OPENED = "remedy.incident.opened"
+
+
+@dataclass(frozen=True)
+class EventTrigger:
+    """Start a run when an event matches (Prefect's DeploymentEventTrigger, reactive, threshold 1).
+
+    Template every parameter as `{{ event.payload.get('k', '') }}`: a key missing from the payload otherwise makes
+    the server drop the action with only a log line (shared/notes/environment.md).
+    """
+
+    expect: tuple[str, ...]
+    match: dict[str, str]
+    parameters: dict[str, str]
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Periodic runs: `interval_seconds` or a `cron` expression (UTC)."""
+
+    interval_seconds: float | None = None
+    cron: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.interval_seconds is None) == (self.cron is None):
+            raise ValueError("a schedule needs exactly one of interval_seconds or cron")
+
+
+@dataclass(frozen=True)
+class DeploymentSpec:
+    name: str
+    entrypoint: str  # "module:function" of the @flow
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=dict)
+    triggers: tuple[EventTrigger, ...] = ()
+    schedules: tuple[Schedule, ...] = ()
+    tags: tuple[str, ...] = ()
+
+    @property
+    def module(self) -> str:
+        return self.entrypoint.partition(":")[0]
+
+    @property
+    def function(self) -> str:
+        return self.entrypoint.partition(":")[2]
+
+
+def _payload(key: str) -> str:
+    return "{{ event.payload.get('%s', '') }}" % key
+
+
+INCIDENT_TRIGGER = EventTrigger(
+    name="incident-opened-starts-triage",
+    expect=(INCIDENT_OPENED,),
+    match={"prefect.resource.id": "remedy.node.*"},
+    parameters={"incident_id": _payload("incident_id"), "node": _payload("node"), "signal": _payload("signal"),
+                "xid": _payload("xid"), "detected_at": _payload("detected_at"), "event_id": "{{ event.id }}"},
+)
+
+HOUR = 3600.0
+
+DEPLOYMENTS: tuple[DeploymentSpec, ...] = (
+    DeploymentSpec("triage", "flows.triage:triage", "Classify a new incident and start its remediation.",
+                   triggers=(INCIDENT_TRIGGER,), tags=("remedy", "detect")),
+    DeploymentSpec("replace-node", "flows.replace_node:replace_node",
+                   "Swap a failed node for a warm spare (started by triage, or by an operator).",
+                   tags=("remedy", "replace")),
+    # Being written now; add each line when its module lands (a missing module fails `remedy up`):
+    # DeploymentSpec("fix-in-place", "flows.fix_in_place:fix_in_place", tags=("remedy", "remediate")),
+    # DeploymentSpec("escalate", "flows.escalate:escalate", tags=("remedy",)),
+    # DeploymentSpec("isolate-fault", "flows.isolate_fault:isolate_fault", tags=("remedy", "isolate")),
+    # DeploymentSpec("burn-in", "flows.burn_in:burn_in", tags=("remedy", "spares")),
+    # DeploymentSpec("retire-node", "flows.retire_node:retire_node", tags=("remedy", "lemon")),
+    # DeploymentSpec("spare-cycle", "flows.spare_cycle:spare_cycle", schedules=(Schedule(6 * HOUR),), tags=("remedy", "spares")),
+    # DeploymentSpec("lemon-review", "flows.lemon_review:lemon_review", schedules=(Schedule(24 * HOUR),), tags=("remedy", "lemon")),
+    # DeploymentSpec("nfs-audit", "flows.nfs_audit:nfs_audit", schedules=(Schedule(24 * HOUR),), tags=("remedy", "audit")),
+    # DeploymentSpec("fleet-dashboard", "flows.fleet_dashboard:fleet_dashboard", schedules=(Schedule(600),), tags=("remedy",)),
+)
+
+
+def by_name(name: str) -> DeploymentSpec:
+    for spec in DEPLOYMENTS:
+        if spec.name == name:
+            return spec
+    raise RemedyError(f"no deployment named {name!r}; known: {', '.join(s.name for s in DEPLOYMENTS)}")
+
+
+def load_flow(spec: DeploymentSpec):
+    """Import the spec's flow object; RemedyError naming the spec if the module or function is missing."""
+    try:
+        module = importlib.import_module(spec.module)
+    except ModuleNotFoundError as exc:
+        raise RemedyError(f"deployment {spec.name}: module {spec.module} not found ({exc})") from None
+    fn = getattr(module, spec.function, None)
+    if fn is None or not hasattr(fn, "fn"):
+        raise RemedyError(f"deployment {spec.name}: {spec.entrypoint} is not a Prefect flow")
+    return fn
+
+
+def check_entrypoints(specs: tuple[DeploymentSpec, ...] = DEPLOYMENTS) -> dict[str, Any]:
+    """Load every flow (name → flow object); the first missing one raises, so the stack never starts half-deployed."""
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):
+        raise RemedyError(f"duplicate deployment names in {names}")
+    return {spec.name: load_flow(spec) for spec in specs}
+
+
+def runner_deployment(spec: DeploymentSpec, flow=None):
+    """The spec as a Prefect RunnerDeployment (no work pool: the embedded dispatcher runs it)."""
+    from prefect.client.schemas.schedules import CronSchedule, IntervalSchedule
+    from prefect.events import DeploymentEventTrigger
+
+    from prefect.client.schemas.actions import DeploymentScheduleCreate
+
+    flow = flow or load_flow(spec)
+    triggers = [
+        DeploymentEventTrigger(name=t.name or None, expect=set(t.expect), match=t.match, parameters=t.parameters)
+        for t in spec.triggers
+    ]
+    schedules = []
+    for s in spec.schedules:
+        sched = IntervalSchedule(interval=s.interval_seconds) if s.interval_seconds else CronSchedule(cron=s.cron)
+        schedules.append(DeploymentScheduleCreate(schedule=sched, active=True))
+    return flow.to_deployment(
+        name=spec.name, description=spec.description or None, parameters=dict(spec.parameters),
+        triggers=triggers or None, schedules=schedules or None, tags=list(spec.tags),
+    )

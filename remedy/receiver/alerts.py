@@ -1,0 +1,195 @@
+"""Alertmanager webhook → ledger incidents: validation, node check, dedup. Plain Python (no FastAPI, no Prefect).
+
+One request is all or nothing at the payload level: a malformed payload (bad JSON, a missing field, an XID out of
+range) raises `AlertPayloadError` before anything is written. A well-formed payload is then judged alert by
+alert: an alert for a node the cluster does not know is rejected (counted, never acted on); the rest are grouped
+by fault fingerprint (node + GPU + signal + XID) and written with one `open_incident` call per fault, so a storm
+of repeats costs one ledger transaction per distinct fault per request, and a repeat inside the dedup window
+bumps the existing incident's count instead of opening another.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from remedy.detect.alertmanager import AlertPayloadError, parse_alertmanager
+from remedy.detect.signals import Signal, Verdict, classify
+from remedy.domain.model import Incident, IncidentStatus, incident_fingerprint, utcnow
+from remedy.ledger.records import IncidentRecord
+from remedy.receiver.outbox import RECEIVER_MARK, touch_resolved
+from remedy.settings.signals import SignalThresholds
+
+OPENED, DEDUPLICATED, RESOLVED, REJECTED = "opened", "deduplicated", "resolved", "rejected"
+
+
+def rejection_reason(message: str) -> str:
+    """Short metric label for why a payload was refused."""
+    if "out of range" in message and "XID" in message:
+        return "xid-out-of-range"
+    if "not valid JSON" in message:
+        return "invalid-json"
+    return "malformed"
+
+
+def count_alerts(body: bytes) -> int:
+    """How many alerts a refused payload carried (so every alert is accounted for); 1 if it cannot be told."""
+    try:
+        alerts = json.loads(body).get("alerts")
+    except (ValueError, AttributeError):
+        return 1
+    return len(alerts) if isinstance(alerts, list) and alerts else 1
+
+
+class NodeDirectory:
+    """Which nodes the cluster has. A miss re-reads the ledger (and the cluster, if a lister is given), at most
+    once per `refresh_seconds`, so a storm of alerts for a bogus host cannot hammer the API server."""
+
+    def __init__(self, ledger, lister: Callable[[], Iterable[str]] | None = None, refresh_seconds: float = 10.0):
+        self._ledger = ledger
+        self._lister = lister
+        self._refresh_seconds = refresh_seconds
+        self._names: set[str] = set()
+        self._last_refresh = float("-inf")
+        self._lock = threading.Lock()
+
+    def refresh(self) -> set[str]:
+        names = {n.name for n in self._ledger.nodes()}
+        if self._lister is not None:
+            names |= set(self._lister())
+        with self._lock:
+            self._names = names
+            self._last_refresh = time.monotonic()
+        return names
+
+    def knows(self, node: str) -> bool:
+        if node in self._names:
+            return True
+        if time.monotonic() - self._last_refresh >= self._refresh_seconds:
+            try:
+                self.refresh()
+            except Exception:  # cluster unreachable: judge on what we know; the alert is rejected, not lost silently
+                self._last_refresh = time.monotonic()
+        return node in self._names
+
+
+@dataclass(frozen=True)
+class AlertOutcome:
+    index: int
+    node: str
+    signal: str
+    gpu: int | None
+    xid: int | None
+    outcome: str  # opened | deduplicated | resolved | rejected
+    reason: str = ""
+    incident_id: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v not in ("", None) or k in ("gpu", "xid")}
+
+
+@dataclass(frozen=True)
+class OpenedIncident:
+    record: IncidentRecord
+    verdict: Verdict
+
+
+@dataclass
+class IntakeResult:
+    outcomes: list[AlertOutcome] = field(default_factory=list)
+    opened: list[OpenedIncident] = field(default_factory=list)
+    truncated_alerts: int = 0
+
+    def count(self, outcome: str) -> int:
+        return sum(o.outcome == outcome for o in self.outcomes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "received": len(self.outcomes),
+            **{k: self.count(k) for k in (OPENED, DEDUPLICATED, RESOLVED, REJECTED)},
+            "truncated_alerts": self.truncated_alerts,
+            "incidents": sorted({o.incident_id for o in self.outcomes if o.incident_id is not None}),
+            "rejections": [o.to_dict() for o in self.outcomes if o.outcome == REJECTED],
+        }
+
+
+def _fault_key(s: Signal) -> str:
+    return incident_fingerprint(s.node, s.gpu, s.kind.value, s.xid)
+
+
+def _detail(s: Signal) -> str:
+    name = s.labels.get("alertname", s.kind.value)
+    summary = ""
+    try:
+        summary = json.loads(s.raw).get("annotations", {}).get("summary", "") if s.raw else ""
+    except ValueError:
+        pass
+    return f"{RECEIVER_MARK} {name}" + (f": {summary}" if summary else "")
+
+
+class AlertIntake:
+    """Turns one webhook body into ledger incidents. Thread-safe (the ledger serialises writers)."""
+
+    def __init__(self, ledger, nodes: NodeDirectory, *, window_seconds: float,
+                 thresholds: SignalThresholds | None = None) -> None:
+        self.ledger = ledger
+        self.nodes = nodes
+        self.window_seconds = window_seconds
+        self.thresholds = thresholds or SignalThresholds()
+
+    def ingest(self, body: bytes | str | dict) -> IntakeResult:
+        """Validate, then record. AlertPayloadError (nothing written) for a payload that cannot be used."""
+        batch = parse_alertmanager(body, strict=True)
+        result = IntakeResult(truncated_alerts=batch.truncated_alerts)
+        now = utcnow()
+        firing: dict[str, list[tuple[int, Signal]]] = {}
+        for index, s in enumerate(batch.signals):
+            if not self.nodes.knows(s.node):
+                result.outcomes.append(AlertOutcome(index, s.node, s.kind.value, s.gpu, s.xid, REJECTED,
+                                                    f"unknown node {s.node!r}: not in the cluster"))
+            elif s.resolved:
+                result.outcomes.append(self._resolved(index, s, now))
+            else:
+                firing.setdefault(_fault_key(s), []).append((index, s))
+        for group in firing.values():
+            result.outcomes.extend(self._record(group, now, result))
+        result.outcomes.sort(key=lambda o: o.index)
+        return result
+
+    def _record(self, group: list[tuple[int, Signal]], now: datetime, result: IntakeResult) -> list[AlertOutcome]:
+        first = group[0][1]
+        verdict = classify(first, self.thresholds)
+        severity = "critical" if verdict.severity.value == "critical" else "warning"
+        started = min((s.at for _, s in group if s.at is not None), default=now)
+        incident = Incident(node=first.node, signal=first.kind.value, gpu=first.gpu, xid=first.xid,
+                            first_seen=min(started, now), last_seen=now, count=len(group), detail=_detail(first))
+        record, created = self.ledger.open_incident(incident, window_seconds=self.window_seconds, severity=severity)
+        if created:
+            result.opened.append(OpenedIncident(record, verdict))
+        out = []
+        for n, (index, s) in enumerate(group):
+            outcome = OPENED if created and n == 0 else DEDUPLICATED
+            out.append(AlertOutcome(index, s.node, s.kind.value, s.gpu, s.xid, outcome, incident_id=record.id))
+        return out
+
+    def _resolved(self, index: int, s: Signal, now: datetime) -> AlertOutcome:
+        """Recorded, never acted on: moves the open incident's last_seen, or keeps a resolved row if none is open."""
+        ended = s.ended_at or now
+        incident_id = touch_resolved(self.ledger, _fault_key(s), min(ended, now))
+        if incident_id is None:
+            started = min(s.at or ended, ended)
+            record, _ = self.ledger.open_incident(
+                Incident(node=s.node, signal=s.kind.value, gpu=s.gpu, xid=s.xid, first_seen=started, last_seen=ended,
+                         status=IncidentStatus.RESOLVED, detail=f"resolved before it was seen firing ({_detail(s)})"),
+                window_seconds=0, severity="warning")
+            incident_id = record.id
+        return AlertOutcome(index, s.node, s.kind.value, s.gpu, s.xid, RESOLVED, incident_id=incident_id)
+
+
+__all__ = ["AlertIntake", "AlertOutcome", "AlertPayloadError", "IntakeResult", "NodeDirectory", "OpenedIncident",
+           "count_alerts", "rejection_reason"]

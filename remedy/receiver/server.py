@@ -1,0 +1,85 @@
+"""Run the receiver: wire it from settings, serve it with uvicorn in a thread (embedded stack, tests) or in the
+foreground (`remedy receiver serve`, production)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from remedy.receiver.alerts import AlertIntake, NodeDirectory
+from remedy.receiver.app import ALERTS_PATH, Receiver, create_app
+from remedy.receiver.events import IncidentAnnouncer, PrefectEventSink
+from remedy.receiver.metrics import ReceiverMetrics
+from remedy.settings.triage import triage_settings
+
+
+def build_receiver(settings, ledger, *, api_url: str | None, node_lister: Callable[[], Iterable[str]] | None = None,
+                   on_sent: Callable[[list[int]], None] | None = None, api_key: str | None = None,
+                   auth_string: str | None = None) -> Receiver:
+    """A Receiver for `settings`; with `api_url` (Prefect's, ending in /api) incidents are announced to it."""
+    t = triage_settings(settings)
+    metrics = ReceiverMetrics()
+    nodes = NodeDirectory(ledger, node_lister, refresh_seconds=t.known_nodes_refresh_seconds)
+    intake = AlertIntake(ledger, nodes, window_seconds=settings.receiver.dedup_window_seconds,
+                         thresholds=settings.signals)
+    announcer = None
+    if api_url:
+        sink = PrefectEventSink(api_url, timeout=t.emit_timeout_seconds, api_key=api_key, auth_string=auth_string)
+        announcer = IncidentAnnouncer(ledger, sink, metrics, retry_seconds=t.emit_retry_seconds,
+                                      thresholds=settings.signals, on_sent=on_sent)
+    return Receiver(intake=intake, token=settings.receiver.token.get_secret_value(), metrics=metrics,
+                    announcer=announcer)
+
+
+class ReceiverServer:
+    """uvicorn in a background thread on host:port (port 0 = a free one). `url` is the webhook URL's base."""
+
+    def __init__(self, receiver: Receiver, host: str = "127.0.0.1", port: int = 0) -> None:
+        import uvicorn
+
+        self.receiver = receiver
+        self.host = host
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((host, port))
+        self.port = self._sock.getsockname()[1]
+        config = uvicorn.Config(create_app(receiver), log_level="warning", access_log=False, lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def alerts_url(self) -> str:
+        return self.url + ALERTS_PATH
+
+    def start(self, timeout: float = 10.0) -> "ReceiverServer":
+        if self.receiver.announcer is not None:
+            self.receiver.announcer.start()
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]},
+                                        name="receiver-uvicorn", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError(f"receiver did not start on {self.url}")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        if self._thread:
+            self._thread.join(10)
+        if self.receiver.announcer is not None:
+            self.receiver.announcer.stop()
+        self._sock.close()
+
+    def __enter__(self) -> "ReceiverServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,169 @@
+"""Triage's decision, Prefect-free: incident → path → which flow, and the markdown that explains it.
+
+Gates, in order (each refusal says why):
+  1. the incident is already handled (not open)         → nothing to do
+  2. the incident is stale and the live node says it was already handled (cordoned, gone) → stop
+  3. the node is already out of service (quarantined, repair, retired) → record, no second remediation
+  4. classify (XID catalog + signal kind, recurrences counted from the ledger) → RemediationPath
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from remedy.detect.signals import Signal, SignalKind, Verdict, classify
+from remedy.domain.model import IncidentStatus, NodeState
+from remedy.domain.xid import RemediationPath
+from remedy.settings.signals import SignalThresholds
+
+# path → (flow entrypoint, what will happen). Paths absent here need no flow.
+PATH_FLOWS: dict[RemediationPath, tuple[str, str]] = {
+    RemediationPath.REPLACE: ("flows.replace_node:replace_node",
+                              "cordon, quarantine and drain the node, promote a warm spare, send the node to repair"),
+    RemediationPath.RESTART_APP: ("flows.fix_in_place:fix_in_place", "restart the job's pods; the node stays in"),
+    RemediationPath.RESET_GPU: ("flows.fix_in_place:fix_in_place", "drain, reset the GPU, verify, uncordon"),
+    RemediationPath.REBOOT: ("flows.fix_in_place:fix_in_place", "drain, reboot, wait Ready, verify, uncordon"),
+    RemediationPath.ISOLATE: ("flows.isolate_fault:isolate_fault", "find the culprit node by bisection"),
+    RemediationPath.ESCALATE: ("flows.escalate:escalate", "hand to a human with the evidence"),
+}
+OUT_OF_SERVICE = (NodeState.QUARANTINED, NodeState.REPAIR, NodeState.RETIRED)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What triage does: `action` is "remediate", "record" (watch/ignore) or "stop" (a gate refused)."""
+
+    action: str
+    path: RemediationPath | None
+    verdict: Verdict | None
+    reason: str
+    entrypoint: str = ""
+    plan: str = ""
+    recurrences: int = 1
+    stale: bool = False
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "action": self.action, "path": self.path.value if self.path else None,
+            "verdict": self.verdict.to_dict() if self.verdict else None, "reason": self.reason,
+            "entrypoint": self.entrypoint, "plan": self.plan, "recurrences": self.recurrences, "stale": self.stale,
+            "facts": self.facts,
+        }
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """ISO-8601 text (with zone) → aware datetime; None for empty; ValueError naming the bad value."""
+    if not text:
+        return None
+    try:
+        at = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"detected_at must be an ISO-8601 time, got {text!r}") from None
+    if at.tzinfo is None:
+        raise ValueError(f"detected_at must carry a time zone, got {text!r}")
+    return at
+
+
+def parse_incident_id(value: int | str | None) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"incident_id must be a positive integer, got {value!r}")
+    try:
+        number = int(str(value).strip())
+    except (TypeError, ValueError):
+        raise ValueError(f"incident_id must be a positive integer, got {value!r}") from None
+    if number < 1:
+        raise ValueError(f"incident_id must be a positive integer, got {value!r}")
+    return number
+
+
+def age_seconds(detected_at: datetime, now: datetime) -> float:
+    return (now - detected_at) / timedelta(seconds=1)
+
+
+def signal_of(incident: dict[str, Any]) -> Signal:
+    """The incident as a Signal for `classify` (an unknown signal kind becomes UNKNOWN: escalated, not dropped)."""
+    try:
+        kind = SignalKind(incident["signal"])
+    except ValueError:
+        kind = SignalKind.UNKNOWN
+    xid = incident.get("xid")
+    if kind is SignalKind.XID and xid is None:
+        kind = SignalKind.UNKNOWN
+    return Signal(node=incident["node"], kind=kind, gpu=incident.get("gpu"), xid=xid,
+                  labels={"alertname": incident.get("detail", "")[:80]})
+
+
+def decide(incident: dict[str, Any], *, recurrences: int, node_state: str | None, now: datetime,
+           detected_at: datetime | None, max_age_seconds: float, live_node: dict[str, Any] | None = None,
+           thresholds: SignalThresholds | None = None) -> Decision:
+    """The whole triage decision for one incident (a dict shaped like IncidentRecord)."""
+    facts: dict[str, Any] = {"incident": incident["id"], "node": incident["node"], "node_state": node_state}
+    status = IncidentStatus(incident["status"])
+    detected = detected_at or incident["first_seen"]
+    age = age_seconds(detected, now)
+    stale = age > max_age_seconds
+    facts["age_seconds"] = round(age, 3)
+
+    # 1. Someone already took it (another triage run, an operator).
+    if status is not IncidentStatus.OPEN:
+        return Decision("stop", None, None, f"incident {incident['id']} is {status.value}, not open: already handled",
+                        stale=stale, facts=facts)
+
+    # 2. A late run (stack was down) acts only if the live node still needs it.
+    if stale:
+        if live_node is None:
+            return Decision("stop", None, None, f"stale incident ({age:.0f} s old > {max_age_seconds:.0f} s) and the "
+                            f"node {incident['node']} is not in the cluster any more", stale=True, facts=facts)
+        if live_node.get("unschedulable"):
+            return Decision("stop", None, None, f"stale incident ({age:.0f} s old) and {incident['node']} is already "
+                            "cordoned: someone acted meanwhile", stale=True, facts=facts)
+
+    # 3. One remediation per node at a time: a node already taken out is not remediated again.
+    verdict = classify(signal_of(incident), thresholds, recurrences=max(1, recurrences))
+    path = verdict.path
+    if node_state in {s.value for s in OUT_OF_SERVICE} and path in PATH_FLOWS:
+        return Decision("stop", path, verdict, f"{incident['node']} is already {node_state}: recorded, no second "
+                        "remediation", recurrences=recurrences, stale=stale, facts=facts)
+
+    # 4. The path decides the flow.
+    if path in PATH_FLOWS:
+        entrypoint, plan = PATH_FLOWS[path]
+        return Decision("remediate", path, verdict, verdict.explanation, entrypoint, plan, recurrences, stale, facts)
+    plan = "watch: recorded as a warning, no action" if path is RemediationPath.WATCH else "recorded, no action"
+    return Decision("record", path, verdict, verdict.explanation, "", plan, recurrences, stale, facts)
+
+
+def explain_markdown(incident: dict[str, Any], decision: Decision, outcome: str = "") -> str:
+    """The run's artifact: what was seen, which rule matched, what will happen."""
+    where = incident["node"] + ("" if incident.get("gpu") is None else f" GPU {incident['gpu']}")
+    seen = incident["signal"] + (f" (XID {incident['xid']})" if incident.get("xid") is not None else "")
+    lines = [
+        f"### Triage of incident {incident['id']}: {seen} on {where}",
+        "",
+        "**What was seen**",
+        f"- {seen} on {where}; first seen {incident['first_seen']:%Y-%m-%d %H:%M:%S} UTC, "
+        f"{incident.get('count', 1)} alert(s), severity {incident.get('severity', '')}",
+        f"- occurrences of this fault in the lookback: {decision.recurrences}",
+        f"- node state in the ledger: {decision.facts.get('node_state') or 'unmanaged'}; "
+        f"age when triaged: {decision.facts.get('age_seconds')} s" + (" (stale)" if decision.stale else ""),
+        "",
+        "**Which rule matched**",
+    ]
+    if decision.verdict:
+        v = decision.verdict
+        lines.append(f"- `{v.rule}` → **{v.path.value}** ({v.severity.value}): {v.explanation}")
+    else:
+        lines.append("- none: a gate stopped triage before classification")
+    lines += ["", "**What will happen**"]
+    if decision.action == "remediate":
+        lines.append(f"- {decision.path.value}: {decision.plan} (`{decision.entrypoint}`)")
+    elif decision.action == "record":
+        lines.append(f"- {decision.plan}")
+    else:
+        lines.append(f"- nothing: {decision.reason}")
+    if outcome:
+        lines += ["", f"**Outcome**: {outcome}"]
+    return "\n".join(lines)

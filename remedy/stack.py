@@ -1,0 +1,219 @@
+"""`remedy up`: the embedded stack on one machine, and `remedy receiver serve` for production.
+
+    remedy up  →  Prefect server (reused if one answers) + every deployment in remedy.deployments with its triggers
+                  + the warm dispatcher (runs their flow runs in this process) + the alert receiver (uvicorn)
+                  + the cluster simulator (63 nodes), whose fault injector posts its alerts to the receiver.
+
+Then `remedy sim inject xid 64 --node gpu042 --url <sim>` opens an incident, whose event triggers a `triage` run
+that shows up in the Prefect UI and starts the remediation. Ctrl-C stops everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from remedy.errors import RemedyError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("up", help="start the embedded stack: Prefect, deployments, dispatcher, receiver, simulator")
+    p.add_argument("--workdir", default="var/stack", help="where the ledger and the Prefect server keep their files")
+    p.add_argument("--prefect-port", type=int, default=4200, help="port of the local Prefect server (UI)")
+    p.add_argument("--receiver-port", type=int, default=None, help="alert receiver port (default: settings; 0 = free)")
+    p.add_argument("--sim-port", type=int, default=8001, help="simulator port (0 = free)")
+    p.add_argument("--nodes", type=int, default=63, help="simulated nodes (default 63: 60 active, 3 spares)")
+    p.add_argument("--time-scale", type=float, default=0.05, help="simulated durations × this (1.0 = real time)")
+    p.add_argument("--json", action="store_true", help="print the URLs as one JSON line once everything is up")
+    p.set_defaults(func=_up)
+
+    r = sub.add_parser("receiver", help="the Alertmanager webhook receiver")
+    rsub = r.add_subparsers(dest="receiver_command", metavar="SUBCOMMAND")
+    serve = rsub.add_parser("serve", help="serve the receiver (config from settings; announces to PREFECT_API_URL)")
+    serve.add_argument("--host", default=None, help="bind address (default receiver.host)")
+    serve.add_argument("--port", type=int, default=None, help="port (default receiver.port)")
+    serve.set_defaults(func=_receiver_serve)
+    r.set_defaults(func=lambda args: (r.print_help(), 2)[1])
+
+
+@dataclass
+class Stack:
+    """Handles of a running stack (for tests and the bench too): stop() ends every part it started."""
+
+    api_url: str
+    sim: Any
+    receiver: Any
+    dispatcher: Any
+    deployment_ids: dict[str, Any]
+    ledger: Any
+    parts: list[Any] = field(default_factory=list)
+
+    @property
+    def urls(self) -> dict[str, str]:
+        return {"prefect_ui": self.api_url.removesuffix("/api"), "prefect_api": self.api_url,
+                "receiver": self.receiver.alerts_url, "metrics": self.receiver.url + "/metrics",
+                "simulator": self.sim.url}
+
+    def stop(self) -> None:
+        for part in reversed(self.parts):
+            try:
+                part.stop()
+            except Exception:
+                pass
+
+
+def apply_deployments(specs=None) -> tuple[dict[str, Any], dict[Any, Any]]:
+    """Create/update every deployment (with triggers and schedules) on the current Prefect API.
+
+    Returns (name → deployment id, deployment id → flow). A missing flow module raises before anything is applied.
+    """
+    from remedy.deployments import DEPLOYMENTS, check_entrypoints, runner_deployment
+
+    specs = DEPLOYMENTS if specs is None else specs
+    flows = check_entrypoints(specs)
+    ids, by_id = {}, {}
+    for spec in specs:
+        dep_id = runner_deployment(spec, flows[spec.name]).apply()
+        ids[spec.name], by_id[dep_id] = dep_id, flows[spec.name]
+    return ids, by_id
+
+
+def start_stack(*, workdir: Path, api_url: str, nodes: int = 63, spares: int = 3, time_scale: float = 0.05,
+                sim_port: int = 0, receiver_host: str = "127.0.0.1", receiver_port: int = 0,
+                settings_overrides: dict[str, Any] | None = None, fresh_ledger: bool = False) -> Stack:
+    """Start simulator, ledger, deployments, dispatcher and receiver against a running Prefect API."""
+    from remedy import runtime
+    from remedy.receiver.dispatcher import Dispatcher
+    from remedy.receiver.server import ReceiverServer, build_receiver
+    from remedy.settings.triage import triage_settings
+    from remedy.sim.cluster import build_cluster
+    from remedy.sim.server import SimServer
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    ledger_file = workdir / "ledger.db"
+    if fresh_ledger:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{ledger_file}{suffix}").unlink(missing_ok=True)
+    parts: list[Any] = []
+    try:
+        sim = SimServer(build_cluster(nodes=nodes, spares=spares, time_scale=time_scale), port=sim_port).start()
+        parts.append(sim)
+        os.environ["PREFECT_API_URL"] = api_url
+        os.environ["REMEDY_CLUSTER__MODE"] = "simulator"
+        os.environ["REMEDY_CLUSTER__SIMULATOR_URL"] = sim.url
+        os.environ["REMEDY_DB_URL"] = f"sqlite:///{ledger_file.resolve()}"
+        for key, value in (settings_overrides or {}).items():
+            os.environ[key] = str(value)
+        runtime.reset()
+        settings = runtime.settings()
+        led = runtime.ledger()
+        _adopt_fleet(runtime)
+
+        ids, flows = apply_deployments()
+        dispatcher = Dispatcher(flows, poll_seconds=triage_settings(settings).dispatcher_poll_seconds).start()
+        parts.append(dispatcher)
+        receiver = build_receiver(settings, led, api_url=api_url, on_sent=dispatcher.wake,
+                                  node_lister=lambda: [n.name for n in runtime.cluster().list_gpu_nodes()])
+        server = ReceiverServer(receiver, host=receiver_host, port=receiver_port).start()
+        parts.append(server)
+        sim.cluster.alert_url = server.alerts_url
+        sim.cluster.alert_token = settings.receiver.token.get_secret_value()
+        return Stack(api_url=api_url, sim=sim, receiver=server, dispatcher=dispatcher, deployment_ids=ids,
+                     ledger=led, parts=parts)
+    except BaseException:
+        for part in reversed(parts):
+            part.stop()
+        raise
+
+
+def _adopt_fleet(runtime) -> None:
+    """Every simulated node into the ledger; spares as the simulator builds them: validated by burn-in."""
+    led = runtime.ledger()
+    nodes = runtime.cluster().list_gpu_nodes()
+    led.upsert_nodes(nodes)
+    for node in nodes:
+        if node.state is not None and node.state.value == "spare":
+            led.transition(node.name, node.state, reason="adopted from pool label", requested_by="remedy up")
+            led.record_validation(node.name, level="standard", passed=True, requested_by="remedy up",
+                                  summary={"source": "simulator: spares are built pre-validated"})
+
+
+def _up(args: argparse.Namespace) -> int:
+    from remedy.config import load_settings
+    from remedy.prefect_server import ensure_server, healthy, offline_env
+
+    workdir = Path(args.workdir)
+    settings = load_settings(args.config)
+    port = settings.receiver.port if args.receiver_port is None else args.receiver_port
+    api_url = os.environ.get("PREFECT_API_URL", "")
+    if not (api_url and healthy(api_url)):
+        print("starting the Prefect server (first start takes ~20 s)…", flush=True)
+        api_url = ensure_server(workdir, port=args.prefect_port)
+        os.environ.update(offline_env(workdir / "prefect"))
+    if args.config:
+        os.environ["REMEDY_CONFIG"] = args.config
+    stack = start_stack(workdir=workdir, api_url=api_url, nodes=args.nodes, time_scale=args.time_scale,
+                        sim_port=args.sim_port, receiver_host=settings.receiver.host, receiver_port=port)
+    urls = stack.urls
+    if args.json:
+        print(json.dumps(urls), flush=True)
+    else:
+        print(f"Prefect UI:      {urls['prefect_ui']}")
+        print(f"alert receiver:  {urls['receiver']}  (metrics {urls['metrics']})")
+        print(f"simulator:       {urls['simulator']}  (kubectl --server={urls['simulator']} get nodes)")
+        print(f"deployments:     {', '.join(stack.deployment_ids)}")
+        print(f"try:             remedy sim inject xid 64 --node gpu042 --url {urls['simulator']}")
+        print("Ctrl-C stops everything.", flush=True)
+    _wait_for_interrupt()
+    print("stopping…", flush=True)
+    stack.stop()
+    return 0
+
+
+def _wait_for_interrupt() -> None:
+    done = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: done.set())
+    try:
+        while not done.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _receiver_serve(args: argparse.Namespace) -> int:
+    """Production: receiver only. Announces incidents to PREFECT_API_URL; the deployments run on a work pool."""
+    from remedy import runtime
+    from remedy.receiver.server import ReceiverServer, build_receiver
+
+    settings = runtime.settings() if not args.config else None
+    if settings is None:
+        os.environ["REMEDY_CONFIG"] = args.config
+        runtime.reset()
+        settings = runtime.settings()
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_KEY, PREFECT_API_URL
+
+    api_url = PREFECT_API_URL.value()
+    if not api_url:
+        raise RemedyError("PREFECT_API_URL is not set: the receiver needs the Prefect API to announce incidents")
+    led = runtime.ledger()
+    key = PREFECT_API_KEY.value()
+    auth = PREFECT_API_AUTH_STRING.value()
+    receiver = build_receiver(settings, led, api_url=api_url,
+                              api_key=key.get_secret_value() if hasattr(key, "get_secret_value") else key,
+                              auth_string=auth.get_secret_value() if hasattr(auth, "get_secret_value") else auth,
+                              node_lister=lambda: [n.name for n in runtime.cluster().list_gpu_nodes()])
+    host = args.host or settings.receiver.host
+    port = settings.receiver.port if args.port is None else args.port
+    server = ReceiverServer(receiver, host=host, port=port).start()
+    print(f"alert receiver on {server.alerts_url} (metrics {server.url}/metrics); Ctrl-C stops it", flush=True)
+    _wait_for_interrupt()
+    server.stop()
+    return 0

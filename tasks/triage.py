@@ -1,0 +1,64 @@
+"""Triage's ledger and cluster reads as Prefect tasks (one read or one write each, named verb_object)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import timedelta
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from remedy import runtime
+from remedy.domain.model import IncidentStatus, utcnow
+from remedy.errors import NodeNotFound
+from tasks.ledger import requester
+from tasks.retry import transient_only
+
+READ = dict(retries=2, retry_delay_seconds=[0.5, 1], retry_condition_fn=transient_only, cache_policy=NO_CACHE)
+
+
+@task(name="load_incident", task_run_name="load-incident-{incident_id}", **READ)
+def load_incident(incident_id: int) -> dict[str, Any]:
+    """The incident as the ledger has it now (RecordNotFound if the id is unknown)."""
+    return asdict(runtime.ledger().get_incident(incident_id))
+
+
+@task(name="count_recurrences", task_run_name="count-recurrences-{node}", **READ)
+def count_recurrences(node: str, fingerprint: str, lookback_hours: float) -> int:
+    """Incidents of this very fault (this one included) within the lookback: seed 002 §4.3.5's 'it recurs'."""
+    since = utcnow() - timedelta(hours=lookback_hours)
+    return sum(i.fingerprint == fingerprint for i in runtime.ledger().incidents(node=node, since=since))
+
+
+@task(name="read_node_state", task_run_name="read-state-{node}", **READ)
+def read_node_state(node: str) -> str | None:
+    """The node's lifecycle state in the ledger; None when unmanaged or unknown."""
+    try:
+        state = runtime.ledger().get_node(node).state
+    except NodeNotFound:
+        return None
+    return state.value if state else None
+
+
+@task(name="read_live_node", task_run_name="read-live-{node}", **READ)
+def read_live_node(node: str) -> dict[str, Any] | None:
+    """The node as the cluster shows it right now; None if the cluster has no such node."""
+    try:
+        return asdict(runtime.cluster().get_node(node))
+    except NodeNotFound:
+        return None
+
+
+@task(name="claim_incident", task_run_name="claim-incident-{incident_id}", **READ)
+def claim_incident(incident_id: int) -> bool:
+    """open → acting for this run; False if another run (or an operator) has it. One incident, one remediation."""
+    from prefect.runtime import flow_run
+
+    return runtime.ledger().claim_incident(incident_id, str(flow_run.id or requester()))
+
+
+@task(name="close_incident", task_run_name="close-incident-{incident_id}-{status}", **READ)
+def close_incident(incident_id: int, status: str, detail: str) -> dict[str, Any]:
+    rec = runtime.ledger().set_incident_status(incident_id, IncidentStatus(status), detail=detail[:2000])
+    return {"id": rec.id, "status": rec.status.value}
