@@ -118,6 +118,8 @@ def _handle(cluster, method, path, query, headers, body, server_address) -> Repl
     if ns is not None and cluster.store.get("Namespace", "", ns) is None and method != "GET":
         raise not_found("Namespace", ns)
     if method == "GET":
+        if query.get("watch") in ("true", "1"):
+            raise ApiError(405, "MethodNotAllowed", "watch is not supported by the gpu-remedy simulator; poll with list")
         if name is None:
             return _list(cluster, res, ns, query, headers.get("accept", ""))
         if sub == "log":

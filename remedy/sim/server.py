@@ -5,7 +5,8 @@
         client = kubernetes.client.CoreV1Api(ApiClient(Configuration(host=sim.url)))
 
 stdlib ThreadingHTTPServer on 127.0.0.1, HTTP/1.1 keep-alive; bodies are built under the cluster lock
-and written after it is released.
+and written after it is released. Not served: watch, server-side apply, OpenAPI documents (so
+`kubectl create/apply -f` needs `--validate=false`).
 """
 
 from __future__ import annotations

@@ -243,3 +243,17 @@ def test_events_create_list_by_involved_object_with_server_timestamps(core):
                                                 _preload_content=False).data)
     assert raw["items"][0]["lastTimestamp"] == "2026-01-02T03:04:05Z"  # metav1.Time: seconds, UTC
     assert core.list_event_for_all_namespaces(field_selector="involvedObject.name!=gpu001,reason=RemedyCordoned").items == []
+
+
+def test_noexecute_taint_evicts_untolerating_pods_only(sim, core, batch):
+    core.patch_node("gpu009", {"spec": {"taints": [{"key": "remedy.io/retired", "value": "lemon", "effect": "NoExecute"}]}})
+    wait_for(lambda: not core.list_namespaced_pod("training", field_selector="spec.nodeName=gpu009").items)
+    left = {p.metadata.name for p in core.list_pod_for_all_namespaces(field_selector="spec.nodeName=gpu009").items}
+    assert left == {"nvidia-device-plugin-gpu009", "kube-proxy-gpu009"}  # they tolerate everything
+    wait_for(lambda: batch.read_namespaced_job("llm-pretrain", "training").status.ready == 13)
+
+
+def test_watch_is_refused_clearly(core):
+    with pytest.raises(ApiException) as err:
+        core.list_node(watch=True, _preload_content=False)
+    assert err.value.status == 405 and "watch is not supported" in json.loads(err.value.body)["message"]
