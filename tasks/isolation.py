@@ -20,6 +20,7 @@ import uuid
 from dataclasses import asdict
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
@@ -92,8 +93,6 @@ def batch_manifest(template: dict, *, job_name: str, label_value: str, nodes: in
     tolerations = pod.setdefault("tolerations", [])
     if not any(t.get("key") == quarantine_taint for t in tolerations):
         tolerations.append({"key": quarantine_taint, "operator": "Exists"})
-    # One pod per node: spread them like an indexed Job (the simulator does this for a shared label itself).
-    spec.setdefault("completionMode", "Indexed")
     return m
 
 
@@ -173,7 +172,11 @@ def run_smoke_test(batch_id: str, nodes: list[str], label_value: str, template: 
 
     def go() -> dict:
         start = time.monotonic()
-        cluster._call(f"create job {ns}/{job}", cluster.batch.create_namespaced_job, ns, manifest)
+        try:
+            cluster._call(f"create job {ns}/{job}", cluster.batch.create_namespaced_job, ns, manifest)
+        except ApiException as exc:
+            if exc.status != 409:  # 409: this batch's Job exists already (a retried task); follow it
+                raise RemedyError(f"cannot create smoke-test job {ns}/{job}: HTTP {exc.status} {exc.reason}") from None
         try:
             out = _follow_until_verdict(cluster, job, len(nodes), regex, start + time_limit_seconds)
         finally:
