@@ -1,26 +1,116 @@
-"""Replacement scenarios: a node dies, a warm spare takes its place."""
+"""Replacement scenarios: a node dies and a warm spare takes its place; a rack storm trips the breaker; the spare
+pool runs dry."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import threading
+import time
 from datetime import datetime, timezone
 from typing import Any
 
 from remedy.scenarios import DemoContext, Scenario
 
 NODE = "gpu042"
+STORM_RACK_NODES = ["gpu009", "gpu010", "gpu011", "gpu012", "gpu013"]  # rack-2
+EXHAUST_NODES = ["gpu003", "gpu019", "gpu027"]  # three racks, so no breaker trips: only the pool runs out
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+@contextlib.contextmanager
+def _answering(ctx: DemoContext):
+    """--approve / --deny: a simulated operator answers approvals through the real path; else a person does."""
+    if ctx.approve is None:
+        ctx.say("approvals wait for a person: open the paused run in the Prefect UI (or use --approve/--deny)")
+        yield
+        return
+    from remedy.approvals.auto import AutoApprover
+
+    with AutoApprover(ctx.approve, by="demo-operator"):
+        yield
+
+
+def _demo_approval_timeout() -> None:
+    os.environ.setdefault("REMEDY_APPROVALS__TIMEOUT_SECONDS", "300")
+    from remedy import runtime
+
+    runtime.reset()
 
 
 def xid79(ctx: DemoContext) -> dict[str, Any]:
     from flows.replace_node import replace_node  # imported before the fault, so detection time is not import time
     from remedy.sim.faults import inject
 
-    detected_at = datetime.now(timezone.utc)
+    detected_at = _now()
     inject(ctx.sim.cluster, "xid", NODE, gpu=3, code=79)
     ctx.say(f"injected XID 79 (GPU fell off the bus) on {NODE} GPU 3")
-    return replace_node(node=NODE, cause="XID 79", signal="xid", xid=79, gpu=3,
-                        detected_at=detected_at.isoformat(), dry_run=ctx.dry_run)
+    return replace_node(node=NODE, cause="XID 79", signal="xid", xid=79, gpu=3, detected_at=detected_at,
+                        dry_run=ctx.dry_run)
+
+
+def rack_storm(ctx: DemoContext) -> dict[str, Any]:
+    """Five nodes of one rack fail within seconds: a switch or PDU, not five bad nodes. The rack breaker acts on
+    the first failures, holds the rest and asks a person once; approving re-closes it and the held work goes on."""
+    from flows.replace_node import replace_node
+    from remedy.sim.faults import inject
+
+    _demo_approval_timeout()
+    runs: dict[str, dict[str, Any]] = {}
+
+    def one(node: str, detected_at: str) -> None:
+        runs[node] = replace_node(node=node, cause="XID 79", signal="xid", xid=79, gpu=0, detected_at=detected_at,
+                                  dry_run=ctx.dry_run)
+
+    with _answering(ctx):
+        threads = []
+        for node in STORM_RACK_NODES:
+            detected_at = _now()
+            inject(ctx.sim.cluster, "xid", node, gpu=0, code=79)
+            ctx.say(f"injected XID 79 on {node} (rack-2)")
+            t = threading.Thread(target=one, args=(node, detected_at))
+            t.start()
+            threads.append(t)
+            time.sleep(0.3)
+        for t in threads:
+            t.join()
+    statuses = {n: runs[n]["status"] for n in STORM_RACK_NODES}
+    replaced = sorted(n for n, s in statuses.items() if s == "replaced")
+    return {"node": "rack-2", "status": "breaker-tripped" if any(r.get("gate", "").startswith("hold")
+                                                                  for r in runs.values()) else "no-trip",
+            "runs": statuses, "replaced": replaced,
+            "gates": {n: runs[n].get("gate") for n in STORM_RACK_NODES}}
+
+
+def spares_exhausted(ctx: DemoContext) -> dict[str, Any]:
+    """Failures in three racks with two spares and a reserve of one: the second failure needs a person to spend
+    the reserve; the third finds no spare at all and escalates — the failed node stays out, no half-replacement."""
+    from flows.replace_node import replace_node
+    from remedy.sim.faults import inject
+
+    _demo_approval_timeout()
+    runs = []
+    with _answering(ctx):
+        for node in EXHAUST_NODES:
+            detected_at = _now()
+            inject(ctx.sim.cluster, "xid", node, gpu=1, code=79)
+            ctx.say(f"injected XID 79 on {node}")
+            runs.append(replace_node(node=node, cause="XID 79", signal="xid", xid=79, gpu=1,
+                                     detected_at=detected_at, dry_run=ctx.dry_run))
+    last = runs[-1]
+    return {"node": ", ".join(EXHAUST_NODES), "status": last["status"],
+            "runs": {r["node"]: r["status"] for r in runs},
+            "why": last.get("why") or last.get("gate"), "replaced": [r["replacement"] for r in runs
+                                                                   if r["status"] == "replaced"]}
 
 
 SCENARIOS = [
     Scenario("xid79", "GPU fell off the bus (XID 79): replace the node from the warm spare pool", xid79),
+    Scenario("rack-storm", "5 nodes of one rack fail within seconds: the rack breaker trips, one approval",
+             rack_storm, ok_statuses=("breaker-tripped",)),
+    Scenario("spares-exhausted", "failures outrun the spare pool: spend the reserve with approval, then escalate",
+             spares_exhausted, sim_options={"spares": 2}, ok_statuses=("no-spare", "held")),
 ]
