@@ -46,6 +46,14 @@ def _q(values: list[float], q: float) -> float | None:
     return s[min(len(s) - 1, int(q * (len(s) - 1) + 0.5))]
 
 
+def _lemons(rs: list[SimResult]) -> str:
+    """Flagged (correct) of the fleet's lemons, summed over seeds."""
+    flagged = sum(r.lemons_flagged for r in rs)
+    right = sum(r.lemons_flagged_correctly for r in rs)
+    total = sum(r.lemons_in_fleet for r in rs)
+    return f"{flagged} ({right})/{total}" if total or flagged else "-"
+
+
 def run(scenarios: list[str], seeds: int) -> dict[tuple[str, str], list[SimResult]]:
     out: dict[tuple[str, str], list[SimResult]] = {}
     for sc in scenarios:
@@ -60,7 +68,7 @@ def run(scenarios: list[str], seeds: int) -> dict[tuple[str, str], list[SimResul
 def table(results: dict[tuple[str, str], list[SimResult]]) -> str:
     head = (
         f"{'scenario':11} {'policy':23} {'goodput':>7} {'c':>6} {'f':>6} {'q':>6} {'down p50':>9} {'down p90':>9} "
-        f"{'failed-retry GPU-h':>18} {'spares':>7} {'chain ok':>8} {'retired':>7} {'wall s':>7} {'× auto-repl':>11}"
+        f"{'failed-retry GPU-h':>18} {'spares':>7} {'chain ok':>8} {'lemons flagged':>14} {'wall s':>7} {'× auto-repl':>11}"
     )
     lines = [head, "-" * len(head)]
     for (sc, policy), rs in results.items():
@@ -72,7 +80,7 @@ def table(results: dict[tuple[str, str], list[SimResult]]) -> str:
             f"{_pct(_mean(r.failure_loss for r in rs)):>6} {_pct(_mean(r.queue_wait for r in rs)):>6} "
             f"{_q(downs, 0.5) or 0:7.0f} m {_q(downs, 0.9) or 0:7.0f} m "
             f"{_mean(r.failed_retry_gpu_hours for r in rs):18.0f} {_mean(r.spares_consumed for r in rs):7.1f} "
-            f"{_pct(_mean(r.retry_chain_success for r in rs)):>8} {_mean(r.nodes_retired for r in rs):7.1f} "
+            f"{_pct(_mean(r.retry_chain_success for r in rs)):>8} {_lemons(rs):>14} "
             f"{wall:7.2f} {wall / base if base else float('nan'):10.2f}×"
         )
     missing = sorted({m for rs in results.values() for r in rs for m in r.missing_domain})
