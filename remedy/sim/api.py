@@ -9,21 +9,21 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
-from remedy.sim import discovery, validation
+from remedy.sim import admission, discovery, validation
 from remedy.sim.cluster import Cluster
-from remedy.sim.controller import add_default_tolerations, delete_pod, finished
+from remedy.sim.controller import delete_pod
 from remedy.sim.disruption import evict
+from remedy.sim.logs import pod_log
 from remedy.sim.objects import random_suffix
 from remedy.sim.patch import json_patch, merge_patch, strategic_merge
 from remedy.sim.selectors import parse_field_selector, parse_label_selector
 from remedy.sim.store import (
-    ApiError, bad_request, conflict, deep_copy, dumps, invalid, normalize_times, not_found, now_iso,
+    ApiError, bad_request, conflict, deep_copy, dumps, invalid, normalize_times, not_found,
 )
 from remedy.sim.tables import table
 
@@ -123,7 +123,8 @@ def _handle(cluster, method, path, query, headers, body, server_address) -> Repl
         if name is None:
             return _list(cluster, res, ns, query, headers.get("accept", ""))
         if sub == "log":
-            return _log(cluster, ns or "", name, query)
+            body, _ = pod_log(cluster, ns or "", name, query)
+            return Reply(200, body, "text/plain")
         entry = cluster.store.get_entry(res.kind, ns or "", name)
         if entry is None:
             raise not_found(res.kind, name)
@@ -256,71 +257,18 @@ def _create(cluster: Cluster, res, ns, obj, dry_run: bool) -> Reply:
     validation.validate(res.kind, obj)
     meta["uid"] = str(uuid.uuid4())
     normalize_times(obj)
-    _default(cluster, res.kind, obj)
+    admission.default(cluster, res.kind, obj)
     if res.kind == "Job":
-        _fix_job_selector(obj)
+        admission.fix_job_selector(obj)
     if dry_run:
         return ok(obj, 201)
     with cluster.lock:
         cluster.store.create(res.kind, obj)
         if res.kind == "Node":
-            _adopt_node(cluster, obj)
+            admission.adopt_node(cluster, obj)
         cluster.reconcile({meta["name"]} if res.kind == "Node" else set())
         stored = cluster.store.get(res.kind, ns or "", meta["name"]) or obj
     return ok(stored, 201)
-
-
-def _default(cluster: Cluster, kind: str, obj: dict) -> None:
-    """What the real server's defaulting and admission add on create."""
-    if kind == "Pod":
-        obj.setdefault("spec", {}).setdefault("restartPolicy", "Always")
-        obj["spec"].setdefault("terminationGracePeriodSeconds", 30)
-        add_default_tolerations(obj["spec"])
-        obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
-    elif kind == "Job":
-        spec = obj["spec"]
-        spec.setdefault("parallelism", 1)
-        spec.setdefault("completions", 1)
-        spec.setdefault("backoffLimit", 6)
-        spec.setdefault("completionMode", "NonIndexed")
-        spec.setdefault("suspend", False)
-        uid_label = "batch.kubernetes.io/controller-uid"
-        spec.setdefault("selector", {"matchLabels": {uid_label: "pending"}})
-        obj["status"] = {}
-    elif kind == "Event":
-        obj.setdefault("count", 1)
-        obj.setdefault("type", "Normal")
-    elif kind == "Namespace":
-        obj["status"] = {"phase": "Active"}
-        obj.setdefault("metadata", {}).setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
-    elif kind == "Node":
-        obj.setdefault("spec", {})
-        obj.setdefault("status", {})
-
-
-def _adopt_node(cluster: Cluster, node: dict) -> None:
-    """A Node created through the API (e.g. a replacement joining) gets healthy hidden hardware."""
-    from remedy.sim.health import NodeHealth
-    from remedy.sim.objects import node_conditions
-
-    name = node["metadata"]["name"]
-    gpus = int((node.get("status", {}).get("capacity") or {}).get("nvidia.com/gpu", 8) or 8)
-    cluster.health.setdefault(name, NodeHealth.healthy(gpus=gpus, node_index=len(cluster.health) + 1))
-    cluster.dmesg.setdefault(name, ["Linux version 6.8.0-sim (buildd@sim) #1 SMP"])
-    if not node.get("status", {}).get("conditions"):
-        cluster.store.mutate("Node", "", name, lambda n: n["status"].__setitem__("conditions",
-                                                                                  node_conditions(True, now_iso())))
-
-
-def _fix_job_selector(obj: dict) -> None:
-    uid = obj["metadata"]["uid"]
-    for labels in (obj["spec"]["selector"].setdefault("matchLabels", {}),):
-        if labels.get("batch.kubernetes.io/controller-uid") == "pending":
-            labels["batch.kubernetes.io/controller-uid"] = uid
-    tmeta = obj["spec"]["template"].setdefault("metadata", {})
-    tmeta.setdefault("labels", {}).update({"batch.kubernetes.io/controller-uid": uid, "controller-uid": uid,
-                                           "batch.kubernetes.io/job-name": obj["metadata"]["name"],
-                                           "job-name": obj["metadata"]["name"]})
 
 
 # ------------------------------------------------------------------ update / patch
@@ -426,47 +374,3 @@ def _delete(cluster: Cluster, res, ns: str, name: str, query, body: bytes, dry_r
                     cluster.store.remove(kind, name, obj["metadata"]["name"])
         cluster.reconcile(set())
     return ok(success_status(res.kind, name, uid))
-
-
-# ------------------------------------------------------------------ logs
-def _log(cluster: Cluster, ns: str, name: str, query) -> Reply:
-    pod = cluster.store.require("Pod", ns, name)
-    containers = [c.get("name") for c in pod.get("spec", {}).get("containers") or []]
-    container = query.get("container")
-    if container and container not in containers:
-        raise bad_request(f"container {container} is not valid for pod {name}")
-    if not container and len(containers) > 1:
-        raise bad_request(f"a container name must be specified for pod {name}, choose one of: "
-                          f"[{' '.join(containers)}]")
-    if not pod.get("spec", {}).get("nodeName"):
-        raise bad_request(f'container "{container or containers[0]}" in pod "{name}" is waiting to start: '
-                          "ContainerCreating")
-    tail = query.get("tailLines")
-    try:
-        tail_n = int(tail) if tail not in (None, "") else None
-    except ValueError:
-        raise bad_request(f"tailLines must be an integer, got {tail!r}") from None
-    visible = cluster.visible_log(ns, name)
-    lines = visible if tail_n is None else (visible[-tail_n:] if tail_n > 0 else [])
-    if query.get("follow") not in ("true", "1", "True"):
-        return Reply(200, "".join(line + "\n" for line in lines).encode(), "text/plain")
-    return Reply(200, _follow(cluster, ns, name, pod["metadata"]["uid"], lines, len(visible)), "text/plain")
-
-
-def _follow(cluster: Cluster, ns: str, name: str, uid: str, first: list[str], sent: int) -> Iterator[bytes]:
-    """Stream lines as the pod produces them; end when the pod has finished (or is gone)."""
-    if first:
-        yield "".join(line + "\n" for line in first).encode()
-    while True:
-        pod = cluster.store.get("Pod", ns, name)
-        gone = pod is None or pod["metadata"].get("uid") != uid
-        lines = cluster.visible_log(ns, name)
-        if len(lines) > sent:
-            yield "".join(line + "\n" for line in lines[sent:]).encode()
-            sent = len(lines)
-        if gone:
-            return
-        all_lines = len(cluster.logs.get((ns, name), []))
-        if finished(pod) and sent >= all_lines:
-            return
-        time.sleep(0.02)

@@ -18,12 +18,12 @@ from pathlib import Path
 from remedy.errors import NodeNotFound, RemedyError
 from remedy.sim.health import NodeHealth
 from remedy.sim.index import ClusterIndex
-from remedy.sim.store import ObjectStore, deep_copy, now_iso
+from remedy.sim.objects import WORKLOAD_ANNOTATION  # noqa: F401  (the Job controller imports it from here)
+from remedy.sim.store import ObjectStore, deep_copy
 
 TRAINING_NAMESPACE = "training"
 TRAINING_JOB = "llm-pretrain"
 CHECK_LABEL = "remedy.io/check"  # pod-template label that picks the job runner
-WORKLOAD_ANNOTATION = "remedy.io/sim-workload"  # "training": a long-running gang job, never finishes
 SAVE_FORMAT = "gpu-remedy-sim/1"
 
 

@@ -1,6 +1,7 @@
 """The Kubernetes objects of a simulated GPU cluster: nodes, their system pods, the training job.
 
-Label keys are gpu-remedy's config defaults (remedy.config.TopologyLabels / TaintKeys).
+Label and taint keys are gpu-remedy's config defaults (remedy.config.TopologyLabels / TaintKeys), read
+from the config model so the simulated cluster always speaks the labels gpu-remedy expects by default.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import random
 import uuid
 from typing import TYPE_CHECKING
 
+from remedy.config import TaintKeys, TopologyLabels
 from remedy.sim.health import NodeHealth
 from remedy.sim.store import now_iso
 
@@ -21,11 +23,13 @@ ZONE = "sim-a"
 GPU_PRODUCT = "NVIDIA-B200"
 INSTANCE_TYPE = "p6-b200.48xlarge"  # 8x B200, the seed 002 cluster's node shape
 KUBELET_VERSION = "v1.31.4"
-SPARE_TAINT = {"key": "remedy.io/spare", "value": "true", "effect": "NoSchedule"}
-POOL_LABEL = "remedy.io/pool"
+LABELS = TopologyLabels()
+SPARE_TAINT = {"key": TaintKeys().spare, "value": "true", "effect": "NoSchedule"}
+POOL_LABEL = LABELS.pool
 NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "training", "gpu-remedy")
 DEVICE_PLUGIN = "nvidia-device-plugin-daemonset"
 TRAINING_IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
+WORKLOAD_ANNOTATION = "remedy.io/sim-workload"  # "training": a long-running gang job that never finishes
 TERMINATION_GRACE_SECONDS = 30  # seed 000: the drain grace that lets the job checkpoint
 
 
@@ -53,14 +57,14 @@ def make_node(name: str, index: int, rack: int, pos_in_rack: int, per_rack: int,
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64",
         "nvidia.com/gpu.present": "true",
-        "nvidia.com/gpu.product": GPU_PRODUCT,
-        "nvidia.com/gpu.count": str(gpus),
-        "node.kubernetes.io/instance-type": INSTANCE_TYPE,
-        "topology.kubernetes.io/zone": ZONE,
+        LABELS.gpu_product: GPU_PRODUCT,
+        LABELS.gpu_count: str(gpus),
+        LABELS.instance_type: INSTANCE_TYPE,
+        LABELS.zone: ZONE,
         "topology.kubernetes.io/region": "us-sim-1",
-        "remedy.io/rack": f"rack-{rack}",
-        "remedy.io/switch": f"leaf-{(rack - 1) // 2 + 1}",
-        "remedy.io/pdu": pdu,
+        LABELS.rack: f"rack-{rack}",
+        LABELS.switch: f"leaf-{(rack - 1) // 2 + 1}",
+        LABELS.pdu: pdu,
         POOL_LABEL: pool,
     }
     ts = now_iso()
@@ -188,7 +192,7 @@ def make_training_job(parallelism: int) -> dict:
     return {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": "llm-pretrain", "namespace": "training", "labels": {"app": "llm-pretrain"},
-                     "annotations": {"remedy.io/sim-workload": "training"}},
+                     "annotations": {WORKLOAD_ANNOTATION: "training"}},
         "spec": {
             "parallelism": parallelism,
             "completions": parallelism,
@@ -198,7 +202,7 @@ def make_training_job(parallelism: int) -> dict:
                 "metadata": {"labels": {"app": "llm-pretrain"}},
                 "spec": {
                     "restartPolicy": "OnFailure",
-                    "nodeSelector": {POOL_LABEL: "active"},
+                    "nodeSelector": {POOL_LABEL: LABELS.job_pool_value},
                     "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
                     "containers": [{
                         "name": "trainer", "image": TRAINING_IMAGE,
@@ -262,7 +266,7 @@ def populate(cluster: "Cluster", *, nodes: int, spares: int, gpus_per_node: int,
         name = f"{prefix}{i + 1:0{width}d}"
         rack = rack_of[i]
         pos = members[rack].index(i)
-        pool = "spare" if i in spare_idx else "active"
+        pool = "spare" if i in spare_idx else LABELS.job_pool_value
         node = store.create("Node", make_node(name, i, rack, pos, per_rack, pool, gpus_per_node, cluster.seed))
         cluster.health[name] = NodeHealth.healthy(gpus=gpus_per_node, node_index=i + 1)
         cluster.dmesg[name] = ["Linux version 6.8.0-sim (buildd@sim) #1 SMP"]
