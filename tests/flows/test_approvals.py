@@ -1,0 +1,116 @@
+"""request_approval on a real Prefect server: Slack buttons + pause_flow_run, timeout → safe default + reminder,
+Slack down or slow → the flow carries on with the Prefect UI path."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+from prefect import flow
+
+from remedy.approvals.decide import decide_and_resume
+from remedy.approvals.model import ApprovalAction, ButtonValue
+from remedy.approvals.signing import click_payload, form_body, signed_headers
+from tasks.approvals import request_approval
+from tests.approvals.helpers import (  # noqa: F401 - remedy_env is a fixture
+    APPROVER, SECRET, FlowThread, remedy_env, run_receiver, wait_paused_approval,
+)
+
+pytestmark = pytest.mark.prefect
+
+
+@flow(name="needs-approval")
+def needs_approval(timeout: float, default: str = "deny") -> dict:
+    o = request_approval(kind="test", title="Replace gpu003?", summary_markdown="XID 79 twice: *replace*",
+                         incident_id=None, node="gpu003", timeout_seconds=timeout, default_on_timeout=default)
+    return {"decision": o.decision, "by": o.by, "approved": o.approved, "id": o.approval_id}
+
+
+def _click(url: str, approval, approve: bool, user: str = APPROVER) -> httpx.Response:
+    body = form_body(click_payload(approval_id=approval.id, flow_run_id=approval.flow_run_id, approve=approve,
+                                   user_id=user, channel_id="C0REMEDY1", message_ts=approval.slack_ts or ""))
+    return httpx.post(f"{url}/v1/slack/interactions", content=body, headers=signed_headers(SECRET, body), timeout=30)
+
+
+def test_signed_click_resumes_the_paused_flow_and_updates_slack(prefect_server, slack_stub, remedy_env):
+    runtime = remedy_env(slack=slack_stub)
+    with run_receiver() as url:
+        run = FlowThread(lambda: needs_approval(60))
+        pending = wait_paused_approval(runtime.ledger())
+        posted = slack_stub.calls_to("chat.postMessage")
+        assert len(posted) == 1
+        buttons = [e for b in posted[0].body["blocks"] if b["type"] == "actions" for e in b["elements"]]
+        assert [b["action_id"] for b in buttons] == [ApprovalAction.APPROVE.value, ApprovalAction.DENY.value]
+        assert ButtonValue.decode(buttons[0]["value"]) == ButtonValue(pending.id, pending.flow_run_id)
+        assert pending.slack_ts in slack_stub.messages
+
+        r = _click(url, pending, approve=True)
+        assert r.status_code == 200, r.text
+        out = run.result(60)
+        assert out == {"decision": "approve", "by": APPROVER, "approved": True, "id": pending.id}
+        assert "Approved by @U0ALICE" in slack_stub.messages[pending.slack_ts]["text"]
+        again = _click(url, pending, approve=False)
+        assert again.status_code == 200 and f"already decided by {APPROVER}" in again.json()["text"]
+    rec = runtime.ledger().get_approval(pending.id)
+    assert (rec.decision, rec.decided_by) == ("approve", APPROVER)
+
+
+def test_deny_from_the_prefect_ui_input(prefect_server, remedy_env):
+    runtime = remedy_env()  # no Slack at all: the UI form is the only way to answer
+    run = FlowThread(lambda: needs_approval(60))
+    pending = wait_paused_approval(runtime.ledger())
+    from uuid import UUID
+
+    from prefect.flow_runs import resume_flow_run
+
+    resume_flow_run(UUID(pending.flow_run_id), run_input={"approve": False, "reason": "busy", "approver": "bob"})
+    out = run.result(60)
+    assert out["decision"] == "deny" and out["by"] == "bob" and not out["approved"]
+    assert runtime.ledger().get_approval(pending.id).reason == "busy"
+
+
+def test_timeout_takes_the_safe_default_and_posts_a_reminder(prefect_server, slack_stub, remedy_env):
+    runtime = remedy_env(slack=slack_stub)
+    start = time.monotonic()
+    out = needs_approval(2)
+    assert time.monotonic() - start < 30
+    assert out["decision"] == "timeout" and out["approved"] is False and out["by"] == "timeout"
+    assert runtime.ledger().get_approval(out["id"]).decision == "timeout"
+    posts = slack_stub.calls_to("chat.postMessage")
+    assert len(posts) == 2 and "Reminder" in posts[1].body["text"]
+    assert "safe default (*deny*)" in posts[1].body["blocks"][0]["text"]["text"]
+    first_ts = next(iter(slack_stub.messages))
+    assert slack_stub.messages[first_ts]["text"] == "No answer in time"
+
+
+def test_timeout_with_approve_default_is_approved(prefect_server, remedy_env):
+    remedy_env()
+    out = needs_approval(1, default="approve")
+    assert out["decision"] == "timeout" and out["approved"] is True
+
+
+def test_slack_down_the_flow_still_waits_for_the_ui(prefect_server, slack_stub, remedy_env):
+    slack_stub.stop()  # nothing listens on its port any more
+    runtime = remedy_env(slack=slack_stub)
+    run = FlowThread(lambda: needs_approval(60))
+    pending = wait_paused_approval(runtime.ledger())
+    assert pending.slack_ts is None
+    res = decide_and_resume(runtime.ledger(), pending.id, decision="approve", by="carol")
+    assert res.first and res.resumed
+    assert run.result(60)["decision"] == "approve"
+    failures = [a for a in runtime.ledger().actions(kind="notify_slack")]
+    assert failures and failures[0].outcome.value == "failed" and "unreachable" in failures[0].error
+
+
+def test_slack_slow_does_not_hold_the_flow(prefect_server, slack_stub, remedy_env):
+    runtime = remedy_env(slack=slack_stub)
+    slack_stub.delay(10, times=10)
+    start = time.monotonic()
+    run = FlowThread(lambda: needs_approval(60))
+    pending = wait_paused_approval(runtime.ledger())
+    assert time.monotonic() - start < 10  # the 3 s Slack timeout, not the stub's 10 s
+    decide_and_resume(runtime.ledger(), pending.id, decision="deny", by="carol")
+    assert run.result(60)["decision"] == "deny"
+    errors = [a.error for a in runtime.ledger().actions(kind="notify_slack")]
+    assert errors and "did not answer within 3 s" in errors[0]
