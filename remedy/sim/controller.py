@@ -212,10 +212,17 @@ def _remove_pod(cluster: "Cluster", namespace: str, name: str) -> None:
 
 
 def _finish_deletions(cluster: "Cluster") -> None:
+    """Terminating pods go once their grace period is over, but only if their kubelet can confirm it: on a
+    NotReady node they stay Terminating until it is back (or a force delete, grace 0), as on a real cluster."""
     now = time.monotonic()
     for key, due in list(cluster.deletions.items()):
-        if due <= now:
-            _remove_pod(cluster, *key)
+        if due > now:
+            continue
+        pod = cluster.store.get("Pod", *key)
+        node = (pod or {}).get("spec", {}).get("nodeName")
+        if node and node in cluster.health and cluster.store.get("Node", "", node) and not cluster.node_ready(node):
+            continue
+        _remove_pod(cluster, *key)
 
 
 def _noexecute_evictions(cluster: "Cluster") -> None:

@@ -220,10 +220,34 @@ def test_not_ready_node_taints_and_noexecute_eviction(sim, core, batch):
     assert {(t.key, t.effect) for t in node.spec.taints} == {("node.kubernetes.io/unreachable", "NoSchedule"),
                                                              ("node.kubernetes.io/unreachable", "NoExecute")}
     assert batch.read_namespaced_job("llm-pretrain", "training").status.ready == 13  # its pod is not ready
-    # pods tolerate unreachable for 300 s (DefaultTolerationSeconds) = 3 s here, then are evicted
-    wait_for(lambda: not core.list_namespaced_pod("training", field_selector="spec.nodeName=gpu002").items, timeout=8)
+    # pods tolerate unreachable for 300 s (DefaultTolerationSeconds) = 3 s here, then are evicted; with the
+    # kubelet gone nothing confirms the kill, so the pod stays Terminating (and the Job makes a replacement)
+    [pod] = core.list_namespaced_pod("training", field_selector="spec.nodeName=gpu002").items
+    wait_for(lambda: core.read_namespaced_pod(pod.metadata.name, "training").metadata.deletion_timestamp, timeout=8)
+    time.sleep(0.5)  # well past its 30 s (0.3 s) grace period
+    assert core.read_namespaced_pod(pod.metadata.name, "training").metadata.deletion_timestamp is not None
+    job = batch.read_namespaced_job("llm-pretrain", "training")
+    assert (job.status.active, job.status.ready, job.status.terminating) == (14, 13, 1)
     events = core.list_event_for_all_namespaces(field_selector="involvedObject.name=gpu002,involvedObject.kind=Node")
     assert "NodeNotReady" in [e.reason for e in events.items]
+    inject(sim.cluster, "heal", "gpu002")  # the kubelet is back: the kill is confirmed, the pod is gone
+    wait_for(lambda: pod.metadata.name not in {p.metadata.name for p in core.list_namespaced_pod("training").items})
+    # and the replacement that was Pending lands on the node again
+    wait_for(lambda: batch.read_namespaced_job("llm-pretrain", "training").status.ready == 14)
+
+
+def test_force_delete_removes_a_pod_on_an_unreachable_node_at_once(sim, core):
+    from remedy.sim.faults import inject
+
+    inject(sim.cluster, "not-ready", "gpu003")
+    [pod] = core.list_namespaced_pod("training", field_selector="spec.nodeName=gpu003").items
+    core.delete_namespaced_pod(pod.metadata.name, "training")
+    time.sleep(0.5)
+    assert core.read_namespaced_pod(pod.metadata.name, "training").metadata.deletion_timestamp is not None
+    core.delete_namespaced_pod(pod.metadata.name, "training", grace_period_seconds=0)
+    with pytest.raises(ApiException) as err:
+        core.read_namespaced_pod(pod.metadata.name, "training")
+    assert err.value.status == 404
 
 
 def test_events_create_list_by_involved_object_with_server_timestamps(core):
