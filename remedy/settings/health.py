@@ -169,6 +169,11 @@ class HealthCheckSettings(BaseModel):
         4, description="dcgmi diag level run by the extended suite (-r 4 includes -r 3's tests, ~1.5 h+)."
     )
     stress_seconds: int = Field(1800, ge=60, description="Duration of the extended suite's GPU stress run.")
+    max_failed_burn_ins: int = Field(
+        3, ge=1,
+        description="After this many failed burn-ins a node is recorded as a retirement candidate for the lemon "
+        "review (seed 000: hardware that fails repeatedly is removed from rotation for good; the count is our assumption).",
+    )
 
     @field_validator("nccl_profiles")
     @classmethod

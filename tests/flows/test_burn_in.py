@@ -1,0 +1,123 @@
+"""burn_in on the cluster simulator through the real client, with a real Prefect server (test harness)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fixtures.sim import settings_for  # noqa: F401  (re-exported for readers: how settings reach the sim)
+
+pytestmark = pytest.mark.prefect
+
+MIB = 1024**2
+
+
+@pytest.fixture
+def sim(sim_factory):
+    """16 idle nodes in 2 racks (no training job), 2 spares; a simulated hour of checks lasts 18 s real.
+
+    Not faster: a Job's activeDeadlineSeconds is scaled too, and a 60 s check deadline must stay well above the
+    real cost of creating, scheduling and reading a Job on a loaded 2-core machine."""
+    return sim_factory(nodes=16, spares=2, time_scale=0.005, training_job=False)
+
+
+def make_new(*nodes: str) -> None:
+    """Brand-new nodes: no pool label yet, so gpu-remedy has never managed them."""
+    from remedy import runtime
+
+    for n in nodes:
+        runtime.cluster().set_labels(n, {"remedy.io/pool": None})
+
+
+def live(node: str):
+    from remedy import runtime
+
+    return runtime.cluster().get_node(node)
+
+
+def read_artifacts(key: str) -> list:
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    async def go():
+        async with get_client() as client:
+            return await client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+
+    return asyncio.run(go())
+
+
+def test_good_node_becomes_a_validated_spare(prefect_server, remedy_on_sim):
+    from flows.burn_in import burn_in
+    from remedy import runtime
+
+    make_new("gpu003")
+    out = burn_in(nodes=["gpu003"], level="standard")
+    r = out["nodes"]["gpu003"]
+    assert r["status"] == "spare", r
+    assert {c["id"] for c in r["checks"]} == {"nvml-probe", "dcgm-diag-r1", "ib", "dcgm-diag-r2",
+                                              "nccl-single-node", "fio"}
+    rec = runtime.ledger().get_node("gpu003")
+    assert rec.state.value == "spare" and rec.validated_at is not None and rec.validation_level == "standard"
+    v = runtime.ledger().validations("gpu003")[-1]
+    assert v.passed and v.summary["purpose"] == "burn-in"
+    node = live("gpu003")
+    assert node.labels["remedy.io/pool"] == "spare"
+    assert node.taints.get("remedy.io/spare") == "NoSchedule" and "remedy.io/burn-in" not in node.taints
+    assert not node.unschedulable
+    # The run's story: progress at 100 %, one row per node with each check's state.
+    table = read_artifacts("burn-in-checks")
+    assert table and "gpu003" in str(table[0].data) and "pass" in str(table[0].data)
+    progress = read_artifacts("burn-in-progress")
+    assert progress and float(progress[0].data) == 100.0
+
+
+FAULTS = [
+    # (node, fault kind, params, failing check id, words the reason must contain)
+    ("gpu002", "row-remap-pending", {"gpu": 2}, "nvml-probe", "pending"),
+    ("gpu003", "pcie-degraded", {"gpu": 5, "width": 8}, "nvml-probe", "x8"),
+    ("gpu004", "slow-nccl", {"size": 256 * MIB}, "nccl-single-node", "256 MB"),
+]
+
+
+def test_planted_faults_fail_for_the_right_reason_and_go_to_repair(prefect_server, remedy_on_sim, slack_stub,
+                                                                     monkeypatch):
+    from flows.burn_in import burn_in
+    from remedy import runtime
+    from remedy.sim.faults import inject
+
+    monkeypatch.setenv("REMEDY_SLACK__BOT_TOKEN", "xoxb-test")
+    monkeypatch.setenv("REMEDY_SLACK__BASE_URL", slack_stub.base_url)
+    monkeypatch.setenv("REMEDY_HEALTH__MAX_FAILED_BURN_INS", "2")
+    runtime.reset()
+    nodes = ["gpu001"] + [n for n, *_ in FAULTS]
+    make_new(*nodes)
+    # gpu002 failed a burn-in before: this second failure makes it a retirement candidate; the others fail once.
+    led = runtime.ledger()
+    led.upsert_node(live("gpu002"))
+    led.record_validation("gpu002", level="standard", passed=False, summary={"purpose": "burn-in"}, requested_by="test")
+    for node, kind, params, *_ in FAULTS:
+        params = dict(params)
+        inject(remedy_on_sim.cluster, kind, node, gpu=params.pop("gpu", None), **params)
+    out = burn_in(nodes=nodes, level="standard")
+    assert out["spares"] == ["gpu001"]
+    assert out["failed"] == sorted(n for n, *_ in FAULTS)
+    for node, kind, _, check_id, words in FAULTS:
+        r = out["nodes"][node]
+        failed = [c for c in r["checks"] if c["verdict"] == "fail"]
+        assert [c["id"] for c in failed] == [check_id], (kind, r["checks"])
+        assert words in " ".join(failed[0]["reasons"]), (kind, failed[0]["reasons"])
+        assert led.get_node(node).state.value == "repair"
+        assert [t.to_state.value for t in led.transitions(node)][-3:] == ["burn-in", "quarantined", "repair"]
+        repair = [a for a in led.actions(node=node, kind="open_repair")]
+        assert len(repair) == 1 and repair[0].detail["failed_checks"][0]["id"] == check_id
+        n = live(node)
+        assert n.labels["remedy.io/pool"] == "repair" and "remedy.io/quarantine" in n.taints and n.unschedulable
+        assert not led.get_node(node).validated_at
+    posted = [c.body.get("text", "") for c in slack_stub.calls_to("chat.postMessage")]
+    assert sorted(t.split(" ")[2] for t in posted) == sorted(n for n, *_ in FAULTS)
+    assert any("gpu004" in t and "256 MB" in t for t in posted)
+    assert out["retirement_candidates"] == ["gpu002"]
+    marks = led.actions(kind="mark_retirement_candidate")
+    assert [(a.node, a.detail["failed_validations"]) for a in marks] == [("gpu002", 2)]
+    assert any("gpu002" in t and "retirement candidate" in t for t in posted)
