@@ -111,27 +111,29 @@ def _xid(cluster, node, health, gpu, params):
     _restart_training_pod(cluster, node, f"RuntimeError: CUDA error: unspecified launch failure (Xid {code} on "
                                          f"GPU {g.index}); restarting worker")
     severity = "critical" if code in CRITICAL_XIDS else "warning"
-    return "GpuXidError", severity, {"xid": str(code)}, f"XID {code} on {node} GPU {g.index}: {XID_TEXT.get(code, '')}"
+    return ("GpuXidError", severity, {"xid": str(code)}, f"XID {code} on {node} GPU {g.index}: {XID_TEXT.get(code, '')}",
+            code)
 
 
 def _remap_pending(cluster, node, health, gpu, params):
     g = _gpu(health, gpu, node)
     g.remap_pending = True
     g.uncorrectable_remaps += 1
-    return "GpuRowRemapPending", "warning", {}, f"{node} GPU {g.index}: row remap pending, reset to apply"
+    return "GpuRowRemapPending", "warning", {}, f"{node} GPU {g.index}: row remap pending, reset to apply", 1
 
 
 def _remap_failure(cluster, node, health, gpu, params):
     g = _gpu(health, gpu, node)
     g.remap_failure = True
     g.uncorrectable_remaps = max(g.uncorrectable_remaps, 8)  # 8 uncorrectable remaps in a bank (seed 002)
-    return "GpuRowRemapFailure", "critical", {}, f"{node} GPU {g.index}: row remap failure, replace the GPU"
+    return "GpuRowRemapFailure", "critical", {}, f"{node} GPU {g.index}: row remap failure, replace the GPU", 1
 
 
 def _correctable(cluster, node, health, gpu, params):
     g = _gpu(health, gpu, node)
     g.correctable_remaps += _int(params, "count", 1)
-    return "GpuCorrectableRemaps", "warning", {}, f"{node} GPU {g.index}: {g.correctable_remaps} correctable remaps"
+    return ("GpuCorrectableRemappedRows", "warning", {}, f"{node} GPU {g.index}: {g.correctable_remaps} correctable "
+            "remaps", g.correctable_remaps)
 
 
 def _pcie(cluster, node, health, gpu, params):
@@ -140,14 +142,15 @@ def _pcie(cluster, node, health, gpu, params):
     if width not in (1, 2, 4, 8, 16):
         raise FaultError(f"PCIe width must be 1, 2, 4, 8 or 16, got {width}")
     g.pcie_width = width
-    return "GpuPcieLinkDegraded", "warning", {}, f"{node} GPU {g.index}: PCIe x{width} (expected x{g.pcie_max_width})"
+    return ("GpuPcieLinkDegraded", "warning", {}, f"{node} GPU {g.index}: PCIe x{width} (expected x{g.pcie_max_width})",
+            width)
 
 
 def _thermal(cluster, node, health, gpu, params):
     g = _gpu(health, gpu, node)
     g.thermal_throttle = True
     g.temperature_c = _int(params, "temperature", 92)
-    return "GpuThermalThrottle", "warning", {}, f"{node} GPU {g.index}: HW thermal slowdown at {g.temperature_c} C"
+    return "GpuThermalThrottle", "warning", {}, f"{node} GPU {g.index}: HW thermal slowdown at {g.temperature_c} C", None
 
 
 def _nvlink(cluster, node, health, gpu, params):
@@ -156,7 +159,9 @@ def _nvlink(cluster, node, health, gpu, params):
     if link not in g.nvlink_down:
         g.nvlink_down.append(link)
     g.nvlink_errors += 1
-    return "GpuNvlinkDown", "critical", {"link": str(link)}, f"{node} GPU {g.index}: NVLink {link} down"
+    # no standard alert for a down link: name the signal kind explicitly (the `signal` label wins in detect)
+    return ("GpuNvlinkDown", "critical", {"link": str(link), "signal": "nvlink-error"},
+            f"{node} GPU {g.index}: NVLink {link} down", None)
 
 
 def _ib_down(cluster, node, health, gpu, params):
@@ -174,12 +179,13 @@ def _ib_down(cluster, node, health, gpu, params):
             port.state = "Active"
 
         cluster.call_later(seconds, back)
-    return "IbPortDown", "critical", {"port": str(port_no)}, f"{node} IB port {port_no} down"
+    return ("InfinibandPortDown", "critical", {"port": str(port_no)}, f"{node} IB port {port_no} down",
+            seconds or None)
 
 
 def _not_ready(cluster, node, health, gpu, params):
     health.not_ready = True
-    return "KubeNodeNotReady", "critical", {}, f"{node} kubelet stopped posting status"
+    return "KubeNodeNotReady", "critical", {"node": node}, f"{node} kubelet stopped posting status", None
 
 
 def _lemon(cluster, node, health, gpu, params):
@@ -247,14 +253,17 @@ def inject(cluster: "Cluster", kind: str, node: str, gpu: int | None = None, **p
         health_now = cluster.health_of(node).to_dict()
         to_post, labels = [], None
         if raised is not None:
-            alertname, severity, extra, summary = raised
+            alertname, severity, extra, summary, value = raised
             labels = {"alertname": alertname, "Hostname": node, "severity": severity, "job": "dcgm-exporter",
                       "instance": f"{node}:9400"}
             if gpu is not None or key not in ("ib-port-down", "not-ready"):
                 g = _gpu(health, gpu, node)
                 labels.update({"gpu": str(g.index), "UUID": g.uuid, "modelName": "NVIDIA B200"})
             labels.update(extra)
-            alert = alerts.make_alert(labels, {"summary": summary, "description": summary})
+            annotations = {"summary": summary, "description": summary}
+            if value is not None:
+                annotations["value"] = str(value)
+            alert = alerts.make_alert(labels, annotations)
             cluster.firing.setdefault(node, []).append(alert)
             to_post = [alert]
         elif key == "heal" and cluster.firing.get(node):

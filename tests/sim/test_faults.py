@@ -194,3 +194,29 @@ def test_sim_http_endpoints_inject_and_state(sim):
     assert err.value.code == 404 and json.loads(err.value.read())["error"] == "node not found: nope"
     status, _ = _get(f"{sim.url}/sim/nodes/nope/dmesg")
     assert status == 404
+
+
+@pytest.mark.parametrize("kind, params, signal", [
+    ("xid", {"gpu": 2, "code": 149}, "xid"),
+    ("row-remap-pending", {"gpu": 1}, "row-remap-pending"),
+    ("row-remap-failure", {"gpu": 1}, "row-remap-failure"),
+    ("correctable-remaps", {"gpu": 1, "count": 254}, "correctable-remap"),
+    ("pcie-degraded", {"gpu": 4, "width": 8}, "pcie-degraded"),
+    ("thermal", {"gpu": 5}, "thermal-throttle"),
+    ("nvlink-down", {"gpu": 6, "link": 2}, "nvlink-error"),
+    ("ib-port-down", {"port": 3, "seconds": 45}, "ib-port-down"),
+    ("not-ready", {}, "node-not-ready"),
+])
+def test_every_alert_reads_back_as_gpu_remedys_signal(sim, receiver, kind, params, signal):
+    from remedy.detect.alertmanager import parse_alertmanager
+
+    sim.cluster.alert_url = receiver.url
+    params = dict(params)
+    inject(sim.cluster, kind, "gpu010", gpu=params.pop("gpu", None), **params)
+    [post] = receiver.posts
+    [sig] = parse_alertmanager(post["body"]).signals
+    assert sig.node == "gpu010" and sig.kind.value == signal and not sig.resolved
+    if kind == "xid":
+        assert (sig.gpu, sig.xid) == (2, 149)
+    if kind == "ib-port-down":
+        assert sig.value == 45
