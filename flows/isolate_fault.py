@@ -80,6 +80,7 @@ def isolate_fault(
     pool = quarantine_pool(list(suspects), run_id, dry_run, incident_id=incident_id)
     already_out = list(pool["already_out"])
     released_at: dict[str, dict[str, Any]] = {}
+    not_released: dict[str, str] = {}  # node → why releasing it failed (a person must untaint it)
     rounds: list[dict[str, Any]] = []
     result: IsolationResult | None = None
 
@@ -89,8 +90,9 @@ def isolate_fault(
             return
         done = release_nodes(nodes, why, run_id, dry_run, keep_tainted=already_out, incident_id=incident_id)
         at = datetime.fromtimestamp(done["at"], timezone.utc).isoformat()
-        for n in nodes:
+        for n in done["released"]:
             released_at[n] = {"round": rnd, "at": at, "why": why}
+        not_released.update(done["failed"])
 
     try:
         # 3. Rounds: every batch of a round runs at once; a healthy batch goes back to the pool as soon as it ends.
@@ -126,8 +128,10 @@ def isolate_fault(
         if leftover:
             release(leftover, "isolation ended without blaming these nodes" if result else "isolation failed",
                     search.round)
-        for n in keep:  # held nodes keep the taint, lose the batch label
-            release_nodes.fn([n], "held", run_id, dry_run, keep_tainted=[n], incident_id=incident_id)
+        if keep:  # held nodes keep the taint, lose the batch label
+            release_nodes.fn(sorted(keep), "held", run_id, dry_run, keep_tainted=sorted(keep), incident_id=incident_id)
+        if not_released:
+            log.error("could not release %s: untaint them by hand", ", ".join(sorted(not_released)))
 
     # 5. Verdict: the nodes it names stay quarantined (ledger + pool label) for a person / the replace flow.
     if result.verdict is Verdict.INFRASTRUCTURE:
@@ -143,6 +147,7 @@ def isolate_fault(
         "held": list(_held(result)),
         "released": [n for n in suspects if n in released_at],
         "released_at": released_at,
+        "not_released": not_released,
         "rounds_used": result.rounds_used,
         "tests_run": result.tests_run,
         "rounds": rounds,

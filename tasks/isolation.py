@@ -26,6 +26,7 @@ from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
 from remedy.adapters.cluster import NodeJobSpec, Taint
+from remedy.adapters.kubernetes import _status_message
 from remedy.errors import RemedyError
 from tasks.ledger import act
 from tasks.retry import transient_only
@@ -144,16 +145,22 @@ def release_nodes(nodes: list[str], why: str, run_id: str, dry_run: bool, keep_t
     settings = runtime.settings()
     cluster = runtime.cluster(dry_run)
     keep = set(keep_tainted or [])
-    released = []
+    released, failed = [], {}
     for node in nodes:
-        act("label_node", node, lambda node=node: asdict(cluster.set_labels(node, {BATCH_LABEL: None})),
-            incident_id=incident_id, dry_run=dry_run, key=f"isolate-{run_id}:unlabel:{node}")
-        if node not in keep:
-            act("untaint_node", node,
-                lambda node=node: asdict(cluster.set_taints(node, remove=[settings.taints.quarantine])),
-                incident_id=incident_id, dry_run=dry_run, key=f"isolate-{run_id}:release:{node}")
+        # One node that cannot be released (gone, API error) must not keep the others quarantined.
+        try:
+            act("label_node", node, lambda node=node: asdict(cluster.set_labels(node, {BATCH_LABEL: None})),
+                incident_id=incident_id, dry_run=dry_run, key=f"isolate-{run_id}:unlabel:{node}")
+            if node not in keep:
+                act("untaint_node", node,
+                    lambda node=node: asdict(cluster.set_taints(node, remove=[settings.taints.quarantine])),
+                    incident_id=incident_id, dry_run=dry_run, key=f"isolate-{run_id}:release:{node}")
+        except Exception as exc:  # noqa: BLE001 — reported back, the flow says which nodes a person must release
+            failed[node] = f"{type(exc).__name__}: {exc}"[:300]
+            get_run_logger().error("could not release %s: %s", node, failed[node])
+            continue
         released.append(node)
-    return {"released": released, "why": why, "at": time.time()}
+    return {"released": released, "failed": failed, "why": why, "at": time.time()}
 
 
 @task(name="run_smoke_test", task_run_name="smoke-test-{batch_id}", timeout_seconds=4 * 3600, cache_policy=NO_CACHE)
@@ -176,7 +183,7 @@ def run_smoke_test(batch_id: str, nodes: list[str], label_value: str, template: 
             cluster._call(f"create job {ns}/{job}", cluster.batch.create_namespaced_job, ns, manifest)
         except ApiException as exc:
             if exc.status != 409:  # 409: this batch's Job exists already (a retried task); follow it
-                raise RemedyError(f"cannot create smoke-test job {ns}/{job}: HTTP {exc.status} {exc.reason}") from None
+                raise RemedyError(f"cannot create smoke-test job {ns}/{job}: HTTP {exc.status}: {_status_message(exc)}") from None
         try:
             out = _follow_until_verdict(cluster, job, len(nodes), regex, start + time_limit_seconds)
         finally:
