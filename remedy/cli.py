@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "remedy.audit.cli",  # remedy audit nfs, remedy checkpoint interval
     "remedy.goodput.cli",  # remedy goodput, remedy simulate
     "remedy.stack",  # remedy up, remedy receiver serve
+    "remedy.production",  # remedy deploy render|job|rbac|sync
 )
 
 
