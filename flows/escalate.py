@@ -30,7 +30,7 @@ def _run_name() -> str:
 @flow(name="escalate", flow_run_name=_run_name, log_prints=False)
 def escalate(node: str, reason: str, incident_id: int | None = None, dry_run: bool | None = None,
              quarantine: bool = True, ask_replace: bool = False,
-             approval_timeout_seconds: float = 900.0) -> dict[str, Any]:
+             approval_timeout_seconds: float | None = None) -> dict[str, Any]:
     log = get_run_logger()
     settings = runtime.settings()
     dry_run = settings.dry_run if dry_run is None else dry_run
@@ -65,7 +65,8 @@ def escalate(node: str, reason: str, incident_id: int | None = None, dry_run: bo
     if ask_replace and not dry_run:
         answer = request_approval(
             kind="replace", title=f"Replace {node}?", summary_markdown=f"{node} was escalated: {reason}",
-            incident_id=incident_id, node=node, timeout_seconds=approval_timeout_seconds,
+            incident_id=incident_id, node=node,
+            timeout_seconds=approval_timeout_seconds or settings.approvals.timeout_seconds,
             consequence=f"{node} stays quarantined; nothing was replaced")
         out["approval"] = {"decision": answer.decision, "by": answer.by, "id": answer.approval_id}
         if answer.approved:

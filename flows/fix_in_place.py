@@ -3,11 +3,12 @@
     XID → NVIDIA resolution → ladder:  restart app → reset GPU → reboot → replace (→ escalate when nothing is left)
 
     restart app : delete the job's pods on the node (no cordon; the job controller recreates them); record the
-                  back-off (10 → 20 → 40 min) and return — the same XID on the same GPU again climbs a rung
+                  back-off (10 → 20 → 40 min) and return "restarted" — the same XID on the same GPU again climbs
     reset GPU   : cordon + quarantine taint → drain → `nvidia-smi -r -i N` Job → NVML probe → uncordon
     reboot      : cordon + quarantine taint → drain → EC2 reboot or reboot Job → wait Ready → NVML probe → uncordon
     replace     : flows.replace_node as a subflow
 
+The breaker gate (tasks.gate) is asked once per incident before the first step; a restart takes no capacity.
 Every attempt is a `fix_<step>` action in the ledger; the ladder's history is rebuilt from those rows, so a
 recurrence in a later incident escalates. A failed or timed-out step falls to the next rung within the same run.
 The live node is re-read before each step: an operator's manual uncordon wins and is recorded.
@@ -29,6 +30,7 @@ from remedy.ledger.errors import LedgerConflict
 from remedy.safety.ladder import LADDERS, Attempt, AttemptOutcome, LadderExhausted, Step, backoff_schedule, next_step
 from tasks.approvals import request_approval
 from tasks.cluster import check_drift
+from tasks.gate import check_breaker, record_remediation_outcome
 from tasks.fixes import (
     drain_for_fix, quarantine_node, reboot_node, release_node, reset_gpu, restart_app, verify_gpus, wait_node_ready,
 )
@@ -101,7 +103,8 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
     out["incident_id"] = incident_id
     led = runtime.ledger()
     _abandon_orphans(led, node)
-    asked_open_loop = False
+    asked_open_loop, gate = False, None
+    detected = detected_at or datetime.now(timezone.utc).isoformat()
 
     for _ in range(MAX_STEPS):
         # 2. Decide from the ledger's history of this fault on this node (recurrences climb the ladder).
@@ -109,7 +112,9 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
         step = next_step(history, xid, gpu, entry.resolution, datetime.now(timezone.utc), settings.ladder)
         if isinstance(step, LadderExhausted):
             log.warning("%s: %s", node, step.reason)
-            return _finish(out | {"status": "escalated", "why": step.reason},
+            if gate is not None:  # an in-place attempt held capacity: it ended without a fix
+                record_remediation_outcome(node, succeeded=False, incident_id=incident_id, dry_run=dry_run)
+            return _finish(out | {"status": "escalated", "escalated": True, "reason": step.reason, "why": step.reason},
                            _escalate(node, step.reason, incident_id, dry_run, history, entry, ask_replace_on_escalation))
         out["steps"].append({"step": step.kind.value, "rung": step.rung, "attempt": step.attempt, "reason": step.reason})
         log.info("%s: %s (%s)", node, step.kind.value, step.reason)
@@ -117,7 +122,23 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
             _record_skip(led, node, incident_id, "fix_ignored", step.reason, dry_run)
             return _finish(out | {"status": "ignored", "why": step.reason})
 
-        # 3. Open loop: propose, then wait for the external system's go-ahead before touching anything.
+        # 3. Gate (once per incident): circuit breakers and capacity budget; a restart takes no capacity.
+        if gate is None:
+            gate = check_breaker(node, incident_id, signal=f"XID {xid}", detected_at=detected,
+                                 dry_run=dry_run, needs_spare=step.kind is P.REPLACE,
+                                 takes_node_out=step.kind is not P.RESTART_APP)
+            out["gate"] = gate["explain"]
+            if not gate["act"]:
+                if gate["skip"] == "already-in-remediation":
+                    return _finish(out | {"status": "duplicate", "why": gate["explain"]})
+                from flows.replace_node import _ask_to_proceed  # one way to ask about a held gate
+
+                answer = _ask_to_proceed(gate, node, incident_id, dry_run)
+                out["approval"] = answer
+                if answer["decision"] != "approve":
+                    return _finish(out | {"status": "held", "why": gate["explain"]})
+
+        # 4. Open loop: propose, then wait for the external system's go-ahead before touching anything.
         live = runtime.cluster().get_node(node)
         if not asked_open_loop and is_open_loop(live, settings.ladder.open_loop_pools):
             asked_open_loop = True
@@ -127,7 +148,7 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
                 return _finish(out | {"status": "proposed-not-executed",
                                       "why": f"open-loop pool {node_pool(live)}: {go.decision} by {go.by or 'nobody'}"})
 
-        # 4. The step itself, recorded as one ladder attempt.
+        # 5. The step itself, recorded as one ladder attempt.
         attempt = _start_attempt(led, node, incident_id, step, xid, gpu, dry_run)
         try:
             result = _do_step(step, node, gpu, attempt.id, incident_id, dry_run, workload_namespace, xid)
@@ -152,7 +173,9 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
         _finish_attempt(led, attempt.id, ActionOutcome.PLANNED if dry_run else ActionOutcome.SUCCEEDED, detail=result)
         out["steps"][-1]["result"] = result
         status = "planned" if dry_run else result.pop("status")
-        if not dry_run and status in ("fixed", "app-restarted"):
+        if status in ("fixed", "restarted", "planned") and step.kind is not P.REPLACE:
+            record_remediation_outcome(node, succeeded=True, incident_id=incident_id, dry_run=dry_run)
+        if not dry_run and status in ("fixed", "restarted"):
             led.set_incident_status(incident_id, IncidentStatus.RESOLVED, detail=f"{step.kind.value}: {status}")
         return _finish(out | result | {"status": status})
     raise RuntimeError(f"{node}: ladder did not settle within {MAX_STEPS} steps: {out['steps']}")
@@ -167,7 +190,7 @@ def _do_step(step: Step, node: str, gpu: int | None, attempt_id: int, incident_i
         done = restart_app(node, namespace, attempt_id, dry_run, incident_id)
         schedule = backoff_schedule(settings.ladder)
         nxt = (datetime.now(timezone.utc) + schedule[step.attempt]).isoformat() if step.attempt < len(schedule) else None
-        return {"status": "app-restarted", "restarted": done["restarted"],
+        return {"status": "restarted", "restarted": done["restarted"],
                 "backoff_minutes": [d.total_seconds() / 60 for d in schedule], "restart_attempt": step.attempt,
                 "next_restart_not_before": nxt,
                 "note": (f"next restart not before {nxt}" if nxt else "no restart left: a recurrence climbs a rung")}

@@ -1,0 +1,141 @@
+"""fix_in_place on the cluster simulator with a real Prefect server: the XID ladder end to end.
+
+XID 94 → app restart, node never cordoned, back-off recorded (seed 002: 10 → 20 → 40 min), recurrence climbs;
+XID 145 → GPU reset + NVML verify, node back in service; reset fails → reboot → replace; dry-run changes nothing;
+CONTACT_SUPPORT → escalate with the node kept quarantined.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from flows.fix_in_place import fix_in_place
+from remedy.sim.faults import inject
+from tests.approvals.helpers import remedy_env  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.prefect
+QUARANTINE = "remedy.io/quarantine"
+
+
+BOOKKEEPING = ("gate_decision", "remediation_finished")  # the breaker gate's own rows (tasks.gate)
+
+
+def _kinds(led, node):
+    return [a.kind for a in led.actions(node=node) if a.kind not in BOOKKEEPING]
+
+
+def _node(sim, name):
+    with sim.cluster.lock:
+        n = sim.cluster.node(name)
+        return {"unschedulable": bool(n["spec"].get("unschedulable")),
+                "taints": [t["key"] for t in n["spec"].get("taints") or []],
+                "pool": n["metadata"]["labels"].get("remedy.io/pool")}
+
+
+def _training_pods(sim, node):
+    with sim.cluster.lock:
+        return sorted(p["metadata"]["name"] for p in sim.cluster.pods_on(node)
+                      if p["metadata"]["namespace"] == "training" and not p["metadata"].get("deletionTimestamp"))
+
+
+def test_xid94_restarts_the_app_without_excluding_the_node(prefect_server, sim, remedy_env):
+    runtime = remedy_env(sim=sim)
+    before = _training_pods(sim, "gpu003")
+    assert len(before) == 1
+    inject(sim.cluster, "xid", "gpu003", gpu=2, code=94)
+    t0 = datetime.now(timezone.utc)
+    out = fix_in_place(node="gpu003", xid=94, gpu=2)
+    assert out["status"] == "restarted"
+    assert out["restarted"] == before
+    assert out["backoff_minutes"] == [10.0, 20.0, 40.0]  # seed 002 §4.3.5
+    nxt = datetime.fromisoformat(out["next_restart_not_before"])
+    assert timedelta(minutes=19) < nxt - t0 < timedelta(minutes=21)  # the NEXT restart waits 20 min
+    # no exclusion: never cordoned, never tainted, still in the job's pool
+    led = runtime.ledger()
+    kinds = _kinds(led, "gpu003")
+    assert kinds == ["fix_restart-app", "restart_app"]
+    assert _node(sim, "gpu003") == {"unschedulable": False, "taints": [], "pool": "active"}
+    attempt = led.actions(kind="fix_restart-app")[0]
+    assert attempt.outcome.value == "succeeded" and attempt.detail["backoff_minutes"] == [10.0, 20.0, 40.0]
+    sim.cluster.settle(5, until=lambda: bool(_training_pods(sim, "gpu003")) and _training_pods(sim, "gpu003") != before)
+    assert _training_pods(sim, "gpu003") and _training_pods(sim, "gpu003") != before  # recreated by the job
+
+    # The same XID on the same GPU again: the restart did not hold → next rung (GPU reset), which fixes it.
+    inject(sim.cluster, "xid", "gpu003", gpu=2, code=94)
+    again = fix_in_place(node="gpu003", xid=94, gpu=2)
+    assert [s["step"] for s in again["steps"]] == ["reset-gpu"]
+    assert "did not hold" in again["steps"][0]["reason"]
+    assert again["status"] == "fixed"
+
+
+def test_xid145_gpu_reset_succeeds_and_node_returns(prefect_server, sim, remedy_env):
+    runtime = remedy_env(sim=sim)
+    inject(sim.cluster, "xid", "gpu005", gpu=3, code=145)
+    assert sim.cluster.health["gpu005"].faulty()
+    out = fix_in_place(node="gpu005", xid=145, gpu=3)
+    assert out["status"] == "fixed", out
+    assert out["verify"]["verdict"] != "fail"
+    led = runtime.ledger()
+    assert _kinds(led, "gpu005") == [
+        "fix_reset-gpu", "cordon_node", "taint_node", "set_state_quarantined", "drain_node", "job_gpu-reset",
+        "job_nvml-probe", "untaint_node", "uncordon_node", "set_state_active"]
+    assert all(a.outcome.value == "succeeded" for a in led.actions(node="gpu005"))
+    assert [a.kind for a in led.actions(node="gpu005") if a.kind in BOOKKEEPING] == list(BOOKKEEPING)
+    assert [(t.from_state and t.from_state.value, t.to_state.value) for t in led.transitions("gpu005")][-2:] == [
+        ("active", "quarantined"), ("quarantined", "active")]
+    assert _node(sim, "gpu005") == {"unschedulable": False, "taints": [], "pool": "active"}
+    assert not sim.cluster.health["gpu005"].faulty()  # the reset cleared the GPU's pending XID
+    job = next(a for a in led.actions(kind="job_gpu-reset"))
+    assert "successfully reset" in job.detail["logs"]
+    assert led.get_incident(out["incident_id"]).status.value == "resolved"
+
+
+def test_reset_fails_then_reboot_then_replace(prefect_server, sim, remedy_env):
+    from remedy.demo import _spares_validated_at_build
+
+    runtime = remedy_env(sim=sim)
+    _spares_validated_at_build(runtime)
+    inject(sim.cluster, "xid", "gpu006", gpu=1, code=145)
+    inject(sim.cluster, "reset-fails", "gpu006", gpu=1)
+    sim.cluster.health["gpu006"].gpus[1].reboot_clears = False  # hardware: a reboot does not clear it either
+    out = fix_in_place(node="gpu006", xid=145, gpu=1)
+    assert [s["step"] for s in out["steps"]] == ["reset-gpu", "reboot", "replace"]
+    assert out["status"] == "replaced" and out["replacement"] in ("gpu015", "gpu016")
+    led = runtime.ledger()
+    attempts = [(a.kind, a.outcome.value) for a in led.actions(node="gpu006") if a.kind.startswith("fix_")]
+    assert attempts == [("fix_reset-gpu", "failed"), ("fix_reboot", "failed"), ("fix_replace", "succeeded")]
+    assert "could not be reset" in next(a for a in led.actions(kind="job_gpu-reset")).detail["logs"]
+    assert "NVML probe after reboot" in led.actions(kind="fix_reboot")[0].error
+    assert led.get_node("gpu006").state.value == "repair"
+    assert _node(sim, "gpu006")["unschedulable"] is True  # the failed node never went back in
+
+
+def test_dry_run_changes_nothing(prefect_server, sim, remedy_env):
+    runtime = remedy_env(sim=sim)
+    inject(sim.cluster, "xid", "gpu007", gpu=0, code=145)
+    before_node, before_pods = _node(sim, "gpu007"), _training_pods(sim, "gpu007")
+    with sim.cluster.lock:
+        jobs_before = len(sim.cluster.store.objects("Job"))
+    out = fix_in_place(node="gpu007", xid=145, gpu=0, dry_run=True)
+    assert out["status"] == "planned"
+    assert _node(sim, "gpu007") == before_node and _training_pods(sim, "gpu007") == before_pods
+    assert sim.cluster.health["gpu007"].faulty()  # nothing was reset
+    with sim.cluster.lock:
+        assert len(sim.cluster.store.objects("Job")) == jobs_before  # no reset, probe or reboot Job was created
+    actions = runtime.ledger().actions(node="gpu007")
+    assert actions and all(a.dry_run and a.outcome.value == "planned" for a in actions)
+    assert {"cordon_node", "drain_node", "job_gpu-reset", "uncordon_node"} <= {a.kind for a in actions}
+    # a dry run is not an attempt: the real run afterwards still starts at the first rung
+    real = fix_in_place(node="gpu007", xid=145, gpu=0)
+    assert [s["step"] for s in real["steps"]] == ["reset-gpu"] and real["status"] == "fixed"
+
+
+def test_contact_support_xid_escalates_and_keeps_node_quarantined(prefect_server, sim, remedy_env):
+    runtime = remedy_env(sim=sim)
+    out = fix_in_place(node="gpu008", xid=58, gpu=0)  # FB_MEMORY_ERROR: NVIDIA says contact support
+    assert out["status"] == "escalated" and "a person decides" in out["why"]
+    assert out["escalation"]["status"] == "escalated"
+    assert _node(sim, "gpu008")["unschedulable"] is True and QUARANTINE in _node(sim, "gpu008")["taints"]
+    assert runtime.ledger().get_incident(out["incident_id"]).status.value == "escalated"
