@@ -72,7 +72,7 @@ class Cluster:
         self.eviction_timers: set[tuple[str, str, str]] = set()
         self.job_targets: dict[str, list[tuple[int, str | None]]] = {}  # Job uid -> (index, pinned node)
         self.job_started: dict[str, float] = {}
-        self.eligible_cache: dict[str, tuple] = {}
+        self.eligible_cache: dict[str, dict[str, tuple]] = {}  # Job uid -> node -> (rv, ready, why not)
         self.job_settled: dict[str, bool] = {}  # Job uid -> every pod it needs is placed
         self._pod_ips = itertools.count(1)
         self.booted = time.monotonic()

@@ -117,7 +117,7 @@ def reconcile(cluster: "Cluster", nodes: set[str] | None) -> None:
         uid = job["metadata"]["uid"]
         dirty = uid in index.dirty_owners or uid in cluster.job_started
         if dirty or (nodes_changed and not job_done(job)):
-            sync_job(cluster, job, index.owned(uid), dirty)
+            sync_job(cluster, job, dirty)
     index.dirty_owners.clear()
     from remedy.sim.disruption import sync_budgets
 
@@ -292,39 +292,37 @@ def _pending_status(pod: dict, reasons: dict[str, int], total: int) -> None:
 def _candidates(cluster: "Cluster", spec: dict, exclude: set[str],
                 cache_key: str | None = None) -> tuple[list[str], dict[str, int], int]:
     """Nodes a pod with `spec` may go on (sorted, minus `exclude`), and why the others may not.
-    With cache_key (a Job uid: all its pods share one spec), the per-node verdicts are reused until a Node changes."""
-    cached = cluster.eligible_cache.get(cache_key) if cache_key else None
-    if cached is not None and cached[0] == cluster.index.node_version:
-        _, ok_all, reasons, total = cached
+    With cache_key (a Job uid: all its pods share one spec) each node's verdict is reused until that node
+    changes (resourceVersion) or its readiness does, so a drain does not re-judge 2,048 nodes per eviction."""
+    nodes = cluster.store.objects("Node")
+    pinned = (spec.get("nodeSelector") or {}).get(HOSTNAME)
+    reasons: dict[str, int] = {}
+    if pinned is not None:  # one node to look at; the rest fail the selector
+        only = cluster.store.get("Node", "", pinned)
+        to_check = [only] if only else []
+        reasons["didn't match Pod's node affinity/selector"] = len(nodes) - len(to_check)
     else:
-        pinned = (spec.get("nodeSelector") or {}).get(HOSTNAME)
-        nodes = cluster.store.objects("Node")
-        if pinned is not None:  # one node to look at; the rest fail the selector
-            only = cluster.store.get("Node", "", pinned)
-            nodes_to_check = [only] if only else []
-            reasons = {"didn't match Pod's node affinity/selector": len(nodes) - len(nodes_to_check)}
+        to_check = nodes
+    cache = cluster.eligible_cache.setdefault(cache_key, {}) if cache_key else {}
+    ok = []
+    for node in to_check:
+        name = node["metadata"]["name"]
+        rv, ready = node["metadata"].get("resourceVersion"), cluster.node_ready(name)
+        seen = cache.get(name)
+        if seen is not None and seen[0] == rv and seen[1] == ready:
+            why = seen[2]
         else:
-            nodes_to_check, reasons = nodes, {}
-        ok_all = []
-        for node in nodes_to_check:
-            name = node["metadata"]["name"]
-            why = unschedulable_reason(node, spec, cluster.node_ready(name))
-            if why:
-                reasons[why] = reasons.get(why, 0) + 1
-            else:
-                ok_all.append(name)
-        ok_all.sort()
-        reasons = {k: v for k, v in reasons.items() if v}
-        total = len(nodes)
-        if cache_key:
-            cluster.eligible_cache[cache_key] = (cluster.index.node_version, ok_all, reasons, total)
-    if not exclude:
-        return list(ok_all), dict(reasons), total
-    ok = [n for n in ok_all if n not in exclude]
-    reasons = dict(reasons)
-    if len(ok) < len(ok_all):
-        reasons["already run a pod of this job"] = len(ok_all) - len(ok)
-    return ok, reasons, total
+            why = unschedulable_reason(node, spec, ready)
+            if cache_key:
+                cache[name] = (rv, ready, why)
+        if why is None and name in exclude:
+            why = "already run a pod of this job"
+        if why:
+            reasons[why] = reasons.get(why, 0) + 1
+        else:
+            ok.append(name)
+    ok.sort()
+    return ok, {k: v for k, v in reasons.items() if v}, len(nodes)
 
 
 def _schedule_bare_pod(cluster: "Cluster", pod: dict) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from remedy.sim.controller import controller_uid, delete_pod, finished, pod_ready, terminating
+from remedy.sim.controller import delete_pod, finished, pod_ready, terminating
 from remedy.sim.selectors import label_match
 from remedy.sim.store import ApiError, now_iso
 
@@ -27,22 +27,30 @@ def _scaled(value, total: int, field: str, name: str) -> int:
     raise ApiError(422, "Invalid", f'PodDisruptionBudget "{name}" is invalid: spec.{field}: invalid value {value!r}')
 
 
-def _selected(cluster: "Cluster", pdb: dict) -> list[dict]:
-    selector = pdb.get("spec", {}).get("selector")
-    if selector is None:  # a nil selector selects nothing; an empty one ({}) selects every pod (policy/v1)
-        return []
-    ns = pdb["metadata"].get("namespace", "")
-    return [p for p in cluster.store.objects("Pod", ns) if label_match(selector, p["metadata"].get("labels") or {})]
-
-
 def budget_status(cluster: "Cluster", pdb: dict) -> dict:
     """currentHealthy, desiredHealthy, expectedPods and disruptionsAllowed for this budget right now."""
     name = pdb["metadata"]["name"]
     spec = pdb.get("spec", {})
-    pods = [p for p in _selected(cluster, pdb) if not finished(p)]
-    healthy = sum(1 for p in pods if not terminating(p) and pod_ready(p))
-    expected = len(pods)
-    owners = {controller_uid(p) for p in pods}
+    selector = spec.get("selector")
+    index = cluster.index
+    expected = healthy = 0
+    owners: set[str | None] = set()
+    if selector is not None:  # a nil selector selects nothing; an empty one ({}) selects every pod (policy/v1)
+        only_labels = set(selector) <= {"matchLabels"}
+        wanted = list((selector.get("matchLabels") or {}).items())
+        for key, pod in index.in_namespace(pdb["metadata"].get("namespace", "")):
+            if key in index.finished:
+                continue
+            labels = pod["metadata"].get("labels") or {}
+            if only_labels:  # the common case, inline: this runs for every pod on every eviction
+                if any(labels.get(k) != v for k, v in wanted):
+                    continue
+            elif not label_match(selector, labels):
+                continue
+            expected += 1
+            healthy += key in index.healthy
+            if len(owners) < 2:
+                owners.add(index.owner_of.get(key))
     if len(owners) == 1 and None not in owners:  # the controller's scale, as for Deployments/StatefulSets
         for job in cluster.store.objects("Job", pdb["metadata"].get("namespace", "")):
             if job["metadata"]["uid"] in owners:

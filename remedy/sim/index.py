@@ -4,6 +4,48 @@ what changed rather than the whole cluster (a 2,048-node drain runs one pass per
 from __future__ import annotations
 
 
+class OwnerStats:
+    """Counts over one controller's pods, kept current on every pod write (Job status without a scan)."""
+
+    __slots__ = ("live", "ready", "terminating", "succeeded", "failed", "pending", "nodes")
+
+    def __init__(self) -> None:
+        self.live = self.ready = self.terminating = self.succeeded = self.failed = 0
+        self.pending: set[tuple[str, str]] = set()  # live pods not bound to a node
+        self.nodes: dict[str, int] = {}  # node -> unfinished pods there (terminating ones included)
+
+    def apply(self, key: tuple[str, str], facts: tuple, sign: int) -> None:
+        phase, node, deleting, ready = facts
+        if phase == "Succeeded":
+            self.succeeded += sign
+        elif phase == "Failed":
+            self.failed += sign
+        else:
+            if node:
+                self.nodes[node] = self.nodes.get(node, 0) + sign
+                if not self.nodes[node]:
+                    del self.nodes[node]
+            if deleting:
+                self.terminating += sign
+            else:
+                self.live += sign
+                self.ready += sign if ready and phase == "Running" else 0
+                if not node:
+                    (self.pending.add if sign > 0 else self.pending.discard)(key)
+
+
+def pod_facts(pod: dict) -> tuple:
+    """(phase, node, being deleted, Ready condition true) of a pod."""
+    status = pod.get("status") or {}
+    ready = False
+    for c in status.get("conditions") or ():
+        if c.get("type") == "Ready":
+            ready = c.get("status") == "True"
+            break
+    return (status.get("phase"), pod.get("spec", {}).get("nodeName"), bool(pod["metadata"].get("deletionTimestamp")),
+            ready)
+
+
 def _owner(pod: dict) -> str | None:
     for ref in pod["metadata"].get("ownerReferences") or []:
         if ref.get("controller"):
@@ -15,20 +57,23 @@ class ClusterIndex:
     def __init__(self) -> None:
         self.pods: dict[tuple[str, str], dict] = {}
         self.by_owner: dict[str, dict[tuple[str, str], dict]] = {}
+        self.owner_stats: dict[str, OwnerStats] = {}
+        self.by_namespace: dict[str, dict[tuple[str, str], dict]] = {}
+        self.healthy: set[tuple[str, str]] = set()  # pods Ready, running, not being deleted (PDB arithmetic)
+        self.owner_of: dict[tuple[str, str], str | None] = {}  # pod -> controller uid
+        self.finished: set[tuple[str, str]] = set()  # pods Succeeded or Failed
         self.by_node: dict[str, dict[tuple[str, str], dict]] = {}
         self.unbound_bare: dict[tuple[str, str], dict] = {}  # pods no controller owns, not yet scheduled
         self.noexecute_nodes: set[str] = set()
         self.dirty_owners: set[str] = set()
         self.dirty_namespaces: set[str] = set()
         self.nodes_changed = True
-        self.node_version = 0  # bumped on every Node write; keys the scheduler's eligibility cache
 
     def on_change(self, verb: str, kind: str, namespace: str, obj: dict | None) -> None:
         if kind == "Pod":
             self._pod(verb, namespace, obj)
         elif kind == "Node":
             self.nodes_changed = True
-            self.node_version += 1
             name = obj["metadata"]["name"]
             taints = obj.get("spec", {}).get("taints") or []
             if verb != "DELETED" and any(t.get("effect") == "NoExecute" for t in taints):
@@ -47,22 +92,41 @@ class ClusterIndex:
             uid, node = _owner(old), old.get("spec", {}).get("nodeName")
             if uid:
                 self.by_owner.get(uid, {}).pop(key, None)
+                self.owner_stats[uid].apply(key, pod_facts(old), -1)
                 self.dirty_owners.add(uid)
             if node:
                 self.by_node.get(node, {}).pop(key, None)
             self.unbound_bare.pop(key, None)
+            self.by_namespace.get(namespace, {}).pop(key, None)
+            self.healthy.discard(key)
+            self.finished.discard(key)
+            self.owner_of.pop(key, None)
         self.dirty_namespaces.add(namespace)
         if verb == "DELETED":
             return
         self.pods[key] = pod
-        uid, node = _owner(pod), pod.get("spec", {}).get("nodeName")
+        self.by_namespace.setdefault(namespace, {})[key] = pod
+        facts = pod_facts(pod)
+        if facts[3] and facts[0] == "Running" and not facts[2]:
+            self.healthy.add(key)
+        if facts[0] in ("Succeeded", "Failed"):
+            self.finished.add(key)
+        uid, node = _owner(pod), facts[1]
+        self.owner_of[key] = uid
         if uid:
             self.by_owner.setdefault(uid, {})[key] = pod
+            self.owner_stats.setdefault(uid, OwnerStats()).apply(key, facts, +1)
             self.dirty_owners.add(uid)
         elif not node and not pod["metadata"].get("deletionTimestamp"):
             self.unbound_bare[key] = pod
         if node:
             self.by_node.setdefault(node, {})[key] = pod
+
+    def stats(self, uid: str) -> OwnerStats:
+        return self.owner_stats.get(uid) or OwnerStats()
+
+    def in_namespace(self, namespace: str) -> list[tuple[tuple[str, str], dict]]:
+        return list(self.by_namespace.get(namespace, {}).items())
 
     def owned(self, uid: str) -> list[dict]:
         return list(self.by_owner.get(uid, {}).values())

@@ -18,7 +18,7 @@ from remedy.sim.cluster import CHECK_LABEL, WORKLOAD_ANNOTATION, PodRun
 from remedy.sim.controller import (
     HOSTNAME, SIM_NODES, _bind, _candidates, _pending_status, add_default_tolerations, create_generated, delete_pod,
     finished,
-    new_job_pod, pod_key, pod_ready, terminating,
+    new_job_pod, pod_key, terminating,
 )
 from remedy.sim.runners import RunResult, get_runner, spread_times
 from remedy.sim.store import deep_copy, now_iso
@@ -38,7 +38,7 @@ def job_done(job: dict) -> bool:
                for c in (job.get("status") or {}).get("conditions") or [])
 
 
-def sync_job(cluster: "Cluster", job: dict, pods: list[dict], dirty: bool = True) -> None:
+def sync_job(cluster: "Cluster", job: dict, dirty: bool = True) -> None:
     """dirty: the Job or its pods changed since the last pass (else only Node changes brought us here)."""
     uid = job["metadata"]["uid"]
     index = cluster.index
@@ -47,15 +47,13 @@ def sync_job(cluster: "Cluster", job: dict, pods: list[dict], dirty: bool = True
     index.dirty_owners.discard(uid)
     if not job_done(job) and not job["spec"].get("suspend"):
         if is_training(job):
-            settled = _sync_gang(cluster, job, pods)
+            settled = _sync_gang(cluster, job)
         else:
-            settled = _sync_finite(cluster, job, pods)
+            settled = _sync_finite(cluster, job, index.owned(uid))
         cluster.job_settled[uid] = bool(settled)
-        if uid in index.dirty_owners:
-            dirty = True
-            pods = index.owned(uid)
+        dirty = dirty or uid in index.dirty_owners
     if dirty:
-        _update_status(cluster, job, pods)
+        _update_status(cluster, job)
 
 
 def _template_spec(job: dict) -> dict:
@@ -64,26 +62,22 @@ def _template_spec(job: dict) -> dict:
     return spec
 
 
-def _sync_gang(cluster: "Cluster", job: dict, pods: list[dict]) -> None:
-    live, pending, occupied = 0, [], set()
-    for p in pods:
-        meta, node, phase = p["metadata"], p["spec"].get("nodeName"), p["status"].get("phase")
-        done = phase == "Succeeded" or phase == "Failed"
-        if node and not done:
-            occupied.add(node)
-        if not done and not meta.get("deletionTimestamp"):
-            live += 1
-            if not node:
-                pending.append(p)
-    missing = int(job["spec"].get("parallelism", 1)) - live
+def _sync_gang(cluster: "Cluster", job: dict) -> bool:
+    """Keep `parallelism` pods, one per eligible node; True when nothing is left to place."""
+    uid = job["metadata"]["uid"]
+    index = cluster.index
+    stats = index.stats(uid)
+    missing = int(job["spec"].get("parallelism", 1)) - stats.live
     if missing < 0:  # scaled down: remove the surplus, unplaced pods first (as the Job controller does)
-        surplus = sorted((p for p in pods if not finished(p) and not terminating(p)),
+        surplus = sorted((p for p in index.owned(uid) if not finished(p) and not terminating(p)),
                          key=lambda p: (bool(p["spec"].get("nodeName")), p["metadata"]["name"]))[:-missing]
         for p in surplus:
             delete_pod(cluster, *pod_key(p))
         return True
-    if missing == 0 and not pending:
+    if missing == 0 and not stats.pending:
         return True
+    pending = [index.pods[k] for k in sorted(stats.pending) if k in index.pods]
+    occupied = set(stats.nodes)
     ok, reasons, total = _candidates(cluster, _template_spec(job), occupied, cache_key=job["metadata"]["uid"])
     for pod in pending:
         copy = deep_copy(pod)
@@ -229,25 +223,13 @@ def _deadline_passed(cluster: "Cluster", job: dict) -> bool:
     return time.monotonic() >= cluster.job_started[uid] + cluster.scaled(float(deadline))
 
 
-def _update_status(cluster: "Cluster", job: dict, pods: list[dict]) -> None:
+def _update_status(cluster: "Cluster", job: dict) -> None:
     old = job.get("status") or {}
-    live, ready, term, succeeded, failed = [], 0, 0, 0, 0
-    for p in pods:  # one pass: the training job has a pod per node
-        phase = p["status"].get("phase")
-        if phase == "Succeeded":
-            succeeded += 1
-        elif phase == "Failed":
-            failed += 1
-        elif p["metadata"].get("deletionTimestamp"):
-            term += 1
-        else:
-            live.append(p)
-            if phase == "Running" and pod_ready(p):
-                ready += 1
+    stats = cluster.index.stats(job["metadata"]["uid"])
     status = dict(old)
-    status["active"], status["ready"], status["terminating"] = len(live), ready, term
-    status["succeeded"] = max(int(old.get("succeeded", 0)), succeeded)
-    status["failed"] = max(int(old.get("failed", 0)), failed)
+    status["active"], status["ready"], status["terminating"] = stats.live, stats.ready, stats.terminating
+    status["succeeded"] = max(int(old.get("succeeded", 0)), stats.succeeded)
+    status["failed"] = max(int(old.get("failed", 0)), stats.failed)
     status.setdefault("startTime", now_iso())
     if not is_training(job) and not job_done(job):
         conditions = list(old.get("conditions") or [])
@@ -261,10 +243,11 @@ def _update_status(cluster: "Cluster", job: dict, pods: list[dict]) -> None:
             ts = now_iso()
             conditions += [{"type": t, "status": "True", "reason": reason[0], "message": reason[1],
                             "lastProbeTime": ts, "lastTransitionTime": ts} for t in ("FailureTarget", "Failed")]
-            for p in live:
-                delete_pod(cluster, *pod_key(p))
+            for p in cluster.index.owned(job["metadata"]["uid"]):
+                if not terminating(p) and not finished(p):
+                    delete_pod(cluster, *pod_key(p))
             status["active"] = status["ready"] = 0
-        elif status["succeeded"] >= len(targets) and not live:
+        elif status["succeeded"] >= len(targets) and not stats.live:
             ts = now_iso()
             conditions += [{"type": t, "status": "True", "reason": "CompletionsReached",
                             "message": "Reached expected number of succeeded pods",

@@ -101,13 +101,23 @@ def _job_row(j: dict) -> list:
 JOB_COLUMNS = [_col("Name"), _col("Status"), _col("Completions"), _col("Duration"), _col("Age")]
 
 
+def _pdb_row(p: dict) -> list:
+    spec, st = p.get("spec") or {}, p.get("status") or {}
+    return [p["metadata"]["name"], str(spec.get("minAvailable", "N/A")), str(spec.get("maxUnavailable", "N/A")),
+            int(st.get("disruptionsAllowed", 0)), age(p["metadata"].get("creationTimestamp"))]
+
+
+PDB_COLUMNS = [_col("Name"), _col("Min Available"), _col("Max Unavailable"), _col("Allowed Disruptions", "integer"),
+               _col("Age")]
+
+
 def _default_row(o: dict) -> list:
     return [o["metadata"]["name"], age(o["metadata"].get("creationTimestamp"))]
 
 
 DEFAULT_COLUMNS = [_col("Name"), _col("Age")]
 ROWS = {"Node": (NODE_COLUMNS, _node_row), "Pod": (POD_COLUMNS, _pod_row), "Event": (EVENT_COLUMNS, _event_row),
-        "Job": (JOB_COLUMNS, _job_row)}
+        "Job": (JOB_COLUMNS, _job_row), "PodDisruptionBudget": (PDB_COLUMNS, _pdb_row)}
 
 
 def table(kind: str, objects: list[dict], resource_version: str, cont: str = "", include: str = "Metadata") -> dict:
