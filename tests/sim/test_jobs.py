@@ -209,3 +209,44 @@ def test_bad_job_is_a_422_naming_the_field(batch):
         batch.create_namespaced_job("gpu-remedy", body)
     status = json.loads(err.value.body)
     assert err.value.status == 422 and status["details"]["causes"][0]["field"] == "spec.template.spec.restartPolicy"
+
+
+def test_resizing_the_training_job_removes_then_recreates_pods(core, batch):
+    batch.patch_namespaced_job("llm-pretrain", "training", {"spec": {"parallelism": 12}})
+    wait_for(lambda: len([p for p in core.list_namespaced_pod("training").items]) == 12)
+    job = batch.read_namespaced_job("llm-pretrain", "training")
+    assert (job.status.active, job.status.ready) == (12, 12)
+    batch.patch_namespaced_job("llm-pretrain", "training", {"spec": {"parallelism": 14}})
+    job = wait_for(lambda: (j := batch.read_namespaced_job("llm-pretrain", "training")).status.ready == 14 and j)
+    nodes = [p.spec.node_name for p in core.list_namespaced_pod("training").items]
+    assert len(nodes) == 14 and len(set(nodes)) == 14
+
+
+def test_incremental_job_counts_match_a_recount_after_churn(sim, core, batch):
+    from remedy.sim.controller import finished as pod_finished, pod_ready, terminating
+
+    cluster = sim.cluster
+    inject(cluster, "not-ready", "gpu001")
+    core.patch_node("gpu002", {"spec": {"unschedulable": True}})
+    for node in ("gpu002", "gpu003"):
+        for p in core.list_namespaced_pod("training", field_selector=f"spec.nodeName={node}").items:
+            core.delete_namespaced_pod(p.metadata.name, "training")
+    batch.create_namespaced_job("gpu-remedy", job_body("churn", node="gpu004", args=["sleep", "5"], backoff=1))
+    finished(batch, "churn")
+    inject(cluster, "heal", "gpu001")
+    core.patch_node("gpu016", {"metadata": {"labels": {"remedy.io/pool": "active"}}, "spec": {"taints": None}})
+    cluster.settle(timeout=2, until=lambda: False)
+    with cluster.lock:
+        for job in cluster.store.objects("Job"):
+            pods = cluster.index.owned(job["metadata"]["uid"])
+            stats = cluster.index.stats(job["metadata"]["uid"])
+            live = [p for p in pods if not terminating(p) and not pod_finished(p)]
+            assert stats.live == len(live)
+            assert stats.ready == sum(1 for p in live if p["status"].get("phase") == "Running" and pod_ready(p))
+            assert stats.terminating == sum(1 for p in pods if terminating(p) and not pod_finished(p))
+            assert stats.succeeded == sum(1 for p in pods if p["status"].get("phase") == "Succeeded")
+            assert set(stats.nodes) == {p["spec"]["nodeName"] for p in pods
+                                        if p["spec"].get("nodeName") and not pod_finished(p)}
+            status = job["status"]
+            assert (status["active"], status["ready"]) == (stats.live, stats.ready)
+    assert batch.read_namespaced_job("llm-pretrain", "training").status.ready == 14  # gpu016 took over gpu002's share
