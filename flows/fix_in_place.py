@@ -122,7 +122,17 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
             _record_skip(led, node, incident_id, "fix_ignored", step.reason, dry_run)
             return _finish(out | {"status": "ignored", "why": step.reason})
 
-        # 3. Gate (once per incident): circuit breakers and capacity budget; a restart takes no capacity.
+        # 3. Open loop: propose, then wait for the external system's go-ahead before touching anything.
+        live = runtime.cluster().get_node(node)
+        if not asked_open_loop and is_open_loop(live, settings.ladder.open_loop_pools):
+            asked_open_loop = True
+            go = _propose(node, xid, gpu, step, incident_id, node_pool(live))
+            out["open_loop"] = {"decision": go.decision, "by": go.by}
+            if not go.approved:
+                return _finish(out | {"status": "proposed-not-executed",
+                                      "why": f"open-loop pool {node_pool(live)}: {go.decision} by {go.by or 'nobody'}"})
+
+        # 4. Gate (once per incident): circuit breakers and capacity budget; a restart takes no capacity.
         if gate is None:
             gate = check_breaker(node, incident_id, signal=f"XID {xid}", detected_at=detected,
                                  dry_run=dry_run, needs_spare=step.kind is P.REPLACE,
@@ -138,16 +148,6 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
                 if answer["decision"] != "approve":
                     return _finish(out | {"status": "held", "why": gate["explain"]})
 
-        # 4. Open loop: propose, then wait for the external system's go-ahead before touching anything.
-        live = runtime.cluster().get_node(node)
-        if not asked_open_loop and is_open_loop(live, settings.ladder.open_loop_pools):
-            asked_open_loop = True
-            go = _propose(node, xid, gpu, step, incident_id, node_pool(live))
-            out["open_loop"] = {"decision": go.decision, "by": go.by}
-            if not go.approved:
-                return _finish(out | {"status": "proposed-not-executed",
-                                      "why": f"open-loop pool {node_pool(live)}: {go.decision} by {go.by or 'nobody'}"})
-
         # 5. The step itself, recorded as one ladder attempt.
         attempt = _start_attempt(led, node, incident_id, step, xid, gpu, dry_run)
         try:
@@ -155,6 +155,7 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
         except OperatorWins as exc:
             _finish_attempt(led, attempt.id, ActionOutcome.SKIPPED, error=str(exc))
             _record_skip(led, node, incident_id, "respect_drift", str(exc), dry_run)
+            record_remediation_outcome(node, succeeded=False, incident_id=incident_id, dry_run=dry_run)
             return _finish(out | {"status": "stopped-by-operator", "why": str(exc)})
         except StepFailed as exc:
             log.warning("%s: %s failed: %s — falling back", node, step.kind.value, exc)
