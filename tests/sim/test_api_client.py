@@ -213,6 +213,7 @@ def test_training_job_refills_only_on_an_eligible_node(sim, core, batch):
 def test_not_ready_node_taints_and_noexecute_eviction(sim, core, batch):
     from remedy.sim.faults import inject
 
+    sim.cluster.time_scale = 0.002  # 300 s of toleration in 0.6 s
     inject(sim.cluster, "not-ready", "gpu002")
     node = core.read_node("gpu002")
     ready = [c for c in node.status.conditions if c.type == "Ready"][0]
@@ -220,11 +221,11 @@ def test_not_ready_node_taints_and_noexecute_eviction(sim, core, batch):
     assert {(t.key, t.effect) for t in node.spec.taints} == {("node.kubernetes.io/unreachable", "NoSchedule"),
                                                              ("node.kubernetes.io/unreachable", "NoExecute")}
     assert batch.read_namespaced_job("llm-pretrain", "training").status.ready == 13  # its pod is not ready
-    # pods tolerate unreachable for 300 s (DefaultTolerationSeconds) = 3 s here, then are evicted; with the
+    # pods tolerate unreachable for 300 s (DefaultTolerationSeconds), then are evicted; with the
     # kubelet gone nothing confirms the kill, so the pod stays Terminating (and the Job makes a replacement)
     [pod] = core.list_namespaced_pod("training", field_selector="spec.nodeName=gpu002").items
     wait_for(lambda: core.read_namespaced_pod(pod.metadata.name, "training").metadata.deletion_timestamp, timeout=8)
-    time.sleep(0.5)  # well past its 30 s (0.3 s) grace period
+    time.sleep(0.3)  # well past its 30 s (0.06 s) grace period
     assert core.read_namespaced_pod(pod.metadata.name, "training").metadata.deletion_timestamp is not None
     job = batch.read_namespaced_job("llm-pretrain", "training")
     assert (job.status.active, job.status.ready, job.status.terminating) == (14, 13, 1)

@@ -235,7 +235,7 @@ def test_incremental_job_counts_match_a_recount_after_churn(sim, core, batch):
     finished(batch, "churn")
     inject(cluster, "heal", "gpu001")
     core.patch_node("gpu016", {"metadata": {"labels": {"remedy.io/pool": "active"}}, "spec": {"taints": None}})
-    cluster.settle(timeout=2, until=lambda: False)
+    cluster.settle(timeout=0.5, until=lambda: False)  # let every pending timer fire
     with cluster.lock:
         for job in cluster.store.objects("Job"):
             pods = cluster.index.owned(job["metadata"]["uid"])
