@@ -305,8 +305,27 @@ class Cluster:
         for key, lines in data.get("logs", {}).items():
             ns, _, name = key.partition("/")
             cluster.logs[(ns, name)] = [(0.0, line) for line in lines]
+        cluster._resume()
         cluster.reconcile()
         return cluster
+
+    def _resume(self) -> None:
+        """After a load: clocks that lived only in memory start again (grace periods end now, check pods rerun)."""
+        from remedy.sim.controller import finished, terminating
+        from remedy.sim.jobs import is_training, job_done, start_run
+
+        now = time.monotonic()
+        jobs = {j["metadata"]["uid"]: j for j in self.store.objects("Job")}
+        for pod in self.store.objects("Pod"):
+            key = (pod["metadata"].get("namespace", ""), pod["metadata"]["name"])
+            if terminating(pod):
+                self.deletions[key] = now
+                continue
+            job = jobs.get(next((r.get("uid") for r in pod["metadata"].get("ownerReferences") or []
+                                 if r.get("kind") == "Job"), None))
+            if job and not is_training(job) and not job_done(job) and pod["spec"].get("nodeName") \
+                    and not finished(pod):
+                start_run(self, job, pod)
 
 
 def build_cluster(

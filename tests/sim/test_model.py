@@ -161,3 +161,20 @@ def test_load_refuses_what_is_not_a_saved_state(tmp_path):
     bad.write_text("{")
     with pytest.raises(SimStateError, match="not JSON"):
         Cluster.load(bad)
+
+
+def test_a_check_job_running_at_save_finishes_after_load(tmp_path):
+    from remedy.sim import api
+
+    cluster = build_cluster(nodes=4, spares=1, time_scale=0.01)
+    body = {"metadata": {"name": "probe"}, "spec": {"backoffLimit": 0, "template": {
+        "metadata": {"labels": {"remedy.io/check": "sleep"}},
+        "spec": {"restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostname": "gpu002"},
+                 "containers": [{"name": "c", "image": "busybox", "args": ["sleep", "50"]}]}}}}
+    reply = api.handle(cluster, "POST", "/apis/batch/v1/namespaces/gpu-remedy/jobs", "", {},
+                       __import__("json").dumps(body).encode())
+    assert reply.code == 201
+    [pod] = [p for p in cluster.store.objects("Pod", "gpu-remedy")]
+    assert pod["status"]["phase"] == "Running"
+    loaded = Cluster.load(cluster.save(tmp_path / "s.json"))
+    assert loaded.settle(timeout=5, until=lambda: loaded.store.get("Job", "gpu-remedy", "probe")["status"].get("succeeded") == 1)
