@@ -1,0 +1,86 @@
+"""Daily lemon review: score every node from the ledger, show the candidates with their evidence, retire what the
+budget allows (each through `retire_node`, which asks a person), defer the rest with the reason.
+
+    sync → node histories from the ledger → score_fleet (remedy.lemon) → table + evidence artifacts
+         → select_for_retirement (budget) → retire_node subflow per selected candidate │ deferred: why
+
+Scoring is `remedy.lemon.scoring`, Prefect-free; this flow only reads the ledger and wires the steps.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+from remedy import runtime
+from remedy.lemon.scoring import select_for_retirement
+from tasks.lemon import budget_text, retirement_budget, score_lemons, verdict_row
+from tasks.ledger import sync_fleet
+
+
+@flow(name="lemon-review", flow_run_name="lemon review")
+def lemon_review(dry_run: bool | None = None, as_of: str | None = None, retire: bool = True) -> dict[str, Any]:
+    """`as_of` replays the review at another time (ISO-8601 with zone); `retire=False` only lists candidates."""
+    log = get_run_logger()
+    settings = runtime.settings()
+    dry_run = settings.dry_run if dry_run is None else dry_run
+
+    # 1. Score: every node the ledger knows, against the rest of the fleet.
+    sync_fleet()
+    scored = score_lemons(as_of)
+    verdicts = scored["verdicts"]
+    now = datetime.fromisoformat(scored["now"])
+    candidates = [v for v in verdicts if v.candidate]
+
+    # 2. Budget: never more retirements per window than configured.
+    budget = retirement_budget(scored["now"])
+    chosen, deferred = select_for_retirement(candidates, budget["times"], now, settings.lemon)
+    if not retire:
+        chosen, deferred = [], candidates
+    why_deferred = (f"{budget_text(settings.lemon, budget['used'])}: no retirement left in this window"
+                    if retire else "review only (retire=False)")
+
+    # 3. Show the candidates and their evidence.
+    decisions = {v.node: "retire (asks approval)" for v in chosen} | {v.node: "deferred" for v in deferred}
+    rows = [verdict_row(v, decisions.get(v.node, "")) for v in candidates]
+    create_table_artifact(key="lemon-candidates", table=rows or [{"node": "-", "reason": "no lemon candidates"}],
+                          description=f"Lemon candidates as of {now:%Y-%m-%d %H:%M} UTC ({len(verdicts)} nodes scored)")
+    create_markdown_artifact(key="lemon-evidence", markdown=_evidence_markdown(scored, candidates, decisions,
+                                                                             why_deferred),
+                             description="Why each candidate is one")
+    log.info("lemon review: %d node(s) scored, %d candidate(s), %d to retire, %d deferred", len(verdicts),
+             len(candidates), len(chosen), len(deferred))
+
+    # 4. Retire what the budget allows; each retirement asks a person.
+    from flows.retire_node import retire_node
+
+    retirements = [
+        retire_node(node=v.node, reason=v.reason, evidence=scored["explain"][v.node], dry_run=dry_run) for v in chosen
+    ]
+    return {
+        "as_of": scored["now"],
+        "scored": len(verdicts),
+        "candidates": [verdict_row(v, decisions[v.node]) for v in candidates],
+        "retire": [v.node for v in chosen],
+        "deferred": [{"node": v.node, "why": why_deferred} for v in deferred],
+        "retirements": retirements,
+        "retired": [r["node"] for r in retirements if r.get("retired")],
+        "already_retired": scored["retired"],
+        "budget": budget["text"],
+        "dry_run": dry_run,
+    }
+
+
+def _evidence_markdown(scored: dict[str, Any], candidates: list, decisions: dict[str, str], why_deferred: str) -> str:
+    if not candidates:
+        return f"### No lemon candidates\n\n{len(scored['verdicts'])} node(s) scored; none shows two independent signals."
+    parts = [f"### {len(candidates)} lemon candidate(s)", ""]
+    for v in candidates:
+        parts += [f"#### {v.node}: {decisions.get(v.node, '')}", ""]
+        if decisions.get(v.node) == "deferred":
+            parts += [f"_{why_deferred}_", ""]
+        parts += ["```", scored["explain"][v.node], "```", ""]
+    return "\n".join(parts)

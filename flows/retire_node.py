@@ -1,0 +1,138 @@
+"""Retire a lemon node for good — the operator's runbook as a Prefect flow.
+
+    budget gate → ask a person (Prefect UI + Slack) → cordon → drain (grace period) → NoExecute retired taint
+                → ledger state retired (pool label) → RMA report archived to S3 → notice
+
+A lemon passes checks when idle and fails again under load (seed 000), so a retired node must not drift back: the
+ledger's state machine lets `retired → burn-in` happen only as an explicit operator action, and spare selection
+only ever picks nodes in state `spare`. Never more retirements per window than `lemon.retirement_budget` (checked
+before asking and again after the answer, since a person may take hours). No answer in time → nothing is retired.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact
+
+from remedy import runtime
+from remedy.domain.model import NodeState
+from tasks.cluster import cordon_node, drain_node, taint_node
+from tasks.lemon import archive_rma_report, retirement_budget
+from tasks.ledger import set_node_state, sync_fleet
+
+
+def _run_name() -> str:
+    from prefect.runtime import flow_run
+
+    return f"retire {flow_run.parameters['node']}"
+
+
+@flow(name="retire-node", flow_run_name=_run_name)
+def retire_node(node: str, reason: str, evidence: str = "", dry_run: bool | None = None) -> dict[str, Any]:
+    log = get_run_logger()
+    settings = runtime.settings()
+    dry_run = settings.dry_run if dry_run is None else dry_run
+    if not isinstance(node, str) or not node.strip():
+        raise ValueError(f"retire_node: node must be a node name, got {node!r}")
+    if not isinstance(reason, str) or not reason.strip():
+        raise ValueError(f"retire_node: say why {node} is retired (reason is empty); it goes into the RMA report")
+    outcome: dict[str, Any] = {"node": node, "reason": reason, "dry_run": dry_run, "retired": False}
+
+    # 1. Know the node; a retired node stays retired (re-runs are no-ops).
+    sync_fleet()
+    current = runtime.ledger().get_node(node)  # NodeNotFound names it
+    outcome["from_state"] = current.state.value if current.state else None
+    if current.state is NodeState.RETIRED:
+        return _report(outcome | {"status": "already-retired", "why": f"{node} is already retired"})
+
+    # 2. Budget gate: retiring too fast drains the spare pool (seed 000).
+    budget = retirement_budget()
+    outcome["budget"] = budget["text"]
+    if budget["allowed"] <= 0:
+        log.warning("%s not retired: %s", node, budget["text"])
+        return _report(outcome | {"status": "deferred", "why": f"{budget['text']}: nothing left, deferred"})
+
+    # 3. Ask a person. No answer in time is a no.
+    approval = _ask(node, reason, evidence, budget["text"], dry_run)
+    outcome["approval"] = approval
+    if approval["decision"] not in ("approve", "planned"):
+        log.info("%s not retired: %s", node, approval["decision"])
+        return _report(outcome | {"status": "not-retired",
+                                  "why": f"approval {approval['decision']}" + (f" by {approval['by']}" if approval.get("by") else "")})
+    if not dry_run and retirement_budget()["allowed"] <= 0:  # someone else retired a node while we waited
+        return _report(outcome | {"status": "deferred", "why": "the budget was used up while waiting for approval"})
+
+    # 4. Out for good: cordon, let the job checkpoint and leave, then NoExecute so nothing can ever run there.
+    cordon_node(node, reason=f"retired: {reason}"[:250], dry_run=dry_run)
+    drain = drain_node(node, grace_period_seconds=settings.drain.grace_period_seconds,
+                       deadline_seconds=settings.drain.eviction_deadline_seconds, dry_run=dry_run)
+    outcome["drain"] = {k: drain[k] for k in ("evicted", "not_evicted", "complete")}
+    taint_node(node, dry_run=dry_run, add=[settings.taints.retired], effect="NoExecute")
+    set_node_state(node, NodeState.RETIRED.value, reason=f"lemon: {reason}"[:500], dry_run=dry_run)
+
+    # 5. RMA report: its history, incidents, validations and the lemon evidence, archived to S3.
+    rma = archive_rma_report(node, reason, evidence, approval if approval["decision"] == "approve" else None, dry_run)
+    outcome["rma"] = {k: rma[k] for k in ("key", "url", "bytes")}
+    create_markdown_artifact(key=f"rma-{_slug(node)}", markdown=rma["markdown"], description=f"RMA report for {node}")
+    status = "planned" if dry_run else "retired"
+    if not dry_run:
+        _notify(f":wastebasket: gpu-remedy retired {node} (lemon): {reason}\nRMA report: {rma['url']}")
+    return _report(outcome | {"status": status, "retired": not dry_run})
+
+
+def _ask(node: str, reason: str, evidence: str, budget: str, dry_run: bool) -> dict[str, Any]:
+    if dry_run:
+        return {"decision": "planned", "by": "", "reason": "dry-run: a person would be asked"}
+    from tasks.approvals import request_approval
+
+    settings = runtime.settings()
+    summary = [f"**{node}** is a lemon candidate: {reason}", "", f"_{budget}_", ""]
+    if evidence:
+        summary += ["```", evidence[:2500], "```", ""]
+    summary.append("Approve to retire it for good (NoExecute taint, out of spare rotation, RMA report). "
+                   "Deny or no answer leaves it as it is.")
+    answer = request_approval(
+        kind="retire", title=f"Retire {node} as a lemon?", summary_markdown="\n".join(summary), incident_id=None,
+        node=node, timeout_seconds=settings.approvals.timeout_seconds, default_on_timeout="deny",
+        consequence=f"{node} was not retired",
+    )
+    decision = "approve" if answer.approved else answer.decision
+    return {"decision": decision, "by": answer.by, "reason": answer.reason, "approval_id": answer.approval_id}
+
+
+def _notify(text: str) -> None:
+    """Best-effort Slack notice (a retirement must not fail because Slack does)."""
+    settings = runtime.settings()
+    token = settings.slack.bot_token.get_secret_value()
+    if not token:
+        return
+    try:
+        from remedy.adapters.slack import SlackNotifier
+
+        SlackNotifier(token, settings.slack.channel, base_url=settings.slack.base_url).post(text)
+    except Exception as exc:  # noqa: BLE001 — logged, never raised
+        get_run_logger().warning("Slack notice failed: %s", exc)
+
+
+def _slug(node: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in node.lower())
+
+
+def _report(outcome: dict[str, Any]) -> dict[str, Any]:
+    lines = [f"### {outcome['node']}: {outcome['status']}", "", f"- reason: {outcome['reason']}"]
+    if outcome.get("budget"):
+        lines.append(f"- {outcome['budget']}")
+    if outcome.get("approval"):
+        a = outcome["approval"]
+        lines.append(f"- approval: {a['decision']}" + (f" by {a['by']}" if a.get("by") else ""))
+    if outcome.get("why"):
+        lines.append(f"- why not retired: {outcome['why']}")
+    if outcome.get("rma"):
+        lines.append(f"- RMA report: {outcome['rma']['url']}")
+    create_markdown_artifact(key=f"retire-{_slug(outcome['node'])}", markdown="\n".join(lines),
+                             description="Retirement outcome")
+    outcome["finished_at"] = datetime.now(timezone.utc).isoformat()
+    return outcome

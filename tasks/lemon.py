@@ -1,0 +1,187 @@
+"""Lemon review and retirement, ledger side: node histories for scoring, the retirement budget, the RMA report.
+
+Plain functions first (ledger rows → `remedy.lemon` records, the report's text; no Prefect, testable alone), then
+the Prefect tasks the flows call. What the ledger knows maps onto scoring's records like this:
+
+- incidents   → IncidentRecord (first seen, signal, XID, GPU); incidents marked `ignored` are left out;
+- validations → ValidationRecord (burn-in / spare / post-fix checks, pass or fail);
+- exclusions  → every time the node left the training pool (`active` → anything but retired): it was left out of
+                the job from then on; deliberate when an operator asked for it (requested_by `operator:…`);
+- exposure    → node-days in `active` inside the lookback window, from the state transitions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from remedy import runtime
+from remedy.domain.model import IncidentStatus, NodeState
+from remedy.lemon.records import ExclusionRecord, IncidentRecord, NodeHistory, ValidationRecord
+from remedy.lemon.scoring import LemonVerdict, explain, retirements_allowed, score_fleet
+from remedy.settings.lemon import LemonSettings
+from tasks.retry import transient_only
+
+TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
+RMA_TEMPLATE = "reports/rma.md.j2"
+
+
+# ---------------------------------------------------------------------------------------------- plain helpers
+def active_days(transitions: list, since: datetime, now: datetime) -> float:
+    """Node-days spent in `active` between `since` and `now`, from the node's transitions (oldest first)."""
+    total, state, entered = 0.0, None, since
+    for t in transitions:
+        if t.at > now:
+            break
+        at = max(t.at, since)
+        if state is NodeState.ACTIVE:
+            total += (at - entered).total_seconds()
+        state, entered = t.to_state, at
+    if state is NodeState.ACTIVE:
+        total += (now - entered).total_seconds()
+    return max(0.0, total) / 86400
+
+
+def node_histories(led, now: datetime, settings: LemonSettings) -> list[NodeHistory]:
+    """One NodeHistory per node the ledger knows, over the lookback window ending at `now`."""
+    since = now - timedelta(days=settings.lookback_days)
+    by_node: dict[str, list[IncidentRecord]] = {}
+    for i in led.incidents(since=since):
+        if i.status is IncidentStatus.IGNORED or i.first_seen > now:
+            continue
+        by_node.setdefault(i.node, []).append(
+            IncidentRecord(i.first_seen, i.signal, i.xid, i.gpu, f"incident {i.id}"))
+    out = []
+    for n in led.nodes():
+        transitions = led.transitions(n.name)
+        exclusions = tuple(
+            ExclusionRecord(t.at, f"left the pool: {t.reason}"[:80], t.requested_by.startswith("operator"))
+            for prev, t in zip(transitions, transitions[1:])
+            if prev.to_state is NodeState.ACTIVE and t.to_state not in (NodeState.ACTIVE, NodeState.RETIRED)
+            and since <= t.at <= now
+        )
+        validations = tuple(
+            ValidationRecord(v.at, v.passed, v.level, f"validation {v.id}")
+            for v in led.validations(n.name) if since <= v.at <= now
+        )
+        out.append(NodeHistory(n.name, round(active_days(transitions, since, now), 3),
+                               tuple(sorted(by_node.get(n.name, ()), key=lambda r: r.time)), validations, exclusions))
+    return out
+
+
+def retirement_times(led) -> list[datetime]:
+    """When nodes were retired (ledger transitions into `retired`), for the retirement budget."""
+    times = []
+    for n in led.nodes(state=NodeState.RETIRED):
+        times += [t.at for t in led.transitions(n.name) if t.to_state is NodeState.RETIRED]
+    # A node retired and later brought back by an operator still used up budget in its window.
+    retired_now = {n.name for n in led.nodes(state=NodeState.RETIRED)}
+    times += [a.started_at for a in led.actions(kind=f"set_state_{NodeState.RETIRED.value}")
+              if a.node not in retired_now and not a.dry_run and a.outcome.value == "succeeded"]
+    return times
+
+
+def budget_text(settings: LemonSettings, used: int) -> str:
+    return (f"retirement budget: {settings.retirement_budget} per {settings.retirement_window_days:g} d, "
+            f"{used} used in the current window")
+
+
+def verdict_row(v: LemonVerdict, decision: str = "") -> dict[str, Any]:
+    return {"node": v.node, "candidate": v.candidate, "signals": ", ".join(v.fired) or "-",
+            "incidents": v.incidents_counted, "exposure_days": round(v.exposure_days, 1),
+            "expected": round(v.expected_incidents, 2), "p_value": float(f"{v.p_value:.3g}"),
+            "decision": decision, "reason": v.reason}
+
+
+def render_rma(*, node: str, reason: str, evidence: str, facts: dict[str, Any], history: list, incidents: list,
+               validations: list, approval: dict[str, Any] | None, generated_at: datetime) -> str:
+    """The RMA report (markdown) from ledger records; jinja2 with StrictUndefined so a missing field fails loudly."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+                             autoescape=False, trim_blocks=True, lstrip_blocks=True)
+    return env.get_template(RMA_TEMPLATE).render(
+        node=node, reason=reason, evidence=evidence, facts=facts, history=history, incidents=incidents,
+        validations=validations, approval=approval, generated_at=generated_at,
+    )
+
+
+def rma_key(node: str, at: datetime) -> str:
+    return f"rma/{node}/{at:%Y%m%dT%H%M%SZ}.md"
+
+
+# ---------------------------------------------------------------------------------------------- tasks
+@task(name="score_lemons", task_run_name="score-lemons", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2,
+      retry_condition_fn=transient_only)
+def score_lemons(as_of: str | None = None) -> dict[str, Any]:
+    """Score every node the ledger knows (retired ones are out of the running); evidence as plain text."""
+    settings = runtime.settings()
+    led = runtime.ledger()
+    now = _as_of(as_of)
+    retired = {n.name for n in led.nodes(state=NodeState.RETIRED)}
+    histories = [h for h in node_histories(led, now, settings.lemon) if h.node not in retired]
+    if not histories:
+        return {"now": now.isoformat(), "verdicts": [], "retired": sorted(retired)}
+    verdicts = score_fleet(histories, now, settings.lemon)
+    return {"now": now.isoformat(), "verdicts": verdicts, "retired": sorted(retired),
+            "explain": {v.node: explain(v) for v in verdicts if v.candidate}}
+
+
+@task(name="retirement_budget", task_run_name="retirement-budget", cache_policy=NO_CACHE, retries=2,
+      retry_delay_seconds=1, retry_condition_fn=transient_only)
+def retirement_budget(as_of: str | None = None) -> dict[str, Any]:
+    """How many retirements the budget still allows now, and the retirement times it counted."""
+    settings = runtime.settings().lemon
+    now = _as_of(as_of)
+    times = retirement_times(runtime.ledger())
+    left = retirements_allowed(times, now, settings)
+    return {"allowed": left, "used": settings.retirement_budget - left, "times": times,
+            "text": budget_text(settings, settings.retirement_budget - left)}
+
+
+@task(name="archive_rma_report", task_run_name="rma-report-{node}", cache_policy=NO_CACHE, retries=3,
+      retry_delay_seconds=[1, 2, 4])
+def archive_rma_report(node: str, reason: str, evidence: str, approval: dict[str, Any] | None,
+                       dry_run: bool) -> dict[str, Any]:
+    """Render the node's RMA report from the ledger and archive it to S3; returns the key, URL and text."""
+    from remedy.adapters.archive import S3Archive
+
+    settings = runtime.settings()
+    led = runtime.ledger()
+    now = datetime.now(timezone.utc)
+    rec = led.get_node(node)
+    facts = {"gpu_model": rec.gpu_model or "unknown", "gpu_count": rec.gpu_count, "zone": rec.zone or "-",
+             "rack": rec.rack or "-", "switch": rec.switch or "-", "pdu": rec.pdu or "-",
+             "instance_type": rec.instance_type or "-", "provider_id": rec.provider_id or "-",
+             "state": rec.state.value if rec.state else "unmanaged"}
+    text = render_rma(node=node, reason=reason, evidence=evidence, facts=facts, history=led.history(node),
+                      incidents=led.incidents(node=node), validations=led.validations(node), approval=approval,
+                      generated_at=now)
+    archive = S3Archive(settings.aws.archive_bucket, region=settings.aws.region,
+                        endpoint_url=settings.aws.endpoint_url, dry_run=dry_run)
+    key = rma_key(node, now)
+    url = archive.put_text(key, text, "text/markdown; charset=utf-8")
+    return {"key": key, "url": url, "bytes": len(text.encode()), "markdown": text, "dry_run": dry_run}
+
+
+def _as_of(as_of: str | None) -> datetime:
+    if as_of is None:
+        return datetime.now(timezone.utc)
+    try:
+        t = datetime.fromisoformat(as_of)
+    except (TypeError, ValueError):
+        raise ValueError(f"as_of must be an ISO-8601 time such as 2026-11-22T00:00:00+00:00, got {as_of!r}") from None
+    if t.tzinfo is None:
+        raise ValueError(f"as_of must carry a time zone (e.g. +00:00), got {as_of!r}")
+    return t
+
+
+def verdict_dict(v: LemonVerdict) -> dict[str, Any]:
+    """A verdict as JSON-friendly data (for flow results and the CLI)."""
+    d = asdict(v)
+    d["fired"] = list(v.fired)
+    return d

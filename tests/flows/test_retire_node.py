@@ -1,0 +1,164 @@
+"""retire_node on the simulator, a real Prefect server, moto's S3 server and the Slack stub."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import boto3
+import pytest
+
+from tests.approvals.helpers import remedy_env  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.prefect
+
+NODE = "gpu003"
+EVIDENCE = "gpu003: lemon candidate: 3 of 4 signals (recurrence, excess-rate, repeat-xid)\n  [x] repeat-xid: XID 79 on GPU 5 4 time(s)"
+
+
+@pytest.fixture
+def on_sim(sim, slack_stub, aws_endpoint, remedy_env):  # noqa: F811
+    """Runtime on the 16-node simulator, Slack stub and moto S3; a few incidents and validations on NODE."""
+    from remedy.domain.model import Incident, IncidentStatus
+
+    runtime = remedy_env(sim=sim, slack=slack_stub, AWS__ENDPOINT_URL=aws_endpoint, APPROVALS__TIMEOUT_SECONDS=60)
+    led = runtime.ledger()
+    for n in runtime.cluster().list_gpu_nodes():
+        led.upsert_node(n)
+        led.transition(n.name, n.state, reason="test: adopted", requested_by="test")
+    now = datetime.now(timezone.utc)
+    for days in (20, 12, 5):
+        t = now - timedelta(days=days)
+        led.open_incident(Incident(node=NODE, signal="xid", gpu=5, xid=79, first_seen=t, last_seen=t,
+                                   status=IncidentStatus.RESOLVED, detail="GPU has fallen off the bus."),
+                          window_seconds=0)
+        led.record_validation(NODE, level="standard", passed=True, summary={}, requested_by="test",
+                              at=t + timedelta(hours=6))
+    return runtime
+
+
+def s3_objects(endpoint: str, prefix: str = "rma/") -> dict[str, str]:
+    s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=endpoint)
+    try:
+        listed = s3.list_objects_v2(Bucket="gpu-remedy-archive", Prefix=prefix).get("Contents", [])
+    except s3.exceptions.NoSuchBucket:
+        return {}
+    return {o["Key"]: s3.get_object(Bucket="gpu-remedy-archive", Key=o["Key"])["Body"].read().decode() for o in listed}
+
+
+def test_approved_retirement_quarantines_for_good_and_archives_rma(prefect_server, on_sim, slack_stub, aws_endpoint):
+    from flows.retire_node import retire_node
+    from remedy.approvals.auto import AutoApprover
+
+    runtime = on_sim
+    with AutoApprover(decision=True, by="U0ALICE") as auto:
+        out = retire_node(node=NODE, reason="lemon candidate: 3 of 4 signals", evidence=EVIDENCE)
+    assert out["status"] == "retired", out
+    assert auto.answered and auto.answered[0]["decision"] == "approve"
+    node = runtime.cluster().get_node(NODE)
+    assert node.taints.get("remedy.io/retired") == "NoExecute"
+    assert node.unschedulable
+    assert node.labels["remedy.io/pool"] == "retired"
+    assert runtime.ledger().get_node(NODE).state.value == "retired"
+    pods = runtime.cluster().pods_on_node(NODE)
+    assert pods and all(p["metadata"]["namespace"] == "kube-system" for p in pods)  # training pod drained off it
+    # Slack carried the question (buttons) and the notice with the report's URL.
+    posted = [c.body.get("text", "") for c in slack_stub.calls_to("chat.postMessage")]
+    assert any("Retire gpu003" in t for t in posted)
+    assert any("retired gpu003" in t and out["rma"]["url"] in t for t in posted)
+    # The RMA report is in S3 with the node's history, incidents, validations and the evidence.
+    reports = s3_objects(aws_endpoint)
+    assert list(reports) == [out["rma"]["key"]] and out["rma"]["key"].startswith(f"rma/{NODE}/")
+    text = reports[out["rma"]["key"]]
+    assert text.startswith(f"# RMA report: {NODE}")
+    assert "## Incidents (3)" in text and text.count("| xid | 79 | 5 |") == 3
+    assert "## Validations (3)" in text
+    assert "repeat-xid: XID 79 on GPU 5 4 time(s)" in text
+    assert "active → retired: lemon: lemon candidate" in text  # the ledger history, including this retirement
+    assert "Approved by **U0ALICE**" in text
+
+
+def test_retired_node_never_returns_through_burn_in(prefect_server, on_sim):
+    from flows.burn_in import burn_in
+    from flows.retire_node import retire_node
+    from remedy.approvals.auto import AutoApprover
+    from remedy.domain.model import IllegalTransition, NodeState
+
+    runtime = on_sim
+    with AutoApprover(decision=True):
+        assert retire_node(node=NODE, reason="lemon")["status"] == "retired"
+    out = burn_in(nodes=[NODE], level="quick")
+    assert NODE not in out["spares"]
+    assert "only an operator may bring it back" in out["nodes"][NODE]["why"]
+    assert runtime.ledger().get_node(NODE).state is NodeState.RETIRED
+    assert "remedy.io/retired" in runtime.cluster().get_node(NODE).taints
+    led = runtime.ledger()
+    with pytest.raises(IllegalTransition, match="only an operator"):
+        led.transition(NODE, NodeState.BURN_IN, reason="automation", requested_by="flow")
+    led.transition(NODE, NodeState.BURN_IN, reason="vendor replaced GPU 5", requested_by="operator:alice", by_operator=True)
+    assert led.get_node(NODE).state is NodeState.BURN_IN
+
+
+@pytest.mark.parametrize("answer", ["deny", "timeout"])
+def test_deny_or_no_answer_retires_nothing(prefect_server, on_sim, aws_endpoint, monkeypatch, answer):
+    from flows.retire_node import retire_node
+    from remedy.approvals.auto import AutoApprover
+
+    runtime = on_sim
+    before = runtime.cluster().get_node(NODE)
+    if answer == "deny":
+        with AutoApprover(decision=False):
+            out = retire_node(node=NODE, reason="lemon")
+    else:
+        monkeypatch.setenv("REMEDY_APPROVALS__TIMEOUT_SECONDS", "2")
+        runtime.reset()
+        out = retire_node(node=NODE, reason="lemon")
+    assert out["status"] == "not-retired" and out["approval"]["decision"] == answer
+    after = runtime.cluster().get_node(NODE)
+    assert (after.taints, after.unschedulable, after.labels["remedy.io/pool"]) == \
+        (before.taints, before.unschedulable, before.labels["remedy.io/pool"])
+    assert runtime.ledger().get_node(NODE).state.value == "active"
+    assert s3_objects(aws_endpoint) == {}
+
+
+def test_budget_is_never_exceeded(prefect_server, on_sim, monkeypatch):
+    """Budget 1 per 7 days: the first approved retirement happens, the second is deferred without asking anyone."""
+    from flows.retire_node import retire_node
+    from remedy.approvals.auto import AutoApprover
+
+    monkeypatch.setenv("REMEDY_LEMON__RETIREMENT_BUDGET", "1")
+    runtime = on_sim
+    runtime.reset()
+    with AutoApprover(decision=True):
+        first = retire_node(node=NODE, reason="lemon")
+        second = retire_node(node="gpu004", reason="lemon too")
+    assert first["status"] == "retired"
+    assert second["status"] == "deferred" and "retirement budget: 1 per 7 d, 1 used" in second["why"]
+    assert [a.kind for a in runtime.ledger().approvals()] == ["retire"]  # nobody was asked about gpu004
+    assert runtime.ledger().get_node("gpu004").state.value == "active"
+    assert "remedy.io/retired" not in runtime.cluster().get_node("gpu004").taints
+    again = retire_node(node=NODE, reason="lemon")
+    assert again["status"] == "already-retired"
+
+
+def test_bad_input_is_refused(prefect_server, on_sim):
+    from flows.retire_node import retire_node
+    from remedy.errors import NodeNotFound
+
+    with pytest.raises(ValueError, match="reason is empty"):
+        retire_node(node=NODE, reason=" ")
+    with pytest.raises(NodeNotFound, match="gpu999"):
+        retire_node(node="gpu999", reason="lemon")
+
+
+def test_dry_run_changes_nothing_and_writes_no_report(prefect_server, on_sim, aws_endpoint):
+    from flows.retire_node import retire_node
+
+    runtime = on_sim
+    out = retire_node(node=NODE, reason="lemon", dry_run=True)
+    assert out["status"] == "planned" and not out["retired"]
+    assert out["rma"]["key"].startswith(f"rma/{NODE}/")
+    node = runtime.cluster().get_node(NODE)
+    assert "remedy.io/retired" not in node.taints and not node.unschedulable
+    assert runtime.ledger().get_node(NODE).state.value == "active"
+    assert s3_objects(aws_endpoint) == {}
+    assert runtime.ledger().approvals() == []
