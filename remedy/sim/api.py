@@ -213,7 +213,10 @@ def _list(cluster: Cluster, res, ns, query, accept: str) -> Reply:
                                        chosen[start].obj["metadata"]["name"]) <= after:
             start += 1
     cont, remaining = "", 0
-    limit = int(query.get("limit") or 0)
+    try:
+        limit = int(query.get("limit") or 0)
+    except ValueError:
+        raise bad_request(f"limit must be an integer, got {query.get('limit')!r}") from None
     end = len(chosen)
     if limit > 0 and start + limit < len(chosen):
         end = start + limit

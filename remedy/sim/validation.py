@@ -87,7 +87,7 @@ def _node(obj: dict, causes: list) -> None:
         path = f"spec.taints[{i}]"
         if not isinstance(t, dict):
             raise bad_request(f"json: cannot unmarshal into Go value of type v1.Taint ({path})")
-        key, effect, value = t.get("key"), t.get("effect"), t.get("value", "")
+        key, effect, value = t.get("key"), t.get("effect"), t.get("value") or ""  # JSON null is ""
         if not key:
             causes.append((f"{path}.key", "FieldValueRequired", "Required value"))
         else:

@@ -282,3 +282,30 @@ def test_watch_is_refused_clearly(core):
     with pytest.raises(ApiException) as err:
         core.list_node(watch=True, _preload_content=False)
     assert err.value.status == 405 and "watch is not supported" in json.loads(err.value.body)["message"]
+
+
+def test_malformed_requests_get_400_statuses_not_crashes(sim, core):
+    import urllib.error
+    import urllib.request
+
+    def call(method, path, body=None, ctype="application/json"):
+        req = urllib.request.Request(sim.url + path, data=body, method=method, headers={"Content-Type": ctype})
+        try:
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    assert call("GET", "/api/v1/nodes?limit=ten")[0] == 400
+    assert call("PATCH", "/api/v1/nodes/gpu001", b"{not json", "application/merge-patch+json")[0] == 400
+    assert call("PATCH", "/api/v1/nodes/gpu001", b"[]", "application/strategic-merge-patch+json")[0] == 400
+    code, status = call("PATCH", "/api/v1/nodes/gpu001", b"{}", "application/apply-patch+yaml")
+    assert code == 415 and status["reason"] == "UnsupportedMediaType"
+    code, status = call("GET", "/api/v1/widgets")
+    assert code == 404 and status["kind"] == "Status" and status["reason"] == "NotFound"
+    code, status = call("POST", "/api/v1/namespaces/training/pods", json.dumps({"metadata": {"name": "x"}}).encode())
+    assert code == 422 and status["details"]["causes"][0]["field"] == "spec"
+    code, _ = call("PATCH", "/api/v1/nodes/gpu001", json.dumps({"spec": {"taints": [
+        {"key": "k", "value": None, "effect": "NoSchedule"}]}}).encode(), "application/merge-patch+json")
+    assert code == 200  # a JSON null taint value is the empty string
+    assert call("GET", "/version")[1]["major"] == "1"
