@@ -56,12 +56,12 @@ def check_batch(nodes: Any) -> list[str]:
 
 @flow(name="burn-in", flow_run_name=_run_name, task_runner=ThreadPoolTaskRunner(max_workers=MAX_PARALLEL_NODES))
 def burn_in(nodes: list[str], level: str = "standard", dry_run: bool | None = None) -> dict[str, Any]:
-    log = get_run_logger()
     settings = runtime.settings()
     dry_run = settings.dry_run if dry_run is None else dry_run
     nodes = check_batch(nodes)
     specs = suite_for(level, settings.health)  # ValueError names an unknown level before anything is touched
     multi = [s for s in specs if s.multi_node]
+    log = get_run_logger()
 
     # 1. The ledger knows every node (topology, adopted state) before any moves.
     sync_fleet()

@@ -54,7 +54,8 @@ def nccl_groups(nodes: list[str], size: int = NCCL_GROUP_NODES) -> list[list[str
         return []
     groups = [nodes[i:i + size] for i in range(0, len(nodes), size)]
     if len(groups[-1]) < 2:
-        groups[-2] += groups.pop()
+        last = groups.pop()
+        groups[-1] += last
     return groups
 
 

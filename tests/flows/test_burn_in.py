@@ -39,10 +39,12 @@ def read_artifacts(key: str) -> list:
 
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.client.schemas.sorting import ArtifactSort
 
-    async def go():
+    async def go():  # newest first: every test's flow writes the same keys
         async with get_client() as client:
-            return await client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+            return await client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
+                                               sort=ArtifactSort.CREATED_DESC)
 
     return asyncio.run(go())
 
@@ -121,3 +123,82 @@ def test_planted_faults_fail_for_the_right_reason_and_go_to_repair(prefect_serve
     marks = led.actions(kind="mark_retirement_candidate")
     assert [(a.node, a.detail["failed_validations"]) for a in marks] == [("gpu002", 2)]
     assert any("gpu002" in t and "retirement candidate" in t for t in posted)
+
+
+def test_extended_level_catches_thermal_throttle_and_runs_multi_node_nccl(prefect_server, remedy_on_sim,
+                                                                          monkeypatch, tmp_path):
+    from flows.burn_in import burn_in
+    from remedy import runtime
+    from remedy.sim.faults import inject
+
+    # The shortest extended suite the settings allow: dcgmi diag -r 3 and a 60 s stress run. (From YAML: the
+    # environment gives the string "3", which the Literal[3, 4] field refuses.)
+    config = tmp_path / "remedy.yaml"
+    config.write_text("health:\n  extended_dcgm_level: 3\n  stress_seconds: 60\n")
+    monkeypatch.setenv("REMEDY_CONFIG", str(config))
+    runtime.reset()
+    nodes = ["gpu001", "gpu002", "gpu003"]
+    make_new(*nodes)
+    inject(remedy_on_sim.cluster, "thermal", "gpu003", gpu=6, temperature=75)  # cool at idle: only load shows it
+    out = burn_in(nodes=nodes, level="extended")
+    assert out["spares"] == ["gpu001", "gpu002"] and out["failed"] == ["gpu003"], out["counts"]
+    bad = [c for c in out["nodes"]["gpu003"]["checks"] if c["verdict"] == "fail"]
+    assert len(bad) == 1 and "thermal" in " ".join(bad[0]["reasons"]).lower(), bad
+    # The two good nodes ran the multi-node sweep together, as one group, and passed it.
+    for n in ("gpu001", "gpu002"):
+        multi = [c for c in out["nodes"][n]["checks"] if c["id"] == "nccl-multi-node"]
+        assert len(multi) == 1 and multi[0]["verdict"] == "pass" and multi[0]["group"] == ["gpu001", "gpu002"]
+        assert "remedy.io/nccl-group" not in live(n).labels  # the temporary group label is gone
+    assert runtime.ledger().get_node("gpu001").validation_level == "extended"
+
+
+def test_dry_run_changes_nothing(prefect_server, remedy_on_sim):
+    from flows.burn_in import burn_in
+    from remedy import runtime
+    from remedy.sim.faults import inject
+
+    make_new("gpu005", "gpu006")
+    inject(remedy_on_sim.cluster, "pcie-degraded", "gpu006", gpu=1, width=8)
+    before = {n: (live(n).labels, live(n).taints, live(n).unschedulable) for n in ("gpu005", "gpu006")}
+    out = burn_in(nodes=["gpu005", "gpu006"], level="quick", dry_run=True)
+    assert out["dry_run"] and out["counts"] == {"planned-spare": 2}  # no Job ran, so no check could fail
+    for n in ("gpu005", "gpu006"):
+        assert (live(n).labels, live(n).taints, live(n).unschedulable) == before[n]
+        rec = runtime.ledger().get_node(n)
+        assert rec.state is None and rec.validated_at is None and not runtime.ledger().validations(n)
+        assert all(a.dry_run for a in runtime.ledger().actions(node=n))
+    assert not [j for j in remedy_on_sim.cluster.store.objects("Job")]
+
+
+def test_active_and_unknown_nodes_are_refused_with_a_reason(prefect_server, remedy_on_sim):
+    from flows.burn_in import burn_in
+    from remedy import runtime
+
+    out = burn_in(nodes=["gpu001", "gpu999"], level="quick")
+    assert out["skipped"] == ["gpu001", "gpu999"]
+    assert "active" in out["nodes"]["gpu001"]["why"] and "quarantine" in out["nodes"]["gpu001"]["why"]
+    assert "not found" in out["nodes"]["gpu999"]["why"]
+    assert runtime.ledger().get_node("gpu001").state.value == "active"
+    assert "remedy.io/burn-in" not in live("gpu001").taints
+
+
+@pytest.mark.parametrize("nodes, level, words", [
+    ([], "quick", "non-empty list"),
+    (["gpu001", "gpu001"], "quick", "listed twice"),
+    (["gpu001"], "thorough", "unknown health-check level"),
+])
+def test_bad_input_is_one_clear_error(nodes, level, words):
+    from flows.burn_in import burn_in
+
+    with pytest.raises(ValueError, match=words):
+        burn_in.fn(nodes=nodes, level=level)
+
+
+def test_nccl_groups_pairs_nodes_and_never_leaves_one_alone():
+    from tasks.burn_in import nccl_groups
+
+    assert nccl_groups(["c", "a", "b", "d"]) == [["a", "b"], ["c", "d"]]
+    assert nccl_groups(["a", "b", "c"]) == [["a", "b", "c"]]
+    assert nccl_groups(["a"]) == []
+    with pytest.raises(ValueError, match="at least 2"):
+        nccl_groups(["a", "b"], size=1)

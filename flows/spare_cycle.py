@@ -1,0 +1,140 @@
+"""Keep the warm spare pool worth having (seed 000): fresh, big enough, and not all in one place.
+
+    survey → stale spares re-validated with the quick suite, one rack at a time → a spare that fails leaves
+           the pool (quarantine → repair) → target pool size (Poisson) and shortfall → topological diversity
+           → pool-health artifact, and an event `remedy.spares.below-target` when short
+
+Scheduled every 6 h (deployments). Rack by rack, because spares under test are out of the pool: a cycle never
+takes every spare of the fleet out at once. A rack where every spare fails stops the cycle: that smells of a bad
+check image or a shared cause (power, switch), not of several bad nodes, and a person should look first.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import jinja2
+from prefect import flow, get_run_logger, unmapped
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from remedy import runtime
+from remedy.adapters.kubernetes import TEMPLATES
+from remedy.domain.model import Node, NodeState, Topology
+from remedy.spares.pool import check_diversity, size_pool
+from tasks.burn_in import by_failure_domain, conclude_burn_in, hold_spares_for_check, notify, stale_spares, \
+    survey_pool
+from tasks.health import validate_node
+from tasks.ledger import sync_fleet
+
+CYCLE_LEVEL = "quick"  # minutes per spare (issue 5): the cycle must not keep spares out of the pool for long
+BELOW_TARGET_EVENT = "remedy.spares.below-target"
+POOL_RESOURCE = "remedy.spares.pool"
+
+
+@flow(name="spare-cycle", flow_run_name="spare-cycle", task_runner=ThreadPoolTaskRunner(max_workers=32))
+def spare_cycle(dry_run: bool | None = None, domain: str = "rack") -> dict[str, Any]:
+    log = get_run_logger()
+    settings = runtime.settings()
+    dry_run = settings.dry_run if dry_run is None else dry_run
+    if domain not in ("rack", "switch", "pdu"):
+        raise ValueError(f"spare_cycle: domain must be rack, switch or pdu, got {domain!r}")
+    now = datetime.now(timezone.utc)
+
+    # 1. Survey: which spares are older than the freshness window.
+    sync_fleet()
+    fleet = survey_pool()
+    spares = [n for n in fleet if n["state"] == NodeState.SPARE.value and n["ready"]]
+    stale = stale_spares(spares, now, settings.spares.validation_freshness_hours)
+    outcome: dict[str, Any] = {"dry_run": dry_run, "stale": sorted(n["name"] for n in stale), "checked": {},
+                               "left_pool": [], "stopped": None}
+
+    # 2. Re-validate one failure domain at a time; a failing spare leaves the pool for repair.
+    for name, members in by_failure_domain(stale, domain):
+        held = hold_spares_for_check(members, name, dry_run=dry_run)
+        checks = [f.result() for f in validate_node.map(held, level=unmapped(CYCLE_LEVEL), dry_run=unmapped(dry_run))]
+        finals = conclude_burn_in.map(held, level=unmapped(CYCLE_LEVEL), checks=[c["checks"] for c in checks],
+                                      dry_run=unmapped(dry_run), purpose=unmapped("spare cycle"),
+                                      record=unmapped(False))  # validate_node recorded the validation
+        results = [f.result() for f in finals]
+        for r in results:
+            outcome["checked"][r["node"]] = {"status": r["status"], "why": r.get("why", ""), "domain": name}
+        failed = [r["node"] for r in results if not r["passed"]]
+        outcome["left_pool"] += failed
+        if len(held) >= 2 and len(failed) == len(held):
+            outcome["stopped"] = (f"every spare in {domain} {name} failed ({', '.join(failed)}): suspect the check or "
+                                  f"a shared cause before cycling more spares")
+            log.error(outcome["stopped"])
+            notify(f":warning: gpu-remedy spare cycle stopped: {outcome['stopped']}", dry_run)
+            break
+
+    # 3. Pool health: target size from fleet size, MTBF and lead time; spread across failure domains.
+    fleet = survey_pool()
+    health = pool_health(fleet, now)
+    outcome |= health
+    _report(outcome)
+    if health["sizing"]["shortfall"] > 0:
+        outcome["event"] = _emit_below_target(health)
+    log.info("spare cycle: %d stale, %d left the pool; %s", len(stale), len(outcome["left_pool"]),
+             health["sizing"]["explain"])
+    return outcome
+
+
+def pool_health(fleet: list[dict[str, Any]], now: datetime) -> dict[str, Any]:
+    """Ready spares (spare, Ready, validated within the window) against the Poisson target; diversity warnings.
+
+    The failures that consume spares come from the nodes carrying work, so the fleet size is the active nodes."""
+    settings = runtime.settings()
+    fresh_names = {n["name"] for n in fleet if n["state"] == NodeState.SPARE.value and n["ready"]} - \
+        {n["name"] for n in stale_spares([n for n in fleet if n["state"] == NodeState.SPARE.value], now,
+                                         settings.spares.validation_freshness_hours)}
+    ready = [n for n in fleet if n["name"] in fresh_names]
+    active = sum(1 for n in fleet if n["state"] == NodeState.ACTIVE.value)
+    sizing = size_pool(active, len(ready), settings.spares)
+    nodes = [Node(name=n["name"], gpu_model=n["gpu_model"], state=NodeState.SPARE,
+                  topology=Topology(rack=n["rack"], switch=n["switch"], pdu=n["pdu"])) for n in ready]
+    warnings = check_diversity(nodes, settings.spares)
+    return {
+        "ready_spares": sorted(fresh_names),
+        "sizing": {"active_nodes": active, "ready": sizing.ready, "target": sizing.target,
+                   "shortfall": sizing.shortfall, "lam": round(sizing.lam, 6), "risk": sizing.risk,
+                   "risk_at_ready": sizing.risk_at_ready, "fleet_mtbf_hours": sizing.fleet_mtbf_hours,
+                   "lead_time_hours": sizing.lead_time_hours, "explain": sizing.explain()},
+        "diversity": [{"domain": w.domain, "name": w.name, "count": w.count, "total": w.total, "message": w.message}
+                      for w in warnings],
+    }
+
+
+def _emit_below_target(health: dict[str, Any]) -> str | None:
+    from prefect.events import emit_event
+
+    s = health["sizing"]
+    event = emit_event(
+        event=BELOW_TARGET_EVENT,
+        resource={"prefect.resource.id": POOL_RESOURCE, "prefect.resource.name": "warm spare pool"},
+        payload={"ready": s["ready"], "target": s["target"], "shortfall": s["shortfall"],
+                 "active_nodes": s["active_nodes"], "explain": s["explain"]},
+    )
+    return str(event.id) if event else None
+
+
+def _report(outcome: dict[str, Any]) -> None:
+    s = outcome["sizing"]
+    rows = [
+        {"measure": "active nodes", "value": s["active_nodes"]},
+        {"measure": "ready spares (fresh)", "value": s["ready"]},
+        {"measure": "target pool size", "value": s["target"]},
+        {"measure": "shortfall", "value": s["shortfall"]},
+        {"measure": "expected failures per lead time (λ)", "value": s["lam"]},
+        {"measure": "accepted risk of running dry", "value": s["risk"]},
+        {"measure": "risk of running dry now", "value": round(s["risk_at_ready"], 6)},
+        {"measure": "stale spares re-validated", "value": len(outcome["checked"])},
+        {"measure": "spares that left the pool", "value": len(outcome["left_pool"])},
+        {"measure": "diversity warnings", "value": len(outcome["diversity"])},
+    ]
+    create_table_artifact(key="spare-pool-health", table=rows, description=s["explain"])
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES / "reports"), autoescape=False,
+                             trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    md = env.get_template("pool-health.md.j2").render(o=outcome, s=s)
+    create_markdown_artifact(key="spare-pool-story", markdown=md, description="spare cycle: what happened")
