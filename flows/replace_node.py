@@ -23,7 +23,9 @@ from remedy.domain.timeline import Timeline
 from tasks.cluster import (
     check_drift, cordon_node, drain_node, label_node, resize_workload, taint_node, verify_joined, wait_for_workload,
 )
-from tasks.gate import check_breaker, close_breaker, record_remediation_outcome, wait_for_decision
+from tasks.gate import (
+    check_breaker, close_breaker, find_open_question, record_remediation_outcome, wait_for_decision,
+)
 from tasks.ledger import open_incident, set_incident_status, set_node_state, sync_fleet
 from tasks.spares import select_spare, validate_spare
 
@@ -116,16 +118,15 @@ def replace_node(
     outcome["joined"] = joined
     timeline.mark("spare ready")
 
-    # 8. Resume the workload: the gang-scheduled job back at full size.
-    size = wait_for_workload(work.namespace, work.job, work.resume_timeout_seconds, dry_run=dry_run)
+    # 8. Resume the workload: the job runs on the new node, back at full size unless more nodes are missing.
+    size = wait_for_workload(work.namespace, work.job, spare, work.resume_timeout_seconds, dry_run=dry_run)
     outcome["workload"] = size
-    if size["full"]:
-        timeline.mark("job resumed")
+    timeline.mark("job resumed" if size["full"] else "spare working")
 
     # 9. Hand the failed node to repair; the remediation is over for the breaker.
     set_node_state(node, NodeState.REPAIR.value, reason=f"replaced by {spare}", dry_run=dry_run,
                    incident_id=incident_id)
-    ok = joined["joined"] and size["full"]
+    ok = joined["joined"] and size["on_node"]
     record_remediation_outcome(node, succeeded=ok, incident_id=incident_id, dry_run=dry_run)
     set_incident_status(incident_id, (IncidentStatus.RESOLVED if ok else IncidentStatus.ESCALATED).value,
                         detail=f"replaced by {spare}" if ok else f"replaced by {spare}: {joined['why']}")
@@ -139,13 +140,13 @@ def _ask_to_proceed(gate: dict[str, Any], node: str, incident_id: int, dry_run: 
     if dry_run:
         return {"decision": "planned", "by": "", "reason": "dry-run: a person would be asked"}
     settings = runtime.settings()
-    led = runtime.ledger()
     scope = gate.get("scope")
     kind = f"breaker:{scope}" if scope else f"hold:{gate['skip']}"
     if scope and gate["skip"] == "breaker-open":
-        asked = [a for a in led.approvals() if a.kind == kind]
-        if asked:
-            return wait_for_decision(asked[-1].id, settings.approvals.timeout_seconds)
+        # the failure that tripped this breaker asks; wait for its question rather than asking again
+        asked = find_open_question(kind, within_seconds=30.0)
+        if asked is not None:
+            return wait_for_decision(asked, settings.approvals.timeout_seconds)
     from tasks.approvals import request_approval
 
     answer = request_approval(

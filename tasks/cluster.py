@@ -96,16 +96,26 @@ def list_gpu_nodes() -> list[dict]:
     return [asdict(n) for n in runtime.cluster().list_gpu_nodes()]
 
 
-@task(name="wait_for_workload", task_run_name="wait-{job}-full-size", timeout_seconds=3600, **RETRY)
-def wait_for_workload(namespace: str, job: str, timeout_seconds: float, dry_run: bool) -> dict:
-    """Wait until the gang-scheduled job has all its pods ready again (the job is back to full size)."""
+@task(name="wait_for_workload", task_run_name="wait-{job}-on-{node}", timeout_seconds=3600, **RETRY)
+def wait_for_workload(namespace: str, job: str, node: str, timeout_seconds: float, dry_run: bool) -> dict:
+    """Wait until the gang-scheduled job runs on the promoted node; report whether it is back at full size.
+
+    The replacement is done when its node carries the job's pod. The job may still be short of nodes for other
+    reasons (more failures than spares): that is reported, not waited for.
+    """
     cluster = runtime.cluster()
     start = time.monotonic()
+    on_node = cluster.workload_running_on(namespace, job, node)
+    while not dry_run and not on_node and time.monotonic() - start < timeout_seconds:
+        time.sleep(0.2)
+        on_node = cluster.workload_running_on(namespace, job, node)
     ready, desired = cluster.workload_size(namespace, job)
-    while not dry_run and ready < desired and time.monotonic() - start < timeout_seconds:
+    deadline = time.monotonic() + 5.0  # the last pods of a gang start together: give them a moment
+    while not dry_run and on_node and ready < desired and time.monotonic() < deadline:
         time.sleep(0.2)
         ready, desired = cluster.workload_size(namespace, job)
-    return {"ready": ready, "desired": desired, "full": ready >= desired, "seconds": time.monotonic() - start}
+    return {"ready": ready, "desired": desired, "full": ready >= desired, "on_node": on_node or dry_run,
+            "seconds": round(time.monotonic() - start, 2)}
 
 
 @task(name="verify_joined", task_run_name="verify-{node}-joined", timeout_seconds=900, **RETRY)

@@ -134,7 +134,8 @@ def check_breaker(node: str, incident_id: int | None, signal: str, detected_at: 
                   "decision": decision.to_dict()}
         record, _ = led.start_action(Action(kind=GATE_KIND, node=node, requested_by=requester(), dry_run=dry_run,
                                             incident_id=incident_id, idempotency_key=key))
-        led.finish_action(record.id, ActionOutcome.SUCCEEDED if decision.acted else ActionOutcome.SKIPPED,
+        acted = ActionOutcome.PLANNED if dry_run else ActionOutcome.SUCCEEDED
+        led.finish_action(record.id, acted if decision.acted else ActionOutcome.SKIPPED,
                           error="" if decision.acted else decision.explain(), detail=detail)
         if not dry_run:
             _record_transitions([*cooled, *decision.transitions])
@@ -156,7 +157,8 @@ def record_remediation_outcome(node: str, succeeded: bool, incident_id: int | No
                                               idempotency_key=f"incident-{incident_id}:{OUTCOME_KIND}:{node}"
                                               + (":dry-run" if dry_run else "")))
         if new:
-            led.finish_action(record.id, ActionOutcome.SUCCEEDED, detail={"succeeded": succeeded})
+            led.finish_action(record.id, ActionOutcome.PLANNED if dry_run else ActionOutcome.SUCCEEDED,
+                              detail={"succeeded": succeeded})
             if not dry_run:
                 _record_transitions(transitions)
     return [t.to_dict() for t in transitions]
@@ -185,3 +187,17 @@ def wait_for_decision(approval_id: int, timeout_seconds: float) -> dict[str, Any
         time.sleep(0.5)
     return {"decision": "timeout", "by": "", "reason": f"no decision within {timeout_seconds:.0f} s",
             "approval_id": approval_id}
+
+
+@task(name="find_open_question", task_run_name="find-approval-{kind}", cache_policy=NO_CACHE)
+def find_open_question(kind: str, within_seconds: float) -> int | None:
+    """The pending approval already asking about `kind` (polled briefly: the asker may be a moment behind)."""
+    led = runtime.ledger()
+    deadline = time.monotonic() + within_seconds
+    while True:
+        pending = [a for a in led.approvals(pending=True) if a.kind == kind]
+        if pending:
+            return pending[0].id
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.25)

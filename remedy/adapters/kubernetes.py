@@ -160,6 +160,13 @@ class KubernetesCluster:
         ready = int(status.get("ready") if status.get("ready") is not None else status.get("active") or 0)
         return ready, desired
 
+    def workload_running_on(self, namespace: str, job: str, node: str) -> bool:
+        """Is a pod of the training Job running on `node` (the promoted spare took its share of the work)?"""
+        data = self._json(f"list pods of {namespace}/{job} on {node}", self.core.list_namespaced_pod, namespace,
+                          label_selector=f"job-name={job}", field_selector=f"spec.nodeName={node}")
+        return any((p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+                   for p in data.get("items", []))
+
     def resize_workload(self, namespace: str, job: str, nodes: int) -> dict:
         """Set the training Job's size (elastic jobs continue with fewer nodes inside their min:max range)."""
         if self.dry_run:
