@@ -1,0 +1,45 @@
+"""The fleet at a glance, every 10 minutes: one page in the Prefect UI under the artifact key `fleet-dashboard`
+(its history is the fleet's history), plus a sortable pool table.
+
+    pools by state (ledger vs live labels) → open breakers → open incidents → lemon candidates → spare pool
+
+Reads only. An unreachable cluster still publishes the ledger's view, with a note saying what is missing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import datetime, timezone
+from typing import Any
+
+from prefect import flow
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+from tasks.dashboard import (
+    Dashboard, check_spare_pool, count_pools, dashboard_markdown, list_open_incidents, read_breakers, score_lemons,
+)
+
+ARTIFACT_KEY = "fleet-dashboard"
+
+
+def _run_name() -> str:
+    return f"fleet dashboard {datetime.now(timezone.utc):%Y-%m-%d %H:%M}Z"
+
+
+@flow(name="fleet-dashboard", flow_run_name=_run_name, log_prints=False)
+def fleet_dashboard() -> dict[str, Any]:
+    now = datetime.now(timezone.utc)
+
+    # 1. Pools by lifecycle state, as the ledger has them and as the node labels say.
+    pools, notes = count_pools()
+    # 2. What holds automation back, and what is being worked on.
+    breakers = read_breakers()
+    incidents = list_open_incidents()
+    # 3. What is going wrong slowly: lemons, and the spare pool's depth and spread.
+    lemons = score_lemons(now)
+    spares = check_spare_pool()
+
+    board = Dashboard(now, pools, breakers, incidents, lemons, spares, notes)
+    create_markdown_artifact(key=ARTIFACT_KEY, markdown=dashboard_markdown(board), description="Fleet dashboard")
+    create_table_artifact(key=f"{ARTIFACT_KEY}-pools", table=pools, description="Nodes per lifecycle state")
+    return asdict(board) | {"at": now.isoformat()}

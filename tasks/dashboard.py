@@ -1,0 +1,173 @@
+"""The fleet dashboard's reads and the page it publishes.
+
+Plain functions first (ledger rows in, rows and markdown out: tested by calling them), then one task per read,
+named for what the operator sees. Reads only: the dashboard never changes the cluster or the ledger.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from remedy import runtime
+from remedy.domain.model import IncidentStatus, Node, NodeState
+from remedy.lemon.records import IncidentRecord as LemonIncident
+from remedy.lemon.records import NodeHistory
+from remedy.lemon.records import ValidationRecord as LemonValidation
+
+OPEN_STATUSES = (IncidentStatus.OPEN, IncidentStatus.ACTING, IncidentStatus.ESCALATED)
+UNMANAGED = "unmanaged"  # a GPU node the ledger (or its label) does not place in any lifecycle state
+
+
+# ---------------------------------------------------------------------- plain functions
+def pool_counts(ledger_states: dict[str, str | None], live_labels: dict[str, str | None] | None) -> list[dict]:
+    """One row per lifecycle state: nodes per the ledger, per the live `remedy.io/pool` label, and how many of
+    them disagree (drift). `live_labels` None = the cluster could not be read."""
+    led = Counter(s or UNMANAGED for s in ledger_states.values())
+    live = Counter((live_labels or {}).get(n) or UNMANAGED for n in (live_labels or {}))
+    drift = Counter()
+    if live_labels is not None:
+        for name in set(ledger_states) | set(live_labels):
+            a, b = ledger_states.get(name) or UNMANAGED, live_labels.get(name) or UNMANAGED
+            if a != b:
+                drift[a] += 1
+    order = [s.value for s in NodeState] + [UNMANAGED]
+    rows = []
+    for state in order:
+        if not (led[state] or live[state] or drift[state]):
+            continue
+        rows.append({"state": state, "ledger": led[state], "live labels": live[state] if live_labels is not None else None,
+                     "drift": drift[state] if live_labels is not None else None})
+    return rows
+
+
+def exposure_days(current: NodeState | None, transitions: Sequence[Any], since: datetime, now: datetime) -> float:
+    """Node-days in ACTIVE (carrying work) between `since` and `now`, from the node's state transitions.
+    A node with no transition at all has been in its current state the whole window."""
+    if not transitions:
+        return (now - since).total_seconds() / 86400 if current is NodeState.ACTIVE else 0.0
+    ordered = sorted(transitions, key=lambda t: t.at)
+    state, start, total = ordered[0].from_state, since, 0.0
+    for t in ordered:
+        at = min(max(t.at, since), now)
+        if state is NodeState.ACTIVE:
+            total += (at - start).total_seconds()
+        state, start = t.to_state, at
+    if state is NodeState.ACTIVE:
+        total += (now - start).total_seconds()
+    return total / 86400
+
+
+def lemon_history(name: str, exposure: float, incidents: Sequence[Any], validations: Sequence[Any]) -> NodeHistory:
+    """Ledger rows → the record lemon scoring reads (incidents dated by first sighting)."""
+    return NodeHistory(
+        name, exposure,
+        tuple(LemonIncident(i.first_seen, i.signal, i.xid, i.gpu, ref=f"incident-{i.id}") for i in incidents),
+        tuple(LemonValidation(v.at, v.passed, v.level, ref=f"validation-{v.id}") for v in validations),
+    )
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    at: datetime
+    pools: list[dict]
+    breakers: list[dict]
+    incidents: list[dict]
+    lemons: list[dict]
+    spares: dict[str, Any]
+    notes: list[str]
+
+
+def dashboard_markdown(d: Dashboard) -> str:
+    """The page the UI shows under the `fleet-dashboard` key, newest first in its history."""
+    out = [f"# Fleet at {d.at:%Y-%m-%d %H:%M} UTC", ""]
+    out += [f"> {n}" for n in d.notes] + ([""] if d.notes else [])
+    out += ["## Pools", "", "| state | ledger | live labels | drift |", "|---|---:|---:|---:|"]
+    out += [f"| {r['state']} | {r['ledger']} | {_or_dash(r['live labels'])} | {_or_dash(r['drift'])} |" for r in d.pools]
+    out += ["", f"## Open breakers ({len(d.breakers)})", ""]
+    out += [f"- **{b['scope']}** {b['state']}" for b in d.breakers] or ["All closed: automation may act."]
+    out += ["", f"## Open incidents ({len(d.incidents)})", ""]
+    if d.incidents:
+        out += ["| id | node | signal | status | since |", "|---:|---|---|---|---|"]
+        out += [f"| {i['id']} | {i['node']} | {i['signal']} | {i['status']} | {i['since']} |" for i in d.incidents]
+    else:
+        out.append("None.")
+    out += ["", f"## Lemon candidates ({len(d.lemons)})", ""]
+    out += [f"- **{c['node']}**: {c['reason']}" for c in d.lemons] or ["None."]
+    s = d.spares
+    out += ["", "## Spare pool", "", f"{s['ready']} ready, target {s['target']}"
+            + (f", **short by {s['shortfall']}**" if s["shortfall"] else "") + f". {s['sizing']}"]
+    out += [f"- warning: {w}" for w in s["warnings"]]
+    return "\n".join(out) + "\n"
+
+
+def _or_dash(v: Any) -> str:
+    return "–" if v is None else str(v)
+
+
+# ---------------------------------------------------------------------- tasks (reads)
+@task(name="count_pools", cache_policy=NO_CACHE)
+def count_pools() -> tuple[list[dict], list[str]]:
+    """Pool counts from the ledger and the live node labels; an unreachable cluster is a note, not a failure."""
+    led = runtime.ledger()
+    ledger_states = {n.name: (n.state.value if n.state else None) for n in led.nodes()}
+    notes: list[str] = []
+    try:
+        live = {n.name: (n.labels.get(runtime.settings().labels.pool) or None) for n in runtime.cluster().list_gpu_nodes()}
+    except Exception as exc:  # the dashboard still shows the ledger's view
+        live = None
+        notes.append(f"live node labels unavailable: {exc}")
+    return pool_counts(ledger_states, live), notes
+
+
+@task(name="read_breakers", cache_policy=NO_CACHE)
+def read_breakers() -> list[dict]:
+    """Breakers whose last recorded state is not closed (what a restarted gate resumes from)."""
+    states = runtime.ledger().latest_breaker_states()
+    return [{"scope": f"{kind}/{scope}", "state": state} for (kind, scope), state in sorted(states.items())
+            if state != "closed"]
+
+
+@task(name="list_open_incidents", cache_policy=NO_CACHE)
+def list_open_incidents() -> list[dict]:
+    return [{"id": i.id, "node": i.node, "signal": i.signal + (f" (XID {i.xid})" if i.xid is not None else ""),
+             "status": i.status.value, "since": f"{i.first_seen:%Y-%m-%d %H:%M}"}
+            for i in runtime.ledger().incidents(status=OPEN_STATUSES)]
+
+
+@task(name="score_lemons", cache_policy=NO_CACHE)
+def score_lemons(now: datetime) -> list[dict]:
+    """Lemon candidates over the lookback window, scored from the ledger's incidents and validations."""
+    from remedy.lemon.scoring import score_fleet
+
+    led, settings = runtime.ledger(), runtime.settings().lemon
+    since = now - timedelta(days=settings.lookback_days)
+    by_node: dict[str, list] = {}
+    for inc in led.incidents(since=since):
+        by_node.setdefault(inc.node, []).append(inc)
+    histories = [lemon_history(n.name, exposure_days(n.state, led.transitions(n.name), since, now),
+                               by_node.get(n.name, []), led.validations(n.name))
+                 for n in led.nodes()]
+    if not histories:
+        return []
+    return [{"node": v.node, "reason": v.reason, "p_value": v.p_value}
+            for v in score_fleet(histories, now, settings) if v.candidate]
+
+
+@task(name="check_spare_pool", cache_policy=NO_CACHE)
+def check_spare_pool() -> dict[str, Any]:
+    """Enough ready spares for the replacement lead time, spread over racks, switches and PDUs?"""
+    from remedy.spares.pool import check_diversity, size_pool
+
+    led, settings = runtime.ledger(), runtime.settings().spares
+    spares = led.nodes(NodeState.SPARE)
+    sizing = size_pool(len(led.nodes(NodeState.ACTIVE)), len(spares), settings)
+    warnings = check_diversity([Node(s.name, topology=s.topology) for s in spares], settings)
+    return {"ready": sizing.ready, "target": sizing.target, "shortfall": sizing.shortfall,
+            "risk_at_ready": sizing.risk_at_ready, "sizing": sizing.explain(), "warnings": [w.message for w in warnings]}

@@ -1,0 +1,156 @@
+"""The fleet dashboard: pure pieces checked by hand-computed numbers, and the flow against the simulator and a
+real Prefect server, read back through the API under the `fleet-dashboard` key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from remedy.domain.model import Incident, IncidentStatus, NodeState, Topology
+from tasks.dashboard import Dashboard, dashboard_markdown, exposure_days, lemon_history, pool_counts
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
+SINCE = NOW - timedelta(days=10)
+
+
+@dataclass
+class T:  # a transition row as the ledger hands it back
+    at: datetime
+    from_state: NodeState | None
+    to_state: NodeState
+
+
+def test_pool_counts_compare_ledger_and_labels():
+    ledger = {"a": "active", "b": "active", "c": "spare", "d": None}
+    live = {"a": "active", "b": "quarantined", "c": "spare", "d": None, "e": "active"}
+    rows = {r["state"]: r for r in pool_counts(ledger, live)}
+    assert rows["active"] == {"state": "active", "ledger": 2, "live labels": 2, "drift": 1}  # b differs
+    assert rows["quarantined"] == {"state": "quarantined", "ledger": 0, "live labels": 1, "drift": 0}
+    assert rows["unmanaged"] == {"state": "unmanaged", "ledger": 1, "live labels": 1, "drift": 1}  # e: not in ledger
+    assert [r["state"] for r in pool_counts(ledger, live)] == ["spare", "active", "quarantined", "unmanaged"]
+
+
+def test_pool_counts_without_the_cluster_show_the_ledger_only():
+    rows = pool_counts({"a": "active"}, None)
+    assert rows == [{"state": "active", "ledger": 1, "live labels": None, "drift": None}]
+
+
+def test_exposure_counts_only_active_days_in_the_window():
+    assert exposure_days(NodeState.ACTIVE, [], SINCE, NOW) == pytest.approx(10.0)
+    assert exposure_days(NodeState.SPARE, [], SINCE, NOW) == 0.0
+    # spare until day 4, active until day 7, quarantined since: 3 active days
+    ts = [T(SINCE - timedelta(days=30), None, NodeState.SPARE),
+          T(SINCE + timedelta(days=4), NodeState.SPARE, NodeState.ACTIVE),
+          T(SINCE + timedelta(days=7), NodeState.ACTIVE, NodeState.QUARANTINED)]
+    assert exposure_days(NodeState.QUARANTINED, ts, SINCE, NOW) == pytest.approx(3.0)
+    # active since before the window, still active: the whole window
+    ts = [T(SINCE - timedelta(days=3), NodeState.SPARE, NodeState.ACTIVE)]
+    assert exposure_days(NodeState.ACTIVE, ts, SINCE, NOW) == pytest.approx(10.0)
+
+
+def test_lemon_history_keeps_ids_for_the_evidence_trail():
+    @dataclass
+    class I:
+        id: int
+        first_seen: datetime
+        signal: str = "xid"
+        xid: int | None = 79
+        gpu: int | None = 3
+
+    @dataclass
+    class V:
+        id: int
+        at: datetime
+        passed: bool
+        level: str = "standard"
+
+    h = lemon_history("gpu007", 4.5, [I(11, NOW)], [V(5, NOW, True)])
+    assert h.exposure_days == 4.5 and h.incidents[0].ref == "incident-11" and h.incidents[0].xid == 79
+    assert h.validations[0].ref == "validation-5" and h.validations[0].check == "standard"
+
+
+def test_markdown_names_every_section():
+    board = Dashboard(NOW, [{"state": "active", "ledger": 3, "live labels": 3, "drift": 0}],
+                      [{"scope": "rack/rack-2", "state": "open"}],
+                      [{"id": 4, "node": "gpu042", "signal": "xid (XID 79)", "status": "acting", "since": "2026-11-22"}],
+                      [{"node": "gpu007", "reason": "lemon candidate: 2 of 4 signals", "p_value": 0.0001}],
+                      {"ready": 1, "target": 3, "shortfall": 2, "sizing": "…", "warnings": ["all in rack-1"]},
+                      ["live node labels unavailable: refused"])
+    md = dashboard_markdown(board)
+    for text in ("# Fleet at 2026-11-22 12:00 UTC", "| active | 3 | 3 | 0 |", "**rack/rack-2** open",
+                 "| 4 | gpu042 | xid (XID 79) | acting |", "**gpu007**: lemon candidate", "**short by 2**",
+                 "warning: all in rack-1", "> live node labels unavailable"):
+        assert text in md
+
+
+@pytest.mark.prefect
+def test_dashboard_flow_publishes_the_fleet(prefect_server, remedy_on_sim):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    from flows.fleet_dashboard import fleet_dashboard
+    from remedy import runtime
+    from remedy.stack import _adopt_fleet
+
+    sim = remedy_on_sim
+    _adopt_fleet(runtime)
+    led = runtime.ledger()
+    nodes = runtime.cluster().list_gpu_nodes()
+    active = [n.name for n in nodes if n.state is NodeState.ACTIVE]
+    spares = [n.name for n in nodes if n.state is NodeState.SPARE]
+    for n in active:  # adopted active nodes carry work
+        led.transition(n, NodeState.ACTIVE, reason="adopted", requested_by="test",
+                       at=datetime.now(timezone.utc) - timedelta(days=60))
+    lemon = active[0]
+    now = datetime.now(timezone.utc)
+    for days in (40, 25, 12, 3):  # same GPU, same XID, again and again: excess rate + repeat XID
+        t = now - timedelta(days=days)
+        led.open_incident(Incident(lemon, "xid", gpu=3, xid=79, first_seen=t, last_seen=t,
+                                   status=IncidentStatus.RESOLVED), window_seconds=0)
+    led.open_incident(Incident(active[1], "xid", gpu=0, xid=79), window_seconds=600)
+    led.record_breaker_event("rack", "rack-2", "closed", "open", reason="3 failures in 10 min", by="test")
+    runtime.cluster().set_labels(active[2], {runtime.settings().labels.pool: "quarantined"})  # drift
+
+    out = fleet_dashboard()
+
+    pools = {r["state"]: r for r in out["pools"]}
+    assert pools["active"]["ledger"] == len(active) and pools["active"]["live labels"] == len(active) - 1
+    assert pools["active"]["drift"] == 1 and pools["spare"]["ledger"] == len(spares)
+    assert out["breakers"] == [{"scope": "rack/rack-2", "state": "open"}]
+    assert [i["node"] for i in out["incidents"]] == [active[1]]
+    assert [c["node"] for c in out["lemons"]] == [lemon]
+    assert out["spares"]["ready"] == len(spares) and out["notes"] == []
+
+    async def read(key):
+        async with get_client() as client:
+            return await client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+
+    import asyncio
+
+    (md,) = asyncio.run(read("fleet-dashboard"))
+    assert md.type == "markdown" and "rack/rack-2" in md.data and lemon in md.data
+    (table,) = asyncio.run(read("fleet-dashboard-pools"))
+    assert table.type == "table"
+
+
+@pytest.mark.prefect
+def test_dashboard_still_publishes_when_the_cluster_is_down(prefect_server, remedy_on_sim, monkeypatch):
+    import socket
+
+    from flows.fleet_dashboard import fleet_dashboard
+    from remedy import runtime
+    from remedy.stack import _adopt_fleet
+
+    _adopt_fleet(runtime)
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    monkeypatch.setenv("REMEDY_CLUSTER__SIMULATOR_URL", f"http://127.0.0.1:{dead}")
+    monkeypatch.setenv("REMEDY_CLUSTER__API_RETRIES", "0")
+    runtime.reset()
+    out = fleet_dashboard()
+    assert out["notes"] and "live node labels unavailable" in out["notes"][0]
+    assert all(r["live labels"] is None for r in out["pools"])
+    assert sum(r["ledger"] for r in out["pools"]) == 16
