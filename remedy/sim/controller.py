@@ -338,12 +338,6 @@ def _schedule_bare_pod(cluster: "Cluster", pod: dict) -> None:
 
 
 # ---------------------------------------------------------------- jobs
-def _sync_job(cluster: "Cluster", job: dict, pods: list[dict]) -> None:
-    from remedy.sim.jobs import sync_job
-
-    sync_job(cluster, job, pods)
-
-
 def new_job_pod(job: dict, index: int | None = None, node: str | None = None) -> dict:
     """A pod from the Job's template, with the labels and owner reference the Job controller sets."""
     meta = job["metadata"]
