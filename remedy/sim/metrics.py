@@ -37,9 +37,15 @@ METRICS = (
      lambda g, h: g.ecc_volatile_sbe),
     ("DCGM_FI_DEV_PCIE_LINK_GEN", "gauge", "PCIe current link generation.", lambda g, h: g.pcie_gen),
     ("DCGM_FI_DEV_PCIE_LINK_WIDTH", "gauge", "PCIe current link width.", lambda g, h: g.pcie_width),
+    ("DCGM_FI_DEV_PCIE_MAX_LINK_GEN", "gauge", "PCIe maximum link generation.", lambda g, h: g.pcie_max_gen),
+    ("DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH", "gauge", "PCIe maximum link width.", lambda g, h: g.pcie_max_width),
     ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "gauge", "Current clock event reasons (bitmask of DCGM_CLOCKS_EVENT_REASON_*)",
      lambda g, h: clock_event_reasons(g)),
 )
+
+
+UTIL = ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).")
+BUSY_UTIL = 97  # a GPU under the training job; idle GPUs read 0
 
 
 def clock_event_reasons(g: "GpuHealth") -> int:
@@ -65,9 +71,17 @@ def render(cluster: "Cluster", nodes: list[str] | None = None) -> str:
         names = sorted(cluster.health) if not nodes else [n for n in nodes if n in cluster.health]
         snapshot = [(n, cluster.health[n], [(g, _labels(n, g, cluster.health[n])) for g in cluster.health[n].gpus])
                     for n in names]
+        busy = {n for n in names if any(p["metadata"].get("namespace") == "training"
+                                        and p.get("status", {}).get("phase") == "Running"
+                                        for p in cluster.index.on_node(n))}
         out = []
         for name, type_, help_, value in METRICS:
             out.append(f"# HELP {name} {help_}\n# TYPE {name} {type_}\n")
             for _node, h, gpus in snapshot:
                 out.extend(f"{name}{{{labels}}} {value(g, h)}\n" for g, labels in gpus)
+        name, type_, help_ = UTIL
+        out.append(f"# HELP {name} {help_}\n# TYPE {name} {type_}\n")
+        for node, h, gpus in snapshot:
+            util = BUSY_UTIL if node in busy else 0
+            out.extend(f"{name}{{{labels}}} {0 if g.fallen_off_bus else util}\n" for g, labels in gpus)
     return "".join(out)

@@ -220,3 +220,22 @@ def test_every_alert_reads_back_as_gpu_remedys_signal(sim, receiver, kind, param
         assert (sig.gpu, sig.xid) == (2, 149)
     if kind == "ib-port-down":
         assert sig.value == 45
+
+
+def test_metrics_read_back_as_gpu_remedys_dcgm_signals(sim):
+    from remedy.detect.dcgm import parse_dcgm_metrics, signals_from_dcgm
+
+    _, text = _get(f"{sim.url}/metrics")
+    healthy = parse_dcgm_metrics(text)
+    assert healthy.unparsed == 0 and healthy.parsed > 0
+    assert signals_from_dcgm(healthy.samples) == []  # a healthy fleet raises nothing
+    inject(sim.cluster, "xid", "gpu004", gpu=1, code=79)
+    inject(sim.cluster, "pcie-degraded", "gpu005", gpu=2, width=4)
+    inject(sim.cluster, "thermal", "gpu006", gpu=3)
+    inject(sim.cluster, "row-remap-failure", "gpu007", gpu=4)
+    _, text = _get(f"{sim.url}/metrics")
+    parsed = parse_dcgm_metrics(text)
+    got = {(s.node, s.gpu, s.kind.value) for s in signals_from_dcgm(parsed.samples)}
+    assert {("gpu004", 1, "xid"), ("gpu005", 2, "pcie-degraded"), ("gpu006", 3, "thermal-throttle"),
+            ("gpu007", 4, "row-remap-failure")} <= got
+    assert {n for n, _, _ in got} == {"gpu004", "gpu005", "gpu006", "gpu007"}
