@@ -139,10 +139,17 @@ def _sync_node(cluster: "Cluster", name: str) -> None:
     taints = node.get("spec", {}).get("taints") or []
     have = [(t.get("key"), t.get("effect")) for t in taints if t.get("key") in CONTROLLER_TAINTS]
     want_keys = [(t["key"], t["effect"]) for t in want]
-    if was_ready == ready and sorted(have) == sorted(want_keys):
+    # the device plugin takes unhealthy GPUs (off the bus, or a non-application XID) out of allocatable
+    health = cluster.health_of(name)
+    want_gpus = str(sum(1 for g in health.gpus if not g.fallen_off_bus and not g.pending_xids))
+    allocatable = node.get("status", {}).get("allocatable") or {}
+    gpus_ok = "nvidia.com/gpu" not in allocatable or allocatable["nvidia.com/gpu"] == want_gpus
+    if was_ready == ready and sorted(have) == sorted(want_keys) and gpus_ok:
         return
 
     def change(n: dict) -> None:
+        if not gpus_ok:
+            n["status"]["allocatable"]["nvidia.com/gpu"] = want_gpus
         if was_ready != ready:
             from remedy.sim.objects import node_conditions
 

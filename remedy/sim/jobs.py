@@ -210,6 +210,9 @@ def finish_pod(cluster: "Cluster", namespace: str, name: str, uid: str | None = 
                                           "startedAt": started, "finishedAt": ts}}
 
     cluster.store.mutate("Pod", namespace, name, change)
+    node = pod["spec"].get("nodeName")
+    if node:  # what the run did to the node's health (a reset, say) shows on the node now
+        cluster.reconcile({node})
 
 
 def _deadline_passed(cluster: "Cluster", job: dict) -> bool:

@@ -309,3 +309,14 @@ def test_malformed_requests_get_400_statuses_not_crashes(sim, core):
         {"key": "k", "value": None, "effect": "NoSchedule"}]}}).encode(), "application/merge-patch+json")
     assert code == 200  # a JSON null taint value is the empty string
     assert call("GET", "/version")[1]["major"] == "1"
+
+
+def test_unhealthy_gpus_leave_allocatable_until_fixed(sim, core, batch):
+    from remedy.sim.faults import inject
+
+    inject(sim.cluster, "xid", "gpu010", gpu=2, code=79)
+    inject(sim.cluster, "xid", "gpu010", gpu=5, code=43)  # application error: the device stays healthy
+    node = core.read_node("gpu010")
+    assert node.status.capacity["nvidia.com/gpu"] == "8" and node.status.allocatable["nvidia.com/gpu"] == "7"
+    sim.cluster.reboot_node("gpu010", sim_seconds=10)
+    wait_for(lambda: core.read_node("gpu010").status.allocatable["nvidia.com/gpu"] == "8", timeout=5)
