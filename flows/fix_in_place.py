@@ -32,7 +32,8 @@ from tasks.approvals import request_approval
 from tasks.cluster import check_drift
 from tasks.gate import check_breaker, record_remediation_outcome
 from tasks.fixes import (
-    drain_for_fix, quarantine_node, reboot_node, release_node, reset_gpu, restart_app, verify_gpus, wait_node_ready,
+    drain_for_fix, quarantine_node, reboot_node, release_node, reset_gpu, restart_app, verify_gpus, wait_job_back,
+    wait_node_ready,
 )
 from tasks.ledger import open_incident, requester, sync_fleet
 
@@ -87,7 +88,7 @@ class OperatorWins(Exception):
 
 @flow(name="fix-in-place", flow_run_name=_run_name, log_prints=False)
 def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int | None = None,
-                 dry_run: bool | None = None, detected_at: str | None = None, workload_namespace: str = "training",
+                 dry_run: bool | None = None, detected_at: str | None = None,
                  ask_replace_on_escalation: bool = False) -> dict[str, Any]:
     log = get_run_logger()
     settings = runtime.settings()
@@ -151,7 +152,7 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
         # 5. The step itself, recorded as one ladder attempt.
         attempt = _start_attempt(led, node, incident_id, step, xid, gpu, dry_run)
         try:
-            result = _do_step(step, node, gpu, attempt.id, incident_id, dry_run, workload_namespace, xid)
+            result = _do_step(step, node, gpu, attempt.id, incident_id, dry_run, xid)
         except OperatorWins as exc:
             _finish_attempt(led, attempt.id, ActionOutcome.SKIPPED, error=str(exc))
             _record_skip(led, node, incident_id, "respect_drift", str(exc), dry_run)
@@ -184,14 +185,16 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
 
 # ---------------------------------------------------------------------------------------------- steps
 def _do_step(step: Step, node: str, gpu: int | None, attempt_id: int, incident_id: int, dry_run: bool,
-             namespace: str, xid: int) -> dict[str, Any]:
+             xid: int) -> dict[str, Any]:
     settings = runtime.settings()
     why = f"XID {xid}: {step.kind.value}"
     if step.kind is P.RESTART_APP:
-        done = restart_app(node, namespace, attempt_id, dry_run, incident_id)
+        work = settings.workload
+        done = restart_app(node, work.namespace, attempt_id, dry_run, incident_id)
+        size = wait_job_back(node, work.namespace, work.job, work.resume_timeout_seconds, dry_run)
         schedule = backoff_schedule(settings.ladder)
         nxt = (datetime.now(timezone.utc) + schedule[step.attempt]).isoformat() if step.attempt < len(schedule) else None
-        return {"status": "restarted", "restarted": done["restarted"],
+        return {"status": "restarted", "restarted": done["restarted"], "workload": size,
                 "backoff_minutes": [d.total_seconds() / 60 for d in schedule], "restart_attempt": step.attempt,
                 "next_restart_not_before": nxt,
                 "note": (f"next restart not before {nxt}" if nxt else "no restart left: a recurrence climbs a rung")}

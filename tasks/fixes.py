@@ -193,3 +193,26 @@ def wait_node_ready(node: str, timeout_seconds: float, dry_run: bool, down_grace
             return {"ready": True, "saw_not_ready": saw_down, "seconds": round(time.monotonic() - start, 2)}
         time.sleep(0.2)
     return {"ready": False, "saw_not_ready": saw_down, "seconds": round(time.monotonic() - start, 2)}
+
+
+@task(name="wait_job_back", task_run_name="wait-{job}-back-on-{node}", timeout_seconds=7200, cache_policy=NO_CACHE)
+def wait_job_back(node: str, namespace: str, job: str, timeout_seconds: float, dry_run: bool) -> dict:
+    """After a restart: wait until the job's pod runs on the node again and report the job's size."""
+    cluster = runtime.cluster()
+    start = time.monotonic()
+
+    def running_here() -> bool:
+        return any(p["metadata"].get("namespace") == namespace and not p["metadata"].get("deletionTimestamp")
+                   and (p["metadata"].get("labels") or {}).get("job-name") == job
+                   and p.get("status", {}).get("phase") == "Running" for p in cluster.pods_on_node(node))
+
+    back = dry_run or running_here()
+    while not back and time.monotonic() - start < timeout_seconds:
+        time.sleep(0.2)
+        back = running_here()
+    ready, desired = cluster.workload_size(namespace, job)
+    while not dry_run and back and ready < desired and time.monotonic() - start < timeout_seconds:
+        time.sleep(0.2)
+        ready, desired = cluster.workload_size(namespace, job)
+    return {"back_on_node": back, "ready": ready, "desired": desired, "full": ready >= desired,
+            "seconds": round(time.monotonic() - start, 2)}

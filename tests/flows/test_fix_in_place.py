@@ -49,13 +49,13 @@ def test_xid94_restarts_the_app_without_excluding_the_node(prefect_server, sim, 
     out = fix_in_place(node="gpu003", xid=94, gpu=2)
     assert out["status"] == "restarted"
     assert out["restarted"] == before
+    assert out["workload"]["back_on_node"] and out["workload"]["full"]  # the job controller put it back here
     assert out["backoff_minutes"] == [10.0, 20.0, 40.0]  # seed 002 §4.3.5
     nxt = datetime.fromisoformat(out["next_restart_not_before"])
     assert timedelta(minutes=19) < nxt - t0 < timedelta(minutes=21)  # the NEXT restart waits 20 min
     # no exclusion: never cordoned, never tainted, still in the job's pool
     led = runtime.ledger()
-    kinds = _kinds(led, "gpu003")
-    assert kinds == ["fix_restart-app", "restart_app"]
+    assert _kinds(led, "gpu003") == ["fix_restart-app", "restart_app"]
     assert _node(sim, "gpu003") == {"unschedulable": False, "taints": [], "pool": "active"}
     attempt = led.actions(kind="fix_restart-app")[0]
     assert attempt.outcome.value == "succeeded" and attempt.detail["backoff_minutes"] == [10.0, 20.0, 40.0]
@@ -139,3 +139,24 @@ def test_contact_support_xid_escalates_and_keeps_node_quarantined(prefect_server
     assert out["escalation"]["status"] == "escalated"
     assert _node(sim, "gpu008")["unschedulable"] is True and QUARANTINE in _node(sim, "gpu008")["taints"]
     assert runtime.ledger().get_incident(out["incident_id"]).status.value == "escalated"
+
+
+@pytest.mark.parametrize("scenario, status", [("xid94", "restarted"), ("reset-fails", "replaced")])
+def test_demo_scenarios(prefect_server, tmp_path, scenario, status):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from prefect.settings import PREFECT_API_URL
+
+    env = os.environ | {"PREFECT_API_URL": PREFECT_API_URL.value()}
+    env = {k: v for k, v in env.items() if not k.startswith("REMEDY_")}
+    proc = subprocess.run([sys.executable, "-m", "remedy.cli", "demo", "--scenario", scenario, "--json",
+                           "--workdir", str(tmp_path)], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["status"] == status and out["node"] == "gpu042"
+    fixes = [a["kind"] for a in out["actions"] if a["kind"].startswith("fix_")]
+    assert fixes == {"xid94": ["fix_restart-app"], "reset-fails": ["fix_reset-gpu", "fix_reboot", "fix_replace"]}[scenario]
+    assert out["job"]["ready"] == out["job"]["desired"] == 60
