@@ -15,6 +15,7 @@ import statistics
 import time
 
 from remedy.audit.delta import diff_mountstats
+from remedy.audit.fleet import audit_fleet
 from remedy.audit.frames import ops_frame
 from remedy.audit.mountstats import parse_mountstats
 from remedy.audit.rpc import audit_mount
@@ -83,31 +84,35 @@ def main() -> None:
         return ops_frame(audits)
 
     def whole():
-        out = []
-        for i, (b, a) in enumerate(zip(before, after)):
-            out += [audit_mount(d, node=f"n{i}") for d in diff_mountstats(parse_mountstats(b), parse_mountstats(a))]
-        return out
+        audits, errors = audit_fleet((f"n{i}", b, a) for i, (b, a) in enumerate(zip(before, after)))
+        assert not errors and len(audits) == 3 * args.nodes
+        return audits
 
     frame()  # pay pandera's import outside the timings
     stages = [("baseline: split lines+fields", baseline), ("parse (2 snapshots)", parse),
-              ("diff + analyse", analyse), ("ops DataFrame + pandera", frame), ("whole audit (parse+analyse)", whole)]  # fmt: skip
-    results = {}
+              ("diff + analyse", analyse), ("ops DataFrame + pandera", frame),
+              ("whole audit: audit_fleet()", whole)]  # fmt: skip
+    wall: dict[str, float] = {}
+    cpu: dict[str, float] = {}
     for name, fn in stages:
-        times = []
+        w, c = [], []
         for _ in range(args.runs):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             fn()
-            times.append(time.perf_counter() - t0)
-        results[name] = statistics.median(times)
+            w.append(time.perf_counter() - t0)
+            c.append(time.process_time() - c0)
+        wall[name], cpu[name] = statistics.median(w), statistics.median(c)
 
-    base = results["baseline: split lines+fields"]
-    print(f"nodes={args.nodes} mounts={len(audits)} text={nbytes / 1e6:.1f} MB runs={args.runs} (median)")
-    print(f"{'stage':<30} {'median s':>9} {'µs/node':>9} {'× baseline':>11}")
-    for name, t in results.items():
-        print(f"{name:<30} {t:>9.3f} {t / args.nodes * 1e6:>9.0f} {t / base:>11.1f}")
-    total = results["whole audit (parse+analyse)"] + results["ops DataFrame + pandera"]
-    verdict = "OK" if total <= 5.0 else "OVER"
-    print(f"target: whole audit + frame ≤ 5 s → {total:.2f} s {verdict}")
+    # The machine is shared: wall time includes waiting for a core, CPU time does not. Both are printed.
+    print(f"nodes={args.nodes} mounts={len(audits)} text={nbytes / 1e6:.1f} MB runs={args.runs} (medians)")
+    print(f"{'stage':<30} {'wall s':>8} {'cpu s':>8} {'cpu µs/node':>12} {'cpu × baseline':>15}")
+    base = cpu["baseline: split lines+fields"]
+    for name in wall:
+        print(f"{name:<30} {wall[name]:>8.3f} {cpu[name]:>8.3f} {cpu[name] / args.nodes * 1e6:>12.0f} "
+              f"{cpu[name] / base:>15.1f}")
+    for label, d in (("wall", wall), ("cpu", cpu)):
+        total = d["whole audit: audit_fleet()"] + d["ops DataFrame + pandera"]
+        print(f"target ({label}): audit_fleet + frame ≤ 5 s → {total:.2f} s {'OK' if total <= 5.0 else 'OVER'}")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ an error rather than silently read as a wrap.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 
 from remedy.audit.mountstats import Mountstats, MountstatsError, NfsMount, OpStats, Transport, zero_op
 
@@ -38,28 +38,28 @@ class MountDelta:
     lifetime: bool = False  # True when there was no earlier snapshot: averages since mount
 
 
-def _diff_record(before, after, label: str, wrapped: list[str]):
-    changes = {}
-    for f in fields(after):
-        a, b = getattr(after, f.name), getattr(before, f.name)
-        if isinstance(a, int) and isinstance(b, int) and f.name not in ("port", "max_slots"):
-            changes[f.name], w = counter_delta(b, a)
+# Transport fields that are counters (port is an identity, max_slots a high-water mark, idle_time a gauge).
+_XPRT_COUNTERS = ("bind_count", "connect_count", "connect_time", "sends", "recvs", "bad_xids", "req_u", "bklog_u",
+                  "sending_u", "pending_u")  # fmt: skip
+
+
+def _diff_transport(before: Transport, after: Transport, label: str, wrapped: list[str]) -> Transport:
+    changes: dict = {}
+    for name in _XPRT_COUNTERS:
+        a, b = getattr(after, name), getattr(before, name)
+        if a is not None and b is not None:
+            changes[name], w = counter_delta(b, a)
             if w:
-                wrapped.append(f"{label}.{f.name}")
-    if isinstance(after, Transport):
-        rdma = {}
-        for k, a in after.rdma.items():
-            rdma[k], w = counter_delta(before.rdma.get(k, 0), a)
-            if w:
-                wrapped.append(f"{label}.{k}")
-        changes["rdma"] = rdma
+                wrapped.append(f"{label}.{name}")
+    if after.rdma:
+        changes["rdma"] = _diff_dict(before.rdma, after.rdma, label, wrapped)
     return replace(after, **changes)
 
 
 def _diff_op(before: OpStats | None, after: OpStats, wrapped: list[str]) -> OpStats:
-    if before is None:
+    if before is None or after is before:  # new op, or both the shared all-zero record
         return after
-    if after == before:  # an idle op: most of them, compared in C
+    if after == before:  # an op idle during the interval, compared in C
         return zero_op(after.op, after.errors is not None)
     out: list = [after.op]
     for i in range(1, 9):
@@ -76,7 +76,9 @@ def _diff_op(before: OpStats | None, after: OpStats, wrapped: list[str]) -> OpSt
 
 
 def _diff_dict(before: dict[str, int], after: dict[str, int], label: str, wrapped: list[str]) -> dict[str, int]:
-    out = {}
+    out = {k: a - before.get(k, 0) for k, a in after.items()}
+    if min(out.values(), default=0) >= 0:  # nothing wrapped: the common case, without a call per counter
+        return out
     for k, a in after.items():
         out[k], w = counter_delta(before.get(k, 0), a)
         if w:
@@ -109,7 +111,7 @@ def diff_mount(before: NfsMount, after: NfsMount, interval_seconds: float | None
     earlier = before.ops
     ops = {name: _diff_op(earlier.get(name), op, wrapped) for name, op in after.ops.items()}
     transports = [
-        _diff_record(b, a, f"xprt[{i}]", wrapped) for i, (b, a) in enumerate(zip(before.transports, after.transports))
+        _diff_transport(b, a, f"xprt[{i}]", wrapped) for i, (b, a) in enumerate(zip(before.transports, after.transports))
     ]
     return MountDelta(
         mount=after,

@@ -9,7 +9,7 @@ from functools import lru_cache
 
 import pandas as pd
 
-from remedy.audit.rpc import MountAudit
+from remedy.audit.rpc import MountAudit, OpLatency
 
 OP_COLUMNS = (
     "node", "device", "mountpoint", "nfs_version", "op", "ops", "interval_s", "rate_per_s", "slot_wait_ms",
@@ -76,12 +76,42 @@ def schemas():
 
 
 def ops_frame(audits: list[MountAudit]) -> pd.DataFrame:
-    rows = [
-        (a.node, a.device, a.mountpoint, a.nfs_version, o.op, o.ops, a.interval_seconds, o.rate_per_s,
-         o.slot_wait_ms, o.network_server_ms, o.execute_ms, o.slot_wait_share, o.bytes_per_s, o.timeouts)
-        for a in audits for o in a.ops
-    ]  # fmt: skip
-    return schemas()[0].validate(pd.DataFrame(rows, columns=list(OP_COLUMNS)))
+    from remedy.audit.fleet import gc_paused
+
+    with gc_paused():  # see remedy.audit.fleet: ~3M short-lived objects, no cycles
+        return _ops_frame(audits)
+
+
+def _ops_frame(audits: list[MountAudit]) -> pd.DataFrame:
+    # Built column by column (OpLatency is a NamedTuple: zip(*) transposes in C) and mount labels repeated
+    # with numpy: ~300k rows for a 2,048-node fleet, where a list of row dicts is several times slower.
+    import numpy as np
+
+    counts = [len(a.ops) for a in audits]
+    fields = list(zip(*(o for a in audits for o in a.ops))) or [()] * len(OpLatency._fields)
+    by_name = dict(zip(OpLatency._fields, fields))
+
+    def repeat(attr: str) -> np.ndarray:
+        return np.repeat(np.array([getattr(a, attr) for a in audits], dtype=object), counts)
+
+    cols = {
+        "node": repeat("node"), "device": repeat("device"), "mountpoint": repeat("mountpoint"),
+        "nfs_version": repeat("nfs_version"), "op": by_name["op"], "ops": by_name["ops"],
+        "interval_s": np.repeat(np.array([a.interval_seconds for a in audits], dtype=float), counts),
+        "rate_per_s": by_name["rate_per_s"], "slot_wait_ms": by_name["slot_wait_ms"],
+        "network_server_ms": by_name["network_server_ms"], "execute_ms": by_name["execute_ms"],
+        "slot_wait_share": by_name["slot_wait_share"], "bytes_per_s": by_name["bytes_per_s"],
+        "timeouts": by_name["timeouts"],
+    }  # fmt: skip
+    df = pd.DataFrame({k: pd.Series(v, dtype=_DTYPES[k]) for k, v in cols.items()}, columns=list(OP_COLUMNS))
+    return schemas()[0].validate(df)
+
+
+_DTYPES = {
+    "node": object, "device": object, "mountpoint": object, "nfs_version": object, "op": object, "ops": "int64",
+    "interval_s": "float64", "rate_per_s": "float64", "slot_wait_ms": "float64", "network_server_ms": "float64",
+    "execute_ms": "float64", "slot_wait_share": "float64", "bytes_per_s": "float64", "timeouts": "int64",
+}  # fmt: skip
 
 
 def mounts_frame(audits: list[MountAudit]) -> pd.DataFrame:

@@ -188,15 +188,16 @@ def parse_xprt(text: str, where: str) -> Transport:
 
 
 _ZERO9, _ZERO8 = " 0" * 9, " 0" * 8  # the kernel prints "%12s: %lu %lu …": most ops of a mount stay idle
-_zero_ops: dict[tuple[str, bool], OpStats] = {}
+_zero9: dict[str, OpStats] = {}  # op name → its shared all-zero record (9-field kernels)
+_zero8: dict[str, OpStats] = {}  # … and for 8-field kernels (errors None)
 
 
 def zero_op(name: str, with_errors: bool = True) -> OpStats:
     """The shared all-zero record of an op (idle ops are most of a file; sharing keeps parse and diff cheap)."""
-    key = (name, with_errors)
-    op = _zero_ops.get(key)
+    cache = _zero9 if with_errors else _zero8
+    op = cache.get(name)
     if op is None:
-        op = _zero_ops[key] = OpStats(name, 0, 0, 0, 0, 0, 0, 0, 0, 0 if with_errors else None)
+        op = cache[name] = OpStats(name, 0, 0, 0, 0, 0, 0, 0, 0, 0 if with_errors else None)
     return op
 
 
@@ -235,14 +236,14 @@ def _check_complete(m: NfsMount, where: str) -> None:
 
 
 _OP_LINE = re.compile(r"^[ \t]*([^:\s]+):([^\n]*)\n", re.M)
-_BLANK_LINE = re.compile(r"^[ \t]*\n", re.M)
 _PER_OP = "per-op statistics\n"
 
 
 def _parse_ops(section: str, source: str, first_line: int, into: dict[str, OpStats]) -> None:
     """The per-op lines of one mount. Matched in bulk (C speed); any stray line → the slow path names it."""
     pairs = _OP_LINE.findall(section)
-    if len(pairs) + len(_BLANK_LINE.findall(section)) != section.count("\n"):
+    body = section.rstrip()
+    if body and body.count("\n") + 1 != len(pairs):  # a line the pattern skipped (or blank lines inside): look
         for offset, raw in enumerate(section.splitlines()):
             line = raw.strip()
             if line and not _OP_LINE.match(line + "\n"):
@@ -250,12 +251,12 @@ def _parse_ops(section: str, source: str, first_line: int, into: dict[str, OpSta
                     f"{source}: line {first_line + offset}: expected 'OP: counters' in per-op statistics, "
                     f"got {line[:60]!r}"
                 )
-    zeros9, zeros8, cache = _ZERO9, _ZERO8, _zero_ops
+    zeros9, zeros8, cache9, cache8 = _ZERO9, _ZERO8, _zero9, _zero8
     for name, rest in pairs:
         if rest == zeros9:
-            into[name] = cache.get((name, True)) or zero_op(name, True)
+            into[name] = cache9[name] if name in cache9 else zero_op(name, True)
         elif rest == zeros8:
-            into[name] = cache.get((name, False)) or zero_op(name, False)
+            into[name] = cache8[name] if name in cache8 else zero_op(name, False)
         else:
             values = rest.split()
             n = len(values)
@@ -273,13 +274,15 @@ def _parse_ops(section: str, source: str, first_line: int, into: dict[str, OpSta
             _parse_op(f"{name}:{rest}", source, lineno)
 
 
-def _parse_header(cur: NfsMount, line: str, where: str) -> None:
-    rpc = _RPC.match(line)
-    if rpc:
-        cur.rpc_version = rpc.group(1)
-        cur.program, cur.program_version = int(rpc.group(2)), int(rpc.group(3))
-        return
+def _parse_header(cur: NfsMount, line: str, source: str, lineno: int) -> None:
     key, sep, rest = line.partition(":")
+    if key == "RPC iostats version":
+        rpc = _RPC.match(line)
+        if rpc:
+            cur.rpc_version = rpc.group(1)
+            cur.program, cur.program_version = int(rpc.group(2)), int(rpc.group(3))
+            return
+    where = f"{source}: line {lineno}"
     if not sep:
         raise MountstatsError(f"{where}: unexpected line {line[:60]!r}")
     rest = rest.strip()
@@ -296,7 +299,10 @@ def _parse_header(cur: NfsMount, line: str, where: str) -> None:
         values = rest.split()
         if len(values) != len(names):
             raise MountstatsError(f"{where}: {key}: has {len(values)} counters, expected {len(names)} (truncated?)")
-        setattr(cur, key, dict(zip(names, _ints(values, where))))
+        try:
+            setattr(cur, key, dict(zip(names, map(int, values))))
+        except ValueError:
+            _ints(values, where)  # raises with the line
     elif key == "xprt":
         cur.transports.append(parse_xprt(rest, where))
     else:
@@ -344,8 +350,8 @@ def parse_mountstats(text: str, source: str = "<text>") -> Mountstats:
         header = block[nl + 1 : cut if cut >= 0 else len(block)]
         for offset, raw in enumerate(header.splitlines(), start=1):
             line = raw.strip()
-            if line and line != "per-op statistics":
-                _parse_header(cur, line, f"{source}: line {first + offset}")
+            if line:
+                _parse_header(cur, line, source, first + offset)
         last_line = first + block.count("\n") - 1
         if cut >= 0:
             ops_first = first + block.count("\n", 0, cut) + 1

@@ -49,6 +49,7 @@ def schemas():
             "network_server_ms": pa.Column(float, nonneg, nullable=True),
             "execute_ms": pa.Column(float, nonneg, nullable=True),
             "slot_wait_share": pa.Column(float, [nonneg, pa.Check.le(1.0 + 1e-9)], nullable=True),
+            "bytes_per_s": pa.Column(float, nonneg),
         },
         strict=True,
         coerce=True,
@@ -154,6 +155,8 @@ class PrometheusSource:
                 "queue": f"rate({OP}_queue_time_seconds_total[{window}])",
                 "rtt": f"rate({OP}_response_time_seconds_total[{window}])",
                 "exe": f"rate({OP}_request_time_seconds_total[{window}])",
+                "sent": f"rate({OP}_sent_bytes_total[{window}])",
+                "recv": f"rate({OP}_received_bytes_total[{window}])",
             },
             keys,
             at,
@@ -165,6 +168,7 @@ class PrometheusSource:
             out[col] = (df[src] / df["req"].where(busy) * 1000.0).astype(float)
         total = pd.concat([df["exe"], df["queue"] + df["rtt"]], axis=1).max(axis=1)
         out["slot_wait_share"] = (df["queue"] / total.where(busy & (total > 0))).astype(float)
+        out["bytes_per_s"] = (df["sent"] + df["recv"]).astype(float)
         return schemas()[0].validate(out.reset_index(drop=True))
 
     def nfs_transport(self, window: str = "1m", at: datetime | float | None = None) -> pd.DataFrame:

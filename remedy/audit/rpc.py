@@ -85,12 +85,19 @@ def _per(num: float, den: float) -> float | None:
     return num / den if den else None
 
 
+_idle: dict[tuple[str, int | None], OpLatency] = {}  # shared records of ops with no requests
+
+
 def op_latencies(delta: MountDelta) -> list[OpLatency]:
     out = []
     secs = delta.interval_seconds
     for s in delta.ops.values():
         if not (s.ops or s.bytes_sent or s.bytes_recv or s.timeouts):
-            out.append(OpLatency(s.op, 0, 0.0, None, None, None, None, 0.0, 0, s.errors))
+            key = (s.op, s.errors)
+            idle = _idle.get(key)
+            if idle is None:
+                idle = _idle[key] = OpLatency(s.op, 0, 0.0, None, None, None, None, 0.0, 0, s.errors)
+            out.append(idle)
             continue
         n = s.ops
         # execute ≥ queue + rtt for a well-formed counter set; taking the larger keeps the share ≤ 1 either way.
@@ -141,7 +148,9 @@ def _remedies(op: str, audit_version: str, transport: TransportLoad, nconnect: i
         out.append(
             "raise NFSv4.1 session slots: client module option nfs.max_session_slots and the server's session slot count"
         )
-    if nconnect < 16:
+    if nconnect == 0:  # unknown (Prometheus does not export the mount options)
+        out.append("mount with nconnect (up to 16) so requests spread over more connections, each with its own slots")
+    elif nconnect < 16:
         out.append(
             f"mount with nconnect={min(16, max(2, nconnect * 2))} (now {nconnect}) so requests spread over more "
             "connections, each with its own slot table"

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from remedy.audit.fleet import audits_from_prometheus
 from remedy.audit.prometheus import PrometheusQueryError, PrometheusSource, PrometheusUnavailable
 from tests.fixtures.prometheus import free_port, mountinfo_for, run_node_exporter, run_prometheus, scrape_config, write_procfs
 
@@ -40,9 +41,11 @@ def test_table13_through_node_exporter_and_prometheus(tmp_path):
         changed = time.time()
         _wait_for(lambda: src.query(f'{metric}{{operation="WRITE"}}')["value"].max() > 10**7 + 1,
                   what="the later snapshot to be scraped")  # fmt: skip
-        time.sleep(max(0.0, changed + 2.5 - time.time()))
+        # Evaluate every query at one instant whose 6 s window holds samples from before and after the change.
+        at = changed + 3.0
+        time.sleep(max(0.0, at + 0.5 - time.time()))
 
-        ops = src.nfs_op_latency(window="5s")
+        ops = src.nfs_op_latency(window="6s", at=at)
         w = ops[ops.operation == "WRITE"].iloc[0]
         assert w.export == "10.20.0.5:/ckpt" and w.protocol == "tcp"
         assert w.slot_wait_ms == pytest.approx(1495, rel=1e-6)
@@ -53,10 +56,17 @@ def test_table13_through_node_exporter_and_prometheus(tmp_path):
         idle = ops[ops.operation == "NULL"].iloc[0]
         assert idle.requests_per_s == 0 and idle.slot_wait_ms != idle.slot_wait_ms  # NaN, not a division error
 
-        xprt = src.nfs_transport(window="5s").iloc[0]
+        transports = src.nfs_transport(window="6s", at=at)
+        xprt = transports.iloc[0]
         assert xprt.max_slots == 128 and xprt.avg_backlog == pytest.approx(900 * 18000 / 18000, rel=1e-6)
+        assert w.bytes_per_s > 0
 
-        series = src.cluster_io_series(time.time() - 10, time.time(), step_seconds=1, window="5s",
+        [audit] = audits_from_prometheus(ops, transports, window_seconds=6)
+        assert audit.device == "10.20.0.5:/ckpt" and audit.verdict.kind == "rpc-slot-starvation"
+        assert audit.verdict.headline.startswith("RPC slot starvation: 92% of WRITE latency is waiting for a slot")
+        assert any("sunrpc.tcp_max_slot_table_entries" in r and "128 of 128" in r for r in audit.verdict.remedies)
+
+        series = src.cluster_io_series(at - 6, at + 0.5, step_seconds=1, window="6s",
                                        gpu_util_query="vector(99)")  # fmt: skip
         assert list(series.columns) == ["timestamp", "nfs_write_bytes_per_s", "nfs_read_bytes_per_s", "gpu_util_pct"]
         assert series["nfs_write_bytes_per_s"].max() > 0 and (series["gpu_util_pct"] == 99).all()
