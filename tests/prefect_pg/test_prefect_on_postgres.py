@@ -1,0 +1,103 @@
+"""Production's database: a real `prefect server start` on PostgreSQL 15 (Debian's package), a flow run against
+it that also keeps its ledger in PostgreSQL, checked through the API and in the database itself."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import httpx
+import pytest
+
+pytestmark = [pytest.mark.servers, pytest.mark.prefect]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _clean_env(tmp_path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "REMEDY_"))}
+    return env | {"PREFECT_HOME": str(tmp_path / "prefect"), "DO_NOT_TRACK": "1",
+                  "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+
+
+@pytest.fixture
+def prefect_on_postgres(postgres_server, tmp_path):
+    db_url = postgres_server.create_database("prefect_server")
+    port = _free_port()
+    env = _clean_env(tmp_path) | {
+        "PREFECT_SERVER_DATABASE_CONNECTION_URL": db_url.replace("+psycopg", "+asyncpg"),
+    }
+    log = open(tmp_path / "server.log", "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    api = f"http://127.0.0.1:{port}/api"
+    try:
+        deadline = time.monotonic() + 180  # first start migrates PostgreSQL: ~38 s on this machine, more under load
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
+            try:
+                if httpx.get(f"{api}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        else:
+            pytest.fail("Prefect server on PostgreSQL not healthy in 180 s:\n" + (tmp_path / "server.log").read_text()[-3000:])
+        print(f"prefect server on PostgreSQL healthy after {time.monotonic() - deadline + 180:.1f} s")
+        yield api, db_url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+        postgres_server.drop_database("prefect_server")
+
+
+FLOW = textwrap.dedent("""
+    import json
+    from flows.fleet_dashboard import fleet_dashboard
+    out = fleet_dashboard()
+    print(json.dumps({"pools": out["pools"], "notes": out["notes"]}))
+""")
+
+
+def test_flow_run_and_artifact_on_a_postgres_backed_server(prefect_on_postgres, fresh_postgres_url, tmp_path):
+    import psycopg
+
+    api, server_db = prefect_on_postgres
+    dead = _free_port()  # no cluster here: the dashboard publishes the ledger's view with a note
+    env = _clean_env(tmp_path) | {"PREFECT_API_URL": api, "REMEDY_DB_URL": fresh_postgres_url,
+                                  "REMEDY_CLUSTER__SIMULATOR_URL": f"http://127.0.0.1:{dead}",
+                                  "REMEDY_CLUSTER__API_RETRIES": "0", "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": ""}
+    env.pop("PREFECT_FLOWS_HEARTBEAT_FREQUENCY")
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", FLOW], env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    print(f"flow subprocess took {time.monotonic() - t0:.1f} s")
+
+    runs = httpx.post(f"{api}/flow_runs/filter", json={"flows": {"name": {"any_": ["fleet-dashboard"]}}}).json()
+    assert len(runs) == 1 and runs[0]["state_type"] == "COMPLETED"
+    assert runs[0]["name"].startswith("fleet dashboard ")
+    arts = httpx.post(f"{api}/artifacts/filter", json={"artifacts": {"key": {"any_": ["fleet-dashboard"]}}}).json()
+    assert len(arts) == 1 and arts[0]["flow_run_id"] == runs[0]["id"] and "# Fleet at" in arts[0]["data"]
+
+    # Both really live in PostgreSQL: the server's run row and the ledger's schema.
+    conninfo = server_db.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(conninfo) as conn:
+        names = [r[0] for r in conn.execute("SELECT name FROM flow_run")]
+    assert names == [runs[0]["name"]]
+    with psycopg.connect(fresh_postgres_url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+    assert {"nodes", "incidents", "actions"} <= tables
