@@ -192,7 +192,7 @@ def test_eviction_is_blocked_by_a_pdb_then_allowed_when_relaxed(sim, core, polic
 def test_training_job_refills_only_on_an_eligible_node(sim, core, batch):
     core.patch_node("gpu001", {"spec": {"unschedulable": True}})  # cordon, then drain its training pod
     victim = core.list_namespaced_pod("training", field_selector="spec.nodeName=gpu001").items[0].metadata.name
-    _evict(core, victim)  # default grace 30 s → 0.3 s at this time scale
+    _evict(core, victim, grace=100)  # 1 s at this time scale: long enough to see it Terminating
     assert core.read_namespaced_pod(victim, "training").metadata.deletion_timestamp is not None
     wait_for(lambda: not [p for p in core.list_namespaced_pod("training").items if p.metadata.name == victim])
     pods = core.list_namespaced_pod("training").items

@@ -144,11 +144,12 @@ def test_reboot_takes_the_node_down_then_back_with_faults_cleared(sim, core, bat
                                                        env={"REBOOT_SECONDS": 60}))
     finished(batch, "reboot")
 
-    def ready():
-        return [c.status for c in core.read_node("gpu013").status.conditions if c.type == "Ready"][0]
+    def back():
+        ready = [c.status for c in core.read_node("gpu013").status.conditions if c.type == "Ready"][0]
+        events = core.list_event_for_all_namespaces(field_selector="involvedObject.name=gpu013").items
+        return ready == "True" and "Rebooted" in [e.reason for e in events]
 
-    wait_for(lambda: ready() != "True", timeout=3)
-    wait_for(lambda: ready() == "True", timeout=5)
+    wait_for(back, timeout=5)  # down for 60 simulated seconds (0.6 s), then Ready again
     gpu = sim.cluster.health_of("gpu013").gpus[0]
     assert not gpu.fallen_off_bus and gpu.pending_xids == []
     reasons = [e.reason for e in core.list_event_for_all_namespaces(field_selector="involvedObject.name=gpu013").items]
