@@ -42,7 +42,7 @@ def finished(batch, name, ns="gpu-remedy"):
 
 
 def test_job_runs_on_its_node_succeeds_and_its_log_is_readable(core, batch):
-    batch.create_namespaced_job("gpu-remedy", job_body("sleepy", node="gpu003", args=["sleep", "20"]))
+    batch.create_namespaced_job("gpu-remedy", job_body("sleepy", node="gpu003", args=["sleep", "100"]))  # 1 s
     pods = wait_for(lambda: [p for p in job_pods(core, "sleepy") if p.status.phase == "Running"])
     assert pods[0].spec.node_name == "gpu003"
     assert pods[0].metadata.owner_references[0].kind == "Job"
@@ -52,7 +52,7 @@ def test_job_runs_on_its_node_succeeds_and_its_log_is_readable(core, batch):
     assert pod.status.phase == "Succeeded"
     assert pod.status.container_statuses[0].state.terminated.exit_code == 0
     log = core.read_namespaced_pod_log(pod.metadata.name, "gpu-remedy")
-    assert log == "sleeping 20s on gpu003\ndone\n"
+    assert log == "sleeping 100s on gpu003\ndone\n"
     assert core.read_namespaced_pod_log(pod.metadata.name, "gpu-remedy", tail_lines=1) == "done\n"
     with pytest.raises(ApiException) as err:
         core.read_namespaced_pod_log(pod.metadata.name, "gpu-remedy", container="nope")
