@@ -57,14 +57,14 @@ def read_artifact(key: str):
     return asyncio.run(go())
 
 
-def read_events(name: str, timeout: float = 15.0) -> list[dict]:
-    """Events of this name the server has stored (they are sent in the background: wait for them)."""
+def read_events(name: str, since: datetime, timeout: float = 15.0) -> list[dict]:
+    """Events of this name that occurred after `since` (they are sent in the background: wait for them)."""
     from prefect.client.orchestration import get_client
 
     async def go():
         async with get_client() as client:
-            resp = await client.request("POST", "/events/filter",
-                                        json={"filter": {"event": {"name": [name]}}, "limit": 50})
+            resp = await client.request("POST", "/events/filter", json={
+                "filter": {"event": {"name": [name]}, "occurred": {"since": since.isoformat()}}, "limit": 50})
             return resp.json().get("events", [])
 
     deadline = time.monotonic() + timeout
@@ -111,6 +111,7 @@ def test_pool_size_matches_a_hand_computed_poisson_case(prefect_server, remedy_o
     runtime.reset()
     validated("gpu008", hours_ago=1)
     validated("gpu016", hours_ago=1)
+    started = datetime.now(timezone.utc)
     out = spare_cycle()
     s = out["sizing"]
     assert s["active_nodes"] == 14 and s["lam"] == pytest.approx(1.0)
@@ -118,8 +119,8 @@ def test_pool_size_matches_a_hand_computed_poisson_case(prefect_server, remedy_o
     assert s["risk_at_ready"] == pytest.approx(1 - 2.5 / math.e, rel=1e-9)
     table = _rows(read_artifact("spare-pool-health"))
     assert table["target pool size"] == 4 and table["shortfall"] == 2 and table["ready spares (fresh)"] == 2
-    events = read_events(BELOW_TARGET_EVENT)
-    assert events and events[0]["payload"]["shortfall"] == 2 and events[0]["payload"]["target"] == 4
+    events = read_events(BELOW_TARGET_EVENT, since=started)
+    assert len(events) == 1 and events[0]["payload"]["shortfall"] == 2 and events[0]["payload"]["target"] == 4
     assert events[0]["resource"]["prefect.resource.id"] == "remedy.spares.pool"
 
 
@@ -141,7 +142,8 @@ def test_enough_spares_emit_no_event_and_no_shortfall(prefect_server, remedy_on_
     validated("gpu016", hours_ago=1)
     out = spare_cycle()
     assert out["sizing"]["target"] == 1 and out["sizing"]["shortfall"] == 0 and "event" not in out
-    assert out["diversity"] == []  # one spare per rack, switch and PDU
+    # One spare per rack and PDU, but racks 1 and 2 hang off the same leaf switch: that is flagged.
+    assert [(w["domain"], w["name"]) for w in out["diversity"]] == [("switch", "leaf-1")]
 
 
 def test_failing_spare_leaves_the_pool_for_repair(prefect_server, remedy_on_sim):
