@@ -16,6 +16,7 @@ from typing import Any
 
 SCENARIO_MODULES = (
     "remedy.scenarios.replace",  # xid79
+    "remedy.scenarios.burn_in",  # burn-in
     "remedy.scenarios.fixes",  # xid94, xid145, reset-fails
 )
 
