@@ -124,7 +124,7 @@ BOARD = ProgressBoard()
 
 
 # --- node lifecycle steps (plain functions; the tasks below and the flows call them) ------------------------
-def enter_burn_in(node: str, level: str, dry_run: bool) -> str | None:
+def enter_burn_in(node: str, level: str, dry_run: bool, purpose: str = "burn-in") -> str | None:
     """Burn-in taint + state burn-in; returns why the node may not be burned in (nothing done), or None."""
     settings = runtime.settings()
     try:
@@ -137,7 +137,7 @@ def enter_burn_in(node: str, level: str, dry_run: bool) -> str | None:
         return refusal
     taint_node.fn(node, dry_run=dry_run, add=[settings.taints.burn_in],
                   remove=[settings.taints.spare, settings.taints.quarantine])
-    set_node_state.fn(node, NodeState.BURN_IN.value, reason=f"burn-in ({level})", dry_run=dry_run)
+    set_node_state.fn(node, NodeState.BURN_IN.value, reason=f"{purpose} ({level})", dry_run=dry_run)
     return None
 
 
@@ -310,7 +310,7 @@ def hold_spares_for_check(nodes: list[str], domain: str, dry_run: bool) -> list[
     """Spares about to be re-validated leave the pool (state burn-in) so no replacement picks one mid-check."""
     held = []
     for node in nodes:
-        if enter_burn_in(node, "quick", dry_run) is None:
+        if enter_burn_in(node, "quick", dry_run, purpose="spare cycle") is None:
             held.append(node)
     return held
 

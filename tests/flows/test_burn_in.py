@@ -202,3 +202,31 @@ def test_nccl_groups_pairs_nodes_and_never_leaves_one_alone():
     assert nccl_groups(["a"]) == []
     with pytest.raises(ValueError, match="at least 2"):
         nccl_groups(["a", "b"], size=1)
+
+
+def test_progress_board_tracks_each_check_and_the_fraction_done():
+    from tasks.burn_in import ProgressBoard
+
+    board = ProgressBoard()
+    board.start("run", ["b", "a"], ["probe", "dcgm", "nccl"])
+    assert board.fraction("run") == 0.0
+    board.set("run", "a", "probe", "running")
+    board.set("run", "a", "probe", "fail")
+    board.finish_node("run", "a", "skipped")  # the rest of a's suite will not run
+    board.set("run", "b", "probe", "pass")
+    board.set("run", "zzz", "probe", "pass")  # a node not in the run is ignored, not added
+    assert board.rows("run") == [{"node": "a", "probe": "fail", "dcgm": "skipped", "nccl": "skipped"},
+                                 {"node": "b", "probe": "pass", "dcgm": "waiting", "nccl": "waiting"}]
+    assert board.fraction("run") == pytest.approx(4 / 6)
+    board.forget("run")
+    assert board.rows("run") == [] and board.fraction("run") == 1.0
+
+
+def test_burn_in_refusals_name_the_state():
+    from remedy.domain.model import NodeState
+    from tasks.burn_in import burn_in_refusal
+
+    for ok in (None, NodeState.REPAIR, NodeState.QUARANTINED, NodeState.SPARE, NodeState.BURN_IN):
+        assert burn_in_refusal("n", ok) is None
+    assert "active" in burn_in_refusal("n", NodeState.ACTIVE)
+    assert "operator" in burn_in_refusal("n", NodeState.RETIRED)
