@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from remedy.sim import alerts
 from remedy.sim.health import NodeHealth
-from remedy.sim.runners import pci_bus_id
+from remedy.sim.hardware import pci_bus_id
 from remedy.sim.store import now_iso
 
 if TYPE_CHECKING:

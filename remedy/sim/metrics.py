@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from remedy.sim.runners import pci_bus_id
+from remedy.sim.hardware import pci_bus_id
 
 if TYPE_CHECKING:
     from remedy.sim.cluster import Cluster

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from remedy.sim.hardware import PCI_BUS, pci_bus_id  # noqa: F401  (runner modules import them from here)
 from remedy.sim.health import NodeHealth
 
 if TYPE_CHECKING:
@@ -94,13 +95,6 @@ def job_seconds(job: dict, default: float) -> float:
         return float(raw) if raw is not None else default
     except ValueError:
         return default
-
-
-PCI_BUS = ("18", "2a", "3a", "5d", "9a", "ab", "ba", "db")  # an HGX 8-GPU board's bus ids
-
-
-def pci_bus_id(index: int) -> str:
-    return f"00000000:{PCI_BUS[index % len(PCI_BUS)]}:00.0"
 
 
 # -- built-in runners --
