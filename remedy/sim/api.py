@@ -28,6 +28,7 @@ from remedy.sim.store import (
 from remedy.sim.tables import table
 
 JSON = "application/json"
+PATCH_TYPES = ("application/strategic-merge-patch+json", "application/merge-patch+json", "application/json-patch+json")
 
 
 @dataclass
@@ -117,6 +118,8 @@ def _handle(cluster, method, path, query, headers, body, server_address) -> Repl
     res, ns, name, sub = target.resource, target.namespace, target.name, target.sub
     if ns is not None and cluster.store.get("Namespace", "", ns) is None and method != "GET":
         raise not_found("Namespace", ns)
+    if (sub == "log" and method != "GET") or (sub == "eviction" and method != "POST"):
+        raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {res.plural}/{sub}")
     if method == "GET":
         if query.get("watch") in ("true", "1"):
             raise ApiError(405, "MethodNotAllowed", "watch is not supported by the gpu-remedy simulator; poll with list")
@@ -144,7 +147,7 @@ def _handle(cluster, method, path, query, headers, body, server_address) -> Repl
         return _write(cluster, res, ns or "", name, sub, lambda cur: _json_body(body), dry_run, replace=True)
     if method == "PATCH":
         ctype = headers.get("content-type", "").split(";")[0].strip()
-        patch = _json_body(body)
+        patch = _json_body(body) if ctype in PATCH_TYPES else None
         if ctype == "application/strategic-merge-patch+json":
             fn = lambda cur: strategic_merge(cur, patch)  # noqa: E731
         elif ctype == "application/merge-patch+json":

@@ -299,7 +299,7 @@ def test_malformed_requests_get_400_statuses_not_crashes(sim, core):
     assert call("GET", "/api/v1/nodes?limit=ten")[0] == 400
     assert call("PATCH", "/api/v1/nodes/gpu001", b"{not json", "application/merge-patch+json")[0] == 400
     assert call("PATCH", "/api/v1/nodes/gpu001", b"[]", "application/strategic-merge-patch+json")[0] == 400
-    code, status = call("PATCH", "/api/v1/nodes/gpu001", b"{}", "application/apply-patch+yaml")
+    code, status = call("PATCH", "/api/v1/nodes/gpu001", b"spec: {}", "application/apply-patch+yaml")
     assert code == 415 and status["reason"] == "UnsupportedMediaType"
     code, status = call("GET", "/api/v1/widgets")
     assert code == 404 and status["kind"] == "Status" and status["reason"] == "NotFound"
@@ -309,6 +309,7 @@ def test_malformed_requests_get_400_statuses_not_crashes(sim, core):
         {"key": "k", "value": None, "effect": "NoSchedule"}]}}).encode(), "application/merge-patch+json")
     assert code == 200  # a JSON null taint value is the empty string
     assert call("GET", "/version")[1]["major"] == "1"
+    assert call("PUT", "/api/v1/namespaces/training/pods/x/eviction", b"{}")[0] == 405
 
 
 def test_unhealthy_gpus_leave_allocatable_until_fixed(sim, core, batch):
