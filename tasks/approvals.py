@@ -13,6 +13,7 @@ Call it from the flow body (a pause cannot happen inside a task).
 
 from __future__ import annotations
 
+import logging
 import math
 
 from prefect import get_run_logger
@@ -21,7 +22,7 @@ from pydantic import Field
 
 from remedy import runtime
 from remedy.approvals import messages
-from remedy.approvals.model import DECISIONS, ApprovalOutcome
+from remedy.approvals.model import DECISIONS, ApprovalOutcome, wait_phases
 from remedy.domain.model import Action, ActionOutcome
 from remedy.errors import RemedyError
 from remedy.ledger.errors import LedgerConflict
@@ -68,11 +69,15 @@ def request_approval(*, kind: str, title: str, summary_markdown: str, incident_i
             description=f"**{title}**\n\n{summary_markdown}\n\nNo answer within {timeout_seconds:g} s → "
                         f"**{default_on_timeout}**.", approve=False, reason="", approver="")
         answer = None
+        nudge = _nudge_later(notifier, led, rec.id, title, timeout_seconds, default_on_timeout, node, incident_id)
         try:
             answer = pause_flow_run(wait_for_input=form, timeout=max(1, math.ceil(timeout_seconds)), poll_interval=1,
                                     key=f"approval-{rec.id}")
         except FlowPauseTimeout:
             pass
+        finally:
+            if nudge is not None:
+                nudge.cancel()
         if answer is not None:
             by = answer.approver or "prefect-ui"
             decision = "approve" if answer.approve else "deny"
@@ -100,6 +105,33 @@ def request_approval(*, kind: str, title: str, summary_markdown: str, incident_i
         _slack(lambda: notifier.post(f"Reminder: no answer to '{title}'; took the safe default", blocks),
                "post reminder", rec.id, node, incident_id)
     return outcome
+
+
+def _nudge_later(notifier, led, approval_id: int, title: str, timeout_seconds: float, default_on_timeout: str,
+                 node: str | None, incident_id: int | None):
+    """Post one "still waiting" nudge after approvals.reminder_after_seconds if nobody has answered by then.
+
+    A timer thread, because a run that is paused cannot pause again after its pause times out."""
+    import threading
+
+    phases = wait_phases(timeout_seconds, runtime.settings().approvals.reminder_after_seconds)
+    if notifier is None or len(phases) == 1:
+        return None
+
+    def nudge() -> None:
+        if not led.get_approval(approval_id).pending:
+            return
+        blocks = messages.nudge_blocks(title=title, waited_seconds=phases[0], left_seconds=phases[1],
+                                       default_on_timeout=default_on_timeout, approval_id=approval_id)
+        try:
+            notifier.post(f"Still waiting: '{title}'", blocks)
+        except Exception as exc:  # noqa: BLE001 - a nudge is a courtesy; never fail the flow for it
+            logging.getLogger(__name__).warning("Slack: nudge for approval %s not posted: %s", approval_id, exc)
+
+    timer = threading.Timer(phases[0], nudge)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def _record(led, approval_id: int, decision: str, by: str, reason: str) -> None:

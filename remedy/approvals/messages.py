@@ -72,6 +72,13 @@ def reminder_blocks(*, title: str, timeout_seconds: float, default_on_timeout: s
     return render("approval_reminder", text=text, context=f"approval {approval_id} · a person should still look")
 
 
+def nudge_blocks(*, title: str, waited_seconds: float, left_seconds: float, default_on_timeout: str,
+                 approval_id: int) -> list[dict]:
+    text = (f":hourglass_flowing_sand: *Still waiting* for an answer to _{title}_ ({_human(waited_seconds)} so far). "
+            f"In {_human(left_seconds)} gpu-remedy takes the safe default (*{default_on_timeout}*).")
+    return render("approval_reminder", text=text, context=f"approval {approval_id} · answer on the message above")
+
+
 def escalation_blocks(*, node: str, reason: str, incident_id: int | None, quarantined: bool) -> list[dict]:
     state = "kept quarantined (cordoned + tainted)" if quarantined else "left in service"
     ctx = f"node `{node}` {state}" + (f" · incident {incident_id}" if incident_id is not None else "")

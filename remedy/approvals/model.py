@@ -107,3 +107,12 @@ def is_approver(click: Click, approvers: list[str]) -> bool:
     """Approvers are Slack user ids (or user names); an empty list lets nobody approve from Slack."""
     allowed = {a.strip().lstrip("@") for a in approvers if a.strip()}
     return click.user_id in allowed or (bool(click.user_name) and click.user_name in allowed)
+
+
+def wait_phases(timeout_seconds: float, reminder_after_seconds: float | None) -> list[float]:
+    """How a flow waits for an answer: until the reminder is due, then the rest (one nudge, never a spam loop)."""
+    if timeout_seconds <= 0:
+        raise ValueError(f"approval timeout must be positive, got {timeout_seconds!r}")
+    if not reminder_after_seconds or reminder_after_seconds >= timeout_seconds:
+        return [timeout_seconds]
+    return [reminder_after_seconds, timeout_seconds - reminder_after_seconds]

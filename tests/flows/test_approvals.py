@@ -114,3 +114,18 @@ def test_slack_slow_does_not_hold_the_flow(prefect_server, slack_stub, remedy_en
     assert run.result(60)["decision"] == "deny"
     errors = [a.error for a in runtime.ledger().actions(kind="notify_slack")]
     assert errors and "did not answer within 3 s" in errors[0]
+
+
+def test_still_open_after_reminder_after_nudges_once_then_an_answer_still_resumes(prefect_server, slack_stub,
+                                                                                   remedy_env):
+    runtime = remedy_env(slack=slack_stub, APPROVALS__REMINDER_AFTER_SECONDS=1)
+    with run_receiver() as url:
+        run = FlowThread(lambda: needs_approval(60))
+        from tests.approvals.helpers import wait_for
+
+        wait_for("the nudge", lambda: len(slack_stub.calls_to("chat.postMessage")) == 2, timeout=30)
+        assert "Still waiting" in slack_stub.calls_to("chat.postMessage")[1].body["text"]
+        pending = wait_paused_approval(runtime.ledger())  # still the one pause, for the whole timeout
+        assert _click(url, pending, approve=True).status_code == 200
+        assert run.result(60)["decision"] == "approve"
+    assert len(slack_stub.calls_to("chat.postMessage")) == 2  # one nudge, no reminder after an answer
