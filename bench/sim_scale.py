@@ -68,7 +68,7 @@ def main() -> None:
         (f"drain {len(active)} nodes (total)", drain_total, None, 1),
     ]
     print(f"\nsim_scale: {args.nodes} nodes × 8 GPUs, official kubernetes client over HTTP\n")
-    print(f"{"measurement":<48}{'median s':>12}{'× baseline':>12}{'n':>6}")
+    print(f"{'measurement':<48}{'median s':>12}{'× baseline':>12}{'n':>6}")
     for name, sec, ratio, n in rows:
         print(f"{name:<48}{sec:>12.4f}{(f'{ratio:.0f}' if ratio else ''):>12}{n:>6}")
     verdict = "OK" if statistics.median(listing) < 1.0 else "OVER TARGET"
