@@ -74,3 +74,10 @@ class NfsAuditSettings(BaseModel):
         description="Job mean time between failures when the ledger has too little history "
         "(seed 002 §4.2.2: 1,294 h of training / 23 abnormal ends).",
     )
+    prometheus_url: str = Field(
+        "http://127.0.0.1:9090", description="Prometheus that scrapes node_exporter's mountstats collector on every node."
+    )
+    window: str = Field(
+        "5m", description="PromQL rate window for the fleet audit (10× the scrape interval or more is a safe choice)."
+    )
+    archive_prefix: str = Field("audits/nfs", description="S3 key prefix for archived NFS audit reports.")
