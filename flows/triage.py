@@ -26,14 +26,7 @@ from remedy.receiver.triage_policy import (
     parse_time,
 )
 from remedy.settings.triage import triage_settings
-from tasks.triage import (
-    claim_incident,
-    close_incident,
-    count_recurrences,
-    load_incident,
-    read_live_node,
-    read_node_state,
-)
+from tasks.triage import claim_incident, close_incident, read_incident, read_live_node
 
 FIXED = {"replaced", "replaced-job-not-full", "planned", "fixed", "resolved", "restarted", "isolated"}
 
@@ -51,7 +44,7 @@ def triage(
     incident_id: int | str,
     node: str = "",
     signal: str = "",
-    xid: str = "",
+    xid: int | str | None = "",
     detected_at: str = "",
     event_id: str = "",
     dry_run: bool | None = None,
@@ -63,10 +56,9 @@ def triage(
     incident_id = parse_incident_id(incident_id)
 
     # 1. What was seen: the incident as the ledger has it (the event only points at it).
-    incident = load_incident(incident_id)
+    facts = read_incident(incident_id, t.recurrence_lookback_hours)
+    incident, recurrences, state = facts["incident"], facts["recurrences"], facts["node_state"]
     node = incident["node"]
-    recurrences = count_recurrences(node, incident["fingerprint"], t.recurrence_lookback_hours)
-    state = read_node_state(node)
 
     # 2. Staleness: a run that starts long after detection re-reads the live node before acting.
     now = utcnow()

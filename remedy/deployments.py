@@ -74,7 +74,7 @@ INCIDENT_TRIGGER = EventTrigger(
     expect=(INCIDENT_OPENED,),
     match={"prefect.resource.id": "remedy.node.*"},
     parameters={"incident_id": _payload("incident_id"), "node": _payload("node"), "signal": _payload("signal"),
-                "xid": _payload("xid"), "detected_at": _payload("detected_at"), "event_id": "{{ event.id }}"},
+                "xid": _payload("xid"), "detected_at": _payload("detected_at")},
 )
 
 HOUR = 3600.0
@@ -125,8 +125,16 @@ def check_entrypoints(specs: tuple[DeploymentSpec, ...] = DEPLOYMENTS) -> dict[s
     return {spec.name: load_flow(spec) for spec in specs}
 
 
-def runner_deployment(spec: DeploymentSpec, flow=None):
-    """The spec as a Prefect RunnerDeployment (no work pool: the embedded dispatcher runs it)."""
+def trigger_parameters(trigger: EventTrigger, payload: dict[str, Any]) -> dict[str, Any]:
+    """What the trigger's templates render to for this event payload (the embedded fast path uses it to create
+    the same run the trigger would)."""
+    return {name: payload.get(name, "") for name in trigger.parameters}
+
+
+def runner_deployment(spec: DeploymentSpec, flow=None, *, triggers_enabled: bool = True):
+    """The spec as a Prefect RunnerDeployment (no work pool: the embedded dispatcher runs it).
+
+    `triggers_enabled=False` keeps the automations visible but off (the embedded stack starts triage itself)."""
     from prefect.client.schemas.schedules import CronSchedule, IntervalSchedule
     from prefect.events import DeploymentEventTrigger
 
@@ -134,7 +142,8 @@ def runner_deployment(spec: DeploymentSpec, flow=None):
 
     flow = flow or load_flow(spec)
     triggers = [
-        DeploymentEventTrigger(name=t.name or None, expect=set(t.expect), match=t.match, parameters=t.parameters)
+        DeploymentEventTrigger(name=t.name or None, expect=set(t.expect), match=t.match, parameters=t.parameters,
+                               enabled=triggers_enabled)
         for t in spec.triggers
     ]
     schedules = []

@@ -68,7 +68,7 @@ class Stack:
                 pass
 
 
-def apply_deployments(specs=None) -> tuple[dict[str, Any], dict[Any, Any]]:
+def apply_deployments(specs=None, *, triggers_enabled: bool = True) -> tuple[dict[str, Any], dict[Any, Any]]:
     """Create/update every deployment (with triggers and schedules) on the current Prefect API.
 
     Returns (name → deployment id, deployment id → flow). A missing flow module raises before anything is applied.
@@ -79,15 +79,23 @@ def apply_deployments(specs=None) -> tuple[dict[str, Any], dict[Any, Any]]:
     flows = check_entrypoints(specs)
     ids, by_id = {}, {}
     for spec in specs:
-        dep_id = runner_deployment(spec, flows[spec.name]).apply()
+        dep_id = runner_deployment(spec, flows[spec.name], triggers_enabled=triggers_enabled).apply()
         ids[spec.name], by_id[dep_id] = dep_id, flows[spec.name]
     return ids, by_id
 
 
 def start_stack(*, workdir: Path, api_url: str, nodes: int = 63, spares: int = 3, time_scale: float = 0.05,
                 sim_port: int = 0, receiver_host: str = "127.0.0.1", receiver_port: int = 0,
-                settings_overrides: dict[str, Any] | None = None, fresh_ledger: bool = False) -> Stack:
-    """Start simulator, ledger, deployments, dispatcher and receiver against a running Prefect API."""
+                settings_overrides: dict[str, Any] | None = None, fresh_ledger: bool = False,
+                start_triage: str = "direct") -> Stack:
+    """Start simulator, ledger, deployments, dispatcher and receiver against a running Prefect API.
+
+    start_triage: "direct" (default) — the stack creates each incident's triage run itself right after Prefect took
+    the event (the trigger is applied disabled); "trigger" — Prefect's event trigger creates it (production's path,
+    seconds slower here: see remedy.receiver.dispatcher.DirectTriageSink).
+    """
+    if start_triage not in ("direct", "trigger"):
+        raise RemedyError(f"start_triage must be 'direct' or 'trigger', got {start_triage!r}")
     from remedy import runtime
     from remedy.receiver.dispatcher import Dispatcher
     from remedy.receiver.server import ReceiverServer, build_receiver
@@ -115,11 +123,17 @@ def start_stack(*, workdir: Path, api_url: str, nodes: int = 63, spares: int = 3
         led = runtime.ledger()
         _adopt_fleet(runtime)
 
-        ids, flows = apply_deployments()
+        ids, flows = apply_deployments(triggers_enabled=start_triage == "trigger")
         dispatcher = Dispatcher(flows, poll_seconds=triage_settings(settings).dispatcher_poll_seconds).start()
         parts.append(dispatcher)
         receiver = build_receiver(settings, led, api_url=api_url, on_sent=dispatcher.wake,
                                   node_lister=lambda: [n.name for n in runtime.cluster().list_gpu_nodes()])
+        if start_triage == "direct" and receiver.announcer is not None:
+            from remedy.deployments import INCIDENT_TRIGGER
+            from remedy.receiver.dispatcher import DirectTriageSink
+
+            announcer = receiver.announcer
+            announcer.sink = DirectTriageSink(announcer.sink, ids["triage"], INCIDENT_TRIGGER, dispatcher)
         server = ReceiverServer(receiver, host=receiver_host, port=receiver_port).start()
         parts.append(server)
         sim.cluster.alert_url = server.alerts_url

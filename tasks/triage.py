@@ -18,27 +18,19 @@ from tasks.retry import transient_only
 READ = dict(retries=2, retry_delay_seconds=[0.5, 1], retry_condition_fn=transient_only, cache_policy=NO_CACHE)
 
 
-@task(name="load_incident", task_run_name="load-incident-{incident_id}", **READ)
-def load_incident(incident_id: int) -> dict[str, Any]:
-    """The incident as the ledger has it now (RecordNotFound if the id is unknown)."""
-    return asdict(runtime.ledger().get_incident(incident_id))
-
-
-@task(name="count_recurrences", task_run_name="count-recurrences-{node}", **READ)
-def count_recurrences(node: str, fingerprint: str, lookback_hours: float) -> int:
-    """Incidents of this very fault (this one included) within the lookback: seed 002 §4.3.5's 'it recurs'."""
+@task(name="read_incident", task_run_name="read-incident-{incident_id}", **READ)
+def read_incident(incident_id: int, lookback_hours: float) -> dict[str, Any]:
+    """The incident as the ledger has it now, how often this very fault was seen in the lookback (this one
+    included: seed 002 §4.3.5's 'it recurs'), and the node's lifecycle state. One task: each costs a round trip."""
+    led = runtime.ledger()
+    incident = asdict(led.get_incident(incident_id))
     since = utcnow() - timedelta(hours=lookback_hours)
-    return sum(i.fingerprint == fingerprint for i in runtime.ledger().incidents(node=node, since=since))
-
-
-@task(name="read_node_state", task_run_name="read-state-{node}", **READ)
-def read_node_state(node: str) -> str | None:
-    """The node's lifecycle state in the ledger; None when unmanaged or unknown."""
+    recurrences = sum(i.fingerprint == incident["fingerprint"] for i in led.incidents(node=incident["node"], since=since))
     try:
-        state = runtime.ledger().get_node(node).state
+        state = led.get_node(incident["node"]).state
     except NodeNotFound:
-        return None
-    return state.value if state else None
+        state = None
+    return {"incident": incident, "recurrences": max(1, recurrences), "node_state": state.value if state else None}
 
 
 @task(name="read_live_node", task_run_name="read-live-{node}", **READ)
