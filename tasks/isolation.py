@@ -197,50 +197,90 @@ def run_smoke_test(batch_id: str, nodes: list[str], label_value: str, template: 
 
 
 def _follow_until_verdict(cluster, job: str, expected_pods: int, regex: re.Pattern[str], deadline: float) -> dict:
-    """Stream each pod's log in its own thread; the first match wins. Poll the Job for completion/failure."""
-    found: dict[str, str] = {}
-    hit = threading.Event()
-    following: dict[str, threading.Thread] = {}
-    lock = threading.Lock()
+    watch = _BatchWatch(cluster, expected_pods, regex, deadline)
+    try:
+        return watch.run(job)
+    finally:
+        watch.close()
 
-    def follow(pod: str) -> None:
-        while not hit.is_set() and time.monotonic() < deadline:
+
+class _BatchWatch:
+    """Follow every pod's log of one smoke-test Job in its own thread (the first matching line wins) while polling
+    the Job for completion. Streams use a client of their own, sized for one connection per pod: the adapter's
+    shared pool holds 16, and a 15-node batch would otherwise crowd out the Job polling."""
+
+    def __init__(self, cluster, pods: int, regex: re.Pattern[str], deadline: float) -> None:
+        from kubernetes import client as k8s
+
+        self.cluster, self.pods, self.regex, self.deadline = cluster, pods, regex, deadline
+        self.ns = cluster.settings.cluster.jobs_namespace
+        cfg = copy.copy(cluster._cfg)
+        cfg.connection_pool_maxsize = max(16, pods + 4)
+        self._api = k8s.ApiClient(cfg)
+        self._core = k8s.CoreV1Api(self._api)
+        self.hit = threading.Event()
+        self.line = ""
+        self._lock = threading.Lock()
+        self.following: dict[str, threading.Thread] = {}
+
+    def close(self) -> None:
+        self._api.close()
+
+    def _lines(self, pod: str, timeout: float):
+        resp = self._core.read_namespaced_pod_log(pod, self.ns, follow=True, _preload_content=False,
+                                                  _request_timeout=timeout)
+        try:
+            buf = b""
+            for chunk in resp.stream(1024):
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    yield line.decode(errors="replace")
+            if buf:
+                yield buf.decode(errors="replace")
+        finally:
+            resp.release_conn()
+
+    def _follow(self, pod: str) -> None:
+        while not self.hit.is_set() and time.monotonic() < self.deadline:
             try:
-                for line in cluster.stream_pod_log(pod, timeout=max(1.0, deadline - time.monotonic())):
-                    if regex.search(line):
-                        with lock:
-                            found.setdefault("line", f"{pod}: {line.strip()}")
-                        hit.set()
+                for line in self._lines(pod, max(1.0, self.deadline - time.monotonic())):
+                    if self.regex.search(line):
+                        with self._lock:
+                            self.line = self.line or f"{pod}: {line.strip()}"
+                        self.hit.set()
                         return
                 return  # the pod finished and its log ended
             except Exception:  # pod not started yet (400) or a dropped stream: try again shortly
                 time.sleep(0.05)
 
-    while True:
-        if hit.is_set():
-            return {"diverged": True, "timed_out": False, "detail": f"matched: {found['line']}"}
-        status = (cluster._json(f"read job {job}", cluster.batch.read_namespaced_job, job,
-                                cluster.settings.cluster.jobs_namespace).get("status") or {})
-        for pod in cluster.job_pods(job):
-            name = pod["metadata"]["name"]
-            if name not in following and (pod.get("spec") or {}).get("nodeName"):
-                t = threading.Thread(target=follow, args=(name,), daemon=True, name=f"follow-{name}")
-                following[name] = t
-                t.start()
-        succeeded, failed = int(status.get("succeeded") or 0), int(status.get("failed") or 0)
-        if succeeded + failed >= expected_pods or failed:
-            # Finished: let the followers drain what is left of the logs before deciding.
-            for t in following.values():
-                t.join(timeout=max(0.0, min(5.0, deadline - time.monotonic())))
-            if hit.is_set():
-                continue
-            if failed:
+    def run(self, job: str) -> dict:
+        pattern = self.regex.pattern
+        while True:
+            if self.hit.is_set():
+                return {"diverged": True, "timed_out": False, "detail": f"matched: {self.line}"}
+            status = self.cluster._json(f"read job {job}", self.cluster.batch.read_namespaced_job, job,
+                                        self.ns).get("status") or {}
+            for pod in self.cluster.job_pods(job):
+                name = pod["metadata"]["name"]
+                if name not in self.following and (pod.get("spec") or {}).get("nodeName"):
+                    t = threading.Thread(target=self._follow, args=(name,), daemon=True, name=f"follow-{name}")
+                    self.following[name] = t
+                    t.start()
+            succeeded, failed = int(status.get("succeeded") or 0), int(status.get("failed") or 0)
+            if succeeded + failed >= self.pods or failed:
+                # Finished: let the followers read what is left of the logs before deciding.
+                for t in self.following.values():
+                    t.join(timeout=max(0.0, min(5.0, self.deadline - time.monotonic())))
+                if self.hit.is_set():
+                    continue
+                if failed:
+                    return {"diverged": False, "timed_out": True,
+                            "detail": f"job failed ({failed} pod(s)) without a line matching {pattern!r}: not a "
+                                      "divergence (an OOM or a crash); inconclusive"}
+                return {"diverged": False, "timed_out": False,
+                        "detail": f"trained normally: {succeeded} pod(s) finished, no line matched {pattern!r}"}
+            if time.monotonic() >= self.deadline:
                 return {"diverged": False, "timed_out": True,
-                        "detail": f"job failed ({failed} pod(s)) without a line matching {regex.pattern!r}: "
-                                  "not a divergence (an OOM or a crash); inconclusive"}
-            return {"diverged": False, "timed_out": False,
-                    "detail": f"trained normally: {succeeded} pod(s) finished, no line matched {regex.pattern!r}"}
-        if time.monotonic() >= deadline:
-            return {"diverged": False, "timed_out": True,
-                    "detail": f"no line matched {regex.pattern!r} and the test did not finish within the time limit"}
-        hit.wait(0.05)
+                        "detail": f"no line matched {pattern!r} and the test did not finish within the time limit"}
+            self.hit.wait(0.05)

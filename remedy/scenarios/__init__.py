@@ -17,6 +17,7 @@ from typing import Any
 SCENARIO_MODULES = (
     "remedy.scenarios.replace",  # xid79
     "remedy.scenarios.burn_in",  # burn-in
+    "remedy.scenarios.isolation",  # nan-loss
     "remedy.scenarios.fixes",  # xid94, xid145, reset-fails
 )
 

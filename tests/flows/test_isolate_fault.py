@@ -231,3 +231,44 @@ def test_dry_run_touches_nothing(prefect_server, pool):
     assert out["status"] == "planned" and len(out["plan"]) == 4
     assert sum(len(b) for b in out["plan"]) == 8
     assert_all_released(active)
+
+
+def _demo(tmp_path, *args: str):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from prefect.settings import PREFECT_API_URL
+
+    env = os.environ | {"PREFECT_API_URL": PREFECT_API_URL.value()}
+    proc = subprocess.run([sys.executable, "-m", "remedy.cli", "demo", "--scenario", "nan-loss", "--workdir",
+                           str(tmp_path), *args], env=env, capture_output=True, text=True, timeout=300)
+    return proc, (json.loads(proc.stdout) if proc.returncode == 0 and "--json" in args else None)
+
+
+def test_demo_nan_loss_names_the_planted_nodes(prefect_server, tmp_path):
+    proc, out = _demo(tmp_path, "--bad", "gpu017,gpu042", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert out["status"] == "infrastructure" and out["verdict"] == "infrastructure"
+    assert sorted(out["found"]) == ["gpu017", "gpu042"] == sorted(out["planted"])
+    assert out["rounds_used"] <= math.ceil(math.log2(60)) + 1
+    assert out["released"] == 58 and sorted(out["held"]) == ["gpu017", "gpu042"]
+    assert "gpu017" in out["verdict_text"] and "Infrastructure" in out["verdict_text"]
+    smoke = [a for a in out["actions"] if a["kind"] == "smoke_test"]
+    assert len(smoke) == out["tests_run"] and all(a["outcome"] == "succeeded" for a in smoke)
+
+
+def test_demo_nan_loss_refuses_a_node_outside_the_pool(pool, tmp_path):
+    from remedy.errors import RemedyError
+    from remedy.scenarios import DemoContext, all_scenarios
+
+    sim, active, _ = pool(8)
+    ctx = DemoContext(sim=sim, workdir=tmp_path, quiet=True, options={"bad": ["gpu999"]})
+    with pytest.raises(RemedyError, match=rf"--bad gpu999: not in the training pool \({active[0]} … {active[-1]}, 8 nodes\)"):
+        all_scenarios()["nan-loss"].run(ctx)
+    ctx.options["bad"] = ["gpu002", "gpu002"]
+    with pytest.raises(RemedyError, match="names a node twice"):
+        all_scenarios()["nan-loss"].run(ctx)
+    assert_all_released(active)
+    assert not any(sim.cluster.health_of(n).divergent for n in active)  # nothing was planted
