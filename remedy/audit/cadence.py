@@ -91,6 +91,17 @@ def mtbf_hours(failures: int | Iterable[datetime], observed_hours: float) -> flo
     return observed_hours / n
 
 
+def mtbf_from_failures(failure_times: Iterable[datetime], start: datetime, end: datetime) -> float:
+    """MTBF in hours from failure times (e.g. the ledger's incidents' first_seen) seen between start and end.
+
+    Failures outside the window are not counted (they belong to another observation period).
+    """
+    if end <= start:
+        raise CadenceError(f"observation window is empty or reversed: {start.isoformat()} → {end.isoformat()}")
+    inside = [t for t in failure_times if start <= t <= end]
+    return mtbf_hours(len(inside), (end - start).total_seconds() / 3600.0)
+
+
 @dataclass(frozen=True, slots=True)
 class IntervalCost:
     interval_s: float

@@ -6,6 +6,7 @@ import pytest
 
 from remedy.audit.cadence import (
     CadenceError,
+    mtbf_from_failures,
     mtbf_hours,
     parse_duration,
     save_duration_from_samples,
@@ -96,3 +97,13 @@ def test_bad_model_inputs():
         young_daly(M, M)
     with pytest.raises(CadenceError, match="at least one sample"):
         save_duration_from_samples(0.5)
+
+
+def test_mtbf_from_failure_times_in_a_window():
+    t0 = datetime(2025, 10, 1, tzinfo=timezone.utc)
+    end = t0 + timedelta(hours=1294)
+    inside = [t0 + timedelta(hours=56 * i + 1) for i in range(23)]
+    outside = [t0 - timedelta(hours=5), end + timedelta(hours=1)]
+    assert mtbf_from_failures(inside + outside, t0, end) == pytest.approx(1294 / 23)
+    with pytest.raises(CadenceError, match="empty or reversed"):
+        mtbf_from_failures(inside, end, t0)

@@ -7,6 +7,8 @@ import time
 import pytest
 
 from remedy.audit.fleet import audits_from_prometheus
+from remedy.audit.phases import classify_phases
+from remedy.settings.audit import NfsAuditSettings
 from remedy.audit.prometheus import PrometheusQueryError, PrometheusSource, PrometheusUnavailable
 from tests.fixtures.prometheus import free_port, mountinfo_for, run_node_exporter, run_prometheus, scrape_config, write_procfs
 
@@ -70,6 +72,9 @@ def test_table13_through_node_exporter_and_prometheus(tmp_path):
                                        gpu_util_query="vector(99)")  # fmt: skip
         assert list(series.columns) == ["timestamp", "nfs_write_bytes_per_s", "nfs_read_bytes_per_s", "gpu_util_pct"]
         assert series["nfs_write_bytes_per_s"].max() > 0 and (series["gpu_util_pct"] == 99).all()
+        # the same series feeds the phase classifier (threshold scaled down to one node's burst)
+        phases = classify_phases(series, NfsAuditSettings(save_write_bytes_per_s=1e8))["phase"].tolist()
+        assert phases[0] == "training" and phases[-1] == "save"
 
         with pytest.raises(PrometheusQueryError, match="bad_data"):
             src.query("rate(node_mountstats_nfs_operations_requests_total[")
