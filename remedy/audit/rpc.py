@@ -163,7 +163,9 @@ def _remedies(op: str, audit_version: str, transport: TransportLoad, nconnect: i
 
 
 def _pct(x: float) -> str:
-    return "<0.1%" if 0 < x < 0.0005 else f"{x:.1%}"
+    if 0 < x < 0.0001:
+        return "<0.01%"
+    return f"{x:.2%}" if x < 0.01 else f"{x:.1%}"
 
 
 def judge(
