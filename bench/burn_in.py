@@ -5,6 +5,13 @@ simulator, SQLite ledger). The baseline is one node burned in alone in the same 
 batch taking about as long as its slowest node, i.e. a ratio far below 64. Medians over repeats.
 
     .venv/bin/python bench/burn_in.py [--nodes 64] [--level standard] [--time-scale 0.05] [--repeat 3]
+
+Seen here (2 shared cores, load ~9, Nov 2026): 1 node 41.9 s (39.4 s of it is the Jobs' simulated run time),
+64 nodes 64.5 s: ratio 1.54, 41.6x faster than one after another. The extra ~23 s is CPU on two shared cores:
+64 worker threads polling their Jobs every 0.2 s, the simulator answering them in the same process, the
+Kubernetes client's 16-connection pool (more threads than connections: connections are discarded and reopened),
+and ~8 ledger writes plus one task run per node. Below time scale ~0.05 the scaled Job deadlines (a 60 s ib
+deadline is 0.3 s at 0.005) expire under that load and healthy nodes fail: a simulator artefact.
 """
 
 from __future__ import annotations

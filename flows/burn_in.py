@@ -156,10 +156,14 @@ def _multi_node(results: dict[str, dict], level: str, dry_run: bool, board: str)
     # Isolate: each member of a failed group runs again beside a node whose group passed.
     suspects = [n for g, r in zip(groups, runs) if r["verdict"] == "fail" for n in g]
     if suspects and good:
-        pairs = [[s, good[i % len(good)]] for i, s in enumerate(suspects)]
-        ids = [f"{uuid.uuid4().hex[:6]}-iso{i}" for i in range(len(pairs))]
-        again = [f.result() for f in run_nccl_group.map(pairs, group_id=ids, level=unmapped(level),
-                                                        dry_run=unmapped(dry_run))]
+        # Rounds, so a known-good node is in one group at a time (its group label holds one value).
+        pairs, again = [], []
+        for start in range(0, len(suspects), len(good)):
+            round_pairs = [[s, peer] for s, peer in zip(suspects[start:start + len(good)], good)]
+            ids = [f"{uuid.uuid4().hex[:6]}-iso{start + i}" for i in range(len(round_pairs))]
+            again += [f.result() for f in run_nccl_group.map(round_pairs, group_id=ids, level=unmapped(level),
+                                                             dry_run=unmapped(dry_run))]
+            pairs += round_pairs
         for (s, peer), r in zip(pairs, again):
             first = verdict_of[s]
             if r["verdict"] == "fail":

@@ -16,7 +16,7 @@ def sim(sim_factory):
     """16 idle nodes in 2 racks (no training job), 2 spares; a simulated hour of checks lasts 36 s real.
 
     Not faster: a Job's activeDeadlineSeconds is scaled too, and the ib check's 60 s deadline (0.6 s here) must stay
-    above the real cost of creating, scheduling and reading a Job on a loaded 2-core machine (at 0.005 it flaked)."""
+    above the real cost of creating, scheduling and reading a Job on a loaded 2-core machine (0.001 flaked)."""
     return sim_factory(nodes=16, spares=2, time_scale=0.01, training_job=False)
 
 
