@@ -15,7 +15,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     audit = sub.add_parser("audit", help="audit checkpoint and storage I/O")
     audit_sub = audit.add_subparsers(dest="audit_command", metavar="WHAT", required=True)
     nfs = audit_sub.add_parser("nfs", help="where NFS request time goes: RPC slot wait vs network+server")
-    nfs.add_argument("--mountstats", required=True, help="a /proc/self/mountstats snapshot (the later one)")
+    source = nfs.add_mutually_exclusive_group(required=True)
+    source.add_argument("--mountstats", help="a /proc/self/mountstats snapshot (the later one)")
+    source.add_argument("--prometheus", metavar="URL", help="read every node from Prometheus (node_exporter mountstats)")
+    nfs.add_argument("--window", help="PromQL rate window with --prometheus (default: config nfs.window)")
+    nfs.add_argument("--at", help="with --prometheus: audit a past moment (ISO time or Unix seconds), e.g. a checkpoint save")
     nfs.add_argument("--before", help="an earlier snapshot of the same node: rates over the interval between them")
     nfs.add_argument("--interval-seconds", type=float, help="seconds between the snapshots (default: from age:)")
     nfs.add_argument("--link-gbps", type=float, help="storage link speed per node (default: config nfs.link_gbps)")
@@ -51,26 +55,55 @@ def _audit_nfs(args: argparse.Namespace) -> int:
     updates = {k: v for k, v in (("link_gbps", args.link_gbps), ("rpc_slot_limit", args.slot_limit)) if v is not None}
     if updates:
         s = s.model_validate({**s.model_dump(), **updates})
-    after = read_mountstats(args.mountstats)
-    before = read_mountstats(args.before) if args.before else None
-    if args.interval_seconds is not None and args.interval_seconds <= 0:
-        raise CadenceError(f"--interval-seconds must be positive, got {args.interval_seconds:g}")
-    audits = [audit_mount(d, s, node=args.node) for d in diff_mountstats(before, after, args.interval_seconds)]
+    if args.prometheus:
+        audits, skipped = _from_prometheus(args, s), 0
+    else:
+        after = read_mountstats(args.mountstats)
+        before = read_mountstats(args.before) if args.before else None
+        if args.interval_seconds is not None and args.interval_seconds <= 0:
+            raise CadenceError(f"--interval-seconds must be positive, got {args.interval_seconds:g}")
+        audits = [audit_mount(d, s, node=args.node) for d in diff_mountstats(before, after, args.interval_seconds)]
+        skipped = after.skipped
     if args.json:
-        print(json.dumps({"skipped_mounts": after.skipped, "mounts": [a.to_dict() for a in audits]}, indent=2))
+        print(json.dumps({"skipped_mounts": skipped, "mounts": [a.to_dict() for a in audits]}, indent=2))
         return 0
+    if not audits:
+        print("no node_mountstats_nfs_* series in Prometheus: is node_exporter's mountstats collector on?")
     for a in sorted(audits, key=lambda a: a is not worst_mount(audits)):
         print(_render(a))
-    if after.skipped:
-        print(f"({after.skipped} non-NFS mounts skipped)")
+    if skipped:
+        print(f"({skipped} non-NFS mounts skipped)")
     return 0
+
+
+def _from_prometheus(args: argparse.Namespace, s) -> list[MountAudit]:
+    from datetime import datetime
+
+    from remedy.audit.fleet import audits_from_prometheus
+    from remedy.audit.prometheus import PrometheusSource
+
+    window = args.window or s.window
+    window_s = parse_duration(window)
+    at = None
+    if args.at:
+        try:
+            at = float(args.at) if args.at.replace(".", "", 1).isdigit() else datetime.fromisoformat(args.at)
+        except ValueError:
+            raise CadenceError(f"--at: not an ISO time or Unix seconds: {args.at!r}") from None
+    src = PrometheusSource(args.prometheus)
+    try:
+        ops, transports = src.nfs_op_latency(window, at), src.nfs_transport(window, at)
+    finally:
+        src.close()
+    return audits_from_prometheus(ops, transports, s, window_seconds=window_s)
 
 
 def _render(a: MountAudit) -> str:
     span = f"since mount ({a.interval_seconds:g} s)" if a.lifetime else f"over {a.interval_seconds:g} s"
     t = a.transport
+    where = f"on {a.mountpoint} (NFSv{a.nfs_version}, {t.connections}×{t.protocol})" if a.mountpoint else f"({t.protocol})"
     lines = [
-        f"{a.node + ' ' if a.node else ''}{a.device} on {a.mountpoint} (NFSv{a.nfs_version}, {t.connections}×{t.protocol}) {span}",
+        f"{a.node + ' ' if a.node else ''}{a.device} {where} {span}",
         f"  {a.verdict.headline}",
         f"  link {a.bytes_per_s / 1e9:.3f} GB/s = {a.link_utilization:.2%} used; backlog {_num(t.avg_backlog)} waiting per send,"
         f" {_num(t.avg_in_flight)} in flight, slots high-water {t.max_slots_seen if t.max_slots_seen is not None else '-'}/{t.slot_limit}",

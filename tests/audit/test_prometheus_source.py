@@ -7,6 +7,7 @@ import time
 import pytest
 
 from remedy.audit.fleet import audits_from_prometheus
+from remedy.cli import main
 from remedy.audit.phases import classify_phases
 from remedy.settings.audit import NfsAuditSettings
 from remedy.audit.prometheus import PrometheusQueryError, PrometheusSource, PrometheusUnavailable
@@ -31,7 +32,7 @@ def _samples(src: PrometheusSource, metric: str, window: str) -> int:
     return 0 if df.empty else int(df["value"].max())
 
 
-def test_table13_through_node_exporter_and_prometheus(tmp_path):
+def test_table13_through_node_exporter_and_prometheus(tmp_path, capsys):
     # Large earlier totals keep Prometheus' rate() extrapolation identical for every counter of the mount.
     before, after = table13_pair("WRITE", base_ops=10**7)
     procfs = write_procfs(tmp_path / "proc", before, mountinfo_for([("10.20.0.5:/ckpt", "/ckpt", "nfs4")]))
@@ -76,11 +77,20 @@ def test_table13_through_node_exporter_and_prometheus(tmp_path):
         phases = classify_phases(series, NfsAuditSettings(save_write_bytes_per_s=1e8))["phase"].tolist()
         assert phases[0] == "training" and phases[-1] == "save"
 
+        # the CLI reads the same moment
+        assert main(["audit", "nfs", "--prometheus", prom, "--window", "6s", "--at", f"{at:.3f}"]) == 0
+        out = capsys.readouterr().out
+        assert "10.20.0.5:/ckpt (tcp) over 6 s" in out and "RPC slot starvation: 92% of WRITE latency" in out
+
         with pytest.raises(PrometheusQueryError, match="bad_data"):
             src.query("rate(node_mountstats_nfs_operations_requests_total[")
 
 
-def test_unreachable_prometheus_is_a_clear_error():
+def test_unreachable_prometheus_is_a_clear_error(capsys):
     src = PrometheusSource(f"http://127.0.0.1:{free_port()}", timeout=1)
     with pytest.raises(PrometheusUnavailable, match="did not answer"):
         src.nfs_op_latency()
+    assert main(["audit", "nfs", "--prometheus", src.url, "--at", "yesterday"]) == 2
+    assert "--at: not an ISO time" in capsys.readouterr().err
+    assert main(["audit", "nfs", "--prometheus", src.url]) == 2
+    assert "did not answer" in capsys.readouterr().err
