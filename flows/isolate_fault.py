@@ -194,12 +194,15 @@ def plain_verdict(r: IsolationResult) -> str:
 
 def _report(out: dict[str, Any]) -> None:
     lines = [f"### Fault isolation: {out['verdict']}", "", out["verdict_text"], "",
-             f"- suspects: {len(out['suspects'])}, minimum batch {out['min_nodes']} node(s), pattern `{out['pattern']}`",
+             f"- suspects: {len(out['suspects'])}, minimum batch {out['min_nodes']} node(s), "
+             f"pattern `{out['pattern']}`",
              f"- rounds used: **{out['rounds_used']}** ({out['tests_run']} smoke tests)",
              f"- still quarantined: {', '.join(out['held']) or 'none'}", "",
              "| round | batch | nodes | outcome | detail | seconds |", "|---|---|---|---|---|---|"]
     for r in out["rounds"]:
-        nodes = ", ".join(r["nodes"]) if len(r["nodes"]) <= 6 else f"{r['nodes'][0]} … {r['nodes'][-1]} ({len(r['nodes'])})"
-        lines.append(f"| {r['round']} | {r['batch']} | {nodes} | {r['outcome']} | {r['detail'][:120]} | {r['seconds']} |")
+        n = r["nodes"]
+        nodes = ", ".join(n) if len(n) <= 6 else f"{n[0]} … {n[-1]} ({len(n)})"
+        detail = r["detail"][:120].replace("|", "/")
+        lines.append(f"| {r['round']} | {r['batch']} | {nodes} | {r['outcome']} | {detail} | {r['seconds']} |")
     create_markdown_artifact(key=f"isolate-fault-{out['run_id']}", markdown="\n".join(lines),
                              description="Bisection fault isolation: rounds and verdict")

@@ -76,7 +76,8 @@ def lemon_review(dry_run: bool | None = None, as_of: str | None = None, retire: 
 
 def _evidence_markdown(scored: dict[str, Any], candidates: list, decisions: dict[str, str], why_deferred: str) -> str:
     if not candidates:
-        return f"### No lemon candidates\n\n{len(scored['verdicts'])} node(s) scored; none shows two independent signals."
+        return (f"### No lemon candidates\n\n{len(scored['verdicts'])} node(s) scored; "
+                "none shows enough independent signals.")
     parts = [f"### {len(candidates)} lemon candidate(s)", ""]
     for v in candidates:
         parts += [f"#### {v.node}: {decisions.get(v.node, '')}", ""]

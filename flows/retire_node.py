@@ -60,8 +60,8 @@ def retire_node(node: str, reason: str, evidence: str = "", dry_run: bool | None
     outcome["approval"] = approval
     if approval["decision"] not in ("approve", "planned"):
         log.info("%s not retired: %s", node, approval["decision"])
-        return _report(outcome | {"status": "not-retired",
-                                  "why": f"approval {approval['decision']}" + (f" by {approval['by']}" if approval.get("by") else "")})
+        by = f" by {approval['by']}" if approval.get("by") else ""
+        return _report(outcome | {"status": "not-retired", "why": f"approval {approval['decision']}{by}"})
     if not dry_run and retirement_budget()["allowed"] <= 0:  # someone else retired a node while we waited
         return _report(outcome | {"status": "deferred", "why": "the budget was used up while waiting for approval"})
 

@@ -58,7 +58,8 @@ def default_smoke_test(steps: int = 5, step_seconds: float = 2.0, image: str | N
 def check_template(manifest: Any) -> dict:
     """A deep copy of `manifest` if it is a Job with the node-selector slot; else SmokeTestTemplateError (one line)."""
     if not isinstance(manifest, dict):
-        raise SmokeTestTemplateError(f"smoke-test template must be a Job manifest (a mapping), got {type(manifest).__name__}")
+        raise SmokeTestTemplateError(
+            f"smoke-test template must be a Job manifest (a mapping), got {type(manifest).__name__}")
     if manifest.get("kind") != "Job":
         raise SmokeTestTemplateError(f"smoke-test template must be kind Job, got kind {manifest.get('kind')!r}")
     pod_spec = ((manifest.get("spec") or {}).get("template") or {}).get("spec")
@@ -183,7 +184,8 @@ def run_smoke_test(batch_id: str, nodes: list[str], label_value: str, template: 
             cluster._call(f"create job {ns}/{job}", cluster.batch.create_namespaced_job, ns, manifest)
         except ApiException as exc:
             if exc.status != 409:  # 409: this batch's Job exists already (a retried task); follow it
-                raise RemedyError(f"cannot create smoke-test job {ns}/{job}: HTTP {exc.status}: {_status_message(exc)}") from None
+                raise RemedyError(f"cannot create smoke-test job {ns}/{job}: "
+                                  f"HTTP {exc.status}: {_status_message(exc)}") from None
         try:
             out = _follow_until_verdict(cluster, job, len(nodes), regex, start + time_limit_seconds)
         finally:
