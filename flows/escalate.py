@@ -8,6 +8,7 @@ Used by fix_in_place when the ladder has nothing left (CONTACT_SUPPORT, unknown 
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -18,7 +19,8 @@ from remedy.approvals import messages
 from remedy.domain.model import IncidentStatus, NodeState
 from tasks.approvals import request_approval
 from tasks.cluster import cordon_node, taint_node
-from tasks.ledger import set_node_state
+from tasks.gate import check_breaker
+from tasks.ledger import open_incident, set_node_state, sync_fleet
 
 
 def _run_name() -> str:
@@ -37,11 +39,22 @@ def escalate(node: str, reason: str, incident_id: int | None = None, dry_run: bo
     out: dict[str, Any] = {"node": node, "reason": reason, "incident_id": incident_id, "dry_run": dry_run,
                            "status": "escalated", "replacement": None, "approval": None}
 
-    # 1. The incident waits for a person.
-    if incident_id is not None and not dry_run:
+    # 1. The incident waits for a person (and the ledger knows the node, for CLI / standalone runs).
+    sync_fleet()
+    if incident_id is None:
+        incident_id = open_incident(node, "escalation", detail=reason[:500])["id"]
+        out["incident_id"] = incident_id
+    if not dry_run:
         runtime.ledger().set_incident_status(incident_id, IncidentStatus.ESCALATED, detail=reason[:500])
 
-    # 2. Keep the node out of the pool while a person looks (cordon + quarantine taint are idempotent).
+    # 2. Keep the node out of the pool while a person looks — through the breaker gate like any other removal:
+    #    in a storm the node is left as it is (the breaker's own approval asks about the whole scope).
+    if quarantine:
+        gate = check_breaker(node, incident_id, signal=f"escalated: {reason}"[:200],
+                             detected_at=datetime.now(timezone.utc).isoformat(), dry_run=dry_run,
+                             needs_spare=False, takes_node_out=True)
+        quarantine = gate["act"] or gate["skip"] == "already-in-remediation"
+        out["gate"] = gate["explain"]
     if quarantine:
         cordon_node(node, reason=f"escalated: {reason}"[:250], dry_run=dry_run, incident_id=incident_id)
         taint_node(node, dry_run=dry_run, add=[settings.taints.quarantine], incident_id=incident_id)
@@ -56,7 +69,7 @@ def escalate(node: str, reason: str, incident_id: int | None = None, dry_run: bo
     create_markdown_artifact(key=f"escalate-{node}".lower(), description="Needs a human", markdown="\n".join([
         f"### {node} needs a human", "", f"**Why:** {reason}", "",
         f"- node {'kept quarantined (cordoned + tainted)' if quarantine else 'left in service'}",
-        f"- incident: {incident_id if incident_id is not None else 'none'}",
+        f"- incident: {incident_id}" + (f"; gate: {out['gate']}" if out.get("gate") else ""),
         f"- look at: `remedy ledger history {node}`, `kubectl describe node {node}`, the node's kernel log (XIDs)",
         "- then: fix by hand and uncordon, or approve a replacement, or retire the node",
     ]))

@@ -3,6 +3,7 @@ Slack down or slow → the flow carries on with the Prefect UI path."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import httpx
@@ -129,3 +130,50 @@ def test_still_open_after_reminder_after_nudges_once_then_an_answer_still_resume
         assert _click(url, pending, approve=True).status_code == 200
         assert run.result(60)["decision"] == "approve"
     assert len(slack_stub.calls_to("chat.postMessage")) == 2  # one nudge, no reminder after an answer
+
+
+def _spares(sim) -> list[str]:
+    with sim.cluster.lock:
+        return sorted(n for n in sim.cluster.node_names()
+                      if sim.cluster.node(n)["metadata"]["labels"].get("remedy.io/pool") == "spare")
+
+
+def test_escalation_timeout_keeps_the_node_quarantined_and_replaces_nothing(prefect_server, sim, slack_stub,
+                                                                              remedy_env):
+    from flows.escalate import escalate
+
+    runtime = remedy_env(sim=sim, slack=slack_stub)
+    spares = _spares(sim)
+    out = escalate(node="gpu011", reason="XID 58 (CONTACT_SUPPORT)", ask_replace=True, approval_timeout_seconds=2)
+    assert out["approval"]["decision"] == "timeout" and out["replacement"] is None and out["status"] == "escalated"
+    with sim.cluster.lock:
+        node = sim.cluster.node("gpu011")
+    assert node["spec"].get("unschedulable") and "remedy.io/quarantine" in [t["key"] for t in node["spec"]["taints"]]
+    assert _spares(sim) == spares  # no spare was promoted
+    kinds = {a.kind for a in runtime.ledger().actions()}
+    assert not kinds & {"drain_node", "label_node", "untaint_node"}
+    texts = [c.body["text"] for c in slack_stub.calls_to("chat.postMessage")]
+    assert texts[0].startswith("Needs a human: gpu011") and "Reminder" in texts[-1]
+
+
+@pytest.mark.parametrize("via_receiver", [False, True])
+def test_auto_approver_answers_through_the_real_path(prefect_server, sim, slack_stub, remedy_env, via_receiver):
+    from flows.escalate import escalate
+    from remedy.approvals.auto import AutoApprover
+    from remedy.demo import _spares_validated_at_build
+
+    runtime = remedy_env(sim=sim, slack=slack_stub, SLACK__APPROVERS=["demo-operator"])
+    _spares_validated_at_build(runtime)
+    spares = _spares(sim)
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(run_receiver()) if via_receiver else None
+        auto = stack.enter_context(AutoApprover(decision=True, receiver_url=url))
+        out = escalate(node="gpu012", reason="XID 58 (CONTACT_SUPPORT)", ask_replace=True,
+                       approval_timeout_seconds=60)
+    assert out["approval"]["decision"] == "approve" and out["approval"]["by"] == "demo-operator"
+    assert out["status"] == "replaced" and out["replacement"] in spares
+    assert auto.answered[0]["via"] == ("receiver" if via_receiver else "direct")
+    if via_receiver:
+        assert auto.answered[0]["status"] == 200
+        ts = runtime.ledger().approvals()[0].slack_ts
+        assert "Approved by @demo-operator" in slack_stub.messages[ts]["text"]
