@@ -146,9 +146,8 @@ def _multi_node(results: dict[str, dict], level: str, dry_run: bool, board: str)
     for n in checked:
         BOARD.set(board, n, _multi_id(level), "running")
     ids = [f"{uuid.uuid4().hex[:6]}-{i}" for i in range(len(groups))]
-    runs = [f.result() for f in run_nccl_group.map(groups, group_id=ids, level=unmapped(level),
-                                                   dry_run=unmapped(dry_run))]
-    good = [n for g, r in zip(groups, runs) if r["verdict"] != "fail" for n in g]
+    runs = _group_results(run_nccl_group.map(groups, group_id=ids, level=unmapped(level), dry_run=unmapped(dry_run)))
+    good = [n for g, r in zip(groups, runs) if r["verdict"] in ("pass", "warn", "planned") for n in g]
     verdict_of: dict[str, dict] = {}
     for g, r in zip(groups, runs):
         for n in g:
@@ -161,12 +160,14 @@ def _multi_node(results: dict[str, dict], level: str, dry_run: bool, board: str)
         for start in range(0, len(suspects), len(good)):
             round_pairs = [[s, peer] for s, peer in zip(suspects[start:start + len(good)], good)]
             ids = [f"{uuid.uuid4().hex[:6]}-iso{start + i}" for i in range(len(round_pairs))]
-            again += [f.result() for f in run_nccl_group.map(round_pairs, group_id=ids, level=unmapped(level),
-                                                             dry_run=unmapped(dry_run))]
+            again += _group_results(run_nccl_group.map(round_pairs, group_id=ids, level=unmapped(level),
+                                                       dry_run=unmapped(dry_run)))
             pairs += round_pairs
         for (s, peer), r in zip(pairs, again):
             first = verdict_of[s]
-            if r["verdict"] == "fail":
+            if r["verdict"] == "error":
+                pass
+            elif r["verdict"] == "fail":
                 r = r | {"reasons": r["reasons"] + [f"also failed beside known-good {peer} (first group: "
                                                     f"{', '.join(first['group'])})"]}
             else:
@@ -180,9 +181,25 @@ def _multi_node(results: dict[str, dict], level: str, dry_run: bool, board: str)
                                                                     "the slow member"]}
     for n in checked:
         r = verdict_of[n]
+        if r["verdict"] == "error":  # our failure, not the node's: it stays in burn-in for a re-run
+            results[n] |= {"status": "error", "passed": False, "why": r["reasons"][0]}
+            BOARD.set(board, n, _multi_id(level), "error")
+            continue
         results[n]["checks"].append(r)
         results[n]["passed"] = r["verdict"] != "fail"
         BOARD.set(board, n, r["id"], r["verdict"])
+
+
+def _group_results(futures) -> list[dict]:
+    """Each group's verdict; a group task that failed for good (API down, …) is an 'error', never a node's fail."""
+    out = []
+    for f in futures:
+        r = f.result(raise_on_failure=False)
+        if not isinstance(r, dict):
+            r = {"id": "nccl-multi-node", "check": "nccl", "group": [], "verdict": "error",
+                 "reasons": [f"could not run the multi-node sweep: {type(r).__name__}: {r}"[:500]]}
+        out.append(r)
+    return out
 
 
 def _multi_id(level: str) -> str:
