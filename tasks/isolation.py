@@ -90,8 +90,13 @@ def batch_manifest(template: dict, *, job_name: str, label_value: str, nodes: in
     spec["parallelism"] = spec["completions"] = nodes
     spec["backoffLimit"] = 0
     spec["activeDeadlineSeconds"] = max(1, int(time_limit_seconds) + 60)  # our own limit acts first
+    spec["template"].setdefault("metadata", {}).setdefault("labels", {})[BATCH_LABEL] = label_value
     pod = spec["template"]["spec"]
     pod["nodeSelector"][BATCH_LABEL] = label_value
+    # One pod per node of the batch, as the seed's test needs (a real scheduler could stack two on one node).
+    pod.setdefault("affinity", {}).setdefault("podAntiAffinity", {}).setdefault(
+        "requiredDuringSchedulingIgnoredDuringExecution", []).append(
+        {"labelSelector": {"matchLabels": {BATCH_LABEL: label_value}}, "topologyKey": "kubernetes.io/hostname"})
     tolerations = pod.setdefault("tolerations", [])
     if not any(t.get("key") == quarantine_taint for t in tolerations):
         tolerations.append({"key": quarantine_taint, "operator": "Exists"})

@@ -272,3 +272,25 @@ def test_demo_nan_loss_refuses_a_node_outside_the_pool(pool, tmp_path):
         all_scenarios()["nan-loss"].run(ctx)
     assert_all_released(active)
     assert not any(sim.cluster.health_of(n).divergent for n in active)  # nothing was planted
+
+
+def test_batch_manifest_targets_exactly_the_batch():
+    from tasks.isolation import SmokeTestTemplateError, batch_manifest, check_template
+
+    template = check_template(job_template("smoke-test", {BATCH: "<batch>", "nvidia.com/gpu.present": "true"}))
+    m = batch_manifest(template, job_name="smoke-abc", label_value="abc", nodes=5, namespace="gpu-remedy",
+                       quarantine_taint=QUARANTINE, time_limit_seconds=90)
+    pod = m["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {BATCH: "abc", "nvidia.com/gpu.present": "true"}
+    assert (m["spec"]["parallelism"], m["spec"]["completions"], m["spec"]["backoffLimit"]) == (5, 5, 0)
+    assert m["spec"]["activeDeadlineSeconds"] == 150
+    assert {"key": QUARANTINE, "operator": "Exists"} in pod["tolerations"]
+    anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert anti == [{"labelSelector": {"matchLabels": {BATCH: "abc"}}, "topologyKey": "kubernetes.io/hostname"}]
+    assert m["spec"]["template"]["metadata"]["labels"][BATCH] == "abc"
+    assert template["spec"]["template"]["spec"]["nodeSelector"][BATCH] == "<batch>"  # the template is untouched
+    pinned = job_template("smoke-test", {BATCH: "x", "kubernetes.io/hostname": "gpu001"})
+    with pytest.raises(SmokeTestTemplateError, match="pins one host"):
+        check_template(pinned)
+    with pytest.raises(SmokeTestTemplateError, match="must be kind Job"):
+        check_template({"kind": "Pod"})
