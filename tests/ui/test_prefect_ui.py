@@ -1,0 +1,144 @@
+"""What the operator sees: after a demo incident, headless Chromium (Debian's package, driven by Playwright)
+finds the replacement run by its name in the Prefect UI, opens it, opens its timeline artifact and reads the
+steps. Screenshots land in test-artifacts/ (gitignored).
+
+The UI comes from a real `prefect server start` on a free port (the test harness serves the API only)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytestmark = [pytest.mark.prefect, pytest.mark.servers]
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+RUN_NAME = "replace gpu042 (XID 79)"
+
+
+def _missing(what: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"{what} (scripts/install.sh --test installs it)")
+    pytest.skip(what)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "REMEDY_"))}
+    return env | {"PREFECT_HOME": str(home), "DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+
+
+@pytest.fixture
+def prefect_ui(tmp_path):
+    """(UI URL, API URL) of a real Prefect server with its UI, SQLite in tmp_path; stopped at the end."""
+    port = _free_port()
+    log = open(tmp_path / "server.log", "wb")
+    # The UI's API URL defaults to PREFECT_SERVER_API_PORT (4200), not --port: without this the page served
+    # here would read whatever server listens on 4200.
+    env = _env(tmp_path / "prefect") | {"PREFECT_UI_API_URL": f"http://127.0.0.1:{port}/api"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        start_new_session=True)
+    ui = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
+            try:
+                if httpx.get(f"{ui}/api/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        else:
+            pytest.fail("Prefect server not healthy in 180 s:\n" + (tmp_path / "server.log").read_text()[-3000:])
+        yield ui, f"{ui}/api"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+
+
+def test_operator_finds_the_replacement_run_and_its_timeline(prefect_ui, tmp_path):
+    if not Path(CHROMIUM).exists():
+        _missing(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("Python package playwright not installed")
+    ui, api = prefect_ui
+
+    demo = subprocess.run(
+        [sys.executable, "-m", "remedy.cli", "demo", "--json", "--workdir", str(tmp_path / "demo")],
+        env=_env(tmp_path / "prefect") | {"PREFECT_API_URL": api}, capture_output=True, text=True, timeout=300)
+    assert demo.returncode == 0, demo.stderr[-3000:]
+    outcome = json.loads(demo.stdout)
+    assert outcome["status"] == "replaced" and outcome["prefect_ui"] == ui
+    replacement = outcome["replacement"]
+    runs = httpx.post(f"{api}/flow_runs/filter", json={"flow_runs": {"name": {"any_": [RUN_NAME]}}}).json()
+    assert len(runs) == 1, runs
+    run_id = runs[0]["id"]
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            # 1. The runs list: the run is found by the name that says what happened.
+            page.goto(f"{ui}/runs", wait_until="domcontentloaded")
+            link = page.get_by_text(RUN_NAME, exact=True).first
+            link.wait_for(timeout=60_000)
+            page.screenshot(path=str(ARTIFACTS / "ui-runs.png"))
+            # 2. The run: completed, with its two artifacts (timeline table and story).
+            link.click()
+            page.wait_for_url("**/runs/flow-run/**", timeout=60_000)
+            page.get_by_text("Completed", exact=True).first.wait_for(timeout=30_000)
+            assert page.url.split("/")[-1] == run_id  # this server's run, not one from another server
+            artifacts_tab = page.get_by_role("tab", name="Artifacts").or_(page.get_by_text("Artifacts", exact=True)).first
+            artifacts_tab.click()
+            card = page.get_by_text("replace-gpu042-timeline", exact=True).first
+            card.wait_for(timeout=30_000)
+            assert page.get_by_text("replace-gpu042-story", exact=True).first.is_visible()
+            page.screenshot(path=str(ARTIFACTS / "ui-replacement-run.png"), full_page=True)
+            # 3. The timeline artifact: the runbook's steps in order, and the spare that took over.
+            card.click()
+            page.wait_for_url("**/artifacts/artifact/**", timeout=60_000)
+            page.get_by_text("job resumed").first.wait_for(timeout=30_000)
+            page.get_by_text(RUN_NAME).first.wait_for(timeout=30_000)  # the side panel names the run it belongs to
+            body = page.inner_text("body")
+            steps = ["detected", "cordoned", "drained", "spare ready", "job resumed"]
+            positions = [body.find(s) for s in steps]
+            assert -1 not in positions and positions == sorted(positions), body[:2000]
+            page.screenshot(path=str(ARTIFACTS / "ui-replacement-timeline.png"), full_page=True)
+            # 4. The story: which spare took over, and why that one.
+            page.go_back()
+            page.wait_for_url("**/runs/flow-run/**", timeout=60_000)
+            artifacts_tab.click()
+            page.get_by_text("replace-gpu042-story", exact=True).first.click()
+            page.wait_for_url("**/artifacts/artifact/**", timeout=60_000)
+            page.get_by_text(replacement).first.wait_for(timeout=30_000)
+            assert "gpu042: replaced" in page.inner_text("body")
+            page.screenshot(path=str(ARTIFACTS / "ui-replacement-story.png"), full_page=True)
+        finally:
+            browser.close()
