@@ -26,7 +26,7 @@ from tasks.cluster import (
 from tasks.gate import (
     check_breaker, close_breaker, find_open_question, record_remediation_outcome, wait_for_decision,
 )
-from tasks.ledger import open_incident, set_incident_status, set_node_state, sync_fleet
+from tasks.ledger import claim_remediation, open_incident, set_incident_status, set_node_state, sync_fleet
 from tasks.spares import select_spare, validate_spare
 
 
@@ -60,6 +60,9 @@ def replace_node(
     if incident_id is None:
         incident_id = open_incident(node, signal, gpu=gpu, xid=xid, detail=cause)["id"]
     outcome["incident_id"] = incident_id
+    claim = claim_remediation(incident_id)
+    if not claim["claimed"]:  # a duplicate trigger while another run works on this incident
+        return _report(outcome | {"status": "duplicate", "why": f"run {claim['holder']} is handling it"}, timeline)
 
     # 2. Gate: circuit breakers per rack/switch/PDU/cluster, capacity budget, spare reserve.
     gate = check_breaker(node, incident_id, signal=cause or signal, detected_at=timeline.detected_at.isoformat(),

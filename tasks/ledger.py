@@ -136,3 +136,47 @@ def _topology(node: str) -> Topology | None:
             return runtime.cluster().get_node(node).topology
         except Exception:
             return None
+
+
+FINAL_STATES = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
+
+
+def _run_state(flow_run_id: str) -> str | None:
+    """State type of a flow run (None if Prefect does not know it)."""
+    from uuid import UUID
+
+    from prefect.client.orchestration import get_client
+
+    try:
+        with get_client(sync_client=True) as client:
+            return client.read_flow_run(UUID(flow_run_id)).state_type.value
+    except Exception:  # unknown id (e.g. "event:<id>" placeholders) or API hiccup
+        return None
+
+
+@task(name="claim_remediation", task_run_name="claim-incident-{incident_id}", cache_policy=NO_CACHE, retries=2,
+      retry_delay_seconds=1, retry_condition_fn=transient_only)
+def claim_remediation(incident_id: int) -> dict[str, Any]:
+    """One incident, one remediation at a time: claim it for this run (or its triage parent).
+
+    A holder that is this run, its parent or root (triage starts us as a subflow) is us. A holder whose run is over
+    (completed, crashed, failed, cancelled — e.g. the process was killed) is taken over: the new run replays the
+    finished steps from the ledger. A holder still running means a duplicate trigger: this run stands down.
+    """
+    from prefect.runtime import flow_run
+
+    led = runtime.ledger()
+    me = str(flow_run.id) if flow_run.id else requester()
+    if led.claim_incident(incident_id, me):
+        return {"claimed": True, "holder": me}
+    incident = led.get_incident(incident_id)
+    holder = incident.flow_run_id or ""
+    ours = {me, str(flow_run.parent_flow_run_id or ""), str(flow_run.root_flow_run_id or "")} - {""}
+    if holder in ours:
+        return {"claimed": True, "holder": holder}
+    state = _run_state(holder) if holder else None
+    if incident.status is IncidentStatus.ACTING and state is not None and state not in FINAL_STATES:
+        return {"claimed": False, "holder": holder, "holder_state": state}
+    led.set_incident_status(incident_id, IncidentStatus.ACTING, detail=f"taken over from {holder or 'nobody'}",
+                            flow_run_id=me)
+    return {"claimed": True, "holder": me, "took_over_from": holder, "holder_state": state}

@@ -469,7 +469,7 @@ class KubernetesCluster:
         now = datetime.now(timezone.utc)
         event = k8s.CoreV1Event(
             metadata=k8s.V1ObjectMeta(name=f"{node}.{uuid.uuid4().hex[:12]}", namespace=EVENT_NAMESPACE),
-            involved_object=k8s.V1ObjectReference(kind="Node", name=node, api_version="v1"),
+            involved_object=k8s.V1ObjectReference(kind="Node", name=node, api_version="v1", uid=node),  # as the kubelet
             reason=reason,
             message=message[:1024],
             type=type,
