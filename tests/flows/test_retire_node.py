@@ -162,3 +162,24 @@ def test_dry_run_changes_nothing_and_writes_no_report(prefect_server, on_sim, aw
     assert runtime.ledger().get_node(NODE).state.value == "active"
     assert s3_objects(aws_endpoint) == {}
     assert runtime.ledger().approvals() == []
+
+
+def test_retired_spare_leaves_spare_rotation(prefect_server, on_sim):
+    """A retired spare is never picked to replace a failed node, even though it was validated."""
+    from flows.retire_node import retire_node
+    from remedy.approvals.auto import AutoApprover
+    from tasks.spares import select_spare
+
+    runtime = on_sim
+    led = runtime.ledger()
+    spares = sorted(n.name for n in runtime.cluster().list_gpu_nodes() if n.labels["remedy.io/pool"] == "spare")
+    assert len(spares) == 2
+    for s in spares:
+        led.record_validation(s, level="standard", passed=True, summary={}, requested_by="test")
+    picked = select_spare.fn("gpu002")["spare"]
+    assert picked in spares
+    with AutoApprover(decision=True):
+        assert retire_node(node=picked, reason="lemon spare")["status"] == "retired"
+    assert runtime.cluster().get_node(picked).labels["remedy.io/pool"] == "retired"
+    other = select_spare.fn("gpu002")
+    assert other["spare"] == next(s for s in spares if s != picked), other["why"]
