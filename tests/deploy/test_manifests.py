@@ -182,3 +182,14 @@ def test_containerfile_builds_from_the_lock_as_non_root():
         assert f"COPY {part} ./{part}" in text
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert ".venv/" in ignored and "remedy/" not in ignored
+
+
+def test_readme_links_the_operations_guide():
+    from remedy.production import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    assert "](docs/operations.md)" in readme
+    ops = (ROOT / "docs" / "operations.md").read_text()
+    for section in ("## Install on a real cluster (dry-run first)", "## What each flow does", "## Approving",
+                    "## Pausing all automation", "## Rolling back", "## Install trap"):
+        assert section in ops
