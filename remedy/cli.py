@@ -11,33 +11,55 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-COMMAND_MODULES = (
-    "remedy.demo",  # remedy demo
-    "remedy.sim.cli",  # remedy sim serve|inject|save|load
-    "remedy.ledger.cli",  # remedy ledger migrate|history
-    "remedy.detect.cli",  # remedy signals parse, remedy xid explain
-    "remedy.health.cli",  # remedy health parse, remedy probe
-    "remedy.audit.cli",  # remedy audit nfs, remedy checkpoint interval
-    "remedy.goodput.cli",  # remedy goodput, remedy simulate
-    "remedy.stack",  # remedy up, remedy receiver serve
-    "remedy.production",  # remedy deploy render|job|rbac|sync
-)
+# top-level command → the module that registers it (one module may register several)
+COMMANDS = {
+    "demo": "remedy.demo",
+    "sim": "remedy.sim.cli",
+    "ledger": "remedy.ledger.cli",
+    "xid": "remedy.detect.cli",
+    "signals": "remedy.detect.cli",
+    "probe": "remedy.health.cli",
+    "health": "remedy.health.cli",
+    "audit": "remedy.audit.cli",
+    "checkpoint": "remedy.audit.cli",
+    "goodput": "remedy.goodput.cli",
+    "simulate": "remedy.goodput.cli",
+    "up": "remedy.stack",
+    "receiver": "remedy.stack",
+    "deploy": "remedy.production",
+}
+COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """All subcommands, or only the module of `only` (start-up of one command stays cheap: no area imports
+    another area's heavy dependencies just to build its parser)."""
     parser = argparse.ArgumentParser(prog="remedy", description="gpu-remedy: keep GPU training clusters productive.")
     parser.add_argument("--config", help="YAML config file (default $REMEDY_CONFIG, else built-in defaults)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    modules = [COMMANDS[only]] if only in COMMANDS else COMMAND_MODULES
+    for name in modules:
         importlib.import_module(name).register(sub)
     return parser
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    args = list(argv)
+    while args and args[0].startswith("-"):
+        flag = args.pop(0)
+        if flag == "--config" and args:
+            args.pop(0)
+        elif flag in ("-h", "--help"):
+            return None
+    return args[0] if args else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from remedy.config import ConfigError
     from remedy.errors import RemedyError
 
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_command_of(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
