@@ -10,6 +10,7 @@ imported when needed, so triage works for the paths whose flow exists; a missing
 from __future__ import annotations
 
 import importlib
+import re
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -35,8 +36,14 @@ def _run_name() -> str:
     from prefect.runtime import flow_run
 
     p = flow_run.parameters
-    what = f"XID {p['xid']}" if str(p.get("xid") or "").strip() else (p.get("signal") or f"incident {p['incident_id']}")
+    what = f"XID {p['xid']}" if str(p.get("xid") or "").strip() else (p.get("signal") or "")
     return f"triage {p.get('node') or 'incident ' + str(p['incident_id'])} {what}".strip()
+
+
+def artifact_key(incident: dict[str, Any]) -> str:
+    """Artifact keys allow lowercase letters, digits and dashes only."""
+    node = re.sub(r"[^a-z0-9-]+", "-", incident["node"].lower()).strip("-")
+    return f"triage-{node}-incident-{incident['id']}"
 
 
 @flow(name="triage", flow_run_name=_run_name, log_prints=False)
@@ -95,18 +102,19 @@ def triage(
     outcome = _dispatch(decision, incident, detected_at or incident["first_seen"].isoformat(), dry_run, log)
     status = str((outcome or {}).get("status", ""))
     if decision.path is RemediationPath.ESCALATE or (outcome or {}).get("escalated"):
-        close_incident(incident_id, IncidentStatus.ESCALATED.value, f"escalated: {(outcome or {}).get('reason', decision.reason)}")
+        final, detail = IncidentStatus.ESCALATED, f"escalated: {(outcome or {}).get('reason', decision.reason)}"
     elif status in FIXED:
-        close_incident(incident_id, IncidentStatus.RESOLVED.value, f"{decision.path.value}: {status}")
+        final, detail = IncidentStatus.RESOLVED, f"{decision.path.value}: {status}"
     elif status == "stopped-by-operator":
-        close_incident(incident_id, IncidentStatus.IGNORED.value, f"{decision.path.value}: the operator's change stands")
+        final, detail = IncidentStatus.IGNORED, f"{decision.path.value}: the operator's change stands"
     else:
-        close_incident(incident_id, IncidentStatus.ESCALATED.value, f"{decision.path.value} ended {status or 'without a status'}: a human decides")
-    return result | {"status": status or "done", "outcome": outcome}
+        final, detail = IncidentStatus.ESCALATED, f"{decision.path.value} ended {status or 'without a status'}: a human decides"
+    closed = close_incident(incident_id, final.value, detail, only_if_acting=True)
+    return result | {"status": status or "done", "incident_status": closed["status"], "outcome": outcome}
 
 
 def _explain(incident: dict[str, Any], decision: Decision, outcome: str = "") -> None:
-    create_markdown_artifact(key=f"triage-{incident['id']}", markdown=explain_markdown(incident, decision, outcome),
+    create_markdown_artifact(key=artifact_key(incident), markdown=explain_markdown(incident, decision, outcome),
                              description=f"Why triage chose {decision.path.value if decision.path else 'nothing'}")
 
 
@@ -134,7 +142,11 @@ def _dispatch(decision: Decision, incident: dict[str, Any], detected_at: str, dr
         return fn(node=node, cause=cause, signal=incident["signal"], xid=xid, gpu=gpu, incident_id=incident_id,
                   detected_at=detected_at, dry_run=dry_run)
     if path in (RemediationPath.RESTART_APP, RemediationPath.RESET_GPU, RemediationPath.REBOOT):
-        return fn(node, xid, gpu, incident_id=incident_id, dry_run=dry_run, detected_at=detected_at)
+        if xid is not None:
+            return fn(node, xid, gpu, incident_id=incident_id, dry_run=dry_run, detected_at=detected_at)
+        # fix-in-place walks the XID's ladder; a non-XID signal (row remap pending, NVLink) has none yet
+        decision_reason = f"{path.value} for signal {incident['signal']} needs a human: fix-in-place takes an XID"
+        path, fn = RemediationPath.ESCALATE, _flow("flows.escalate:escalate")
     if path is RemediationPath.ISOLATE:
         return fn([node], incident_id=incident_id, dry_run=dry_run)
     # escalate

@@ -5,8 +5,8 @@ dispatcher; the production render (`deployments/prefect.yaml`, Kubernetes work p
 runtime details (ports, pools, images) out of here.
 
 Adding a flow is one line in DEPLOYMENTS. A spec whose module or function does not exist makes `remedy up` fail
-at start (`check_entrypoints`), never skip silently; so only flows that exist are listed, the ones being written
-are kept below as ready-to-paste lines.
+at start (`check_entrypoints`), never skip silently. Periodic flows: spare-cycle every 6 h, lemon-review and
+nfs-audit daily, fleet-dashboard every 10 min.
 """
 
 from __future__ import annotations
@@ -85,16 +85,25 @@ DEPLOYMENTS: tuple[DeploymentSpec, ...] = (
     DeploymentSpec("replace-node", "flows.replace_node:replace_node",
                    "Swap a failed node for a warm spare (started by triage, or by an operator).",
                    tags=("remedy", "replace")),
-    # Being written now; add each line when its module lands (a missing module fails `remedy up`):
-    # DeploymentSpec("fix-in-place", "flows.fix_in_place:fix_in_place", tags=("remedy", "remediate")),
-    # DeploymentSpec("escalate", "flows.escalate:escalate", tags=("remedy",)),
-    # DeploymentSpec("isolate-fault", "flows.isolate_fault:isolate_fault", tags=("remedy", "isolate")),
-    # DeploymentSpec("burn-in", "flows.burn_in:burn_in", tags=("remedy", "spares")),
-    # DeploymentSpec("retire-node", "flows.retire_node:retire_node", tags=("remedy", "lemon")),
-    # DeploymentSpec("spare-cycle", "flows.spare_cycle:spare_cycle", schedules=(Schedule(6 * HOUR),), tags=("remedy", "spares")),
-    # DeploymentSpec("lemon-review", "flows.lemon_review:lemon_review", schedules=(Schedule(24 * HOUR),), tags=("remedy", "lemon")),
-    # DeploymentSpec("nfs-audit", "flows.nfs_audit:nfs_audit", schedules=(Schedule(24 * HOUR),), tags=("remedy", "audit")),
-    # DeploymentSpec("fleet-dashboard", "flows.fleet_dashboard:fleet_dashboard", schedules=(Schedule(600),), tags=("remedy",)),
+    DeploymentSpec("fix-in-place", "flows.fix_in_place:fix_in_place",
+                   "Restart the app, reset the GPU or reboot the node, as the XID says (started by triage).",
+                   tags=("remedy", "remediate")),
+    DeploymentSpec("escalate", "flows.escalate:escalate", "Hand a node to a human with the evidence.",
+                   tags=("remedy", "remediate")),
+    DeploymentSpec("isolate-fault", "flows.isolate_fault:isolate_fault",
+                   "Find the bad node behind a job-level symptom by bisection (seed 004).", tags=("remedy", "isolate")),
+    DeploymentSpec("burn-in", "flows.burn_in:burn_in", "Validate nodes before they carry work.",
+                   tags=("remedy", "spares")),
+    DeploymentSpec("retire-node", "flows.retire_node:retire_node", "Retire a lemon: out of the fleet, RMA report.",
+                   tags=("remedy", "lemon")),
+    DeploymentSpec("spare-cycle", "flows.spare_cycle:spare_cycle", "Re-validate spares older than the freshness window.",
+                   schedules=(Schedule(interval_seconds=6 * HOUR),), tags=("remedy", "spares")),
+    DeploymentSpec("lemon-review", "flows.lemon_review:lemon_review", "Score the fleet for lemons; retire the worst.",
+                   schedules=(Schedule(interval_seconds=24 * HOUR),), tags=("remedy", "lemon")),
+    DeploymentSpec("nfs-audit", "flows.nfs_audit:nfs_audit", "Checkpoint-I/O audit of every node's NFS mounts.",
+                   schedules=(Schedule(interval_seconds=24 * HOUR),), tags=("remedy", "audit")),
+    DeploymentSpec("fleet-dashboard", "flows.fleet_dashboard:fleet_dashboard", "Pools, breakers, incidents, lemons.",
+                   schedules=(Schedule(interval_seconds=600),), tags=("remedy",)),
 )
 
 

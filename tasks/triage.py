@@ -51,6 +51,12 @@ def claim_incident(incident_id: int) -> bool:
 
 
 @task(name="close_incident", task_run_name="close-incident-{incident_id}-{status}", **READ)
-def close_incident(incident_id: int, status: str, detail: str) -> dict[str, Any]:
-    rec = runtime.ledger().set_incident_status(incident_id, IncidentStatus(status), detail=detail[:2000])
+def close_incident(incident_id: int, status: str, detail: str, only_if_acting: bool = False) -> dict[str, Any]:
+    """Set the incident's final status. `only_if_acting`: leave it alone if the remediation flow already closed it
+    (replace-node, fix-in-place and escalate record their own outcome)."""
+    led = runtime.ledger()
+    if only_if_acting and led.get_incident(incident_id).status is not IncidentStatus.ACTING:
+        rec = led.get_incident(incident_id)
+    else:
+        rec = led.set_incident_status(incident_id, IncidentStatus(status), detail=detail[:2000])
     return {"id": rec.id, "status": rec.status.value}
