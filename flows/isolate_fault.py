@@ -49,6 +49,14 @@ def isolate_fault(
     time_limit_seconds: float = 600,
     dry_run: bool | None = None,
 ) -> dict[str, Any]:
+    """Find the node(s) behind a diverging job, or show it is the code.
+
+    suspects: the nodes the job ran on. smoke_test: a batch/v1 Job manifest (the user's training step) whose
+    `spec.template.spec.nodeSelector` has the slot `divergence-job-id: <anything>`; None = the built-in smoke test.
+    pattern: a regular expression; the first log line it matches marks the batch as diverged. min_nodes: smallest
+    batch the test may run on (default lemon.isolation.min_nodes). time_limit_seconds: per smoke test; a test that
+    neither matches nor finishes by then is inconclusive (retested once). Returns the verdict, the nodes, the rounds.
+    """
     log = get_run_logger()
     settings = runtime.settings()
     dry_run = settings.dry_run if dry_run is None else dry_run
