@@ -23,13 +23,13 @@ from remedy.errors import RemedyError
 def test_every_spec_loads_and_names_are_unique() -> None:
     flows = check_entrypoints()
     assert set(flows) == {s.name for s in DEPLOYMENTS}
-    assert {"triage", "replace-node"} <= set(flows)
+    assert {"triage", "replace-node", "fix-in-place", "escalate", "isolate-fault"} <= set(flows)
     assert flows["triage"].name == "triage"
 
 
 def test_missing_flow_module_fails_loudly() -> None:
-    specs = DEPLOYMENTS + (DeploymentSpec("fix-in-place", "flows.no_such_flow:fix"),)
-    with pytest.raises(RemedyError, match="deployment fix-in-place: module flows.no_such_flow not found"):
+    specs = DEPLOYMENTS + (DeploymentSpec("not-there", "flows.no_such_flow:fix"),)
+    with pytest.raises(RemedyError, match="deployment not-there: module flows.no_such_flow not found"):
         check_entrypoints(specs)
     with pytest.raises(RemedyError, match="not a Prefect flow"):
         check_entrypoints((DeploymentSpec("x", "remedy.deployments:by_name"),))
@@ -71,3 +71,9 @@ def test_runner_deployment_carries_trigger_and_schedule() -> None:
     periodic = runner_deployment(DeploymentSpec("every-10-min", "flows.triage:triage",
                                                 schedules=(Schedule(interval_seconds=600),)))
     assert periodic.schedules[0].schedule.interval.total_seconds() == 600
+
+
+def test_periodic_flows_have_their_schedules() -> None:
+    every = {s.name: s.schedules[0].interval_seconds for s in DEPLOYMENTS if s.schedules}
+    assert every == {"spare-cycle": 6 * 3600, "lemon-review": 24 * 3600, "nfs-audit": 24 * 3600,
+                     "fleet-dashboard": 600}
