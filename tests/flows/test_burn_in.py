@@ -241,3 +241,19 @@ def test_burn_in_refusals_name_the_state():
         assert burn_in_refusal("n", ok) is None
     assert "active" in burn_in_refusal("n", NodeState.ACTIVE)
     assert "operator" in burn_in_refusal("n", NodeState.RETIRED)
+
+
+def test_slack_failure_never_fails_the_burn_in(prefect_server, remedy_on_sim, slack_stub, monkeypatch):
+    from flows.burn_in import burn_in
+    from remedy import runtime
+    from remedy.sim.faults import inject
+
+    monkeypatch.setenv("REMEDY_SLACK__BOT_TOKEN", "xoxb-test")
+    monkeypatch.setenv("REMEDY_SLACK__BASE_URL", slack_stub.base_url)
+    runtime.reset()
+    slack_stub.fail("channel_not_found")
+    make_new("gpu007")
+    inject(remedy_on_sim.cluster, "pcie-degraded", "gpu007", gpu=0, width=8)
+    out = burn_in(nodes=["gpu007"], level="quick")
+    assert out["failed"] == ["gpu007"] and runtime.ledger().get_node("gpu007").state.value == "repair"
+    assert [c.body.get("text", "")[:30] for c in slack_stub.calls_to("chat.postMessage")]  # it was tried
