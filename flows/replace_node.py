@@ -28,6 +28,7 @@ from tasks.gate import (
 )
 from tasks.ledger import claim_remediation, open_incident, set_incident_status, set_node_state, sync_fleet
 from tasks.spares import select_spare, validate_spare
+from tasks.notify import post_notice
 
 
 def _run_name() -> str:
@@ -194,22 +195,8 @@ def _no_spare(node: str, why: str, incident_id: int, dry_run: bool, outcome: dic
             return _report(outcome | {"status": "shrunk", "why": why, "job_nodes": desired - 1}, timeline)
     set_incident_status(incident_id, IncidentStatus.ESCALATED.value, detail=f"no spare: {why}")
     record_remediation_outcome(node, succeeded=False, incident_id=incident_id, dry_run=dry_run)
-    _notify(f":rotating_light: gpu-remedy: {node} is quarantined and drained but no spare can replace it.\n{why}")
+    post_notice(f":rotating_light: gpu-remedy: {node} is quarantined and drained but no spare can replace it.\n{why}")
     return _report(outcome | {"status": "no-spare", "why": why}, timeline)
-
-
-def _notify(text: str) -> None:
-    """Best-effort Slack notice (escalations must not fail because Slack does)."""
-    settings = runtime.settings()
-    token = settings.slack.bot_token.get_secret_value()
-    if not token:
-        return
-    try:
-        from remedy.adapters.slack import SlackNotifier
-
-        SlackNotifier(token, settings.slack.channel, base_url=settings.slack.base_url).post(text)
-    except Exception as exc:  # noqa: BLE001 — logged, never raised
-        get_run_logger().warning("Slack notice failed: %s", exc)
 
 
 def _report(outcome: dict[str, Any], timeline: Timeline) -> dict[str, Any]:

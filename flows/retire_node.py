@@ -22,6 +22,7 @@ from remedy.domain.model import NodeState
 from tasks.cluster import cordon_node, drain_node, taint_node
 from tasks.lemon import archive_rma_report, retirement_budget
 from tasks.ledger import set_node_state, sync_fleet
+from tasks.notify import post_notice
 
 
 def _run_name() -> str:
@@ -79,7 +80,7 @@ def retire_node(node: str, reason: str, evidence: str = "", dry_run: bool | None
     create_markdown_artifact(key=f"rma-{_slug(node)}", markdown=rma["markdown"], description=f"RMA report for {node}")
     status = "planned" if dry_run else "retired"
     if not dry_run:
-        _notify(f":wastebasket: gpu-remedy retired {node} (lemon): {reason}\nRMA report: {rma['url']}")
+        post_notice(f":wastebasket: gpu-remedy retired {node} (lemon): {reason}\nRMA report: {rma['url']}")
     return _report(outcome | {"status": status, "retired": not dry_run})
 
 
@@ -101,20 +102,6 @@ def _ask(node: str, reason: str, evidence: str, budget: str, dry_run: bool) -> d
     )
     decision = "approve" if answer.approved else answer.decision
     return {"decision": decision, "by": answer.by, "reason": answer.reason, "approval_id": answer.approval_id}
-
-
-def _notify(text: str) -> None:
-    """Best-effort Slack notice (a retirement must not fail because Slack does)."""
-    settings = runtime.settings()
-    token = settings.slack.bot_token.get_secret_value()
-    if not token:
-        return
-    try:
-        from remedy.adapters.slack import SlackNotifier
-
-        SlackNotifier(token, settings.slack.channel, base_url=settings.slack.base_url).post(text)
-    except Exception as exc:  # noqa: BLE001 — logged, never raised
-        get_run_logger().warning("Slack notice failed: %s", exc)
 
 
 def _slug(node: str) -> str:
