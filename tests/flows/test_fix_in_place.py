@@ -140,23 +140,3 @@ def test_contact_support_xid_escalates_and_keeps_node_quarantined(prefect_server
     assert _node(sim, "gpu008")["unschedulable"] is True and QUARANTINE in _node(sim, "gpu008")["taints"]
     assert runtime.ledger().get_incident(out["incident_id"]).status.value == "escalated"
 
-
-@pytest.mark.parametrize("scenario, status", [("reset-fails", "replaced")])  # the others: the flow tests above
-def test_demo_scenarios(prefect_server, tmp_path, scenario, status):
-    import json
-    import os
-    import subprocess
-    import sys
-
-    from prefect.settings import PREFECT_API_URL
-
-    env = os.environ | {"PREFECT_API_URL": PREFECT_API_URL.value()}
-    env = {k: v for k, v in env.items() if not k.startswith("REMEDY_")}
-    proc = subprocess.run([sys.executable, "-m", "remedy.cli", "demo", "--scenario", scenario, "--json",
-                           "--workdir", str(tmp_path)], env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout)
-    assert out["status"] == status and out["node"] == "gpu042"
-    fixes = [a["kind"] for a in out["actions"] if a["kind"].startswith("fix_")]
-    assert fixes == {"xid94": ["fix_restart-app"], "reset-fails": ["fix_reset-gpu", "fix_reboot", "fix_replace"]}[scenario]
-    assert out["job"]["ready"] == out["job"]["desired"] == 60
