@@ -25,6 +25,7 @@ from prefect.artifacts import create_markdown_artifact
 from remedy import runtime
 from remedy.approvals.open_loop import OPEN_LOOP_KIND, PROPOSED_EVENT, is_open_loop, node_pool
 from remedy.domain.model import Action, ActionOutcome, IncidentStatus
+from remedy.domain.timeline import Timeline
 from remedy.domain.xid import RemediationPath, Resolution, lookup
 from remedy.ledger.errors import LedgerConflict
 from remedy.safety.ladder import LADDERS, Attempt, AttemptOutcome, LadderExhausted, Step, backoff_schedule, next_step
@@ -94,8 +95,9 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
     settings = runtime.settings()
     dry_run = settings.dry_run if dry_run is None else dry_run
     entry = lookup(xid)
+    timeline = Timeline.starting(detected_at)
     out: dict[str, Any] = {"node": node, "xid": xid, "gpu": gpu, "dry_run": dry_run, "resolution": entry.resolution.value,
-                           "steps": []}
+                           "steps": [], "_timeline": timeline}
 
     # 1. Incident: attach to the receiver's, or open one (CLI / demo runs).
     sync_fleet()
@@ -161,6 +163,7 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
         except StepFailed as exc:
             log.warning("%s: %s failed: %s — falling back", node, step.kind.value, exc)
             _finish_attempt(led, attempt.id, ActionOutcome.FAILED, error=str(exc), detail={"timed_out": exc.timed_out})
+            timeline.mark(f"{step.kind.value} {'timed out' if exc.timed_out else 'failed'}")
             out["steps"][-1]["result"] = {"failed": str(exc), "timed_out": exc.timed_out}
             if dry_run:
                 return _finish(out | {"status": "planned"})
@@ -168,6 +171,7 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
         except Exception as exc:  # a task that gave up after its retries: this rung failed, try the next
             log.warning("%s: %s raised %s: %s — falling back", node, step.kind.value, type(exc).__name__, exc)
             _finish_attempt(led, attempt.id, ActionOutcome.FAILED, error=f"{type(exc).__name__}: {exc}"[:500])
+            timeline.mark(f"{step.kind.value} failed")
             out["steps"][-1]["result"] = {"failed": f"{type(exc).__name__}: {exc}"}
             if dry_run:
                 return _finish(out | {"status": "planned"})
@@ -175,6 +179,7 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
         _finish_attempt(led, attempt.id, ActionOutcome.PLANNED if dry_run else ActionOutcome.SUCCEEDED, detail=result)
         out["steps"][-1]["result"] = result
         status = "planned" if dry_run else result.pop("status")
+        timeline.mark(f"{step.kind.value} {status}")
         if status in ("fixed", "restarted", "planned") and step.kind is not P.REPLACE:
             record_remediation_outcome(node, succeeded=True, incident_id=incident_id, dry_run=dry_run)
         if not dry_run and status in ("fixed", "restarted"):
@@ -309,6 +314,10 @@ def _abandon_orphans(led, node: str) -> None:
 
 
 def _finish(out: dict[str, Any], escalation: dict[str, Any] | None = None) -> dict[str, Any]:
+    timeline: Timeline = out.pop("_timeline")
+    if out["status"] not in [m[0].split(" ", 1)[-1] for m in timeline.marks[-1:]]:
+        timeline.mark(out["status"])
+    out["timeline"] = timeline.rows()
     if escalation is not None:
         out["escalation"] = {k: escalation.get(k) for k in ("status", "replacement", "approval")}
     lines = [f"### {out['node']}: XID {out['xid']} → {out['status']}", "",

@@ -76,6 +76,7 @@ def test_xid145_gpu_reset_succeeds_and_node_returns(prefect_server, sim, remedy_
     assert sim.cluster.health["gpu005"].faulty()
     out = fix_in_place(node="gpu005", xid=145, gpu=3)
     assert out["status"] == "fixed", out
+    assert [r["step"] for r in out["timeline"]] == ["detected", "reset-gpu fixed"]
     assert out["verify"]["verdict"] != "fail"
     led = runtime.ledger()
     assert _kinds(led, "gpu005") == [
@@ -103,6 +104,9 @@ def test_reset_fails_then_reboot_then_replace(prefect_server, sim, remedy_env):
     out = fix_in_place(node="gpu006", xid=145, gpu=1)
     assert [s["step"] for s in out["steps"]] == ["reset-gpu", "reboot", "replace"]
     assert out["status"] == "replaced" and out["replacement"] in ("gpu015", "gpu016")
+    assert [r["step"] for r in out["timeline"]] == ["detected", "reset-gpu failed", "reboot failed", "replace replaced"]
+    times = [r["since_detection_s"] for r in out["timeline"]]
+    assert times == sorted(times)
     led = runtime.ledger()
     attempts = [(a.kind, a.outcome.value) for a in led.actions(node="gpu006") if a.kind.startswith("fix_")]
     assert attempts == [("fix_reset-gpu", "failed"), ("fix_reboot", "failed"), ("fix_replace", "succeeded")]
