@@ -46,6 +46,7 @@ def ensure_server(workdir: Path, port: int = DEFAULT_PORT, timeout: float = 150.
     home.mkdir(parents=True, exist_ok=True)
     env = os.environ | offline_env(home)
     env.pop("PREFECT_API_URL", None)
+    env["PREFECT_UI_API_URL"] = api_url  # the UI calls the API on this URL, not on --port
     log = open(home / "server.log", "ab")
     proc = subprocess.Popen(
         [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
