@@ -36,7 +36,7 @@ from tasks.fixes import (
     drain_for_fix, quarantine_node, reboot_node, release_node, reset_gpu, restart_app, verify_gpus, wait_job_back,
     wait_node_ready,
 )
-from tasks.ledger import open_incident, requester, sync_fleet
+from tasks.ledger import claim_remediation, open_incident, requester, sync_fleet
 
 P = RemediationPath
 ATTEMPT_PREFIX = "fix_"
@@ -105,6 +105,13 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
         incident_id = open_incident(node, "xid", gpu=gpu, xid=xid, detail=f"XID {xid} {entry.name}")["id"]
     out["incident_id"] = incident_id
     led = runtime.ledger()
+    # One incident, one remediation: a duplicate trigger stands down, and so does a late one after the end.
+    settled = led.get_incident(incident_id).status
+    if settled in (IncidentStatus.RESOLVED, IncidentStatus.ESCALATED, IncidentStatus.IGNORED) and not dry_run:
+        return _finish(out | {"status": "duplicate", "why": f"incident {incident_id} is already {settled.value}"})
+    claim = claim_remediation(incident_id) if not dry_run else {"claimed": True}
+    if not claim["claimed"]:
+        return _finish(out | {"status": "duplicate", "why": f"run {claim['holder']} is handling incident {incident_id}"})
     _abandon_orphans(led, node)
     asked_open_loop, gate = False, None
     detected = detected_at or datetime.now(timezone.utc).isoformat()

@@ -144,3 +144,24 @@ def test_contact_support_xid_escalates_and_keeps_node_quarantined(prefect_server
     assert _node(sim, "gpu008")["unschedulable"] is True and QUARANTINE in _node(sim, "gpu008")["taints"]
     assert runtime.ledger().get_incident(out["incident_id"]).status.value == "escalated"
 
+
+
+def test_duplicate_triggers_fix_once(prefect_server, sim, remedy_env):
+    from remedy.domain.model import Incident
+    from tests.approvals.helpers import FlowThread
+
+    runtime = remedy_env(sim=sim)
+    inject(sim.cluster, "xid", "gpu009", gpu=4, code=145)
+    led = runtime.ledger()
+    from remedy.demo import _spares_validated_at_build
+
+    _spares_validated_at_build(runtime)  # the ledger knows the fleet (as the receiver's sync would)
+    incident, _ = led.open_incident(Incident(node="gpu009", signal="xid", gpu=4, xid=145), window_seconds=600)
+    runs = [FlowThread(lambda: fix_in_place(node="gpu009", xid=145, gpu=4, incident_id=incident.id))
+            for _ in range(2)]
+    statuses = sorted(r.result(120)["status"] for r in runs)
+    assert statuses == ["duplicate", "fixed"]
+    late = fix_in_place(node="gpu009", xid=145, gpu=4, incident_id=incident.id)  # a trigger after the fix
+    assert late["status"] == "duplicate" and "resolved" in late["why"]
+    assert [a.kind for a in led.actions(node="gpu009")].count("fix_reset-gpu") == 1
+    assert [a.kind for a in led.actions(node="gpu009")].count("job_gpu-reset") == 1
