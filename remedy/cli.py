@@ -27,6 +27,7 @@ COMMANDS = {
     "up": "remedy.stack",
     "receiver": "remedy.stack",
     "deploy": "remedy.production",
+    "breaker": "remedy.safety.cli",
 }
 COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 

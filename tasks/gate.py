@@ -87,7 +87,7 @@ def fleet_view(board: BreakerBoard) -> FleetView:
                                 flagged=open_incidents, spare_claims=claims - {None})
 
 
-def _record_transitions(transitions: list[BreakerTransition] | tuple[BreakerTransition, ...]) -> None:
+def record_transitions(transitions: list[BreakerTransition] | tuple[BreakerTransition, ...]) -> None:
     led = runtime.ledger()
     for t in transitions:
         led.record_breaker_event(t.scope_kind, t.scope, t.from_state.value, t.to_state.value, reason=t.reason,
@@ -98,6 +98,10 @@ def _record_transitions(transitions: list[BreakerTransition] | tuple[BreakerTran
 def _emit_breaker_event(t: BreakerTransition) -> None:
     try:
         from prefect.events import emit_event
+        from prefect.settings import get_current_settings
+
+        if not get_current_settings().api.url:  # no server configured: do not spin up an ephemeral one for this
+            return
 
         emit_event(
             event=f"remedy.breaker.{t.to_state.value}",
@@ -138,7 +142,7 @@ def check_breaker(node: str, incident_id: int | None, signal: str, detected_at: 
         led.finish_action(record.id, acted if decision.acted else ActionOutcome.SKIPPED,
                           error="" if decision.acted else decision.explain(), detail=detail)
         if not dry_run:
-            _record_transitions([*cooled, *decision.transitions])
+            record_transitions([*cooled, *decision.transitions])
     return detail
 
 
@@ -160,7 +164,7 @@ def record_remediation_outcome(node: str, succeeded: bool, incident_id: int | No
             led.finish_action(record.id, ActionOutcome.PLANNED if dry_run else ActionOutcome.SUCCEEDED,
                               detail={"succeeded": succeeded})
             if not dry_run:
-                _record_transitions(transitions)
+                record_transitions(transitions)
     return [t.to_dict() for t in transitions]
 
 
@@ -170,7 +174,7 @@ def close_breaker(scope: str, by: str) -> list[dict]:
     with breaker_lock():
         board = load_board()
         transitions = board.approve_close(scope, by, datetime.now(timezone.utc))
-        _record_transitions(transitions)
+        record_transitions(transitions)
     return [t.to_dict() for t in transitions]
 
 

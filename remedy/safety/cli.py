@@ -1,0 +1,64 @@
+"""`remedy breaker status|open|close`: see the breakers, pause automation in a scope by hand, re-close it.
+
+`remedy breaker open cluster:cluster --by alice --reason "driver rollout"` pauses all automation: every
+remediation is held (and asks a person) until someone closes it again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime, timezone
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("breaker", help="circuit breakers: status, open (pause automation), close")
+    bsub = p.add_subparsers(dest="breaker_command", metavar="ACTION", required=True)
+    st = bsub.add_parser("status", help="scopes whose breaker is not closed")
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=_status)
+    op = bsub.add_parser("open", help="pause automation in a scope (kind:name, e.g. rack:rack-3, cluster:cluster)")
+    op.add_argument("scope")
+    op.add_argument("--by", required=True, help="who pauses it (recorded)")
+    op.add_argument("--reason", required=True, help="why (recorded, shown on held runs)")
+    op.set_defaults(func=_open)
+    cl = bsub.add_parser("close", help="re-close a scope's breaker after review")
+    cl.add_argument("scope")
+    cl.add_argument("--by", required=True, help="who closes it (recorded)")
+    cl.set_defaults(func=_close)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from tasks.gate import load_board
+
+    rows = load_board().describe()
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+    elif not rows:
+        print("all breakers closed: automation acts")
+    else:
+        for r in rows:
+            print("  ".join(f"{k}={v}" for k, v in r.items()))
+    return 0
+
+
+def _change(scope: str, fn) -> int:
+    from tasks.gate import breaker_lock, load_board, record_transitions
+
+    with breaker_lock():
+        board = load_board()
+        transitions = fn(board, datetime.now(timezone.utc))
+        record_transitions(transitions)
+    for t in transitions:
+        print(f"{t.scope_kind}:{t.scope}: {t.from_state.value} → {t.to_state.value} ({t.reason})")
+    if not transitions:
+        print(f"{scope}: no change")
+    return 0
+
+
+def _open(args: argparse.Namespace) -> int:
+    return _change(args.scope, lambda board, now: board.open(args.scope, args.by, args.reason, now))
+
+
+def _close(args: argparse.Namespace) -> int:
+    return _change(args.scope, lambda board, now: board.approve_close(args.scope, args.by, now))
