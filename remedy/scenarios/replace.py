@@ -45,11 +45,14 @@ def xid79(ctx: DemoContext) -> dict[str, Any]:
     from flows.replace_node import replace_node  # imported before the fault, so detection time is not import time
     from remedy.sim.faults import inject
 
+    from tasks.tags import tagged
+
     detected_at = _now()
     inject(ctx.sim.cluster, "xid", NODE, gpu=3, code=79)
     ctx.say(f"injected XID 79 (GPU fell off the bus) on {NODE} GPU 3")
-    return replace_node(node=NODE, cause="XID 79", signal="xid", xid=79, gpu=3, detected_at=detected_at,
-                        dry_run=ctx.dry_run)
+    with tagged(NODE, stage="replace", xid=79):
+        return replace_node(node=NODE, cause="XID 79", signal="xid", xid=79, gpu=3, detected_at=detected_at,
+                            dry_run=ctx.dry_run)
 
 
 def rack_storm(ctx: DemoContext) -> dict[str, Any]:
