@@ -1,0 +1,306 @@
+"""Alert → action latency and the receiver under an alert storm (issue 3 acceptance). Prints one table.
+
+    (a) receiver POST → triage run started → node cordoned, embedded stack (warm dispatcher, direct triage start);
+        baseline in the same run: the same with Prefect's own event trigger creating the run   target p50 ≤ 2 s
+    (b) exporter change → cordon through real Prometheus + Alertmanager (1 s scrape/eval, group_wait 0 s)
+                                                                                                  target p50 ≤ 4 s
+    (c) 10,000 alerts over 500 distinct faults in 60 s → exactly 500 incidents, every alert accounted for
+        (received = opened + deduplicated + resolved + rejected), receiver p99 ≤ 50 ms; baseline: the same intake
+        called in-process (no HTTP)
+
+    .venv/bin/python bench/alert_to_action.py [--samples 8] [--storm-alerts 10000] [--storm-seconds 60] [--only c]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+TOKEN = "bench-token"
+LOOSE_BREAKERS = {  # many replacements in a row: the breakers would (rightly) stop a real fleet
+    "REMEDY_BREAKER__CLUSTER__MAX_FAILURES": 1000, "REMEDY_BREAKER__CLUSTER__MAX_PERCENT": 100,
+    "REMEDY_BREAKER__RACK__MAX_FAILURES": 1000, "REMEDY_BREAKER__RACK__MAX_PERCENT": 100,
+    "REMEDY_BREAKER__SWITCH__MAX_FAILURES": 1000, "REMEDY_BREAKER__SWITCH__MAX_PERCENT": 100,
+    "REMEDY_BREAKER__PDU__MAX_FAILURES": 1000, "REMEDY_BREAKER__PDU__MAX_PERCENT": 100,
+    "REMEDY_BREAKER__SPARE_RESERVE": 0, "REMEDY_RECEIVER__TOKEN": TOKEN,
+}
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(q / 100 * (len(s) - 1))))] if s else float("nan")
+
+
+def xid_payload(node: str, gpu: int, xid: int = 64) -> dict:
+    from remedy.sim.alerts import make_alert, webhook_payload
+
+    labels = {"alertname": "GpuXidError", "Hostname": node, "gpu": str(gpu), "xid": str(xid), "severity": "critical"}
+    return webhook_payload([make_alert(labels, {"summary": f"XID {xid} on {node}"})])
+
+
+class Poster:
+    """Keep-alive HTTP/1.1 POSTs with headers and body in one write (as Alertmanager's Go client sends them)."""
+
+    def __init__(self, url: str) -> None:
+        from urllib.parse import urlsplit
+
+        u = urlsplit(url)
+        self.host, self.port, self.path = u.hostname, u.port, u.path
+        self.conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
+
+    def post(self, payload: dict) -> int:
+        body = json.dumps(payload).encode()
+        self.conn.request("POST", self.path, body=body, headers={
+            "Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})
+        resp = self.conn.getresponse()
+        resp.read()
+        return resp.status
+
+
+def wait_for(pred, timeout: float, step: float = 0.01) -> float | None:
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if pred():
+            return time.monotonic()
+        time.sleep(step)
+    return None
+
+
+def latency_rounds(stack, nodes: list[str], *, via_prometheus: bool = False) -> dict[str, list[float]]:
+    """POST (or metric change) → triage run started → cordoned, one fault per node, one node at a time."""
+    from remedy import runtime
+    from remedy.sim.faults import inject
+
+    started, cordoned = [], []
+    poster = Poster(stack.receiver.alerts_url)
+    for node in nodes:
+        runs_before = len(stack.dispatcher.started_runs)
+        t0 = time.monotonic()
+        if via_prometheus:
+            inject(stack.sim.cluster, "xid", node, gpu=4, code=64)  # alert_url is off: only the metric changes
+        else:
+            assert poster.post(xid_payload(node, 4)) == 200
+        t_run = wait_for(lambda: len(stack.dispatcher.started_runs) > runs_before, 60)
+        t_cordon = wait_for(lambda: runtime.cluster().get_node(node).unschedulable, 90, step=0.02)
+        if t_run is not None:
+            started.append(stack.dispatcher.started_runs[runs_before][1] - t0)
+        if t_cordon is not None:
+            cordoned.append(t_cordon - t0)
+        time.sleep(1.0)  # let the replacement finish before the next fault
+    return {"run started": started, "cordoned": cordoned}
+
+
+def bench_flows(samples: int, only: str) -> list[tuple]:
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
+
+    from remedy.stack import start_stack
+
+    rows = []
+    with prefect_test_harness(server_startup_timeout=180):
+        api = PREFECT_API_URL.value()
+        work = Path(tempfile.mkdtemp(prefix="bench-alert-"))
+        if only in ("", "a"):
+            base = start_stack(workdir=work / "trigger", api_url=api, nodes=63, spares=20, time_scale=0.01,
+                               fresh_ledger=True, settings_overrides=LOOSE_BREAKERS, start_triage="trigger")
+            base.sim.cluster.alert_url = None
+            try:
+                trig = latency_rounds(base, [f"gpu{i:03d}" for i in range(1, 1 + max(3, samples // 2))])
+            finally:
+                base.stop()
+            st = start_stack(workdir=work / "direct", api_url=api, nodes=63, spares=20, time_scale=0.01,
+                             fresh_ledger=True, settings_overrides=LOOSE_BREAKERS)
+            st.sim.cluster.alert_url = None
+            try:
+                latency_rounds(st, ["gpu062"])  # warm-up: first run imports and caches
+                direct = latency_rounds(st, [f"gpu{i:03d}" for i in range(20, 20 + samples)])
+            finally:
+                st.stop()
+            for what in ("run started", "cordoned"):
+                b = statistics.median(trig[what]) if trig[what] else float("nan")
+                d = direct[what]
+                rows.append((f"(a) POST → {what}, warm dispatcher", len(d), statistics.median(d), pct(d, 95),
+                             f"{statistics.median(d) / b:.2f} × trigger" if d else "", "p50 ≤ 2 s" if what == "cordoned" else ""))
+                rows.append((f"    baseline: Prefect event trigger", len(trig[what]), b, pct(trig[what], 95), "1.00", ""))
+        if only in ("", "b"):
+            rows += bench_prometheus(api, work, max(3, samples // 2))
+    return rows
+
+
+def bench_prometheus(api: str, work: Path, samples: int) -> list[tuple]:
+    import yaml
+
+    from remedy.stack import start_stack
+    from tests.fixtures.prometheus import run_alertmanager, run_prometheus
+
+    deploy = Path(__file__).resolve().parents[1] / "deployments"
+    st = start_stack(workdir=work / "prom", api_url=api, nodes=63, spares=20, time_scale=0.01, fresh_ledger=True,
+                     settings_overrides=LOOSE_BREAKERS)
+    st.sim.cluster.alert_url = None
+    try:
+        token_file = work / "token"
+        token_file.write_text(TOKEN)
+        am_cfg = yaml.safe_load((deploy / "alertmanager" / "alertmanager.yml").read_text())
+        am_cfg["route"].update(group_wait="0s", group_interval="1s")
+        hook = am_cfg["receivers"][0]["webhook_configs"][0]
+        hook["url"] = st.receiver.alerts_url
+        hook["http_config"]["authorization"]["credentials_file"] = str(token_file)
+        rules = yaml.safe_load((deploy / "prometheus" / "rules.yml").read_text())
+        for group in rules["groups"]:
+            group["interval"] = "1s"
+            for rule in group["rules"]:
+                if "for" in rule:
+                    rule["for"] = "1s"
+        (work / "rules.yml").write_text(yaml.safe_dump(rules))
+        with run_alertmanager(am_cfg, work) as am:
+            prom_cfg = {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "rule_files": [str(work / "rules.yml")],
+                "alerting": {"alertmanagers": [{"static_configs": [{"targets": [am.removeprefix("http://")]}]}]},
+                "scrape_configs": [{"job_name": "dcgm", "honor_labels": True,
+                                    "static_configs": [{"targets": [st.sim.url.removeprefix("http://")]}]}],
+            }
+            with run_prometheus(prom_cfg, work):
+                time.sleep(5)  # first scrapes in
+                latency_rounds(st, ["gpu062"], via_prometheus=True)  # warm-up
+                res = latency_rounds(st, [f"gpu{i:03d}" for i in range(30, 30 + samples)], via_prometheus=True)
+    finally:
+        st.stop()
+    d = res["cordoned"]
+    return [("(b) metric change → cordoned (Prom+AM 1 s)", len(d), statistics.median(d) if d else float("nan"),
+             pct(d, 95), "", "p50 ≤ 4 s")]
+
+
+def bench_storm(n_alerts: int, n_faults: int, seconds: float) -> list[tuple]:
+    from remedy.config import load_settings
+    from remedy.domain.model import Node
+    from remedy.ledger import Ledger
+    from remedy.receiver.events import IncidentAnnouncer
+    from remedy.receiver.server import ReceiverServer, build_receiver
+
+    class Sink:  # Prefect stand-in: takes every event at once (the storm measures the receiver)
+        events = 0
+
+        def send(self, events):
+            Sink.events += len(events)
+
+    work = Path(tempfile.mkdtemp(prefix="bench-storm-"))
+    led = Ledger(f"sqlite:///{work / 'ledger.db'}")
+    led.migrate()
+    nodes = [f"node{i:04d}" for i in range(n_faults // 2 + 1)]
+    led.upsert_nodes([Node(name=n) for n in nodes])
+    settings = load_settings(db_url=led.url, receiver={"token": TOKEN})
+    faults = [(nodes[i // 2], i % 2) for i in range(n_faults)]  # 2 GPUs per node
+    # every fault at least once, the rest repeats in random order (a storm of re-notifications)
+    import random
+
+    rng = random.Random(7)
+    order = list(range(n_faults)) + [rng.randrange(n_faults) for _ in range(n_alerts - n_faults)]
+    rng.shuffle(order)
+    unknown = {i for i in range(0, n_alerts, 1000)}  # 10 alerts for a host the cluster does not have
+
+    # baseline: the same intake in-process (no HTTP), fresh ledger
+    base_led = Ledger(f"sqlite:///{work / 'baseline.db'}")
+    base_led.migrate()
+    base_led.upsert_nodes([Node(name=n) for n in nodes])
+    base = build_receiver(settings, base_led, api_url=None)
+    base_lat = []
+    for k in order[:2000]:
+        node, gpu = faults[k]
+        body = json.dumps(xid_payload(node, gpu, 79)).encode()
+        t = time.perf_counter()
+        base.intake.ingest(body)
+        base_lat.append(time.perf_counter() - t)
+
+    receiver = build_receiver(settings, led, api_url=None)
+    receiver.announcer = IncidentAnnouncer(led, Sink(), receiver.metrics, retry_seconds=1.0)
+    lat: list[float] = []
+    codes: dict[int, int] = {}
+    lock = threading.Lock()
+    with ReceiverServer(receiver) as srv:
+        local = threading.local()
+        t_start = time.monotonic()
+
+        def send(j: int) -> None:
+            due = t_start + j * seconds / n_alerts
+            delay = due - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            if not hasattr(local, "poster"):
+                local.poster = Poster(srv.alerts_url)
+            node, gpu = ("ghost-node", 0) if j in unknown else faults[order[j]]
+            t = time.perf_counter()
+            code = local.poster.post(xid_payload(node, gpu, 79))
+            dt = time.perf_counter() - t
+            with lock:
+                lat.append(dt)
+                codes[code] = codes.get(code, 0) + 1
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(send, range(n_alerts)))
+        wall = time.monotonic() - t_start
+        deadline = time.monotonic() + 30
+        while Sink.events < n_faults and time.monotonic() < deadline:
+            time.sleep(0.1)
+        m = receiver.metrics
+        received = m.value("remedy_receiver_alerts_received_total")
+        opened = m.value("remedy_receiver_incidents_opened_total")
+        dedup = m.value("remedy_receiver_alerts_deduplicated_total")
+        resolved = m.value("remedy_receiver_alerts_resolved_total")
+        rejected = m.value("remedy_receiver_alerts_rejected_total", reason="unknown-node")
+        server_mean = m.value("remedy_receiver_request_seconds_sum") / max(1, m.value("remedy_receiver_request_seconds_count"))
+    incidents = led.incidents()
+    counted = sum(i.count for i in incidents)
+    ok = (len(incidents) == n_faults and received == n_alerts == opened + dedup + resolved + rejected
+          and counted == n_alerts - len(unknown) and Sink.events == n_faults)
+    ratio = pct(lat, 99) / pct(base_lat, 99)
+    print(f"storm: {n_alerts} alerts in {wall:.1f} s, HTTP codes {codes}; incidents {len(incidents)} "
+          f"(counts sum {counted}); received {received:.0f} = opened {opened:.0f} + deduplicated {dedup:.0f} "
+          f"+ resolved {resolved:.0f} + rejected {rejected:.0f}; events announced {Sink.events}; "
+          f"server-side mean {server_mean * 1000:.2f} ms; accounted: {'yes' if ok else 'NO'}", flush=True)
+    return [
+        ("(c) storm: POST latency (HTTP, 8 clients)", len(lat), statistics.median(lat), pct(lat, 95),
+         f"p99 {pct(lat, 99) * 1000:.1f} ms ({ratio:.1f} × in-process)", "p99 ≤ 50 ms"),
+        ("    baseline: intake in-process", len(base_lat), statistics.median(base_lat), pct(base_lat, 95),
+         f"p99 {pct(base_lat, 99) * 1000:.1f} ms", ""),
+        (f"(c) incidents / alerts accounted", n_alerts, float(len(incidents)), float("nan"),
+         f"{'exactly' if len(incidents) == n_faults else 'NOT'} {n_faults}; sum ok: {ok}", "= 500, all counted"),
+    ]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--samples", type=int, default=8)
+    ap.add_argument("--storm-alerts", type=int, default=10_000)
+    ap.add_argument("--storm-faults", type=int, default=500)
+    ap.add_argument("--storm-seconds", type=float, default=60.0)
+    ap.add_argument("--only", choices=["a", "b", "c"], default="")
+    args = ap.parse_args()
+    rows = []
+    if args.only in ("", "c"):
+        rows += bench_storm(args.storm_alerts, args.storm_faults, args.storm_seconds)
+    if args.only in ("", "a", "b"):
+        rows += bench_flows(args.samples, args.only)
+    print(f"\n{'measure':<46}{'n':>6}{'median':>10}{'p95':>10}  {'ratio / note':<36}{'target'}")
+    for name, n, med, p95, note, target in rows:
+        fmt = (lambda v: f"{v * 1000:8.1f}ms" if v < 1 else f"{v:8.2f}s ") if "incidents" not in name else (lambda v: f"{v:9.0f} " if v == v else "        - ")
+        print(f"{name:<46}{n:>6}{fmt(med):>10}{fmt(p95):>10}  {note:<36}{target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
