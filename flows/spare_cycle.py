@@ -23,10 +23,10 @@ from remedy import runtime
 from remedy.adapters.kubernetes import TEMPLATES
 from remedy.domain.model import Node, NodeState, Topology
 from remedy.spares.pool import check_diversity, size_pool
-from tasks.burn_in import by_failure_domain, conclude_burn_in, hold_spares_for_check, notify, stale_spares, \
-    survey_pool
+from tasks.burn_in import by_failure_domain, conclude_burn_in, hold_spares_for_check, stale_spares, survey_pool
 from tasks.health import validate_node
 from tasks.ledger import sync_fleet
+from tasks.notify import post_notice
 
 CYCLE_LEVEL = "quick"  # minutes per spare (issue 5): the cycle must not keep spares out of the pool for long
 BELOW_TARGET_EVENT = "remedy.spares.below-target"
@@ -66,7 +66,7 @@ def spare_cycle(dry_run: bool | None = None, domain: str = "rack") -> dict[str, 
             outcome["stopped"] = (f"every spare in {domain} {name} failed ({', '.join(failed)}): suspect the check or "
                                   f"a shared cause before cycling more spares")
             log.error(outcome["stopped"])
-            notify(f":warning: gpu-remedy spare cycle stopped: {outcome['stopped']}", dry_run)
+            post_notice(f":warning: gpu-remedy spare cycle stopped: {outcome['stopped']}", dry_run=dry_run)
             break
 
     # 3. Pool health: target size from fleet size, MTBF and lead time; spread across failure domains.

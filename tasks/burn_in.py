@@ -13,7 +13,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from prefect import get_run_logger, task
+from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
@@ -24,6 +24,7 @@ from remedy.health import CheckOutputError, parse_check_output, suite_for
 from tasks.cluster import cordon_node, taint_node, uncordon_node
 from tasks.health import _jsonable, run_check
 from tasks.ledger import act, requester, set_node_state
+from tasks.notify import post_notice
 from tasks.retry import transient_only
 
 # A burn-in may start from these states; an active node carries work (quarantine it first) and a retired one
@@ -199,26 +200,9 @@ def conclude(node: str, level: str, checks: list[dict[str, Any]], dry_run: bool,
         detail = {"node": node, "failed_validations": failures, "limit": limit, "last_failure": why}
         act("mark_retirement_candidate", node, lambda: detail, incident_id=None, dry_run=dry_run)
         out["retirement_candidate"] = True
-    notify(f":x: gpu-remedy: {node} failed {level} {purpose} and went to repair"
-           + (f" (failure {failures}: a retirement candidate for the lemon review)" if out.get("retirement_candidate")
-              else "") + f".\n{why}", dry_run)
+    lemon = f" (failure {failures}: a retirement candidate for the lemon review)" if out.get("retirement_candidate") else ""
+    post_notice(f":x: gpu-remedy: {node} failed {level} {purpose} and went to repair{lemon}.\n{why}", dry_run=dry_run)
     return out
-
-
-def notify(text: str, dry_run: bool) -> bool:
-    """Best-effort Slack notice: a Slack outage never fails a burn-in. Returns whether it was posted."""
-    settings = runtime.settings()
-    token = settings.slack.bot_token.get_secret_value()
-    if not token:
-        return False
-    try:
-        from remedy.adapters.slack import SlackNotifier
-
-        SlackNotifier(token, settings.slack.channel, base_url=settings.slack.base_url, dry_run=dry_run).post(text)
-        return True
-    except Exception as exc:  # noqa: BLE001 — logged, never raised
-        get_run_logger().warning("Slack notice failed: %s", exc)
-        return False
 
 
 # --- tasks -------------------------------------------------------------------------------------------------
@@ -317,6 +301,6 @@ def hold_spares_for_check(nodes: list[str], domain: str, dry_run: bool) -> list[
 
 __all__ = [
     "BOARD", "NCCL_GROUP_NODES", "ProgressBoard", "burn_in_node", "burn_in_refusal", "by_failure_domain",
-    "conclude", "conclude_burn_in", "hold_spares_for_check", "nccl_groups", "notify", "run_nccl_group",
+    "conclude", "conclude_burn_in", "hold_spares_for_check", "nccl_groups", "run_nccl_group",
     "stale_spares", "survey_pool",
 ]
