@@ -22,7 +22,7 @@ from remedy.domain.model import NodeState
 from remedy.errors import NodeNotFound
 from remedy.health import CheckOutputError, parse_check_output, suite_for
 from tasks.cluster import cordon_node, taint_node, uncordon_node
-from tasks.health import _jsonable, run_check
+from tasks.health import jsonable, run_check
 from tasks.ledger import act, requester, set_node_state
 from tasks.notify import post_notice
 from tasks.retry import transient_only
@@ -268,7 +268,7 @@ def run_nccl_group(nodes: list[str], group_id: str, level: str, dry_run: bool) -
     if job.phase == "Timeout":
         verdict, reasons = "fail", [f"Job did not finish within {spec.timeout_seconds} s"] + reasons
     return base | {"verdict": verdict, "reasons": reasons, "seconds": round(job.seconds, 2),
-                   "measurements": _jsonable(measurements)}
+                   "measurements": jsonable(measurements)}
 
 
 @task(name="survey_pool", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[1, 4],

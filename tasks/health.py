@@ -38,14 +38,15 @@ def run_check(node: str, spec, gpu_model: str | None, dry_run: bool) -> dict[str
     if job.phase == "Timeout":
         verdict, reasons = "fail", [f"Job did not finish within {spec.timeout_seconds} s"] + reasons
     return {"id": spec.id, "check": spec.check, "verdict": verdict, "reasons": reasons, "job": name,
-            "seconds": round(job.seconds, 2), "measurements": _jsonable(measurements)}
+            "seconds": round(job.seconds, 2), "measurements": jsonable(measurements)}
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """Measurements as plain JSON values for the ledger (numpy scalars, enums and the like become strings)."""
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return str(value)

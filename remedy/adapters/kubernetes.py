@@ -61,7 +61,7 @@ def _api_configuration(settings: RemedySettings) -> k8s.Configuration:
     else:
         k8s_config.load_incluster_config(client_configuration=cfg)
     cfg.retries = False  # retries are ours (`_call`), with a clear error at the end
-    cfg.connection_pool_maxsize = 16
+    cfg.connection_pool_maxsize = 64  # burn-in polls one Job per node from many threads at once
     return cfg
 
 
@@ -407,6 +407,7 @@ class KubernetesCluster:
                 phase = "Failed"
                 break
             time.sleep(poll_seconds)
+            poll_seconds = min(poll_seconds * 1.5, 2.0)  # long checks: back off, 2,048 nodes must not poll at 5 Hz
         logs = self.job_logs(spec.name)
         if phase == "Timeout":
             self.delete_job(spec.name)

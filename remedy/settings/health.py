@@ -165,8 +165,8 @@ class HealthCheckSettings(BaseModel):
     ib: IbThresholds = Field(default_factory=IbThresholds)
     stress: StressThresholds = Field(default_factory=StressThresholds)
     fio: FioThresholds = Field(default_factory=FioThresholds)
-    extended_dcgm_level: Literal[3, 4] = Field(
-        4, description="dcgmi diag level run by the extended suite (-r 4 includes -r 3's tests, ~1.5 h+)."
+    extended_dcgm_level: int = Field(
+        4, ge=3, le=4, description="dcgmi diag level run by the extended suite (-r 4 includes -r 3's tests, ~1.5 h+)."
     )
     stress_seconds: int = Field(1800, ge=60, description="Duration of the extended suite's GPU stress run.")
     max_failed_burn_ins: int = Field(

@@ -223,7 +223,9 @@ def _deadline_passed(cluster: "Cluster", job: dict) -> bool:
     if uid not in cluster.job_started:
         cluster.job_started[uid] = time.monotonic()
         cluster.call_later(float(deadline), lambda: None)
-    return time.monotonic() >= cluster.job_started[uid] + cluster.scaled(float(deadline))
+    # A scaled deadline never drops below 2 s of real time: at small time scales a few milliseconds would fail
+    # healthy checks on scheduling overhead alone.
+    return time.monotonic() >= cluster.job_started[uid] + max(cluster.scaled(float(deadline)), 2.0)
 
 
 def _update_status(cluster: "Cluster", job: dict) -> None:
