@@ -53,6 +53,12 @@ def lemon_review(dry_run: bool | None = None, as_of: str | None = None, retire: 
                              description="Why each candidate is one")
     log.info("lemon review: %d node(s) scored, %d candidate(s), %d to retire, %d deferred", len(verdicts),
              len(candidates), len(chosen), len(deferred))
+    # Nodes that failed burn-in again and again (flows/burn_in) are listed for a person: they never served load,
+    # so the lemon score has no evidence on them.
+    failed_burn_ins = _failed_burn_in_candidates(set(scored["retired"]))
+    if failed_burn_ins:
+        create_table_artifact(key="burn-in-retirement-candidates", table=failed_burn_ins,
+                              description="Failed burn-in repeatedly: retire with `retire-node` after a look")
 
     # 4. Retire what the budget allows; each retirement asks a person.
     from flows.retire_node import retire_node
@@ -70,8 +76,20 @@ def lemon_review(dry_run: bool | None = None, as_of: str | None = None, retire: 
         "retired": [r["node"] for r in retirements if r.get("retired")],
         "already_retired": scored["retired"],
         "budget": budget["text"],
+        "failed_burn_in_candidates": failed_burn_ins,
         "dry_run": dry_run,
     }
+
+
+def _failed_burn_in_candidates(retired: set[str]) -> list[dict[str, Any]]:
+    from remedy.domain.model import ActionOutcome
+
+    seen: dict[str, dict[str, Any]] = {}
+    for a in runtime.ledger().actions(kind="mark_retirement_candidate"):
+        if a.outcome is ActionOutcome.SUCCEEDED and a.node not in retired:
+            seen[a.node] = {"node": a.node, "since": a.finished_at.isoformat() if a.finished_at else "",
+                            "detail": str(a.detail.get("why") or a.detail)[:200]}
+    return sorted(seen.values(), key=lambda r: r["node"])
 
 
 def _evidence_markdown(scored: dict[str, Any], candidates: list, decisions: dict[str, str], why_deferred: str) -> str:
