@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from typing import Any
 from uuid import UUID
@@ -29,7 +28,9 @@ class Dispatcher:
         self.flows = dict(flows)  # deployment id → flow object
         self.poll_seconds = poll_seconds
         self.heartbeat = heartbeat
-        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="flow-run")
+        # Daemon threads, not a pool: a run paused for approval may hold its thread for an hour, and must not keep
+        # the process alive after Ctrl-C (stop() marks such runs crashed, so they show up as retryable).
+        self._slots = threading.BoundedSemaphore(max_workers)
         self._inflight: set[UUID] = set()
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -45,12 +46,26 @@ class Dispatcher:
     def wake(self, *_: Any) -> None:
         self._wake.set()
 
-    def stop(self, wait: bool = True) -> None:
+    def stop(self) -> None:
+        """Stop polling; runs still in progress (e.g. paused for approval) are marked Crashed with the reason."""
         self._stop.set()
         self._wake.set()
         if self._thread:
             self._thread.join(10)
-        self._pool.shutdown(wait=wait, cancel_futures=True)
+        with self._lock:
+            left = list(self._inflight)
+        if not left:
+            return
+        try:
+            from prefect.client.orchestration import get_client
+            from prefect.states import Crashed
+
+            with get_client(sync_client=True) as client:
+                for run_id in left:
+                    client.set_flow_run_state(run_id, Crashed(message="remedy up stopped while this run was in "
+                                                              "progress; retry it from the UI"), force=True)
+        except Exception:
+            log.warning("could not mark %d in-progress runs crashed", len(left))
 
     def _loop(self) -> None:
         from prefect.client.orchestration import get_client
@@ -92,7 +107,8 @@ class Dispatcher:
                     self._inflight.discard(run.id)
                 continue
             self.started_runs.append((run.id, time.monotonic()))
-            self._pool.submit(self._run, run)
+            self._slots.acquire()
+            threading.Thread(target=self._run, args=(run,), name=f"flow-run-{run.id}", daemon=True).start()
             started += 1
         return started
 
@@ -109,6 +125,7 @@ class Dispatcher:
         except BaseException:  # the engine already recorded the failure on the run; never kill the pool thread
             log.exception("flow run %s raised outside the engine", run.id)
         finally:
+            self._slots.release()
             with self._lock:
                 self._inflight.discard(run.id)
 

@@ -33,10 +33,11 @@ def stack(prefect_server, tmp_path_factory):
     from remedy.stack import start_stack
 
     keys = ("PREFECT_API_URL", "REMEDY_CLUSTER__MODE", "REMEDY_CLUSTER__SIMULATOR_URL", "REMEDY_DB_URL",
-            "REMEDY_RECEIVER__TOKEN")
+            "REMEDY_RECEIVER__TOKEN", "REMEDY_BREAKER__SPARE_RESERVE")
     saved = {k: os.environ.get(k) for k in keys}
-    st = start_stack(workdir=tmp_path_factory.mktemp("stack"), api_url=PREFECT_API_URL.value(), nodes=63, spares=3,
-                     time_scale=0.01, fresh_ledger=True, settings_overrides={"REMEDY_RECEIVER__TOKEN": TOKEN})
+    st = start_stack(workdir=tmp_path_factory.mktemp("stack"), api_url=PREFECT_API_URL.value(), nodes=63, spares=6,
+                     time_scale=0.01, fresh_ledger=True,
+                     settings_overrides={"REMEDY_RECEIVER__TOKEN": TOKEN, "REMEDY_BREAKER__SPARE_RESERVE": 0})
     yield st
     st.stop()
     for k, v in saved.items():
