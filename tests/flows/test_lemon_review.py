@@ -120,3 +120,20 @@ def test_node_history_from_ledger_transitions(tmp_path):
     assert [(round((now - e.time) / DAY), e.deliberate) for e in h.exclusions] == [(40, False), (20, True)]
     assert [(i.xid, i.ref.startswith("incident")) for i in h.incidents] == [(79, True)]  # ignored one left out
     assert [(v.passed, v.check) for v in h.validations] == [(True, "quick")]
+
+
+@pytest.mark.prefect
+def test_review_lists_nodes_that_failed_burn_in_repeatedly(prefect_server, sim_factory, remedy_env):  # noqa: F811
+    from flows.lemon_review import lemon_review
+    from remedy.domain.model import Action, ActionOutcome
+
+    sim = sim_factory(nodes=8, spares=1)
+    runtime = remedy_env(sim=sim)
+    led = runtime.ledger()
+    for n in runtime.cluster().list_gpu_nodes():
+        led.upsert_node(n)
+    rec, _ = led.start_action(Action(kind="mark_retirement_candidate", node="gpu003", requested_by="test",
+                                     outcome=ActionOutcome.SUCCEEDED, detail={"why": "3 failed burn-ins"}))
+    out = lemon_review(retire=False)
+    assert [c["node"] for c in out["failed_burn_in_candidates"]] == ["gpu003"]
+    assert "3 failed burn-ins" in out["failed_burn_in_candidates"][0]["detail"]
