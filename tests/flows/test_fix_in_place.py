@@ -165,3 +165,27 @@ def test_duplicate_triggers_fix_once(prefect_server, sim, remedy_env):
     assert late["status"] == "duplicate" and "resolved" in late["why"]
     assert [a.kind for a in led.actions(node="gpu009")].count("fix_reset-gpu") == 1
     assert [a.kind for a in led.actions(node="gpu009")].count("job_gpu-reset") == 1
+
+
+def test_manual_uncordon_mid_fix_is_respected(prefect_server, sim_factory, remedy_env):
+    from tests.approvals.helpers import FlowThread, wait_for
+
+    sim = sim_factory(nodes=16, spares=2, time_scale=0.2)  # slow enough to act by hand while the reset runs
+    runtime = remedy_env(sim=sim)
+    inject(sim.cluster, "xid", "gpu013", gpu=1, code=145)
+    run = FlowThread(lambda: fix_in_place(node="gpu013", xid=145, gpu=1))
+    led = runtime.ledger()
+    wait_for("the GPU reset Job", lambda: any(a.kind == "job_gpu-reset" for a in led.actions(node="gpu013")),
+             timeout=90)
+
+    def uncordon(node: dict) -> None:  # what `kubectl uncordon` does; gpu-remedy's annotations stay behind
+        node["spec"].pop("unschedulable", None)
+
+    with sim.cluster.lock:
+        sim.cluster.store.mutate("Node", "", "gpu013", uncordon)
+    out = run.result(120)
+    assert out["status"] == "stopped-by-operator" and "uncordoned by hand" in out["why"]
+    kinds = _kinds(led, "gpu013")
+    assert "respect_drift" in kinds and "uncordon_node" not in kinds and "job_nvml-probe" not in kinds
+    assert led.actions(kind="fix_reset-gpu")[0].outcome.value == "skipped"
+    assert _node(sim, "gpu013")["unschedulable"] is False  # never re-cordoned
