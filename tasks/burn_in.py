@@ -20,9 +20,9 @@ from remedy import runtime
 from remedy.adapters.cluster import NodeJobSpec
 from remedy.domain.model import NodeState
 from remedy.errors import NodeNotFound
-from remedy.health import CheckOutputError, parse_check_output, suite_for
+from remedy.health import suite_for
 from tasks.cluster import cordon_node, taint_node, uncordon_node
-from tasks.health import jsonable, run_check
+from tasks.health import judge_job, run_check
 from tasks.ledger import act, requester, set_node_state
 from tasks.notify import post_notice
 from tasks.retry import transient_only
@@ -258,17 +258,7 @@ def run_nccl_group(nodes: list[str], group_id: str, level: str, dry_run: bool) -
         for n in nodes:
             cluster.set_labels(n, {NCCL_GROUP_LABEL: None})
     base = {"id": spec.id, "check": spec.check, "job": name, "group": list(nodes)}
-    if job.dry_run:
-        return base | {"verdict": "planned", "reasons": []}
-    try:
-        result = parse_check_output(spec.check, job.logs, settings.health, gpu_model=gpu_model)
-        verdict, reasons, measurements = result.verdict.value, list(result.reasons), result.measurements
-    except CheckOutputError as exc:
-        verdict, reasons, measurements = "fail", [f"unreadable output: {exc}"], {}
-    if job.phase == "Timeout":
-        verdict, reasons = "fail", [f"Job did not finish within {spec.timeout_seconds} s"] + reasons
-    return base | {"verdict": verdict, "reasons": reasons, "seconds": round(job.seconds, 2),
-                   "measurements": jsonable(measurements)}
+    return base | judge_job(spec, job, gpu_model)
 
 
 @task(name="survey_pool", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[1, 4],

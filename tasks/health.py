@@ -16,20 +16,26 @@ from prefect.cache_policies import NO_CACHE
 from remedy import runtime
 from remedy.adapters.cluster import NodeJobSpec
 from remedy.health import CheckOutputError, parse_check_output, suite_for
-from tasks.ledger import act, requester
+from tasks.ledger import requester
 from tasks.retry import transient_only
 
 
 def run_check(node: str, spec, gpu_model: str | None, dry_run: bool) -> dict[str, Any]:
     """One check Job on one node → its judged result (a Job that did not finish is a fail with the reason)."""
-    settings = runtime.settings()
     name = f"{spec.id}-{node}-{uuid.uuid4().hex[:5]}"
     job = runtime.cluster(dry_run).run_node_job(NodeJobSpec(
         name=name, node=node, check=spec.check, command=tuple(spec.command), privileged=spec.privileged,
         timeout_seconds=spec.timeout_seconds,
     ))
+    base = {"id": spec.id, "check": spec.check, "job": name}
+    return base | judge_job(spec, job, gpu_model)
+
+
+def judge_job(spec, job, gpu_model: str | None) -> dict[str, Any]:
+    """A finished check Job → verdict, reasons, measurements (a Job that timed out fails, whatever it printed)."""
     if job.dry_run:
-        return {"id": spec.id, "check": spec.check, "verdict": "planned", "reasons": [], "job": name}
+        return {"verdict": "planned", "reasons": []}
+    settings = runtime.settings()
     try:
         result = parse_check_output(spec.check, job.logs, settings.health, gpu_model=gpu_model)
         verdict, reasons, measurements = result.verdict.value, list(result.reasons), result.measurements
@@ -37,8 +43,8 @@ def run_check(node: str, spec, gpu_model: str | None, dry_run: bool) -> dict[str
         verdict, reasons, measurements = "fail", [f"unreadable output: {exc}"], {}
     if job.phase == "Timeout":
         verdict, reasons = "fail", [f"Job did not finish within {spec.timeout_seconds} s"] + reasons
-    return {"id": spec.id, "check": spec.check, "verdict": verdict, "reasons": reasons, "job": name,
-            "seconds": round(job.seconds, 2), "measurements": jsonable(measurements)}
+    return {"verdict": verdict, "reasons": reasons, "seconds": round(job.seconds, 2),
+            "measurements": jsonable(measurements)}
 
 
 def jsonable(value: Any) -> Any:
