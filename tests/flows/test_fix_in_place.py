@@ -170,7 +170,7 @@ def test_duplicate_triggers_fix_once(prefect_server, sim, remedy_env):
 def test_manual_uncordon_mid_fix_is_respected(prefect_server, sim_factory, remedy_env):
     from tests.approvals.helpers import FlowThread, wait_for
 
-    sim = sim_factory(nodes=16, spares=2, time_scale=0.2)  # slow enough to act by hand while the reset runs
+    sim = sim_factory(nodes=16, spares=2, time_scale=0.1)  # slow enough to act by hand while the reset runs
     runtime = remedy_env(sim=sim)
     inject(sim.cluster, "xid", "gpu013", gpu=1, code=145)
     run = FlowThread(lambda: fix_in_place(node="gpu013", xid=145, gpu=1))
