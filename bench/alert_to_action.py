@@ -17,7 +17,9 @@ import argparse
 import http.client
 import json
 import os
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -61,6 +63,9 @@ class Poster:
         u = urlsplit(url)
         self.host, self.port, self.path = u.hostname, u.port, u.path
         self.conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
+        self.conn.connect()
+        # Go's net/http (Alertmanager) sets TCP_NODELAY; without it Nagle + delayed ACK add ~40 ms per request
+        self.conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def post(self, payload: dict) -> int:
         body = json.dumps(payload).encode()
@@ -228,31 +233,16 @@ def bench_storm(n_alerts: int, n_faults: int, seconds: float) -> list[tuple]:
 
     receiver = build_receiver(settings, led, api_url=None)
     receiver.announcer = IncidentAnnouncer(led, Sink(), receiver.metrics, retry_seconds=1.0)
-    lat: list[float] = []
-    codes: dict[int, int] = {}
-    lock = threading.Lock()
+    plan = [("ghost-node", 0) if j in unknown else faults[order[j]] for j in range(n_alerts)]
     with ReceiverServer(receiver) as srv:
-        local = threading.local()
+        # The clients run in another process: in this one they would share the GIL with the server they measure.
+        plan_file, out_file = work / "plan.json", work / "latencies.json"
+        plan_file.write_text(json.dumps({"url": srv.alerts_url, "seconds": seconds, "plan": plan}))
         t_start = time.monotonic()
-
-        def send(j: int) -> None:
-            due = t_start + j * seconds / n_alerts
-            delay = due - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            if not hasattr(local, "poster"):
-                local.poster = Poster(srv.alerts_url)
-            node, gpu = ("ghost-node", 0) if j in unknown else faults[order[j]]
-            t = time.perf_counter()
-            code = local.poster.post(xid_payload(node, gpu, 79))
-            dt = time.perf_counter() - t
-            with lock:
-                lat.append(dt)
-                codes[code] = codes.get(code, 0) + 1
-
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            list(pool.map(send, range(n_alerts)))
+        subprocess.run([sys.executable, __file__, "--storm-client", str(plan_file), str(out_file)], check=True)
         wall = time.monotonic() - t_start
+        result = json.loads(out_file.read_text())
+        lat, codes = result["latencies"], result["codes"]
         deadline = time.monotonic() + 30
         while Sink.events < n_faults and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -282,7 +272,39 @@ def bench_storm(n_alerts: int, n_faults: int, seconds: float) -> list[tuple]:
     ]
 
 
+def storm_client(plan_file: str, out_file: str) -> int:
+    """Child process of (c): send the planned alerts, paced over the window, from 8 keep-alive connections."""
+    spec = json.loads(Path(plan_file).read_text())
+    url, seconds, plan = spec["url"], spec["seconds"], spec["plan"]
+    lat: list[float] = []
+    codes: dict[str, int] = {}
+    lock = threading.Lock()
+    local = threading.local()
+    bodies = [xid_payload(node, gpu, 79) for node, gpu in plan]
+    t_start = time.monotonic()
+
+    def send(j: int) -> None:
+        delay = t_start + j * seconds / len(plan) - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        if not hasattr(local, "poster"):
+            local.poster = Poster(url)
+        t = time.perf_counter()
+        code = local.poster.post(bodies[j])
+        dt = time.perf_counter() - t
+        with lock:
+            lat.append(dt)
+            codes[str(code)] = codes.get(str(code), 0) + 1
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(send, range(len(plan))))
+    Path(out_file).write_text(json.dumps({"latencies": lat, "codes": codes}))
+    return 0
+
+
 def main() -> int:
+    if len(sys.argv) == 4 and sys.argv[1] == "--storm-client":
+        return storm_client(sys.argv[2], sys.argv[3])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--samples", type=int, default=8)
     ap.add_argument("--storm-alerts", type=int, default=10_000)

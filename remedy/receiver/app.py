@@ -27,6 +27,10 @@ from remedy.receiver.metrics import ReceiverMetrics
 log = logging.getLogger(__name__)
 
 ALERTS_PATH = "/v1/alerts/alertmanager"
+# Measured here (uvicorn 0.x h11, loopback): a request on a reused keep-alive connection took ~45 ms more than on a
+# fresh one (7 ms p50), for any route and any client (curl, http.client, httpx). Alertmanager sends a webhook every
+# group_interval at most, so a new TCP connection per webhook is cheap; closing keeps the 50 ms p99 target.
+CONNECTION_CLOSE = True
 
 
 @dataclass
@@ -57,7 +61,9 @@ def create_app(receiver: Receiver, *, include_other_routes: bool = True) -> Fast
             m.received.inc(alerts)
             m.rejected.labels(reason=reason).inc(alerts)
         m.requests.labels(code=str(code)).inc()
-        headers = {"WWW-Authenticate": "Bearer"} if code == 401 else None
+        headers = {"Connection": "close"} if CONNECTION_CLOSE else {}
+        if code == 401:
+            headers["WWW-Authenticate"] = "Bearer"
         return JSONResponse(body, status_code=code, headers=headers)
 
     @app.post(ALERTS_PATH)
@@ -65,9 +71,7 @@ def create_app(receiver: Receiver, *, include_other_routes: bool = True) -> Fast
         started = time.perf_counter()
         try:
             if not _authorized(request.headers.get("authorization"), receiver.token):
-                m.requests.labels(code="401").inc()
-                return JSONResponse({"error": "missing or wrong bearer token"}, status_code=401,
-                                    headers={"WWW-Authenticate": "Bearer"})
+                return reply(401, {"error": "missing or wrong bearer token"})
             body = await request.body()
             try:
                 result = await run_in_threadpool(receiver.intake.ingest, body)
