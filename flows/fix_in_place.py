@@ -151,9 +151,9 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
             if not gate["act"]:
                 if gate["skip"] == "already-in-remediation":
                     return _finish(out | {"status": "duplicate", "why": gate["explain"]})
-                from flows.replace_node import _ask_to_proceed  # one way to ask about a held gate
+                from flows.replace_node import ask_to_proceed  # one way to ask about a held gate
 
-                answer = _ask_to_proceed(gate, node, incident_id, dry_run)
+                answer = ask_to_proceed(gate, node, incident_id, dry_run)
                 out["approval"] = answer
                 if answer["decision"] != "approve":
                     return _finish(out | {"status": "held", "why": gate["explain"]})

@@ -72,7 +72,7 @@ def replace_node(
     if not gate["act"]:
         if gate["skip"] == "already-in-remediation":
             return _report(outcome | {"status": "duplicate"}, timeline)
-        decision = _ask_to_proceed(gate, node, incident_id, dry_run)
+        decision = ask_to_proceed(gate, node, incident_id, dry_run)
         outcome["approval"] = decision
         if decision["decision"] != "approve":
             set_incident_status(incident_id, IncidentStatus.ESCALATED.value, detail=gate["explain"])
@@ -139,7 +139,7 @@ def replace_node(
     return _report(outcome | {"status": status}, timeline)
 
 
-def _ask_to_proceed(gate: dict[str, Any], node: str, incident_id: int, dry_run: bool) -> dict[str, Any]:
+def ask_to_proceed(gate: dict[str, Any], node: str, incident_id: int, dry_run: bool) -> dict[str, Any]:
     """One approval per tripped scope: the failure that tripped it asks, the others held there wait on its answer."""
     if dry_run:
         return {"decision": "planned", "by": "", "reason": "dry-run: a person would be asked"}

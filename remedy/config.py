@@ -132,6 +132,10 @@ class SlackSettings(BaseModel):
     signing_secret: SecretStr = Field(SecretStr(""), description="Signing secret for v0 request signatures.")
     channel: str = Field("#gpu-remedy", description="Channel for approvals and notices.")
     approvers: list[str] = Field(default_factory=list, description="Slack user ids allowed to approve.")
+    timeout_seconds: float = Field(
+        3.0, gt=0, le=30,
+        description="Give up on a Slack call after this long; flows go on (the Prefect UI approval path still works).",
+    )
 
 
 class AwsSettings(BaseModel):

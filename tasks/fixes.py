@@ -33,28 +33,11 @@ def restart_app(node: str, namespace: str, attempt_id: int, dry_run: bool, incid
     cluster = runtime.cluster(dry_run)
 
     def restart() -> dict:
-        pods = [p for p in cluster.pods_on_node(node) if p["metadata"].get("namespace") == namespace
-                and not _daemon(p)]
-        names = [p["metadata"]["name"] for p in pods]
-        if not cluster.dry_run:
-            from kubernetes.client.exceptions import ApiException
-
-            for name in names:
-                try:
-                    cluster.core.delete_namespaced_pod(name, namespace, _request_timeout=cluster._timeout)
-                except ApiException as exc:
-                    if exc.status != 404:  # already gone: the goal is reached
-                        raise
-            cluster.record_event(node, reason="RemedyRestartApp",
-                                 message=f"Restarted {len(names)} training pod(s) in {namespace}; node stays in")
+        names = cluster.restart_pods(node, namespace)
         return {"node": node, "namespace": namespace, "restarted": names, "dry_run": cluster.dry_run}
 
     return act("restart_app", node, restart, incident_id=incident_id, dry_run=dry_run,
                key=_key(attempt_id, "restart_app"))
-
-
-def _daemon(pod: dict) -> bool:
-    return any(o.get("kind") == "DaemonSet" for o in pod["metadata"].get("ownerReferences") or [])
 
 
 @task(name="quarantine_node", task_run_name="quarantine-{node}", timeout_seconds=120, **RETRY)

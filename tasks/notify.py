@@ -18,7 +18,8 @@ def post_notice(text: str, *, dry_run: bool = False) -> str | None:
     try:
         from remedy.adapters.slack import SlackNotifier
 
-        return SlackNotifier(token, settings.slack.channel, base_url=settings.slack.base_url, dry_run=dry_run).post(text)
+        return SlackNotifier(token, settings.slack.channel, base_url=settings.slack.base_url,
+                             timeout=settings.slack.timeout_seconds, dry_run=dry_run).post(text)
     except Exception as exc:  # noqa: BLE001 — logged, never raised
         try:
             from prefect import get_run_logger

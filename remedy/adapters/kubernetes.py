@@ -160,6 +160,23 @@ class KubernetesCluster:
         ready = int(status.get("ready") if status.get("ready") is not None else status.get("active") or 0)
         return ready, desired
 
+    def restart_pods(self, node: str, namespace: str) -> list[str]:
+        """Delete the workload's pods on `node` (not DaemonSet/mirror ones); their controller recreates them.
+        The node stays schedulable: this is the in-place RESTART_APP fix, not a drain."""
+        names = [p["metadata"]["name"] for p in self.pods_on_node(node)
+                 if p["metadata"].get("namespace") == namespace and not _skip_reason(p)]
+        if self.dry_run:
+            return names
+        for name in names:
+            try:
+                self._call(f"delete pod {namespace}/{name}", self.core.delete_namespaced_pod, name, namespace)
+            except ApiException as exc:
+                if exc.status != 404:  # already gone: the goal is reached
+                    raise
+        self.record_event(node, reason="RemedyRestartApp",
+                          message=f"Restarted {len(names)} pod(s) in {namespace}; the node stays in service")
+        return names
+
     def workload_running_on(self, namespace: str, job: str, node: str) -> bool:
         """Is a pod of the training Job running on `node` (the promoted spare took its share of the work)?"""
         data = self._json(f"list pods of {namespace}/{job} on {node}", self.core.list_namespaced_pod, namespace,

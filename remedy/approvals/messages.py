@@ -10,7 +10,6 @@ from remedy.approvals.model import ApprovalAction, ButtonValue
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates" / "slack"
 # Slack is a courtesy channel: a flow waits at most this long per call (the Prefect UI path needs nothing).
-SLACK_TIMEOUT_SECONDS = 3.0
 VERDICT = {"approve": "Approved", "deny": "Denied", "timeout": "No answer in time"}
 
 
@@ -22,7 +21,7 @@ def notifier(settings, channel: str | None = None):
     token = s.bot_token.get_secret_value()
     if not token:
         return None
-    return SlackNotifier(token, channel or s.channel, base_url=s.base_url, timeout=SLACK_TIMEOUT_SECONDS)
+    return SlackNotifier(token, channel or s.channel, base_url=s.base_url, timeout=s.timeout_seconds)
 
 
 @lru_cache(maxsize=1)
