@@ -99,7 +99,7 @@ def replace_node(
     timeline.mark("drained")
 
     # 5. Select a spare: same GPU model, validated, not a lemon, away from a correlated failure.
-    choice = select_spare(node, incident_id=incident_id)
+    choice = select_spare(node, incident_id=incident_id, dry_run=dry_run)
     if not choice["spare"]:
         return _no_spare(node, choice["why"], incident_id, dry_run, outcome, timeline)
     spare = choice["spare"]

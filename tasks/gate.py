@@ -76,8 +76,9 @@ def fleet_view(board: BreakerBoard) -> FleetView:
     """Managed GPU nodes per scope, ready spares, what is already out, what the detector flags."""
     led = runtime.ledger()
     nodes = runtime.cluster().list_gpu_nodes()
-    serving = [n for n in nodes if n.state not in (NodeState.SPARE, NodeState.BURN_IN, NodeState.RETIRED,
-                                                   NodeState.REPAIR)]
+    # Scope sizes count every node that serves or is being remediated (repair included), so a storm that moves
+    # nodes to repair does not shrink the denominator of the percentage limits while it is going on.
+    serving = [n for n in nodes if n.state not in (NodeState.SPARE, NodeState.BURN_IN, NodeState.RETIRED)]
     ready_spares = sum(1 for n in nodes if n.state is NodeState.SPARE and n.ready)
     in_remediation = {n.name for n in nodes if n.state is NodeState.QUARANTINED}
     open_incidents = {i.node for i in led.incidents(status="open", severity="critical")}

@@ -8,19 +8,29 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
-from remedy.domain.model import ActionOutcome, NodeState
+from remedy.domain.model import Action, ActionOutcome, IncidentStatus, NodeState
 from remedy.spares.selection import NoSpare, SpareCandidate, select_spare as choose_spare
+from tasks.ledger import requester
 from tasks.retry import transient_only
 
 
-def _earlier_choice(incident_id: int | None) -> str | None:
-    """The spare this incident already promoted (a re-run must not consume a second one)."""
-    if incident_id is None:
-        return None
-    for a in runtime.ledger().actions(incident_id=incident_id, kind="set_state_active"):
-        if a.outcome in (ActionOutcome.SUCCEEDED, ActionOutcome.RUNNING):
-            return a.node
-    return None
+CLAIM_KIND = "claim_spare"
+
+
+def _claim_key(incident_id: int | None, node: str) -> str:
+    return f"incident-{incident_id}:{CLAIM_KIND}" if incident_id is not None else f"{CLAIM_KIND}:{node}"
+
+
+def _claimed_by_others(led, incident_id: int | None) -> set[str]:
+    """Spares promised to other remediations still in progress: never hand one spare to two failed nodes."""
+    live = {IncidentStatus.OPEN, IncidentStatus.ACTING}
+    out = set()
+    for a in led.actions(kind=CLAIM_KIND):
+        if a.incident_id == incident_id or a.outcome is not ActionOutcome.SUCCEEDED or a.dry_run:
+            continue
+        if a.incident_id is None or led.get_incident(a.incident_id).status in live:
+            out.add(a.node)
+    return out
 
 
 def correlated_failure(node: str, now: datetime) -> bool:
@@ -38,28 +48,40 @@ def correlated_failure(node: str, now: datetime) -> bool:
 
 @task(name="select_spare", task_run_name="select-spare-for-{node}", cache_policy=NO_CACHE, retries=2,
       retry_delay_seconds=1, retry_condition_fn=transient_only)
-def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | None = None) -> dict:
+def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | None = None,
+                 dry_run: bool = False) -> dict:
     """Pick the warm spare that replaces `node`; the answer explains itself (chosen and rejected, with reasons)."""
-    earlier = _earlier_choice(incident_id)
-    if earlier:
-        return {"spare": earlier, "needs_validation": False, "why": f"{earlier} was already promoted for this incident"}
+    from tasks.gate import breaker_lock  # one lock for every decision that spends the shared pool
+
     cluster, led, settings = runtime.cluster(), runtime.ledger(), runtime.settings()
-    now = datetime.now(timezone.utc)
-    failed = cluster.get_node(node)
-    candidates = []
-    for n in cluster.list_gpu_nodes():
-        if n.name == node or n.state is not NodeState.SPARE or not n.ready:
-            continue
-        try:
-            validated_at = led.get_node(n.name).validated_at
-        except Exception:
-            validated_at = None
-        candidates.append(SpareCandidate(n, validated_at))
-    choice = choose_spare(failed, candidates, now, settings.spares, correlated=correlated_failure(node, now),
-                          lemons=lemons or ())
-    if isinstance(choice, NoSpare):
-        return {"spare": None, "needs_validation": False, "why": choice.explain()}
-    return {"spare": choice.name, "needs_validation": choice.needs_validation, "why": choice.explain()}
+    with breaker_lock():
+        earlier = led.find_action(_claim_key(incident_id, node))
+        if earlier is not None:  # a re-run of this incident: the spare was chosen once
+            return dict(earlier.detail) | {"replayed": True}
+        now = datetime.now(timezone.utc)
+        failed = cluster.get_node(node)
+        taken = _claimed_by_others(led, incident_id)
+        candidates = []
+        for n in cluster.list_gpu_nodes():
+            if n.name == node or n.state is not NodeState.SPARE or not n.ready or n.name in taken:
+                continue
+            try:
+                validated_at = led.get_node(n.name).validated_at
+            except Exception:
+                validated_at = None
+            candidates.append(SpareCandidate(n, validated_at))
+        choice = choose_spare(failed, candidates, now, settings.spares, correlated=correlated_failure(node, now),
+                              lemons=lemons or ())
+        if isinstance(choice, NoSpare):
+            why = choice.explain() + (f"\n(promised to other remediations: {', '.join(sorted(taken))})" if taken else "")
+            return {"spare": None, "needs_validation": False, "why": why}
+        detail = {"spare": choice.name, "needs_validation": choice.needs_validation, "why": choice.explain()}
+        if dry_run:
+            return detail
+        rec, new = led.start_action(Action(kind=CLAIM_KIND, node=choice.name, requested_by=requester(),
+                                           incident_id=incident_id, idempotency_key=_claim_key(incident_id, node)))
+        led.finish_action(rec.id, ActionOutcome.SUCCEEDED, detail=detail)
+        return detail
 
 
 def validate_spare(spare: str, dry_run: bool, incident_id: int | None = None) -> dict:

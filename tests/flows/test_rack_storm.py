@@ -1,0 +1,76 @@
+"""Five nodes of one rack fail within seconds: the configured number are acted on, the rest held, ONE approval
+message goes to Slack (local stub of the Web API), and a signed approval click through the receiver resumes the
+held work. Seed 000: several nodes of one rack within a minute is a switch, PDU or config push, not N bad nodes."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from remedy.approvals.signing import click_payload, form_body, signed_headers
+from tests.approvals.helpers import (  # noqa: F401 - remedy_env is a fixture
+    APPROVER, SECRET, FlowThread, remedy_env, run_receiver, wait_for, wait_paused_approval,
+)
+
+pytestmark = pytest.mark.prefect
+STORM = ["gpu009", "gpu010", "gpu011", "gpu012", "gpu013"]  # rack-2 of a 32-node, 4-rack simulator
+
+
+def _prevalidate(runtime) -> None:
+    led = runtime.ledger()
+    for n in runtime.cluster().list_gpu_nodes():
+        led.upsert_node(n)
+        led.transition(n.name, n.state, reason="test: adopted", requested_by="test")
+        if n.state.value == "spare":
+            led.record_validation(n.name, level="standard", passed=True, summary={}, requested_by="test")
+
+
+def test_rack_storm_trips_the_rack_breaker_and_one_signed_approval_resumes_the_held_work(
+        prefect_server, sim_factory, slack_stub, remedy_env):  # noqa: F811
+    from flows.replace_node import replace_node
+    from remedy.domain.model import ActionOutcome
+    from remedy.sim.faults import inject
+
+    sim = sim_factory(nodes=32, spares=4)
+    # The rack is the scope under test: PDU, switch and cluster windows (other failure domains that would trip
+    # first or too) are opened up, and the capacity budget leaves room for the whole storm.
+    wide = {f"BREAKER__{k}__{f}": v for k in ("PDU", "SWITCH", "CLUSTER") for f, v in (("MAX_FAILURES", 100), ("MAX_PERCENT", 100))}
+    runtime = remedy_env(sim=sim, slack=slack_stub, APPROVALS__TIMEOUT_SECONDS=120,
+                         BUDGET__MAX_NODES_IN_REMEDIATION=8, BUDGET__MAX_PERCENT_IN_REMEDIATION=50, **wide)
+    _prevalidate(runtime)
+    led = runtime.ledger()
+    for node in STORM:
+        inject(sim.cluster, "xid", node, gpu=0, code=79)
+    runs = {node: FlowThread(lambda node=node: replace_node(node=node, cause="XID 79", xid=79, gpu=0))
+            for node in STORM}
+
+    gates = wait_for("five gate decisions", lambda: (g := led.actions(kind="gate_decision")) and len(g) == 5 and g,
+                     timeout=120)
+    acted = sorted(a.node for a in gates if a.outcome is ActionOutcome.SUCCEEDED)
+    held = sorted(a.node for a in gates if a.outcome is ActionOutcome.SKIPPED)
+    assert len(acted) == 2, [(a.node, a.error) for a in gates]  # rack limit: min(2 nodes, 50% of 8)
+    assert len(held) == 3
+    assert all("rack rack-2" in a.error for a in gates if a.node in held)
+
+    with run_receiver() as url:
+        pending = wait_paused_approval(led, kind="breaker:rack:rack-2", timeout=120)
+        asks = [c for c in slack_stub.calls_to("chat.postMessage") if c.body.get("blocks")]
+        assert len(asks) == 1, [c.body.get("text") for c in asks]  # one question for the whole storm
+        trips = [(e.scope, e.from_state, e.to_state) for e in led.breaker_events()]
+        assert trips == [("rack-2", "closed", "open")]
+
+        body = form_body(click_payload(approval_id=pending.id, flow_run_id=pending.flow_run_id, approve=True,
+                                       user_id=APPROVER, channel_id="C0REMEDY1", message_ts=pending.slack_ts or ""))
+        r = httpx.post(f"{url}/v1/slack/interactions", content=body, headers=signed_headers(SECRET, body), timeout=30)
+        assert r.status_code == 200, r.text
+        results = {node: run.result(180) for node, run in runs.items()}
+
+    statuses = {node: out["status"] for node, out in results.items()}
+    assert all(statuses[n] == "replaced" for n in acted), statuses
+    # the held work went on after the approval: the pool had 4 spares and a reserve of 1 that a person spent
+    assert all(statuses[n] in ("replaced", "no-spare") for n in held), statuses
+    spares = [out["replacement"] for out in results.values() if out["status"] == "replaced"]
+    assert len(spares) == len(set(spares)) == 4, results  # never one spare for two failed nodes
+    assert [(e.from_state, e.to_state, e.by) for e in led.breaker_events()][-1] == ("open", "closed", APPROVER)
+    assert led.get_approval(pending.id).decision == "approve"
+    assert len(led.approvals()) >= 1 and all(a.kind != "breaker:rack:rack-2" for a in led.approvals(pending=True))
