@@ -23,13 +23,13 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from remedy import runtime
-from remedy.approvals.open_loop import OPEN_LOOP_KIND, PROPOSED_EVENT, is_open_loop, node_pool
+from remedy.approvals.open_loop import is_open_loop, node_pool
 from remedy.domain.model import Action, ActionOutcome, IncidentStatus
 from remedy.domain.timeline import Timeline
 from remedy.domain.xid import RemediationPath, Resolution, lookup
 from remedy.ledger.errors import LedgerConflict
 from remedy.safety.ladder import LADDERS, Attempt, AttemptOutcome, LadderExhausted, Step, backoff_schedule, next_step
-from tasks.approvals import request_approval
+from tasks.approvals import propose_open_loop
 from tasks.cluster import check_drift
 from tasks.gate import check_breaker, record_remediation_outcome
 from tasks.fixes import (
@@ -136,7 +136,10 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
         live = runtime.cluster().get_node(node)
         if not asked_open_loop and is_open_loop(live, settings.ladder.open_loop_pools):
             asked_open_loop = True
-            go = _propose(node, xid, gpu, step, incident_id, node_pool(live))
+            go = propose_open_loop(node=node, incident_id=incident_id, action=f"{STEP_WORDS[step.kind]} (XID {xid})",
+                                   reason=step.reason, pool=node_pool(live),
+                                   timeout_seconds=step.timeout.total_seconds(),
+                                   details={"xid": xid, "gpu": gpu, "step": step.kind.value})
             out["open_loop"] = {"decision": go.decision, "by": go.by}
             if not go.approved:
                 return _finish(out | {"status": "proposed-not-executed",
@@ -255,23 +258,6 @@ def _respect_operator(node: str, dry_run: bool) -> None:
 
 def _tail(text: str, n: int = 2) -> str:
     return " / ".join(line for line in text.strip().splitlines()[-n:]) or "no output"
-
-
-def _propose(node: str, xid: int, gpu: int | None, step: Step, incident_id: int, pool: str):
-    """Open loop: emit the decision as an event, then pause until POST /v1/remediations/{id}/execute."""
-    from prefect.events import emit_event
-
-    emit_event(PROPOSED_EVENT, resource={"prefect.resource.id": f"remedy.incident.{incident_id}",
-                                         "remedy.node": node},
-               payload={"incident_id": incident_id, "node": node, "xid": xid, "gpu": gpu, "step": step.kind.value,
-                        "reason": step.reason, "pool": pool,
-                        "execute": f"POST /v1/remediations/{incident_id}/execute"})
-    return request_approval(
-        kind=OPEN_LOOP_KIND, title=f"Proposed: {STEP_WORDS[step.kind]} on {node} (XID {xid})",
-        summary_markdown=f"{step.reason}\n\nNode pool `{pool}` is open-loop: gpu-remedy acts only when "
-                         f"`POST /v1/remediations/{incident_id}/execute` is called.",
-        incident_id=incident_id, node=node, timeout_seconds=step.timeout.total_seconds(), slack=False,
-        consequence="the remediation was not executed")
 
 
 def _escalate(node: str, reason: str, incident_id: int, dry_run: bool, history: list[Attempt], entry,

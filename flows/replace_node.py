@@ -18,8 +18,10 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from remedy import runtime
+from remedy.approvals.open_loop import is_open_loop, node_pool
 from remedy.domain.model import IncidentStatus, NodeState
 from remedy.domain.timeline import Timeline
+from tasks.approvals import propose_open_loop
 from tasks.cluster import (
     check_drift, cordon_node, drain_node, label_node, resize_workload, taint_node, verify_joined, wait_for_workload,
 )
@@ -65,7 +67,18 @@ def replace_node(
     if not claim["claimed"]:  # a duplicate trigger while another run works on this incident
         return _report(outcome | {"status": "duplicate", "why": f"run {claim['holder']} is handling it"}, timeline)
 
-    # 2. Gate: circuit breakers per rack/switch/PDU/cluster, capacity budget, spare reserve.
+    # 2. Open-loop pools: gpu-remedy only proposes; an external break-fix system says when to act (seed 000).
+    live = runtime.cluster().get_node(node)
+    if not dry_run and is_open_loop(live, settings.ladder.open_loop_pools):
+        go = propose_open_loop(node=node, incident_id=incident_id, action="replace with a warm spare",
+                               reason=cause or signal, pool=node_pool(live),
+                               timeout_seconds=settings.approvals.timeout_seconds)
+        outcome["open_loop"] = {"decision": go.decision, "by": go.by}
+        if not go.approved:
+            return _report(outcome | {"status": "proposed-not-executed",
+                                      "why": f"open-loop pool {node_pool(live)}: {go.decision}"}, timeline)
+
+    # 3. Gate: circuit breakers per rack/switch/PDU/cluster, capacity budget, spare reserve.
     gate = check_breaker(node, incident_id, signal=cause or signal, detected_at=timeline.detected_at.isoformat(),
                          dry_run=dry_run)
     outcome["gate"] = gate["explain"]
@@ -79,13 +92,13 @@ def replace_node(
             return _report(outcome | {"status": "held"}, timeline)
         timeline.mark("approved")
 
-    # 3. Cordon and quarantine: nothing new lands on the node.
+    # 4. Cordon and quarantine: nothing new lands on the node.
     cordon_node(node, reason=cause or signal, dry_run=dry_run, incident_id=incident_id)
     taint_node(node, dry_run=dry_run, add=[settings.taints.quarantine], incident_id=incident_id)
     set_node_state(node, NodeState.QUARANTINED.value, reason=cause or signal, dry_run=dry_run, incident_id=incident_id)
     timeline.mark("cordoned")
 
-    # 4. Drain with a grace period so the job can checkpoint. A person who uncordoned the node meanwhile wins.
+    # 5. Drain with a grace period so the job can checkpoint. A person who uncordoned the node meanwhile wins.
     drift = check_drift(node)
     if drift and not dry_run:
         log.warning("%s: %s — stopping, the operator's change stands", node, drift["what"])
@@ -98,21 +111,21 @@ def replace_node(
     outcome["drain"] = {k: drained[k] for k in ("evicted", "skipped", "not_evicted", "complete")}
     timeline.mark("drained")
 
-    # 5. Select a spare: same GPU model, validated, not a lemon, away from a correlated failure.
+    # 6. Select a spare: same GPU model, validated, not a lemon, away from a correlated failure.
     choice = select_spare(node, incident_id=incident_id, dry_run=dry_run)
     if not choice["spare"]:
         return _no_spare(node, choice["why"], incident_id, dry_run, outcome, timeline)
     spare = choice["spare"]
     outcome |= {"replacement": spare, "spare_choice": choice["why"]}
 
-    # 6. Validate the spare first if its last check is older than the freshness window.
+    # 7. Validate the spare first if its last check is older than the freshness window.
     if choice["needs_validation"]:
         check = validate_spare(spare, dry_run=dry_run, incident_id=incident_id)
         if not check["passed"]:
             return _no_spare(node, f"{spare} failed validation: {check['summary']}", incident_id, dry_run,
                              outcome, timeline)
 
-    # 7. Promote the spare: untaint, label into the job's pool, and check it really joined.
+    # 8. Promote the spare: untaint, label into the job's pool, and check it really joined.
     taint_node(spare, dry_run=dry_run, remove=[settings.taints.spare], incident_id=incident_id)
     label_node(spare, {settings.labels.pool: settings.labels.job_pool_value}, dry_run=dry_run,
                incident_id=incident_id)
@@ -122,12 +135,12 @@ def replace_node(
     outcome["joined"] = joined
     timeline.mark("spare ready")
 
-    # 8. Resume the workload: the job runs on the new node, back at full size unless more nodes are missing.
+    # 9. Resume the workload: the job runs on the new node, back at full size unless more nodes are missing.
     size = wait_for_workload(work.namespace, work.job, spare, work.resume_timeout_seconds, dry_run=dry_run)
     outcome["workload"] = size
     timeline.mark("job resumed" if size["full"] else "spare working")
 
-    # 9. Hand the failed node to repair; the remediation is over for the breaker.
+    # 10. Hand the failed node to repair; the remediation is over for the breaker.
     set_node_state(node, NodeState.REPAIR.value, reason=f"replaced by {spare}", dry_run=dry_run,
                    incident_id=incident_id)
     ok = joined["joined"] and size["on_node"]

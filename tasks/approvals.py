@@ -157,3 +157,28 @@ def _slack(call, what: str, approval_id: int, node: str | None, incident_id: int
         except Exception as rec_exc:  # recording is best effort too
             get_run_logger().warning("could not record the Slack failure: %s", rec_exc)
         return None
+
+
+def propose_open_loop(*, node: str, incident_id: int, action: str, reason: str, pool: str,
+                      timeout_seconds: float, details: dict | None = None) -> ApprovalOutcome:
+    """Open-loop pools (seed 000): emit the decision as an event, then pause until an external system calls
+    `POST /v1/remediations/{incident_id}/execute`. One proposal per incident: a later flow of the same incident
+    (e.g. replace_node as the ladder's fallback) reuses the answer already given."""
+    from prefect.events import emit_event
+
+    from remedy.approvals.open_loop import OPEN_LOOP_KIND, PROPOSED_EVENT
+
+    led = runtime.ledger()
+    answered = [a for a in led.approvals(incident_id=incident_id) if a.kind == OPEN_LOOP_KIND and a.decision]
+    if answered:
+        a = answered[-1]
+        return ApprovalOutcome(decision=a.decision, by=a.decided_by or "", reason=a.reason, approval_id=a.id)
+    emit_event(PROPOSED_EVENT, resource={"prefect.resource.id": f"remedy.incident.{incident_id}", "remedy.node": node},
+               payload={"incident_id": incident_id, "node": node, "action": action, "reason": reason, "pool": pool,
+                        "execute": f"POST /v1/remediations/{incident_id}/execute"} | (details or {}))
+    return request_approval(
+        kind=OPEN_LOOP_KIND, title=f"Proposed: {action} on {node}",
+        summary_markdown=f"{reason}\n\nNode pool `{pool}` is open-loop: gpu-remedy acts only when "
+                         f"`POST /v1/remediations/{incident_id}/execute` is called.",
+        incident_id=incident_id, node=node, timeout_seconds=timeout_seconds, slack=False,
+        consequence="the remediation was not executed")

@@ -66,3 +66,28 @@ def test_open_loop_without_go_ahead_does_nothing(prefect_server, sim, remedy_env
     kinds = {a.kind for a in runtime.ledger().actions(node="gpu010")}
     assert not kinds & {"cordon_node", "drain_node", "job_gpu-reset", "fix_reset-gpu"}
     assert sim.cluster.health["gpu010"].faulty()
+
+
+def test_open_loop_replacement_waits_for_the_go_ahead_then_replaces(prefect_server, sim, remedy_env):
+    from flows.replace_node import replace_node
+
+    runtime = remedy_env(sim=sim, LADDER__OPEN_LOOP_POOLS=["*"], APPROVALS__TIMEOUT_SECONDS=60)
+    led = runtime.ledger()
+    for n in runtime.cluster().list_gpu_nodes():  # spares validated, as burn-in leaves them
+        led.upsert_node(n)
+        led.transition(n.name, n.state, reason="test: adopted", requested_by="test")
+        if n.state.value == "spare":
+            led.record_validation(n.name, level="standard", passed=True, summary={}, requested_by="test")
+    inject(sim.cluster, "xid", "gpu005", gpu=1, code=79)
+    with run_receiver() as url:
+        run = FlowThread(lambda: replace_node(node="gpu005", cause="XID 79", xid=79, gpu=1))
+        approval = wait_for("the open-loop proposal", lambda: next(
+            (a for a in led.approvals(pending=True) if a.kind == OPEN_LOOP_KIND
+             and flow_state(a.flow_run_id) == "PAUSED"), None), timeout=60)
+        assert not any(a.kind == "cordon_node" for a in led.actions(node="gpu005"))  # decided, not acted
+        ok = httpx.post(f"{url}/v1/remediations/{approval.incident_id}/execute", json={"by": "break-fix-bot"},
+                        headers={"Authorization": "Bearer open-loop-token"}, timeout=30)
+        assert ok.status_code == 200, ok.text
+        out = run.result(120)
+    assert out["open_loop"] == {"decision": "approve", "by": "break-fix-bot"}
+    assert out["status"] == "replaced" and out["replacement"]
