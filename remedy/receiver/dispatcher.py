@@ -81,36 +81,39 @@ class Dispatcher:
 
     def poll_once(self, client) -> int:
         """Claim and start every due run; returns how many were started."""
-        from prefect.exceptions import Abort
-        from prefect.states import Pending
-        from prefect.utilities.engine import propose_state_sync
-
         if not self.flows:
             return 0
         due = datetime.now(timezone.utc) + timedelta(seconds=0.5)
         runs = client.get_scheduled_flow_runs_for_deployments(deployment_ids=list(self.flows), scheduled_before=due)
-        started = 0
-        for run in sorted(runs, key=lambda r: r.next_scheduled_start_time or due):
+        return sum(self.submit(client, run) for run in sorted(runs, key=lambda r: r.next_scheduled_start_time or due))
+
+    def submit(self, client, run) -> bool:
+        """Claim one scheduled run (propose PENDING; only one proposer wins) and start it in a thread."""
+        from prefect.exceptions import Abort
+        from prefect.states import Pending
+        from prefect.utilities.engine import propose_state_sync
+
+        if run.deployment_id not in self.flows:
+            return False
+        with self._lock:
+            if run.id in self._inflight:
+                return False
+            self._inflight.add(run.id)
+        try:
+            state = propose_state_sync(client, Pending(), flow_run_id=run.id)
+        except Abort:
+            state = None
+        except Exception:
+            log.exception("could not claim flow run %s", run.id)
+            state = None
+        if state is None or not state.is_pending():
             with self._lock:
-                if run.id in self._inflight:
-                    continue
-                self._inflight.add(run.id)
-            try:
-                state = propose_state_sync(client, Pending(), flow_run_id=run.id)
-            except Abort:
-                state = None
-            except Exception:
-                log.exception("could not claim flow run %s", run.id)
-                state = None
-            if state is None or not state.is_pending():
-                with self._lock:
-                    self._inflight.discard(run.id)
-                continue
-            self.started_runs.append((run.id, time.monotonic()))
-            self._slots.acquire()
-            threading.Thread(target=self._run, args=(run,), name=f"flow-run-{run.id}", daemon=True).start()
-            started += 1
-        return started
+                self._inflight.discard(run.id)
+            return False
+        self.started_runs.append((run.id, time.monotonic()))
+        self._slots.acquire()
+        threading.Thread(target=self._run, args=(run,), name=f"flow-run-{run.id}", daemon=True).start()
+        return True
 
     def _run(self, run) -> None:
         from prefect.flow_engine import run_flow
@@ -141,7 +144,7 @@ class DirectTriageSink:
     the announcer keeps the incident unannounced and retries (the ledger is the outbox).
     """
 
-    def __init__(self, inner, deployment_id: UUID, trigger, dispatcher: "Dispatcher | None" = None) -> None:
+    def __init__(self, inner, deployment_id: UUID, trigger, dispatcher: Dispatcher | None = None) -> None:
         self.inner, self.deployment_id, self.trigger, self.dispatcher = inner, deployment_id, trigger, dispatcher
         self._client = None
 
@@ -150,18 +153,19 @@ class DirectTriageSink:
 
         from remedy.deployments import trigger_parameters
 
-        self.inner.send(events)
         if self._client is None:
             self._client = get_client(sync_client=True)
             self._client.__enter__()
+        # The run first, handed straight to the dispatcher (no poll round trip); then the event, for the record.
         for event in events:
             payload = event["payload"]
-            self._client.create_flow_run_from_deployment(
+            run = self._client.create_flow_run_from_deployment(
                 self.deployment_id, parameters=trigger_parameters(self.trigger, payload),
                 idempotency_key=f"triage:incident:{payload['incident_id']}",
             )
-        if self.dispatcher is not None:
-            self.dispatcher.wake()
+            if self.dispatcher is not None and run.state is not None and run.state.is_scheduled():
+                self.dispatcher.submit(self._client, run)
+        self.inner.send(events)
 
     def close(self) -> None:
         if self._client is not None:
