@@ -29,7 +29,8 @@ from remedy.receiver.triage_policy import (
 from remedy.settings.triage import triage_settings
 from tasks.triage import claim_incident, close_incident, read_incident, read_live_node
 
-FIXED = {"replaced", "replaced-job-not-full", "planned", "fixed", "resolved", "restarted", "isolated"}
+FIXED = {"replaced", "replaced-job-not-full", "planned", "fixed", "resolved", "restarted", "isolated",
+         "infrastructure"}  # isolate_fault's verdict "infrastructure": the bad nodes are found and held
 
 
 def _run_name() -> str:
@@ -99,7 +100,10 @@ def triage(
 
     # 5. Remediate: the path's flow as a subflow (visible under this run in the UI).
     _explain(incident, decision)
-    outcome = _dispatch(decision, incident, detected_at or incident["first_seen"].isoformat(), dry_run, log)
+    from tasks.tags import tagged
+
+    with tagged(node, stage=decision.path.value, xid=incident.get("xid")):
+        outcome = _dispatch(decision, incident, detected_at or incident["first_seen"].isoformat(), dry_run, log)
     status = str((outcome or {}).get("status", ""))
     if decision.path is RemediationPath.ESCALATE or (outcome or {}).get("escalated"):
         final, detail = IncidentStatus.ESCALATED, f"escalated: {(outcome or {}).get('reason', decision.reason)}"
@@ -107,6 +111,8 @@ def triage(
         final, detail = IncidentStatus.RESOLVED, f"{decision.path.value}: {status}"
     elif status == "stopped-by-operator":
         final, detail = IncidentStatus.IGNORED, f"{decision.path.value}: the operator's change stands"
+    elif status == "code":
+        final, detail = IncidentStatus.IGNORED, "isolate: every batch diverges — user code or data, not the hardware"
     else:
         final, detail = IncidentStatus.ESCALATED, f"{decision.path.value} ended {status or 'without a status'}: a human decides"
     closed = close_incident(incident_id, final.value, detail, only_if_acting=True)
@@ -148,7 +154,10 @@ def _dispatch(decision: Decision, incident: dict[str, Any], detected_at: str, dr
         decision_reason = f"{path.value} for signal {incident['signal']} needs a human: fix-in-place takes an XID"
         path, fn = RemediationPath.ESCALATE, _flow("flows.escalate:escalate")
     if path is RemediationPath.ISOLATE:
-        return fn([node], incident_id=incident_id, dry_run=dry_run)
+        # a NaN loss or a collective timeout names the job, not the node: every node of the job is a suspect
+        work = runtime.settings().workload
+        suspects = sorted(set(runtime.cluster().workload_nodes(work.namespace, work.job)) | {node})
+        return fn(suspects, incident_id=incident_id, dry_run=dry_run)
     # escalate
     if fn is None:
         log.error("%s: escalating to a human (no escalate flow yet): %s", node, decision_reason)

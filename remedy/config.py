@@ -25,6 +25,7 @@ from remedy.settings.health import HealthCheckSettings
 from remedy.settings.lemon import LemonSettings
 from remedy.settings.safety import BreakerSettings, LadderSettings, SpareSettings
 from remedy.settings.signals import SignalThresholds
+from remedy.settings.triage import TriageSettings
 
 
 class ConfigError(ValueError):
@@ -180,6 +181,7 @@ class RemedySettings(BaseSettings):
     slack: SlackSettings = Field(default_factory=SlackSettings)
     aws: AwsSettings = Field(default_factory=AwsSettings)
     receiver: ReceiverSettings = Field(default_factory=ReceiverSettings)
+    triage: TriageSettings = Field(default_factory=TriageSettings)
 
     @model_validator(mode="after")
     def _cluster_access_complete(self) -> "RemedySettings":

@@ -17,8 +17,8 @@ from tasks.retry import transient_only
 CLAIM_KIND = "claim_spare"
 
 
-def _claim_key(incident_id: int | None, node: str) -> str:
-    return f"incident-{incident_id}:{CLAIM_KIND}" if incident_id is not None else f"{CLAIM_KIND}:{node}"
+def _claim_key(incident_id: int, node: str) -> str:
+    return f"incident-{incident_id}:{CLAIM_KIND}"
 
 
 def _claimed_by_others(led, incident_id: int | None) -> set[str]:
@@ -55,7 +55,7 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
 
     cluster, led, settings = runtime.cluster(), runtime.ledger(), runtime.settings()
     with breaker_lock():
-        earlier = led.find_action(_claim_key(incident_id, node))
+        earlier = led.find_action(_claim_key(incident_id, node)) if incident_id is not None else None
         if earlier is not None:  # a re-run of this incident: the spare was chosen once
             return dict(earlier.detail) | {"replayed": True}
         now = datetime.now(timezone.utc)
@@ -76,7 +76,7 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
             why = choice.explain() + (f"\n(promised to other remediations: {', '.join(sorted(taken))})" if taken else "")
             return {"spare": None, "needs_validation": False, "why": why}
         detail = {"spare": choice.name, "needs_validation": choice.needs_validation, "why": choice.explain()}
-        if dry_run:
+        if dry_run or incident_id is None:  # a claim binds a spare to an incident; without one, only advise
             return detail
         rec, new = led.start_action(Action(kind=CLAIM_KIND, node=choice.name, requested_by=requester(),
                                            incident_id=incident_id, idempotency_key=_claim_key(incident_id, node)))

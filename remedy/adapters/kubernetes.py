@@ -177,6 +177,13 @@ class KubernetesCluster:
                           message=f"Restarted {len(names)} pod(s) in {namespace}; the node stays in service")
         return names
 
+    def workload_nodes(self, namespace: str, job: str) -> list[str]:
+        """Nodes that run a pod of the training Job (the suspects when the job, not a node, reports a fault)."""
+        data = self._json(f"list pods of {namespace}/{job}", self.core.list_namespaced_pod, namespace,
+                          label_selector=f"job-name={job}")
+        return sorted({p["spec"]["nodeName"] for p in data.get("items", [])
+                       if (p.get("spec") or {}).get("nodeName") and (p.get("status") or {}).get("phase") == "Running"})
+
     def workload_running_on(self, namespace: str, job: str, node: str) -> bool:
         """Is a pod of the training Job running on `node` (the promoted spare took its share of the work)?"""
         data = self._json(f"list pods of {namespace}/{job} on {node}", self.core.list_namespaced_pod, namespace,

@@ -35,17 +35,21 @@ def stack(prefect_server, tmp_path_factory):
     keys = ("PREFECT_API_URL", "REMEDY_CLUSTER__MODE", "REMEDY_CLUSTER__SIMULATOR_URL", "REMEDY_DB_URL",
             "REMEDY_RECEIVER__TOKEN", "REMEDY_BREAKER__SPARE_RESERVE")
     saved = {k: os.environ.get(k) for k in keys}
-    st = start_stack(workdir=tmp_path_factory.mktemp("stack"), api_url=PREFECT_API_URL.value(), nodes=63, spares=6,
-                     time_scale=0.01, fresh_ledger=True,
-                     settings_overrides={"REMEDY_RECEIVER__TOKEN": TOKEN, "REMEDY_BREAKER__SPARE_RESERVE": 0})
-    yield st
-    st.stop()
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    runtime.reset()
+    try:  # the environment is restored even when the stack fails to start, so no later test inherits it
+        st = start_stack(workdir=tmp_path_factory.mktemp("stack"), api_url=PREFECT_API_URL.value(), nodes=63,
+                         spares=6, time_scale=0.01, fresh_ledger=True,
+                         settings_overrides={"REMEDY_RECEIVER__TOKEN": TOKEN, "REMEDY_BREAKER__SPARE_RESERVE": 0})
+        try:
+            yield st
+        finally:
+            st.stop()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        runtime.reset()
 
 
 def wait_cordoned(node: str, timeout: float = 60.0) -> float:
