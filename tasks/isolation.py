@@ -234,19 +234,9 @@ class _BatchWatch:
         self._api.close()
 
     def _lines(self, pod: str, timeout: float):
-        resp = self._core.read_namespaced_pod_log(pod, self.ns, follow=True, _preload_content=False,
-                                                  _request_timeout=timeout)
-        try:
-            buf = b""
-            for chunk in resp.stream(1024):
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    yield line.decode(errors="replace")
-            if buf:
-                yield buf.decode(errors="replace")
-        finally:
-            resp.release_conn()
+        from remedy.adapters.kubernetes import follow_pod_log
+
+        return follow_pod_log(self._core, pod, self.ns, timeout)
 
     def _follow(self, pod: str) -> None:
         while not self.hit.is_set() and time.monotonic() < self.deadline:

@@ -457,21 +457,7 @@ class KubernetesCluster:
     def stream_pod_log(self, pod: str, *, namespace: str | None = None, timeout: float = 600) -> Iterator[str]:
         """Yield log lines as the pod produces them (follow=true), so callers can fail fast on a pattern."""
         ns = namespace or self.settings.cluster.jobs_namespace
-        resp = self._call(
-            f"follow log of {pod}", self.core.read_namespaced_pod_log, pod, ns,
-            follow=True, _preload_content=False, _request_timeout=timeout,
-        )
-        try:
-            buf = b""
-            for chunk in resp.stream(1024):
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    yield line.decode(errors="replace")
-            if buf:
-                yield buf.decode(errors="replace")
-        finally:
-            resp.release_conn()
+        yield from follow_pod_log(self.core, pod, ns, timeout)
 
     def delete_job(self, job: str) -> None:
         if self.dry_run:
@@ -521,6 +507,23 @@ class KubernetesCluster:
 
 
 # ---------------------------------------------------------------------- helpers
+def follow_pod_log(core: k8s.CoreV1Api, pod: str, namespace: str, timeout: float) -> Iterator[str]:
+    """Yield a pod's log lines as they are written (follow=true). Takes the CoreV1Api so a caller following many
+    pods at once can give the streams a connection pool of their own."""
+    resp = core.read_namespaced_pod_log(pod, namespace, follow=True, _preload_content=False, _request_timeout=timeout)
+    try:
+        buf = b""
+        for chunk in resp.stream(1024):
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                yield line.decode(errors="replace")
+        if buf:
+            yield buf.decode(errors="replace")
+    finally:
+        resp.release_conn()
+
+
 def _skip_reason(pod: dict) -> str:
     meta = pod.get("metadata", {})
     if "kubernetes.io/config.mirror" in (meta.get("annotations") or {}):
