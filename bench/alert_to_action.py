@@ -160,42 +160,18 @@ def bench_flows(samples: int, only: str) -> list[tuple]:
 
 
 def bench_prometheus(api: str, work: Path, samples: int) -> list[tuple]:
-    import yaml
-
     from remedy.stack import start_stack
-    from tests.fixtures.prometheus import run_alertmanager, run_prometheus
+    from tests.fixtures.prometheus import run_alert_pipeline
 
     deploy = Path(__file__).resolve().parents[1] / "deployments"
     st = start_stack(workdir=work / "prom", api_url=api, nodes=63, spares=20, time_scale=0.01, fresh_ledger=True,
                      settings_overrides=LOOSE_BREAKERS)
     st.sim.cluster.alert_url = None
     try:
-        token_file = work / "token"
-        token_file.write_text(TOKEN)
-        am_cfg = yaml.safe_load((deploy / "alertmanager" / "alertmanager.yml").read_text())
-        am_cfg["route"].update(group_wait="0s", group_interval="1s")
-        hook = am_cfg["receivers"][0]["webhook_configs"][0]
-        hook["url"] = st.receiver.alerts_url
-        hook["http_config"]["authorization"]["credentials_file"] = str(token_file)
-        rules = yaml.safe_load((deploy / "prometheus" / "rules.yml").read_text())
-        for group in rules["groups"]:
-            group["interval"] = "1s"
-            for rule in group["rules"]:
-                if "for" in rule:
-                    rule["for"] = "1s"
-        (work / "rules.yml").write_text(yaml.safe_dump(rules))
-        with run_alertmanager(am_cfg, work) as am:
-            prom_cfg = {
-                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                "rule_files": [str(work / "rules.yml")],
-                "alerting": {"alertmanagers": [{"static_configs": [{"targets": [am.removeprefix("http://")]}]}]},
-                "scrape_configs": [{"job_name": "dcgm", "honor_labels": True,
-                                    "static_configs": [{"targets": [st.sim.url.removeprefix("http://")]}]}],
-            }
-            with run_prometheus(prom_cfg, work):
-                time.sleep(5)  # first scrapes in
-                latency_rounds(st, ["gpu062"], via_prometheus=True)  # warm-up
-                res = latency_rounds(st, [f"gpu{i:03d}" for i in range(30, 30 + samples)], via_prometheus=True)
+        with run_alert_pipeline(deploy, st.receiver.alerts_url, TOKEN, st.sim.url.removeprefix("http://"), work):
+            time.sleep(5)  # first scrapes in
+            latency_rounds(st, ["gpu062"], via_prometheus=True)  # warm-up
+            res = latency_rounds(st, [f"gpu{i:03d}" for i in range(30, 30 + samples)], via_prometheus=True)
     finally:
         st.stop()
     d = res["cordoned"]

@@ -15,9 +15,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.fixtures.prometheus import run_alertmanager, run_prometheus
+from tests.fixtures.prometheus import run_alert_pipeline
 
 pytestmark = [pytest.mark.prefect, pytest.mark.servers]
 
@@ -92,44 +91,25 @@ def test_injected_fault_to_cordon_with_one_triage_run(stack) -> None:
 def test_exporter_to_prometheus_to_alertmanager_to_cordon(stack, tmp_path) -> None:
     from remedy.sim.faults import inject
 
-    token_file = tmp_path / "token"
-    token_file.write_text(TOKEN)
-    am_cfg = yaml.safe_load((DEPLOY / "alertmanager" / "alertmanager.yml").read_text())
-    am_cfg["route"].update(group_wait="0s", group_interval="1s")
-    hook = am_cfg["receivers"][0]["webhook_configs"][0]
-    hook["url"] = stack.receiver.alerts_url
-    hook["http_config"]["authorization"]["credentials_file"] = str(token_file)
-    rules = yaml.safe_load((DEPLOY / "prometheus" / "rules.yml").read_text())
-    for group in rules["groups"]:
-        group["interval"] = "1s"
-        for rule in group["rules"]:
-            if "for" in rule:
-                rule["for"] = "1s"  # the shipped durations are minutes; the wiring is what is tested here
-    rules_file = tmp_path / "rules.yml"
-    rules_file.write_text(yaml.safe_dump(rules))
-
     stack.sim.cluster.alert_url = None  # only Prometheus and Alertmanager may tell the receiver this time
-    with run_alertmanager(am_cfg, tmp_path) as am:
-        prom_cfg = {
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "rule_files": [str(rules_file)],
-            "alerting": {"alertmanagers": [{"static_configs": [{"targets": [am.removeprefix("http://")]}]}]},
-            "scrape_configs": [{"job_name": "dcgm", "honor_labels": True,
-                                "static_configs": [{"targets": [stack.sim.url.removeprefix("http://")]}]}],
-        }
-        with run_prometheus(prom_cfg, tmp_path) as prom:
-            import httpx
+    with run_alert_pipeline(DEPLOY, stack.receiver.alerts_url, TOKEN, stack.sim.url.removeprefix("http://"),
+                            tmp_path) as (prom, _am):
+        import httpx
 
-            deadline = time.monotonic() + 30  # first scrape in, so the change below is a change
-            while time.monotonic() < deadline:
-                r = httpx.get(f"{prom}/api/v1/query", params={"query": "count(DCGM_FI_DEV_XID_ERRORS)"}).json()
-                if r["data"]["result"]:
-                    break
-                time.sleep(0.2)
-            inject(stack.sim.cluster, "xid", "gpu020", gpu=5, code=64)
-            took = wait_cordoned("gpu020", timeout=90)
+        deadline = time.monotonic() + 30  # first scrape in, so the change below is a change
+        while time.monotonic() < deadline:
+            r = httpx.get(f"{prom}/api/v1/query", params={"query": "count(DCGM_FI_DEV_XID_ERRORS)"}).json()
+            if r["data"]["result"]:
+                break
+            time.sleep(0.2)
+        inject(stack.sim.cluster, "xid", "gpu020", gpu=5, code=64)
+        took = wait_cordoned("gpu020", timeout=90)
     incidents = [i for i in stack.ledger.incidents() if i.node == "gpu020"]
     assert any(i.signal == "xid" and i.xid == 64 and i.gpu == 5 for i in incidents), incidents
+    deadline = time.monotonic() + 30  # an incident opened just before the cordon may not have its run yet
     runs = triage_runs(stack)
+    while any(runs[i.id] == 0 for i in incidents) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        runs = triage_runs(stack)
     assert all(runs[i.id] == 1 for i in incidents), (runs, incidents)  # one run per incident, never two
     assert took < 90
