@@ -122,50 +122,72 @@ def latency_rounds(stack, nodes: list[str], *, via_prometheus: bool = False) -> 
     return {"run started": started, "cordoned": cordoned}
 
 
-def bench_flows(samples: int, only: str) -> list[tuple]:
-    from prefect.settings import PREFECT_API_URL
-    from prefect.testing.utilities import prefect_test_harness
-
-    from remedy.stack import start_stack
-
+def bench_flows(samples: int, only: str, prefect_db: str) -> list[tuple]:
+    """(a) and (b) against each Prefect database asked for: the test harness's SQLite (`remedy up`'s default) and/or
+    a `prefect server start` on PostgreSQL with the ledger there too (production's configuration)."""
     rows = []
-    with prefect_test_harness(server_startup_timeout=180):
-        api = PREFECT_API_URL.value()
-        work = Path(tempfile.mkdtemp(prefix="bench-alert-"))
-        if only in ("", "a"):
-            base = start_stack(workdir=work / "trigger", api_url=api, nodes=63, spares=20, time_scale=0.01,
-                               fresh_ledger=True, settings_overrides=LOOSE_BREAKERS, start_triage="trigger")
-            base.sim.cluster.alert_url = None
-            try:
-                trig = latency_rounds(base, [f"gpu{i:03d}" for i in range(1, 1 + max(3, samples // 2))])
-            finally:
-                base.stop()
-            st = start_stack(workdir=work / "direct", api_url=api, nodes=63, spares=20, time_scale=0.01,
-                             fresh_ledger=True, settings_overrides=LOOSE_BREAKERS)
-            st.sim.cluster.alert_url = None
-            try:
-                latency_rounds(st, ["gpu062"])  # warm-up: first run imports and caches
-                direct = latency_rounds(st, [f"gpu{i:03d}" for i in range(20, 20 + samples)])
-            finally:
-                st.stop()
-            for what in ("run started", "cordoned"):
-                b = statistics.median(trig[what]) if trig[what] else float("nan")
-                d = direct[what]
-                rows.append((f"(a) POST → {what}, warm dispatcher", len(d), statistics.median(d), pct(d, 95),
-                             f"{statistics.median(d) / b:.2f} × trigger" if d else "", "p50 ≤ 2 s" if what == "cordoned" else ""))
-                rows.append((f"    baseline: Prefect event trigger", len(trig[what]), b, pct(trig[what], 95), "1.00", ""))
-        if only in ("", "b"):
-            rows += bench_prometheus(api, work, max(3, samples // 2))
+    if prefect_db in ("sqlite", "both"):
+        from prefect.settings import PREFECT_API_URL
+        from prefect.testing.utilities import prefect_test_harness
+
+        with prefect_test_harness(server_startup_timeout=180):
+            rows += _flow_rows(PREFECT_API_URL.value(), samples, only, "SQLite", {})
+    if prefect_db in ("postgres", "both"):
+        from tests.fixtures.postgres import running_postgres
+        from tests.fixtures.prefect import prefect_server_on_postgres
+
+        home = Path(tempfile.mkdtemp(prefix="bench-prefect-pg-"))
+        with running_postgres() as pg:
+            server_db = pg.create_database("prefect_server")
+            with prefect_server_on_postgres(server_db, home) as api:
+                rows += _flow_rows(api, samples, only, "PostgreSQL", {"ledger": pg})
     return rows
 
 
-def bench_prometheus(api: str, work: Path, samples: int) -> list[tuple]:
+def _flow_rows(api: str, samples: int, only: str, db: str, pg: dict) -> list[tuple]:
+    from remedy.stack import start_stack
+
+    def overrides() -> dict:
+        ledger = {"REMEDY_DB_URL": pg["ledger"].create_database()} if pg else {}
+        return LOOSE_BREAKERS | ledger
+
+    rows = []
+    work = Path(tempfile.mkdtemp(prefix="bench-alert-"))
+    if only in ("", "a"):
+        base = start_stack(workdir=work / "trigger", api_url=api, nodes=63, spares=20, time_scale=0.01,
+                           fresh_ledger=True, settings_overrides=overrides(), start_triage="trigger")
+        base.sim.cluster.alert_url = None
+        try:
+            trig = latency_rounds(base, [f"gpu{i:03d}" for i in range(1, 1 + max(3, samples // 2))])
+        finally:
+            base.stop()
+        st = start_stack(workdir=work / "direct", api_url=api, nodes=63, spares=20, time_scale=0.01,
+                         fresh_ledger=True, settings_overrides=overrides())
+        st.sim.cluster.alert_url = None
+        try:
+            latency_rounds(st, ["gpu062"])  # warm-up: first run imports and caches
+            direct = latency_rounds(st, [f"gpu{i:03d}" for i in range(20, 20 + samples)])
+        finally:
+            st.stop()
+        for what in ("run started", "cordoned"):
+            b = statistics.median(trig[what]) if trig[what] else float("nan")
+            d = direct[what]
+            rows.append((f"(a) POST → {what}, warm dispatcher [{db}]", len(d), statistics.median(d), pct(d, 95),
+                         f"{statistics.median(d) / b:.2f} × trigger" if d else "",
+                         "p50 ≤ 2 s" if what == "cordoned" else ""))
+            rows.append(("    baseline: Prefect event trigger", len(trig[what]), b, pct(trig[what], 95), "1.00", ""))
+    if only in ("", "b"):
+        rows += bench_prometheus(api, work, max(3, samples // 2), db, overrides())
+    return rows
+
+
+def bench_prometheus(api: str, work: Path, samples: int, db: str, overrides: dict) -> list[tuple]:
     from remedy.stack import start_stack
     from tests.fixtures.prometheus import run_alert_pipeline
 
     deploy = Path(__file__).resolve().parents[1] / "deployments"
     st = start_stack(workdir=work / "prom", api_url=api, nodes=63, spares=20, time_scale=0.01, fresh_ledger=True,
-                     settings_overrides=LOOSE_BREAKERS)
+                     settings_overrides=overrides)
     st.sim.cluster.alert_url = None
     try:
         with run_alert_pipeline(deploy, st.receiver.alerts_url, TOKEN, st.sim.url.removeprefix("http://"), work):
@@ -175,7 +197,7 @@ def bench_prometheus(api: str, work: Path, samples: int) -> list[tuple]:
     finally:
         st.stop()
     d = res["cordoned"]
-    return [("(b) metric change → cordoned (Prom+AM 1 s)", len(d), statistics.median(d) if d else float("nan"),
+    return [(f"(b) metric change → cordoned (Prom+AM 1 s) [{db}]", len(d), statistics.median(d) if d else float("nan"),
              pct(d, 95), "", "p50 ≤ 4 s")]
 
 
@@ -300,16 +322,18 @@ def main() -> int:
     ap.add_argument("--storm-faults", type=int, default=500)
     ap.add_argument("--storm-seconds", type=float, default=60.0)
     ap.add_argument("--only", choices=["a", "b", "c"], default="")
+    ap.add_argument("--prefect-db", choices=["sqlite", "postgres", "both"], default="both",
+                    help="Prefect API database for (a) and (b): the SQLite test harness, a server on PostgreSQL, or both")
     args = ap.parse_args()
     rows = []
     if args.only in ("", "c"):
         rows += bench_storm(args.storm_alerts, args.storm_faults, args.storm_seconds)
     if args.only in ("", "a", "b"):
-        rows += bench_flows(args.samples, args.only)
-    print(f"\n{'measure':<46}{'n':>6}{'median':>10}{'p95':>10}  {'ratio / note':<36}{'target'}")
+        rows += bench_flows(args.samples, args.only, args.prefect_db)
+    print(f"\n{'measure':<58}{'n':>6}{'median':>10}{'p95':>10}  {'ratio / note':<36}{'target'}")
     for name, n, med, p95, note, target in rows:
         fmt = (lambda v: f"{v * 1000:8.1f}ms" if v < 1 else f"{v:8.2f}s ") if "incidents" not in name else (lambda v: f"{v:9.0f} " if v == v else "        - ")
-        print(f"{name:<46}{n:>6}{fmt(med):>10}{fmt(p95):>10}  {note:<36}{target}")
+        print(f"{name:<58}{n:>6}{fmt(med):>10}{fmt(p95):>10}  {note:<36}{target}")
     return 0
 
 

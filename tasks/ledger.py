@@ -138,6 +138,18 @@ def _topology(node: str) -> Topology | None:
             return None
 
 
+def _is_us_or_ancestor(holder: str, me: str) -> bool:
+    """Each ancestor costs API reads, so stop at the first match: triage (the usual holder) is our parent."""
+    from prefect.runtime import flow_run
+
+    if holder == me:
+        return True
+    parent = str(flow_run.parent_flow_run_id or "")
+    if not parent:
+        return False
+    return holder == parent or holder == str(flow_run.root_flow_run_id or "")
+
+
 FINAL_STATES = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 
 
@@ -171,8 +183,7 @@ def claim_remediation(incident_id: int) -> dict[str, Any]:
         return {"claimed": True, "holder": me}
     incident = led.get_incident(incident_id)
     holder = incident.flow_run_id or ""
-    ours = {me, str(flow_run.parent_flow_run_id or ""), str(flow_run.root_flow_run_id or "")} - {""}
-    if holder in ours:
+    if holder and _is_us_or_ancestor(holder, me):
         return {"claimed": True, "holder": holder}
     state = _run_state(holder) if holder else None
     if incident.status is IncidentStatus.ACTING and state is not None and state not in FINAL_STATES:

@@ -4,8 +4,6 @@ it that also keeps its ledger in PostgreSQL, checked through the API and in the 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -14,6 +12,8 @@ import time
 
 import httpx
 import pytest
+
+from tests.fixtures.prefect import clean_env, prefect_server_on_postgres
 
 pytestmark = [pytest.mark.servers, pytest.mark.prefect]
 
@@ -24,47 +24,17 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _clean_env(tmp_path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "REMEDY_"))}
-    return env | {"PREFECT_HOME": str(tmp_path / "prefect"), "DO_NOT_TRACK": "1",
-                  "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-
-
 @pytest.fixture(scope="module")
 def prefect_on_postgres(postgres_server, tmp_path_factory):
     """(API URL, database URL) of one server for this module: its first start on PostgreSQL is the slow part."""
     tmp_path = tmp_path_factory.mktemp("prefect-pg")
     db_url = postgres_server.create_database("prefect_server")
-    port = _free_port()
-    env = _clean_env(tmp_path) | {
-        "PREFECT_SERVER_DATABASE_CONNECTION_URL": db_url.replace("+psycopg", "+asyncpg"),
-    }
-    log = open(tmp_path / "server.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    api = f"http://127.0.0.1:{port}/api"
+    t0 = time.monotonic()
     try:
-        deadline = time.monotonic() + 180  # first start migrates PostgreSQL: ~38 s on this machine, more under load
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
-            try:
-                if httpx.get(f"{api}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        else:
-            pytest.fail("Prefect server on PostgreSQL not healthy in 180 s:\n" + (tmp_path / "server.log").read_text()[-3000:])
-        print(f"prefect server on PostgreSQL healthy after {time.monotonic() - deadline + 180:.1f} s")
-        yield api, db_url
+        with prefect_server_on_postgres(db_url, tmp_path) as api:
+            print(f"prefect server on PostgreSQL healthy after {time.monotonic() - t0:.1f} s")
+            yield api, db_url
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
         postgres_server.drop_database("prefect_server")
 
 
@@ -81,7 +51,7 @@ def test_flow_run_and_artifact_on_a_postgres_backed_server(prefect_on_postgres, 
 
     api, server_db = prefect_on_postgres
     dead = _free_port()  # no cluster here: the dashboard publishes the ledger's view with a note
-    env = _clean_env(tmp_path) | {"PREFECT_API_URL": api, "REMEDY_DB_URL": fresh_postgres_url,
+    env = clean_env(tmp_path) | {"PREFECT_API_URL": api, "REMEDY_DB_URL": fresh_postgres_url,
                                   "REMEDY_CLUSTER__SIMULATOR_URL": f"http://127.0.0.1:{dead}",
                                   "REMEDY_CLUSTER__API_RETRIES": "0", "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": ""}
     env.pop("PREFECT_FLOWS_HEARTBEAT_FREQUENCY")
@@ -114,7 +84,7 @@ def test_production_deployments_apply_to_a_kubernetes_work_pool(prefect_on_postg
     from remedy.production import PREFECT_YAML, ROOT, WORK_POOL_TEMPLATE
 
     api, _ = prefect_on_postgres
-    env = _clean_env(tmp_path) | {"PREFECT_API_URL": api}
+    env = clean_env(tmp_path) | {"PREFECT_API_URL": api}
     pool = subprocess.run(
         [sys.executable, "-m", "prefect", "--no-prompt", "work-pool", "create", "gpu-remedy", "--type", "kubernetes",
          "--overwrite", "--base-job-template", str(WORK_POOL_TEMPLATE)],
