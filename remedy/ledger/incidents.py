@@ -163,3 +163,45 @@ class IncidentsMixin(LedgerBase):
             q = q.where(i.severity == require_choice(severity, SEVERITIES, "severity"))
         with self._read() as conn:
             return [incident_record(r) for r in conn.execute(q)]
+
+    # ---- the receiver's outbox (remedy.receiver.outbox): unannounced incidents live in this table too
+    def unannounced_incidents(self, detail_prefix: str, limit: int = 500) -> list[IncidentRecord]:
+        """Open incidents with no flow run yet whose detail starts with `detail_prefix`, oldest first."""
+        i = schema.incidents.c
+        q = (
+            select(schema.incidents)
+            .where(i.status == IncidentStatus.OPEN.value, i.flow_run_id.is_(None), i.detail.like(f"{detail_prefix}%"))
+            .order_by(i.id)
+            .limit(limit)
+        )
+        with self._read() as conn:
+            return [incident_record(r) for r in conn.execute(q)]
+
+    def mark_incidents_announced(self, marks: dict[int, str]) -> int:
+        """Set flow_run_id to the given mark where no run has claimed the incident yet; returns how many changed."""
+        i = schema.incidents.c
+        done = 0
+        with self._write() as conn:
+            for incident_id, mark in marks.items():
+                done += conn.execute(
+                    update(schema.incidents)
+                    .where(i.id == incident_id, i.flow_run_id.is_(None))
+                    .values(flow_run_id=mark)
+                ).rowcount
+        return done
+
+    def touch_incident(self, fingerprint: str, at: datetime) -> int | None:
+        """Move the newest unresolved incident of `fingerprint` to last_seen = at (never backwards); its id or None."""
+        i = schema.incidents.c
+        with self._write() as conn:
+            row = conn.execute(
+                select(i.id, i.last_seen)
+                .where(i.fingerprint == fingerprint, i.status != IncidentStatus.RESOLVED.value)
+                .order_by(i.last_seen.desc(), i.id.desc())
+                .limit(1)
+            ).first()
+            if row is None:
+                return None
+            if require_aware(at, "at") > row.last_seen:
+                conn.execute(update(schema.incidents).where(i.id == row.id).values(last_seen=at))
+            return row.id

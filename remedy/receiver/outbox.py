@@ -11,11 +11,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import select, update
-
-from remedy.domain.model import IncidentStatus
-from remedy.ledger import schema
-from remedy.ledger.convert import incident_record
 from remedy.ledger.records import IncidentRecord
 
 RECEIVER_MARK = "alertmanager:"
@@ -24,45 +19,14 @@ EVENT_MARK = "event:"
 
 def unannounced(ledger, limit: int = 500) -> list[IncidentRecord]:
     """Receiver incidents whose event Prefect has not acknowledged yet, oldest first."""
-    i = schema.incidents.c
-    q = (
-        select(schema.incidents)
-        .where(i.status == IncidentStatus.OPEN.value, i.flow_run_id.is_(None), i.detail.like(f"{RECEIVER_MARK}%"))
-        .order_by(i.id)
-        .limit(limit)
-    )
-    with ledger._read() as conn:
-        return [incident_record(r) for r in conn.execute(q)]
+    return ledger.unannounced_incidents(RECEIVER_MARK, limit=limit)
 
 
 def mark_announced(ledger, event_ids: dict[int, str]) -> int:
     """Record acknowledged events (incident id → event id); an incident triage already claimed is left alone."""
-    if not event_ids:
-        return 0
-    i = schema.incidents.c
-    done = 0
-    with ledger._write() as conn:
-        for incident_id, event_id in event_ids.items():
-            done += conn.execute(
-                update(schema.incidents)
-                .where(i.id == incident_id, i.flow_run_id.is_(None))
-                .values(flow_run_id=f"{EVENT_MARK}{event_id}")
-            ).rowcount
-    return done
+    return ledger.mark_incidents_announced({k: f"{EVENT_MARK}{v}" for k, v in event_ids.items()})
 
 
 def touch_resolved(ledger, fingerprint: str, at: datetime) -> int | None:
     """A resolved alert for an open incident: move last_seen forward, change nothing else. Returns its id or None."""
-    i = schema.incidents.c
-    with ledger._write() as conn:
-        row = conn.execute(
-            select(i.id, i.last_seen)
-            .where(i.fingerprint == fingerprint, i.status != IncidentStatus.RESOLVED.value)
-            .order_by(i.last_seen.desc(), i.id.desc())
-            .limit(1)
-        ).first()
-        if row is None:
-            return None
-        if at > row.last_seen:
-            conn.execute(update(schema.incidents).where(i.id == row.id).values(last_seen=at))
-        return row.id
+    return ledger.touch_incident(fingerprint, at)
