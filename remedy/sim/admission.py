@@ -5,10 +5,39 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from remedy.sim.controller import add_default_tolerations
-from remedy.sim.store import now_iso
+from remedy.sim.store import ApiError, now_iso
 
 if TYPE_CHECKING:
     from remedy.sim.cluster import Cluster
+
+
+# The API server's built-in classes (scheduling.k8s.io/v1); the simulator's own are added by objects.populate.
+SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
+
+
+def resolve_priority(cluster: "Cluster", spec: dict) -> None:
+    """The Priority admission plugin: spec.priority (and preemptionPolicy) from spec.priorityClassName, or from
+    the globalDefault class, else 0. ValueError when the class does not exist or a different priority was given."""
+    name = spec.get("priorityClassName")
+    if name:
+        pc = cluster.store.get("PriorityClass", "", name)
+        if pc is None:
+            if name not in SYSTEM_PRIORITY_CLASSES:
+                raise ValueError(f"no PriorityClass with name {name} was found")
+            value, policy = SYSTEM_PRIORITY_CLASSES[name], "PreemptLowerPriority"
+        else:
+            value, policy = int(pc.get("value", 0)), pc.get("preemptionPolicy") or "PreemptLowerPriority"
+    else:
+        default = next((pc for pc in cluster.store.objects("PriorityClass") if pc.get("globalDefault")), None)
+        value = int(default.get("value", 0)) if default else 0
+        policy = (default or {}).get("preemptionPolicy") or "PreemptLowerPriority"
+        if default:
+            spec["priorityClassName"] = default["metadata"]["name"]
+    if spec.get("priority") is not None and spec["priority"] != value:
+        raise ValueError(f"the integer value of priority ({spec['priority']}) must not be provided in pod spec; "
+                         f"priority admission controller computed {value} from the given PriorityClass name")
+    spec["priority"] = value
+    spec.setdefault("preemptionPolicy", policy)
 
 
 def default(cluster: "Cluster", kind: str, obj: dict) -> None:
@@ -17,7 +46,15 @@ def default(cluster: "Cluster", kind: str, obj: dict) -> None:
         obj.setdefault("spec", {}).setdefault("restartPolicy", "Always")
         obj["spec"].setdefault("terminationGracePeriodSeconds", 30)
         add_default_tolerations(obj["spec"])
+        try:
+            resolve_priority(cluster, obj["spec"])
+        except ValueError as exc:
+            raise ApiError(403, "Forbidden", f'pods "{obj["metadata"].get("name", "")}" is forbidden: {exc}',
+                           {"name": obj["metadata"].get("name", ""), "kind": "pods"}) from None
         obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+    elif kind == "PriorityClass":
+        obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
+        obj.setdefault("globalDefault", False)
     elif kind == "Job":
         spec = obj["spec"]
         spec.setdefault("parallelism", 1)

@@ -21,6 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--port", type=int, default=8001, help="port (0 = any free port; default 8001)")
     serve.add_argument("--nodes", type=int, default=63, help="GPU nodes in total, spares included (default 63)")
     serve.add_argument("--spares", type=int, default=3, help="warm spares among them (default 3)")
+    serve.add_argument("--sessions", type=int, default=0,
+                       help="training-pool nodes that run a low-priority interactive session instead of the "
+                            "training job (default 0)")
     serve.add_argument("--gpus-per-node", type=int, default=8)
     serve.add_argument("--nodes-per-rack", type=int, default=8)
     serve.add_argument("--racks", type=int, default=None, help="number of racks (default: nodes / nodes-per-rack)")
@@ -105,7 +108,8 @@ def cmd_serve(args) -> int:
             cluster.alert_url, cluster.alert_token = args.alert_url, args.alert_token
         else:
             scale = 1.0 if args.time_scale is None else args.time_scale
-            cluster = build_cluster(nodes=args.nodes, spares=args.spares, gpus_per_node=args.gpus_per_node,
+            cluster = build_cluster(nodes=args.nodes, spares=args.spares, sessions=args.sessions,
+                                    gpus_per_node=args.gpus_per_node,
                                     racks=args.racks, nodes_per_rack=args.nodes_per_rack, time_scale=scale,
                                     seed=args.seed, alert_url=args.alert_url, alert_token=args.alert_token)
     except ValueError as exc:
@@ -177,6 +181,9 @@ def cmd_state(args) -> int:
         return 0
     training = state.get("training", {})
     print(f"training job: {training.get('ready', 0)}/{training.get('parallelism', 0)} pods ready")
+    if state.get("sessions"):
+        where = [f"{pod} on {node or 'no node'}" for pod, node in state["sessions"].items()]
+        print(f"interactive sessions: {', '.join(where)}")
     for name, health in state.get("health", {}).items():
         faulty = NodeHealth.from_dict(health).faulty()
         ready = "Ready" if state.get("ready", {}).get(name) else "NotReady"

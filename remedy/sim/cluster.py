@@ -251,6 +251,16 @@ class Cluster:
         job = self.training_job()
         return int((job or {}).get("status", {}).get("ready", 0))
 
+    def sessions(self) -> dict[str, str]:
+        """Interactive sessions still alive (not terminating): pod name -> node ("" while Pending)."""
+        from remedy.sim.objects import SESSIONS_NAMESPACE
+
+        with self.lock:
+            return {p["metadata"]["name"]: p["spec"].get("nodeName") or ""
+                    for _, p in self.index.in_namespace(SESSIONS_NAMESPACE)
+                    if not p["metadata"].get("deletionTimestamp")
+                    and p.get("status", {}).get("phase") not in ("Succeeded", "Failed")}
+
     # -- state, save and load --
     def state(self, include_objects: bool = True) -> dict:
         with self.lock:
@@ -264,6 +274,7 @@ class Cluster:
                 "dmesg": deep_copy(self.dmesg),
                 "training": {"parallelism": (self.training_job() or {}).get("spec", {}).get("parallelism", 0),
                              "ready": self.training_size()},
+                "sessions": self.sessions(),
                 "alerts": deep_copy(self.alerts),
             }
             if include_objects:
@@ -341,9 +352,12 @@ def build_cluster(
     alert_url: str | None = None,
     alert_token: str | None = None,
     training_job: bool = True,
+    sessions: int = 0,
 ) -> Cluster:
     """A GPU cluster of `nodes` nodes in total (seed 002: 63 B200 nodes, 60 of them training), of which
-    `spares` are warm spares, with its workloads; see remedy/sim/objects.py for the exact objects."""
+    `spares` are warm spares, with its workloads; `sessions` of the training pool's nodes run one low-priority
+    single-node interactive session each instead of the training job (parallelism = nodes - spares - sessions).
+    See remedy/sim/objects.py for the exact objects."""
     from remedy.sim.objects import populate
 
     if nodes < 1:
@@ -356,9 +370,11 @@ def build_cluster(
         raise ValueError(f"racks must be >= 1, got {racks}")
     if nodes_per_rack < 1:
         raise ValueError(f"nodes_per_rack must be >= 1, got {nodes_per_rack}")
+    if not 0 <= sessions <= nodes - spares:
+        raise ValueError(f"sessions must be between 0 and nodes-spares ({nodes - spares}), got {sessions}")
     cluster = Cluster(time_scale=time_scale, seed=seed, alert_url=alert_url, alert_token=alert_token)
     populate(cluster, nodes=nodes, spares=spares, gpus_per_node=gpus_per_node, racks=racks,
-             nodes_per_rack=nodes_per_rack, prefix=prefix, training_job=training_job)
+             nodes_per_rack=nodes_per_rack, prefix=prefix, training_job=training_job, sessions=sessions)
     cluster.reconcile()
     return cluster
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from remedy.sim.index import gpu_request
 from remedy.sim.objects import owner_ref, random_suffix
 from remedy.sim.store import deep_copy, now_iso
 
@@ -288,8 +289,13 @@ def _bind(cluster: "Cluster", pod: dict, node_name: str) -> None:
     pod["status"]["podIPs"] = [{"ip": pod["status"]["podIP"]}]
 
 
+INSUFFICIENT_GPU = "Insufficient nvidia.com/gpu"
+
+
 def _pending_status(pod: dict, reasons: dict[str, int], total: int) -> None:
-    detail = ", ".join(f"{n} node(s) {r}" for r, n in sorted(reasons.items())) or "no nodes available"
+    # as kube-scheduler words it: "1 node(s) were unschedulable, 3 Insufficient nvidia.com/gpu"
+    detail = ", ".join(f"{n} {r}" if r.startswith("Insufficient ") else f"{n} node(s) {r}"
+                       for r, n in sorted(reasons.items())) or "no nodes available"
     pod["status"] = {"phase": "Pending", "qosClass": "BestEffort", "conditions": [{
         "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "lastTransitionTime": now_iso(),
         "message": f"0/{total} nodes are available: {detail}. preemption: not eligible due to preemptionPolicy=Never.",
@@ -300,8 +306,11 @@ def _candidates(cluster: "Cluster", spec: dict, exclude: set[str],
                 cache_key: str | None = None) -> tuple[list[str], dict[str, int], int]:
     """Nodes a pod with `spec` may go on (sorted, minus `exclude`), and why the others may not.
     With cache_key (a Job uid: all its pods share one spec) each node's verdict is reused until that node
-    changes (resourceVersion) or its readiness does, so a drain does not re-judge 2,048 nodes per eviction."""
+    changes (resourceVersion) or its readiness does, so a drain does not re-judge 2,048 nodes per eviction.
+    Free GPUs are not part of that verdict (pods binding or leaving do not change the node's resourceVersion):
+    they are checked on every pass against the index's per-node sum of requests."""
     nodes = cluster.store.objects("Node")
+    gpus = gpu_request(spec)
     pinned = (spec.get("nodeSelector") or {}).get(HOSTNAME)
     reasons: dict[str, int] = {}
     if pinned is not None:  # one node to look at; the rest fail the selector
@@ -322,6 +331,8 @@ def _candidates(cluster: "Cluster", spec: dict, exclude: set[str],
             why = unschedulable_reason(node, spec, ready)
             if cache_key:
                 cache[name] = (rv, ready, why)
+        if why is None and gpus and cluster.index.free_gpus(node) < gpus:
+            why = INSUFFICIENT_GPU
         if why is None and name in exclude:
             why = "already run a pod of this job"
         if why:
@@ -373,7 +384,15 @@ def new_job_pod(job: dict, index: int | None = None, node: str | None = None) ->
 
 
 def create_generated(cluster: "Cluster", pod: dict) -> dict:
-    """Create a pod whose name came from generateName, drawing a new suffix on the rare collision."""
+    """Create a pod whose name came from generateName, drawing a new suffix on the rare collision. Its priority
+    is resolved from its priorityClassName as the API server's Priority admission plugin does for the Job
+    controller's pods."""
+    from remedy.sim.admission import resolve_priority
+
+    try:
+        resolve_priority(cluster, pod["spec"])
+    except ValueError:
+        pass  # an unknown class: the real API server refuses the pod; here it simply carries no priority
     base = pod["metadata"]["name"].rsplit("-", 1)[0]
     while cluster.store.get("Pod", pod["metadata"]["namespace"], pod["metadata"]["name"]) is not None:
         pod["metadata"]["name"] = f"{base}-{random_suffix()}"

@@ -41,6 +41,7 @@ RESOURCES = (
     Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("pdb",), ("status",)),
     Resource("apps", "v1", "daemonsets", "DaemonSet", True, ("ds",), ("status",)),
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True),
+    Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, ("pc",)),
 )
 BY_PATH = {(r.group, r.version, r.plural): r for r in RESOURCES}
 BY_KIND = {r.kind: r for r in RESOURCES}

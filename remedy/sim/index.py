@@ -46,6 +46,40 @@ def pod_facts(pod: dict) -> tuple:
             ready)
 
 
+GPU = "nvidia.com/gpu"
+
+
+def _quantity(value) -> int:
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+def gpu_request(spec: dict) -> int:
+    """nvidia.com/gpu a pod asks for, as the scheduler counts it: the sum over its containers (requests, else
+    limits: an extended resource's request defaults to its limit), or the largest init container if that is more."""
+
+    def one(c: dict) -> int:
+        res = c.get("resources") or {}
+        value = (res.get("requests") or {}).get(GPU)
+        if value is None:
+            value = (res.get("limits") or {}).get(GPU)
+        return _quantity(value) if value is not None else 0
+
+    total = sum(one(c) for c in spec.get("containers") or ())
+    init = max((one(c) for c in spec.get("initContainers") or ()), default=0)
+    return max(total, init)
+
+
+def _holds_gpus(pod: dict) -> tuple[str | None, int]:
+    """(node, GPUs) a pod holds there: bound and not finished; a terminating pod holds them until it is gone."""
+    node = pod.get("spec", {}).get("nodeName")
+    if not node or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return None, 0
+    return node, gpu_request(pod.get("spec") or {})
+
+
 def _owner(pod: dict) -> str | None:
     for ref in pod["metadata"].get("ownerReferences") or []:
         if ref.get("controller"):
@@ -65,6 +99,7 @@ class ClusterIndex:
         self.by_node: dict[str, dict[tuple[str, str], dict]] = {}
         self.unbound_bare: dict[tuple[str, str], dict] = {}  # pods no controller owns, not yet scheduled
         self.noexecute_nodes: set[str] = set()
+        self.gpus_used: dict[str, int] = {}  # node -> nvidia.com/gpu held by the pods bound there
         self.dirty_owners: set[str] = set()
         self.dirty_namespaces: set[str] = set()
         self.nodes_changed = True
@@ -88,6 +123,15 @@ class ClusterIndex:
     def _pod(self, verb: str, namespace: str, pod: dict) -> None:
         key = (namespace, pod["metadata"]["name"])
         old = self.pods.pop(key, None)
+        held_node, held = _holds_gpus(old) if old is not None else (None, 0)
+        now_node, now = _holds_gpus(pod) if verb != "DELETED" else (None, 0)
+        if held and (held_node, held) != (now_node, now):
+            self.gpus_used[held_node] -= held
+            if not self.gpus_used[held_node]:
+                del self.gpus_used[held_node]
+            self.nodes_changed = True  # GPUs freed on a node: pending pods may fit now (its resourceVersion is the same)
+        if now and (held_node, held) != (now_node, now):
+            self.gpus_used[now_node] = self.gpus_used.get(now_node, 0) + now
         if old is not None:
             uid, node = _owner(old), old.get("spec", {}).get("nodeName")
             if uid:
@@ -121,6 +165,11 @@ class ClusterIndex:
             self.unbound_bare[key] = pod
         if node:
             self.by_node.setdefault(node, {})[key] = pod
+
+    def free_gpus(self, node: dict) -> int:
+        """nvidia.com/gpu allocatable on the node minus what its bound pods hold."""
+        allocatable = _quantity(((node.get("status") or {}).get("allocatable") or {}).get(GPU, 0))
+        return allocatable - self.gpus_used.get(node["metadata"]["name"], 0)
 
     def stats(self, uid: str) -> OwnerStats:
         return self.owner_stats.get(uid) or OwnerStats()

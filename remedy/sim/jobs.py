@@ -45,7 +45,10 @@ def sync_job(cluster: "Cluster", job: dict, dirty: bool = True) -> None:
     if not dirty and cluster.job_settled.get(uid):
         return  # all its pods are placed: a Node change cannot give it anything to do
     index.dirty_owners.discard(uid)
-    if not job_done(job) and not job["spec"].get("suspend"):
+    if job["spec"].get("suspend") and not job_done(job):
+        cluster.job_settled[uid] = _suspend(cluster, job)
+        dirty = True
+    elif not job_done(job):
         if is_training(job):
             settled = _sync_gang(cluster, job)
         else:
@@ -54,6 +57,15 @@ def sync_job(cluster: "Cluster", job: dict, dirty: bool = True) -> None:
         dirty = dirty or uid in index.dirty_owners
     if dirty:
         _update_status(cluster, job)
+
+
+def _suspend(cluster: "Cluster", job: dict) -> bool:
+    """A suspended Job: its active pods are deleted (gracefully) and none are created until it is resumed — the
+    Job controller's behaviour, and how Kueue preempts a Job. True: nothing left to do."""
+    for pod in cluster.index.owned(job["metadata"]["uid"]):
+        if not terminating(pod) and not finished(pod):
+            delete_pod(cluster, *pod_key(pod))
+    return True
 
 
 def _template_spec(job: dict) -> dict:
@@ -228,6 +240,20 @@ def _deadline_passed(cluster: "Cluster", job: dict) -> bool:
     return time.monotonic() >= cluster.job_started[uid] + max(cluster.scaled(float(deadline)), 2.0)
 
 
+def _suspended_condition(job: dict, status: dict) -> None:
+    """Suspended=True (JobSuspended) while spec.suspend is set; False (JobResumed) once it is cleared."""
+    conditions = [dict(c) for c in status.get("conditions") or []]
+    current = next((c for c in conditions if c.get("type") == "Suspended"), None)
+    want = bool(job["spec"].get("suspend")) and not job_done(job)
+    if want == (current is not None and current.get("status") == "True") or (not want and current is None):
+        return
+    ts = now_iso()
+    fresh = {"type": "Suspended", "status": "True" if want else "False",
+             "reason": "JobSuspended" if want else "JobResumed",
+             "message": "Job suspended" if want else "Job resumed", "lastProbeTime": ts, "lastTransitionTime": ts}
+    status["conditions"] = [c for c in conditions if c.get("type") != "Suspended"] + [fresh]
+
+
 def _update_status(cluster: "Cluster", job: dict) -> None:
     old = job.get("status") or {}
     stats = cluster.index.stats(job["metadata"]["uid"])
@@ -236,8 +262,9 @@ def _update_status(cluster: "Cluster", job: dict) -> None:
     status["succeeded"] = max(int(old.get("succeeded", 0)), stats.succeeded)
     status["failed"] = max(int(old.get("failed", 0)), stats.failed)
     status.setdefault("startTime", now_iso())
-    if not is_training(job) and not job_done(job):
-        conditions = list(old.get("conditions") or [])
+    _suspended_condition(job, status)
+    if not is_training(job) and not job_done(job) and not job["spec"].get("suspend"):
+        conditions = list(status.get("conditions") or [])
         targets = cluster.job_targets.get(job["metadata"]["uid"], [(0, None)])
         reason = None
         if status["failed"] > int(job["spec"].get("backoffLimit", DEFAULT_BACKOFF_LIMIT)):

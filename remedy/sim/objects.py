@@ -31,6 +31,16 @@ DEVICE_PLUGIN = "nvidia-device-plugin-daemonset"
 TRAINING_IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
 WORKLOAD_ANNOTATION = "remedy.io/sim-workload"  # "training": a long-running gang job that never finishes
 TERMINATION_GRACE_SECONDS = 30  # seed 000: the drain grace that lets the job checkpoint
+SESSIONS_NAMESPACE = "sessions"
+SESSION_IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
+TRAINING_PRIORITY_CLASS = ("gpu-training", 1000)
+SESSION_PRIORITY_CLASS = ("interactive", 10)
+# seed 002 §4.3.5: multi-node training above single-node sessions. The training class does not preempt by itself
+# (preemptionPolicy Never): taking GPUs from running sessions is gpu-remedy's decision, approved by a person.
+PRIORITY_CLASSES = (
+    (*TRAINING_PRIORITY_CLASS, "Never", "Gang-scheduled multi-node training; waits rather than preempts."),
+    (*SESSION_PRIORITY_CLASS, "PreemptLowerPriority", "Single-node interactive sessions (notebooks, debugging)."),
+)
 
 
 def _hex(seed: int, text: str, n: int) -> str:
@@ -161,6 +171,7 @@ def system_pods(node: dict, index: int, ds_uid: str) -> list[dict]:
             "ownerReferences": [owner_ref("DaemonSet", DEVICE_PLUGIN, ds_uid, "apps/v1")],
         },
         "spec": {"nodeName": name, "containers": plugin_containers, "priorityClassName": "system-node-critical",
+                 "priority": 2000001000, "preemptionPolicy": "PreemptLowerPriority",
                  "tolerations": [{"operator": "Exists"}], "terminationGracePeriodSeconds": 30,
                  "restartPolicy": "Always"},
         "status": _running_status(ip, ip, plugin_containers, ts),
@@ -180,7 +191,8 @@ def system_pods(node: dict, index: int, ds_uid: str) -> list[dict]:
                                  "controller": True}],
         },
         "spec": {"nodeName": name, "containers": proxy_containers, "hostNetwork": True,
-                 "priorityClassName": "system-node-critical", "tolerations": [{"operator": "Exists"}],
+                 "priorityClassName": "system-node-critical", "priority": 2000001000,
+                 "preemptionPolicy": "PreemptLowerPriority", "tolerations": [{"operator": "Exists"}],
                  "restartPolicy": "Always"},
         "status": _running_status(ip, ip, proxy_containers, ts),
     }
@@ -202,6 +214,7 @@ def make_training_job(parallelism: int) -> dict:
                 "metadata": {"labels": {"app": "llm-pretrain"}},
                 "spec": {
                     "restartPolicy": "OnFailure",
+                    "priorityClassName": TRAINING_PRIORITY_CLASS[0],
                     "nodeSelector": {POOL_LABEL: LABELS.job_pool_value},
                     "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
                     "containers": [{
@@ -213,6 +226,35 @@ def make_training_job(parallelism: int) -> dict:
             },
         },
         "status": {},
+    }
+
+
+def priority_class(name: str, value: int, preemption_policy: str, description: str) -> dict:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+            "value": value, "globalDefault": False, "preemptionPolicy": preemption_policy, "description": description}
+
+
+def make_session(node: str) -> dict:
+    """A single-node interactive session (seed 002 §4.3.5): a bare pod holding all 8 GPUs of one node, low
+    priority, pinned to the node by hostname. Created unbound; the scheduler binds it."""
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"notebook-{node}", "namespace": SESSIONS_NAMESPACE,
+                     "labels": {"app": "interactive-session", "remedy.io/session-node": node}},
+        "spec": {
+            "priorityClassName": SESSION_PRIORITY_CLASS[0],
+            "priority": SESSION_PRIORITY_CLASS[1],
+            "preemptionPolicy": "PreemptLowerPriority",
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+            "containers": [{
+                "name": "jupyter", "image": SESSION_IMAGE,
+                "command": ["jupyter", "lab", "--ip=0.0.0.0", "--no-browser"],
+                "resources": {"limits": {"nvidia.com/gpu": "8"}, "requests": {"nvidia.com/gpu": "8"}},
+            }],
+        },
+        "status": {"phase": "Pending"},
     }
 
 
@@ -229,10 +271,23 @@ def node_event(node: str, reason: str, message: str, type_: str, component: str)
     }
 
 
+def _pick(members: dict[int, list[int]], count: int, taken: set[int]) -> list[int]:
+    """`count` node indexes not in `taken`: the last free node of evenly spread racks, round after round."""
+    rack_ids = sorted(members)
+    out: list[int] = []
+    while len(out) < count:
+        free = {r: [i for i in reversed(members[r]) if i not in taken and i not in out] for r in rack_ids}
+        racks = [r for r in rack_ids if free[r]]
+        if not racks:
+            break
+        out += [free[r][0] for r in _spread(racks, min(count - len(out), len(racks)))]
+    return out
+
+
 def populate(cluster: "Cluster", *, nodes: int, spares: int, gpus_per_node: int, racks: int | None,
-             nodes_per_rack: int, prefix: str, training_job: bool) -> None:
+             nodes_per_rack: int, prefix: str, training_job: bool, sessions: int = 0) -> None:
     store = cluster.store
-    for ns in NAMESPACES:
+    for ns in NAMESPACES + ((SESSIONS_NAMESPACE,) if sessions else ()):
         store.create("Namespace", {"apiVersion": "v1", "kind": "Namespace",
                                    "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
                                    "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
@@ -272,5 +327,9 @@ def populate(cluster: "Cluster", *, nodes: int, spares: int, gpus_per_node: int,
         cluster.dmesg[name] = ["Linux version 6.8.0-sim (buildd@sim) #1 SMP"]
         for pod in system_pods(node, i, ds["metadata"]["uid"]):
             store.create("Pod", pod)
+    for name, value, policy, description in PRIORITY_CLASSES:
+        store.create("PriorityClass", priority_class(name, value, policy, description))
+    for i in sorted(_pick(members, sessions, set(spare_idx))):
+        store.create("Pod", make_session(f"{prefix}{i + 1:0{width}d}"))
     if training_job:
-        store.create("Job", make_training_job(nodes - spares))
+        store.create("Job", make_training_job(nodes - spares - sessions))

@@ -25,6 +25,7 @@ RESOURCE_OF_KIND = {
     "PodDisruptionBudget": ("poddisruptionbudgets", "policy"),
     "Lease": ("leases", "coordination.k8s.io"),
     "DaemonSet": ("daemonsets", "apps"),
+    "PriorityClass": ("priorityclasses", "scheduling.k8s.io"),
 }
 
 

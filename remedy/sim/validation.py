@@ -66,7 +66,8 @@ def validate(kind: str, obj: dict) -> None:
                 why = _label_value(v)
                 if why:
                     causes.append((f"metadata.labels", "FieldValueInvalid", f'Invalid value: "{v}": {why}'))
-    check = {"Node": _node, "Pod": _pod, "Job": _job, "PodDisruptionBudget": _pdb}.get(kind)
+    check = {"Node": _node, "Pod": _pod, "Job": _job, "PodDisruptionBudget": _pdb,
+             "PriorityClass": _priority_class}.get(kind)
     if check:
         check(obj, causes)
     if causes:
@@ -155,6 +156,21 @@ def _job(obj: dict, causes: list) -> None:
     if tspec.get("restartPolicy") not in ("OnFailure", "Never"):
         causes.append(("spec.template.spec.restartPolicy", "FieldValueRequired",
                        'Required value: valid values: "OnFailure", "Never"'))
+
+
+def _priority_class(obj: dict, causes: list) -> None:
+    value = obj.get("value")
+    if value is None:
+        causes.append(("value", "FieldValueRequired", "Required value"))
+    elif not isinstance(value, int) or isinstance(value, bool):
+        raise bad_request("json: cannot unmarshal into Go struct field PriorityClass.value of type int32")
+    elif value > 1_000_000_000 and not obj["metadata"].get("name", "").startswith("system-"):
+        causes.append(("value", "FieldValueForbidden",
+                       "Forbidden: maximum allowed value of a user defined priority is 1000000000"))
+    if obj.get("preemptionPolicy") not in (None, "Never", "PreemptLowerPriority"):
+        causes.append(("preemptionPolicy", "FieldValueNotSupported",
+                       f'Unsupported value: "{obj.get("preemptionPolicy")}": supported values: "Never", '
+                       '"PreemptLowerPriority"'))
 
 
 def _pdb(obj: dict, causes: list) -> None:
