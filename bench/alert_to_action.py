@@ -134,12 +134,12 @@ def bench_flows(samples: int, only: str, prefect_db: str) -> list[tuple]:
             rows += _flow_rows(PREFECT_API_URL.value(), samples, only, "SQLite", {})
     if prefect_db in ("postgres", "both"):
         from tests.fixtures.postgres import running_postgres
-        from tests.fixtures.prefect import prefect_server_on_postgres
+        from tests.fixtures.prefect import prefect_server_process
 
         home = Path(tempfile.mkdtemp(prefix="bench-prefect-pg-"))
         with running_postgres() as pg:
             server_db = pg.create_database("prefect_server")
-            with prefect_server_on_postgres(server_db, home) as api:
+            with prefect_server_process(home, db_url=server_db) as api:
                 rows += _flow_rows(api, samples, only, "PostgreSQL", {"ledger": pg})
     return rows
 

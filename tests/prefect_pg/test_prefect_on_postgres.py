@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from tests.fixtures.prefect import clean_env, prefect_server_on_postgres
+from tests.fixtures.prefect import clean_env, prefect_server_process
 
 pytestmark = [pytest.mark.servers, pytest.mark.prefect]
 
@@ -31,7 +31,7 @@ def prefect_on_postgres(postgres_server, tmp_path_factory):
     db_url = postgres_server.create_database("prefect_server")
     t0 = time.monotonic()
     try:
-        with prefect_server_on_postgres(db_url, tmp_path) as api:
+        with prefect_server_process(tmp_path, db_url=db_url) as api:
             print(f"prefect server on PostgreSQL healthy after {time.monotonic() - t0:.1f} s")
             yield api, db_url
     finally:

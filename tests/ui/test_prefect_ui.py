@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.fixtures.prefect import clean_env, prefect_server_process
 
 pytestmark = [pytest.mark.prefect, pytest.mark.servers]
 
@@ -34,50 +32,14 @@ def _missing(what: str) -> None:
     pytest.skip(what)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "REMEDY_"))}
-    return env | {"PREFECT_HOME": str(home), "DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-
-
 @pytest.fixture
 def prefect_ui(tmp_path):
     """(UI URL, API URL) of a real Prefect server with its UI, SQLite in tmp_path; stopped at the end."""
-    port = _free_port()
-    log = open(tmp_path / "server.log", "wb")
-    # The UI's API URL defaults to PREFECT_SERVER_API_PORT (4200), not --port: without this the page served
-    # here would read whatever server listens on 4200.
-    env = _env(tmp_path / "prefect") | {"PREFECT_UI_API_URL": f"http://127.0.0.1:{port}/api"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        start_new_session=True)
-    ui = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
-            try:
-                if httpx.get(f"{ui}/api/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        else:
-            pytest.fail("Prefect server not healthy in 180 s:\n" + (tmp_path / "server.log").read_text()[-3000:])
-        yield ui, f"{ui}/api"
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
+        with prefect_server_process(tmp_path) as api:
+            yield api.removesuffix("/api"), api
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
 
 
 def test_operator_finds_the_replacement_run_and_its_timeline(prefect_ui, tmp_path):
@@ -91,7 +53,7 @@ def test_operator_finds_the_replacement_run_and_its_timeline(prefect_ui, tmp_pat
 
     demo = subprocess.run(
         [sys.executable, "-m", "remedy.cli", "demo", "--json", "--workdir", str(tmp_path / "demo")],
-        env=_env(tmp_path / "prefect") | {"PREFECT_API_URL": api}, capture_output=True, text=True, timeout=300)
+        env=clean_env(tmp_path) | {"PREFECT_API_URL": api}, capture_output=True, text=True, timeout=300)
     assert demo.returncode == 0, demo.stderr[-3000:]
     outcome = json.loads(demo.stdout)
     assert outcome["status"] == "replaced" and outcome["prefect_ui"] == ui
