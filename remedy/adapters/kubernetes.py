@@ -35,6 +35,7 @@ from remedy.adapters.cluster import Change, DrainReport, Drift, JobResult, NodeJ
 from remedy.config import ClusterMode, RemedySettings
 from remedy.domain.model import Node, NodeState, Topology
 from remedy.errors import ClusterUnreachable, Conflict, NodeNotFound, RemedyError
+from remedy.spares.preemption import Workload
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -348,35 +349,9 @@ class KubernetesCluster:
         if self.dry_run:
             report.evicted = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in to_evict]
             return report
-        backoff = self.settings.drain.pdb_backoff_seconds
-        pending = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in to_evict}
-        while pending:
-            for key in list(pending):
-                ns, pod_name = key.split("/", 1)
-                body = k8s.V1Eviction(
-                    metadata=k8s.V1ObjectMeta(name=pod_name, namespace=ns),
-                    delete_options=k8s.V1DeleteOptions(grace_period_seconds=grace_period_seconds),
-                )
-                try:
-                    self._call(f"evict {key}", self.core.create_namespaced_pod_eviction, pod_name, ns, body)
-                    report.evicted.append(key)
-                    del pending[key]
-                except ApiException as exc:
-                    if exc.status == 404:  # already gone: the goal is reached
-                        report.evicted.append(key)
-                        del pending[key]
-                    elif exc.status == 429:
-                        report.blocked_retries += 1
-                        report.not_evicted[key] = _status_message(exc)
-                    else:
-                        report.not_evicted[key] = f"HTTP {exc.status}: {_status_message(exc)}"
-                        del pending[key]
-            if not pending or time.monotonic() - start >= deadline_seconds:
-                break
-            time.sleep(min(backoff, max(0.0, deadline_seconds - (time.monotonic() - start))))
-            backoff = min(backoff * 2, 30.0)
-        for key in report.evicted:
-            report.not_evicted.pop(key, None)
+        keys = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in to_evict]
+        report.evicted, report.not_evicted, report.blocked_retries = self._evict(
+            keys, grace_period_seconds, start, deadline_seconds)
         self._wait_pods_gone(name, report, start, deadline_seconds, grace_period_seconds)
         report.seconds = time.monotonic() - start
         self.record_event(
@@ -387,6 +362,44 @@ class KubernetesCluster:
             type="Normal" if report.complete else "Warning",
         )
         return report
+
+    def _evict(self, keys: list[str], grace_period_seconds: int, start: float,
+               deadline_seconds: float) -> tuple[list[str], dict[str, str], int]:
+        """Evict "namespace/name" pods through the Eviction API; a PodDisruptionBudget's 429 is retried with backoff
+        until the deadline, then reported. Returns (evicted, not evicted with why, 429s seen)."""
+        evicted: list[str] = []
+        not_evicted: dict[str, str] = {}
+        blocked = 0
+        backoff = self.settings.drain.pdb_backoff_seconds
+        pending = list(keys)
+        while pending:
+            for key in list(pending):
+                ns, pod_name = key.split("/", 1)
+                body = k8s.V1Eviction(
+                    metadata=k8s.V1ObjectMeta(name=pod_name, namespace=ns),
+                    delete_options=k8s.V1DeleteOptions(grace_period_seconds=grace_period_seconds),
+                )
+                try:
+                    self._call(f"evict {key}", self.core.create_namespaced_pod_eviction, pod_name, ns, body)
+                    evicted.append(key)
+                    pending.remove(key)
+                except ApiException as exc:
+                    if exc.status == 404:  # already gone: the goal is reached
+                        evicted.append(key)
+                        pending.remove(key)
+                    elif exc.status == 429:
+                        blocked += 1
+                        not_evicted[key] = _status_message(exc)
+                    else:
+                        not_evicted[key] = f"HTTP {exc.status}: {_status_message(exc)}"
+                        pending.remove(key)
+            if not pending or time.monotonic() - start >= deadline_seconds:
+                break
+            time.sleep(min(backoff, max(0.0, deadline_seconds - (time.monotonic() - start))))
+            backoff = min(backoff * 2, 30.0)
+        for key in evicted:
+            not_evicted.pop(key, None)
+        return evicted, not_evicted, blocked
 
     def _wait_pods_gone(self, name: str, report: DrainReport, start: float, deadline: float, grace: int) -> None:
         """Evicted pods terminate within their grace period; wait for that (bounded by grace + deadline)."""
@@ -400,6 +413,79 @@ class KubernetesCluster:
             time.sleep(0.1)
         for key in evicted:
             report.not_evicted[key] = "evicted but still terminating at the deadline"
+
+    # ------------------------------------------------------------------ preemption
+    def gpu_workloads(self) -> list[Workload]:
+        """Live GPU work grouped by controller: pods requesting nvidia.com/gpu, one Workload per owning Job (or
+        other controller) or per bare pod, named "namespace/name", with the nodes it runs on, its highest
+        spec.priority (none = 0) and its earliest start. DaemonSet, mirror, finished, terminating and unbound pods
+        are left out."""
+        data = self._json("list GPU pods", self.core.list_pod_for_all_namespaces,
+                          field_selector="status.phase!=Succeeded,status.phase!=Failed")
+        groups: dict[str, list[dict]] = {}
+        for pod in data.get("items", []):
+            if _skip_reason(pod) or not (pod.get("spec") or {}).get("nodeName") or not _gpu_request(pod):
+                continue
+            groups.setdefault(_workload_of(pod)[0], []).append(pod)
+        out = []
+        for name, pods in sorted(groups.items()):
+            starts = [_parse_time(t) for p in pods if (t := (p.get("status") or {}).get("startTime"))]
+            out.append(Workload(
+                name=name,
+                nodes=tuple(sorted({p["spec"]["nodeName"] for p in pods})),
+                priority=max(int((p.get("spec") or {}).get("priority") or 0) for p in pods),
+                started_at=min((t for t in starts if t is not None), default=None),
+            ))
+        return out
+
+    def preempt_workload(self, name: str, *, grace_period_seconds: int, reason: str) -> dict:
+        """Stop lower-priority work so its nodes are free: a Job is suspended (spec.suspend=true: the Job controller
+        deletes its pods gracefully and keeps it, to be resumed later — how Kueue preempts); other pods are evicted
+        through the Eviction API (a PodDisruptionBudget's 429 is retried until the drain deadline, then reported).
+        Records an Event on each node it frees. Idempotent: a workload already gone or suspended is success."""
+        ns, sep, short = name.partition("/")
+        if not sep or not ns or not short:
+            raise RemedyError(f"workload name must be namespace/name, got {name!r}")
+        data = self._json(f"list pods of {name}", self.core.list_namespaced_pod, ns,
+                          field_selector="status.phase!=Succeeded,status.phase!=Failed")
+        pods = [p for p in data.get("items", []) if _workload_of(p)[0] == name and not _skip_reason(p)]
+        kind = _workload_of(pods[0])[1] if pods else ""
+        nodes = sorted({p["spec"]["nodeName"] for p in pods if (p.get("spec") or {}).get("nodeName")})
+        keys = [f"{ns}/{p['metadata']['name']}" for p in pods]
+        priority = max((int((p.get("spec") or {}).get("priority") or 0) for p in pods), default=0)
+        how = "suspend" if kind == "Job" else "evict"
+        out: dict[str, Any] = {"workload": name, "how": how, "kind": kind or "gone", "pods": keys, "nodes": nodes,
+                               "priority": priority, "not_evicted": {}, "changed": bool(pods),
+                               "dry_run": self.dry_run}
+        if not pods:
+            out["detail"] = "no live pods: already stopped"
+            return out
+        if self.dry_run:
+            out["detail"] = f"would {how} {name} ({len(keys)} pod(s) on {', '.join(nodes)})"
+            return out
+        start = time.monotonic()
+        if how == "suspend":
+            body = {"spec": {"suspend": True}}
+            try:
+                self._call(f"suspend job {name}", self.batch.patch_namespaced_job, short, ns, body,
+                           _content_type=SMP, _preload_content=False)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise RemedyError(f"cannot suspend job {name}: {_status_message(exc)}") from None
+            out["detail"] = f"suspended job {name}; the Job controller deletes its {len(keys)} pod(s)"
+        else:
+            evicted, not_evicted, blocked = self._evict(keys, grace_period_seconds, start,
+                                                        self.settings.drain.eviction_deadline_seconds)
+            out |= {"not_evicted": not_evicted, "blocked_retries": blocked}
+            out["detail"] = f"evicted {len(evicted)}/{len(keys)} pod(s) of {name}" + (
+                f" (owned by {kind}: it may recreate them)" if kind else "")
+        stuck = {_node_of(pods, k) for k in out["not_evicted"]}
+        freed = [n for n in nodes if n not in stuck]
+        for node in freed:
+            self.record_event(node, reason="RemedyPreempt", type="Warning",
+                              message=f"Preempted {name} (priority {priority}) by {self.actor}: {reason}")
+        out["freed"] = freed
+        return out
 
     # ------------------------------------------------------------------ jobs
     def render_node_job(self, spec: NodeJobSpec) -> dict:
@@ -535,6 +621,46 @@ def _skip_reason(pod: dict) -> str:
     if meta.get("deletionTimestamp"):
         return "already terminating"
     return ""
+
+
+GPU = "nvidia.com/gpu"
+
+
+def _gpu_request(pod: dict) -> int:
+    """nvidia.com/gpu a pod asks for: its containers' requests (an extended resource's request defaults to its
+    limit), or its largest init container if more."""
+
+    def one(c: dict) -> int:
+        res = c.get("resources") or {}
+        value = (res.get("requests") or {}).get(GPU, (res.get("limits") or {}).get(GPU, 0))
+        try:
+            return int(str(value))
+        except ValueError:
+            return 0
+
+    spec = pod.get("spec") or {}
+    return max(sum(one(c) for c in spec.get("containers") or []),
+               max((one(c) for c in spec.get("initContainers") or []), default=0))
+
+
+def _workload_of(pod: dict) -> tuple[str, str]:
+    """("namespace/name", controller kind): the pod's controller (a Job, ...) or, for a bare pod, the pod itself."""
+    meta = pod["metadata"]
+    owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+    name = owner["name"] if owner else meta["name"]
+    return f"{meta.get('namespace', '')}/{name}", (owner or {}).get("kind", "")
+
+
+def _node_of(pods: list[dict], key: str) -> str:
+    return next(((p.get("spec") or {}).get("nodeName", "") for p in pods
+                 if f"{p['metadata'].get('namespace', '')}/{p['metadata']['name']}" == key), "")
+
+
+def _parse_time(value: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except (TypeError, ValueError):
+        return None
 
 
 def _taint_set(taints: list[dict]) -> set[tuple[str, str, str]]:
