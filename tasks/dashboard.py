@@ -7,9 +7,8 @@ named for what the operator sees. Reads only: the dashboard never changes the cl
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from prefect import task
@@ -17,9 +16,6 @@ from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
 from remedy.domain.model import IncidentStatus, Node, NodeState
-from remedy.lemon.records import IncidentRecord as LemonIncident
-from remedy.lemon.records import NodeHistory
-from remedy.lemon.records import ValidationRecord as LemonValidation
 
 OPEN_STATUSES = (IncidentStatus.OPEN, IncidentStatus.ACTING, IncidentStatus.ESCALATED)
 UNMANAGED = "unmanaged"  # a GPU node the ledger (or its label) does not place in any lifecycle state
@@ -45,32 +41,6 @@ def pool_counts(ledger_states: dict[str, str | None], live_labels: dict[str, str
         rows.append({"state": state, "ledger": led[state], "live labels": live[state] if live_labels is not None else None,
                      "drift": drift[state] if live_labels is not None else None})
     return rows
-
-
-def exposure_days(current: NodeState | None, transitions: Sequence[Any], since: datetime, now: datetime) -> float:
-    """Node-days in ACTIVE (carrying work) between `since` and `now`, from the node's state transitions.
-    A node with no transition at all has been in its current state the whole window."""
-    if not transitions:
-        return (now - since).total_seconds() / 86400 if current is NodeState.ACTIVE else 0.0
-    ordered = sorted(transitions, key=lambda t: t.at)
-    state, start, total = ordered[0].from_state, since, 0.0
-    for t in ordered:
-        at = min(max(t.at, since), now)
-        if state is NodeState.ACTIVE:
-            total += (at - start).total_seconds()
-        state, start = t.to_state, at
-    if state is NodeState.ACTIVE:
-        total += (now - start).total_seconds()
-    return total / 86400
-
-
-def lemon_history(name: str, exposure: float, incidents: Sequence[Any], validations: Sequence[Any]) -> NodeHistory:
-    """Ledger rows → the record lemon scoring reads (incidents dated by first sighting)."""
-    return NodeHistory(
-        name, exposure,
-        tuple(LemonIncident(i.first_seen, i.signal, i.xid, i.gpu, ref=f"incident-{i.id}") for i in incidents),
-        tuple(LemonValidation(v.at, v.passed, v.level, ref=f"validation-{v.id}") for v in validations),
-    )
 
 
 @dataclass(frozen=True)
@@ -143,21 +113,11 @@ def list_open_incidents() -> list[dict]:
 
 @task(name="score_lemons", cache_policy=NO_CACHE)
 def score_lemons(now: datetime) -> list[dict]:
-    """Lemon candidates over the lookback window, scored from the ledger's incidents and validations."""
-    from remedy.lemon.scoring import score_fleet
+    """Lemon candidates as lemon review scores them (same histories, same retired filter), for the page."""
+    from tasks.lemon import lemon_verdicts
 
-    led, settings = runtime.ledger(), runtime.settings().lemon
-    since = now - timedelta(days=settings.lookback_days)
-    by_node: dict[str, list] = {}
-    for inc in led.incidents(since=since):
-        by_node.setdefault(inc.node, []).append(inc)
-    histories = [lemon_history(n.name, exposure_days(n.state, led.transitions(n.name), since, now),
-                               by_node.get(n.name, []), led.validations(n.name))
-                 for n in led.nodes()]
-    if not histories:
-        return []
-    return [{"node": v.node, "reason": v.reason, "p_value": v.p_value}
-            for v in score_fleet(histories, now, settings) if v.candidate]
+    verdicts, _ = lemon_verdicts(runtime.ledger(), now, runtime.settings().lemon)
+    return [{"node": v.node, "reason": v.reason, "p_value": v.p_value} for v in verdicts if v.candidate]
 
 
 @task(name="check_spare_pool", cache_policy=NO_CACHE)

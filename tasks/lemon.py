@@ -33,8 +33,11 @@ RMA_TEMPLATE = "reports/rma.md.j2"
 
 
 # ---------------------------------------------------------------------------------------------- plain helpers
-def active_days(transitions: list, since: datetime, now: datetime) -> float:
-    """Node-days spent in `active` between `since` and `now`, from the node's transitions (oldest first)."""
+def active_days(transitions: list, since: datetime, now: datetime, current: NodeState | None = None) -> float:
+    """Node-days spent in `active` between `since` and `now`, from the node's transitions (oldest first).
+    A node with no transition at all has been in its `current` state the whole window."""
+    if not transitions:
+        return (now - since).total_seconds() / 86400 if current is NodeState.ACTIVE else 0.0
     total, state, entered = 0.0, None, since
     for t in transitions:
         if t.at > now:
@@ -70,9 +73,16 @@ def node_histories(led, now: datetime, settings: LemonSettings) -> list[NodeHist
             ValidationRecord(v.at, v.passed, v.level, f"validation {v.id}")
             for v in led.validations(n.name) if since <= v.at <= now
         )
-        out.append(NodeHistory(n.name, round(active_days(transitions, since, now), 3),
+        out.append(NodeHistory(n.name, round(active_days(transitions, since, now, n.state), 3),
                                tuple(sorted(by_node.get(n.name, ()), key=lambda r: r.time)), validations, exclusions))
     return out
+
+
+def lemon_verdicts(led, now: datetime, settings: LemonSettings) -> tuple[list[LemonVerdict], set[str]]:
+    """Scores of every node not yet retired (lemon review and the fleet dashboard read the same), and the retired."""
+    retired = {n.name for n in led.nodes(state=NodeState.RETIRED)}
+    histories = [h for h in node_histories(led, now, settings) if h.node not in retired]
+    return (score_fleet(histories, now, settings) if histories else []), retired
 
 
 def retirement_times(led) -> list[datetime]:
@@ -119,16 +129,12 @@ def rma_key(node: str, at: datetime) -> str:
       retry_condition_fn=transient_only)
 def score_lemons(as_of: str | None = None) -> dict[str, Any]:
     """Score every node the ledger knows (retired ones are out of the running); evidence as plain text."""
-    settings = runtime.settings()
-    led = runtime.ledger()
     now = _as_of(as_of)
-    retired = {n.name for n in led.nodes(state=NodeState.RETIRED)}
-    histories = [h for h in node_histories(led, now, settings.lemon) if h.node not in retired]
-    if not histories:
-        return {"now": now.isoformat(), "verdicts": [], "retired": sorted(retired)}
-    verdicts = score_fleet(histories, now, settings.lemon)
-    return {"now": now.isoformat(), "verdicts": verdicts, "retired": sorted(retired),
-            "explain": {v.node: explain(v) for v in verdicts if v.candidate}}
+    verdicts, retired = lemon_verdicts(runtime.ledger(), now, runtime.settings().lemon)
+    out = {"now": now.isoformat(), "verdicts": verdicts, "retired": sorted(retired)}
+    if verdicts:
+        out["explain"] = {v.node: explain(v) for v in verdicts if v.candidate}
+    return out
 
 
 @task(name="retirement_budget", task_run_name="retirement-budget", cache_policy=NO_CACHE, retries=2,

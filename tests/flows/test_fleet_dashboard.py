@@ -9,7 +9,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from remedy.domain.model import Incident, IncidentStatus, NodeState, Topology
-from tasks.dashboard import Dashboard, dashboard_markdown, exposure_days, lemon_history, pool_counts
+from tasks.dashboard import Dashboard, dashboard_markdown, pool_counts
+from tasks.lemon import active_days
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
 SINCE = NOW - timedelta(days=10)
@@ -38,37 +39,17 @@ def test_pool_counts_without_the_cluster_show_the_ledger_only():
 
 
 def test_exposure_counts_only_active_days_in_the_window():
-    assert exposure_days(NodeState.ACTIVE, [], SINCE, NOW) == pytest.approx(10.0)
-    assert exposure_days(NodeState.SPARE, [], SINCE, NOW) == 0.0
+    """Exposure for lemon scoring (review and dashboard alike) counts node-days in `active` only."""
+    assert active_days([], SINCE, NOW, NodeState.ACTIVE) == pytest.approx(10.0)
+    assert active_days([], SINCE, NOW, NodeState.SPARE) == 0.0
     # spare until day 4, active until day 7, quarantined since: 3 active days
     ts = [T(SINCE - timedelta(days=30), None, NodeState.SPARE),
           T(SINCE + timedelta(days=4), NodeState.SPARE, NodeState.ACTIVE),
           T(SINCE + timedelta(days=7), NodeState.ACTIVE, NodeState.QUARANTINED)]
-    assert exposure_days(NodeState.QUARANTINED, ts, SINCE, NOW) == pytest.approx(3.0)
+    assert active_days(ts, SINCE, NOW, NodeState.QUARANTINED) == pytest.approx(3.0)
     # active since before the window, still active: the whole window
     ts = [T(SINCE - timedelta(days=3), NodeState.SPARE, NodeState.ACTIVE)]
-    assert exposure_days(NodeState.ACTIVE, ts, SINCE, NOW) == pytest.approx(10.0)
-
-
-def test_lemon_history_keeps_ids_for_the_evidence_trail():
-    @dataclass
-    class I:
-        id: int
-        first_seen: datetime
-        signal: str = "xid"
-        xid: int | None = 79
-        gpu: int | None = 3
-
-    @dataclass
-    class V:
-        id: int
-        at: datetime
-        passed: bool
-        level: str = "standard"
-
-    h = lemon_history("gpu007", 4.5, [I(11, NOW)], [V(5, NOW, True)])
-    assert h.exposure_days == 4.5 and h.incidents[0].ref == "incident-11" and h.incidents[0].xid == 79
-    assert h.validations[0].ref == "validation-5" and h.validations[0].check == "standard"
+    assert active_days(ts, SINCE, NOW, NodeState.ACTIVE) == pytest.approx(10.0)
 
 
 def test_markdown_names_every_section():
