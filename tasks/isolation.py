@@ -20,13 +20,11 @@ import uuid
 from dataclasses import asdict
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
 from remedy.adapters.cluster import NodeJobSpec, Taint
-from remedy.adapters.kubernetes import _status_message
 from remedy.errors import RemedyError
 from tasks.ledger import act
 from tasks.retry import transient_only
@@ -185,12 +183,7 @@ def run_smoke_test(batch_id: str, nodes: list[str], label_value: str, template: 
 
     def go() -> dict:
         start = time.monotonic()
-        try:
-            cluster._call(f"create job {ns}/{job}", cluster.batch.create_namespaced_job, ns, manifest)
-        except ApiException as exc:
-            if exc.status != 409:  # 409: this batch's Job exists already (a retried task); follow it
-                raise RemedyError(f"cannot create smoke-test job {ns}/{job}: "
-                                  f"HTTP {exc.status}: {_status_message(exc)}") from None
+        cluster.create_job(manifest)  # exists already: a retried task created this batch's Job; follow it
         try:
             out = _follow_until_verdict(cluster, job, len(nodes), regex, start + time_limit_seconds)
         finally:
@@ -213,30 +206,22 @@ def _follow_until_verdict(cluster, job: str, expected_pods: int, regex: re.Patte
 
 class _BatchWatch:
     """Follow every pod's log of one smoke-test Job in its own thread (the first matching line wins) while polling
-    the Job for completion. Streams use a client of their own, sized for one connection per pod: the adapter's
-    shared pool holds 16, and a 15-node batch would otherwise crowd out the Job polling."""
+    the Job for completion. The streams get a connection pool of their own (adapter.log_follower): a 15-node batch
+    would otherwise crowd out the Job polling."""
 
     def __init__(self, cluster, pods: int, regex: re.Pattern[str], deadline: float) -> None:
-        from kubernetes import client as k8s
-
         self.cluster, self.pods, self.regex, self.deadline = cluster, pods, regex, deadline
-        self.ns = cluster.settings.cluster.jobs_namespace
-        cfg = copy.copy(cluster._cfg)
-        cfg.connection_pool_maxsize = max(16, pods + 4)
-        self._api = k8s.ApiClient(cfg)
-        self._core = k8s.CoreV1Api(self._api)
+        self._logs = cluster.log_follower(pods)
         self.hit = threading.Event()
         self.line = ""
         self._lock = threading.Lock()
         self.following: dict[str, threading.Thread] = {}
 
     def close(self) -> None:
-        self._api.close()
+        self._logs.close()
 
     def _lines(self, pod: str, timeout: float):
-        from remedy.adapters.kubernetes import follow_pod_log
-
-        return follow_pod_log(self._core, pod, self.ns, timeout)
+        return self._logs.lines(pod, timeout)
 
     def _follow(self, pod: str) -> None:
         while not self.hit.is_set() and time.monotonic() < self.deadline:
@@ -256,8 +241,7 @@ class _BatchWatch:
         while True:
             if self.hit.is_set():
                 return {"diverged": True, "timed_out": False, "detail": f"matched: {self.line}"}
-            status = self.cluster._json(f"read job {job}", self.cluster.batch.read_namespaced_job, job,
-                                        self.ns).get("status") or {}
+            status = self.cluster.job_status(job)
             for pod in self.cluster.job_pods(job):
                 name = pod["metadata"]["name"]
                 if name not in self.following and (pod.get("spec") or {}).get("nodeName"):

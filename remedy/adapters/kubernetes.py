@@ -14,6 +14,7 @@ Design choices worth knowing:
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import socket
@@ -499,17 +500,12 @@ class KubernetesCluster:
         if self.dry_run:
             self.render_node_job(spec)  # still validates the template
             return JobResult(spec.name, spec.node, succeeded=True, phase="Planned", dry_run=True)
-        ns = self.settings.cluster.jobs_namespace
         manifest = self.render_node_job(spec)
         start = time.monotonic()
-        try:
-            self._call(f"create job {ns}/{spec.name}", self.batch.create_namespaced_job, ns, manifest)
-        except ApiException as exc:
-            if exc.status != 409:  # 409: a retry of this same task already created it; just wait for it
-                raise RemedyError(f"cannot create job {ns}/{spec.name}: {_status_message(exc)}") from None
+        self.create_job(manifest)  # exists already: a retry of this same task created it; just wait for it
         phase = "Timeout"
         while time.monotonic() - start < spec.timeout_seconds:
-            status = self._json(f"read job {spec.name}", self.batch.read_namespaced_job, spec.name, ns).get("status", {})
+            status = self.job_status(spec.name)
             if int(status.get("succeeded") or 0) >= spec.parallelism:
                 phase = "Succeeded"
                 break
@@ -522,6 +518,28 @@ class KubernetesCluster:
         if phase == "Timeout":
             self.delete_job(spec.name)
         return JobResult(spec.name, spec.node, phase == "Succeeded", phase, logs, time.monotonic() - start)
+
+    def create_job(self, manifest: dict) -> bool:
+        """Create a Job in the jobs namespace; False if it exists already (a retried task created it)."""
+        ns = self.settings.cluster.jobs_namespace
+        name = manifest["metadata"]["name"]
+        try:
+            self._call(f"create job {ns}/{name}", self.batch.create_namespaced_job, ns, manifest)
+            return True
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise RemedyError(f"cannot create job {ns}/{name}: HTTP {exc.status}: {_status_message(exc)}") from None
+
+    def job_status(self, job: str) -> dict:
+        """The Job's status block (succeeded, failed, active, conditions) in the jobs namespace."""
+        ns = self.settings.cluster.jobs_namespace
+        return self._json(f"read job {job}", self.batch.read_namespaced_job, job, ns).get("status") or {}
+
+    def log_follower(self, streams: int) -> "PodLogFollower":
+        """Follow many pods' logs at once on a connection pool of their own (`streams` + 4 connections), so the
+        streams cannot crowd out this adapter's polling. Close it when done."""
+        return PodLogFollower(self._cfg, streams, self.settings.cluster.jobs_namespace)
 
     def job_pods(self, job: str) -> list[dict]:
         ns = self.settings.cluster.jobs_namespace
@@ -593,6 +611,23 @@ class KubernetesCluster:
 
 
 # ---------------------------------------------------------------------- helpers
+class PodLogFollower:
+    """Log streams (follow=true) for many pods of the jobs namespace, on their own ApiClient."""
+
+    def __init__(self, cfg: k8s.Configuration, streams: int, namespace: str) -> None:
+        cfg = copy.copy(cfg)
+        cfg.connection_pool_maxsize = max(16, streams + 4)
+        self._api = k8s.ApiClient(cfg)
+        self._core = k8s.CoreV1Api(self._api)
+        self.namespace = namespace
+
+    def lines(self, pod: str, timeout: float) -> Iterator[str]:
+        return follow_pod_log(self._core, pod, self.namespace, timeout)
+
+    def close(self) -> None:
+        self._api.close()
+
+
 def follow_pod_log(core: k8s.CoreV1Api, pod: str, namespace: str, timeout: float) -> Iterator[str]:
     """Yield a pod's log lines as they are written (follow=true). Takes the CoreV1Api so a caller following many
     pods at once can give the streams a connection pool of their own."""
