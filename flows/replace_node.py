@@ -2,6 +2,8 @@
 
     incident → breaker gate → cordon + quarantine → drain (grace period) → select spare → promote spare
              → validate it if stale → verify it joined → job back to full size → failed node to repair → report
+    no spare → plan a preemption of lower-priority work → a person approves → preempt → the freed node joins
+             the job's pool → job back to full size → failed node to repair; else shrink an elastic job or escalate
 
 Each step is one task that writes the ledger as it acts, so a re-run (duplicate trigger, crash) replays finished
 steps instead of repeating them: one incident gets at most one replacement. Before touching the failed node again
@@ -29,6 +31,7 @@ from tasks.gate import (
     check_breaker, close_breaker, find_open_question, record_remediation_outcome, wait_for_decision,
 )
 from tasks.ledger import claim_remediation, open_incident, set_incident_status, set_node_state, sync_fleet
+from tasks.preemption import plan_preemption, preempt
 from tasks.spares import select_spare, validate_spare
 from tasks.notify import post_notice
 
@@ -193,11 +196,33 @@ def _hold_summary(gate: dict[str, Any], node: str) -> str:
 
 def _no_spare(node: str, why: str, incident_id: int, dry_run: bool, outcome: dict[str, Any],
               timeline: Timeline) -> dict[str, Any]:
-    """No spare: never a half-replacement. Elastic jobs may shrink inside min:max; otherwise escalate."""
+    """No spare: never a half-replacement. A gang job that cannot start without all its nodes may get one back by
+    preempting lower-priority work (a person approves by default); else elastic jobs may shrink inside min:max;
+    otherwise escalate."""
     settings = runtime.settings()
     work = settings.workload
     log = get_run_logger()
     log.error("no spare for %s: %s", node, why)
+
+    # a. Preempt lower-priority work on a healthy node rather than retry into a job that cannot start (seed 002).
+    if settings.spares.preempt_when_no_spare:
+        plan = plan_preemption(node, incident_id, dry_run)
+        outcome["preemption"] = {k: plan[k] for k in ("plan", "victims", "freed_nodes", "explain")}
+        if plan["plan"]:
+            decision = ask_to_preempt(plan, node, incident_id, dry_run)
+            outcome["preemption"]["approval"] = decision
+            if decision["decision"] in ("approve", "planned", "not-required"):
+                done = _preempt_and_resume(node, plan, incident_id, dry_run, outcome, timeline)
+                if done is not None:
+                    return done
+                why = f"{why}\npreemption did not free a node: {outcome['preemption']['result']['blocked']}"
+            else:
+                why = f"{why}\npreemption not approved ({decision['decision']}" + \
+                      (f" by {decision['by']}" if decision.get("by") else "") + f"): {plan['explain'].splitlines()[0]}"
+        else:
+            why = f"{why}\n{plan['explain']}"
+
+    # b. Shrink an elastic job inside its min:max, else escalate to a person.
     if work.min_nodes and work.when_no_spare == "shrink":
         ready, desired = runtime.cluster().workload_size(work.namespace, work.job)
         if desired - 1 >= work.min_nodes:
@@ -210,6 +235,84 @@ def _no_spare(node: str, why: str, incident_id: int, dry_run: bool, outcome: dic
     record_remediation_outcome(node, succeeded=False, incident_id=incident_id, dry_run=dry_run)
     post_notice(f":rotating_light: gpu-remedy: {node} is quarantined and drained but no spare can replace it.\n{why}")
     return _report(outcome | {"status": "no-spare", "why": why}, timeline)
+
+
+PREEMPT_APPROVAL = "preempt"
+
+
+def ask_to_preempt(plan: dict[str, Any], node: str, incident_id: int, dry_run: bool) -> dict[str, Any]:
+    """A person approves a preemption plan unless spares.preemption_requires_approval is off; no answer = deny.
+    A re-run of the incident reuses an approval already given instead of asking twice."""
+    if dry_run:
+        return {"decision": "planned", "by": "", "reason": "dry-run: a person would be asked"}
+    if not plan["approval_required"]:
+        return {"decision": "not-required", "by": "", "reason": "spares.preemption_requires_approval is off"}
+    from tasks.approvals import request_approval
+
+    given = [a for a in runtime.ledger().approvals(incident_id=incident_id)
+             if a.kind == PREEMPT_APPROVAL and a.decision == "approve"]
+    if given:
+        a = given[-1]
+        return {"decision": a.decision, "by": a.decided_by or "", "reason": a.reason, "approval_id": a.id,
+                "replayed": True}
+    victims = ", ".join(v["name"] for v in plan["victims"])
+    answer = request_approval(
+        kind=PREEMPT_APPROVAL,
+        title=f"No spare for {node}: preempt {victims} so {plan['job']} can run again?",
+        summary_markdown=_preempt_summary(plan, node),
+        incident_id=incident_id,
+        node=node,
+        timeout_seconds=runtime.settings().approvals.timeout_seconds,
+        default_on_timeout="deny",
+        consequence="nothing was preempted; the incident is escalated",
+    )
+    return {"decision": answer.decision, "by": answer.by, "reason": answer.reason, "approval_id": answer.approval_id}
+
+
+def _preempt_summary(plan: dict[str, Any], node: str) -> str:
+    lines = [f"**{node}** failed and no spare is ready; `{plan['job']}` (priority {plan['job_priority']}) is "
+             f"gang-scheduled and cannot run short of a node.", ""]
+    for v in plan["victims"]:
+        lines.append(f"- preempt `{v['name']}` (priority {v['priority']}) on {', '.join(v['nodes'])}")
+    lines += [f"- frees {', '.join(plan['freed_nodes'])} for `{plan['job']}`", "", "```", plan["explain"], "```", "",
+              "Approve to suspend/evict the listed work (grace period for a checkpoint) and give its node to the "
+              "job; deny or no answer preempts nothing and escalates the incident."]
+    return "\n".join(lines)
+
+
+def _preempt_and_resume(node: str, plan: dict[str, Any], incident_id: int, dry_run: bool, outcome: dict[str, Any],
+                        timeline: Timeline) -> dict[str, Any] | None:
+    """Preempt the plan's victims, bring the freed node into the job's pool and the job back to full size.
+    None when no node came free (e.g. a PodDisruptionBudget held the eviction): the caller escalates."""
+    settings = runtime.settings()
+    work = settings.workload
+    done = preempt(plan, node, dry_run, incident_id=incident_id)
+    outcome["preemption"]["result"] = {k: done[k] for k in ("preempted", "freed", "blocked")}
+    if not done["freed"]:
+        return None
+    freed = done["freed"][0]
+    timeline.mark("preempted")
+
+    # The freed node joins the job's pool (it usually is in it already) and must really take work.
+    label_node(freed, {settings.labels.pool: settings.labels.job_pool_value}, dry_run=dry_run,
+               incident_id=incident_id)
+    joined = verify_joined(freed, timeout_seconds=work.resume_timeout_seconds, dry_run=dry_run)
+    size = wait_for_workload(work.namespace, work.job, freed, work.resume_timeout_seconds, dry_run=dry_run)
+    outcome |= {"replacement": freed, "joined": joined, "workload": size,
+                "spare_choice": f"preempted {', '.join(done['preempted'])} to free {freed}"}
+    timeline.mark("job resumed" if size["full"] else "freed node working")
+
+    victims = ", ".join(done["preempted"])
+    set_node_state(node, NodeState.REPAIR.value, reason=f"replaced by {freed} (preempted {victims})",
+                   dry_run=dry_run, incident_id=incident_id)
+    ok = joined["joined"] and size["on_node"]
+    record_remediation_outcome(node, succeeded=ok, incident_id=incident_id, dry_run=dry_run)
+    set_incident_status(incident_id, (IncidentStatus.RESOLVED if ok else IncidentStatus.ESCALATED).value,
+                        detail=f"no spare; preempted {victims}, {freed} took its place"
+                        if ok else f"preempted for {freed} but the job is not on it: {joined['why']}")
+    timeline.mark("to repair")
+    status = "planned" if dry_run else ("preempted" if ok else "preempted-not-joined")
+    return _report(outcome | {"status": status}, timeline)
 
 
 def _report(outcome: dict[str, Any], timeline: Timeline) -> dict[str, Any]:
@@ -225,6 +328,17 @@ def _report(outcome: dict[str, Any], timeline: Timeline) -> dict[str, Any]:
         story.append(f"- approval: {a['decision']}" + (f" by {a['by']}" if a.get("by") else ""))
     if outcome.get("replacement"):
         story.append(f"- replacement: **{outcome['replacement']}** — {outcome.get('spare_choice', '').splitlines()[0]}")
+    if outcome.get("preemption"):
+        p = outcome["preemption"]
+        story.append(f"- preemption: {p['explain'].splitlines()[0]}")
+        if p.get("approval"):
+            a = p["approval"]
+            story.append(f"- preemption approval: {a['decision']}" + (f" by {a['by']}" if a.get("by") else ""))
+        if p.get("result"):
+            r = p["result"]
+            story.append(f"- preempted: {', '.join(r['preempted']) or 'nothing'}; "
+                         f"freed: {', '.join(r['freed']) or 'nothing'}"
+                         + (f"; blocked: {', '.join(r['blocked'])}" if r["blocked"] else ""))
     if outcome.get("why"):
         story.append(f"- why not replaced: {outcome['why']}")
     if outcome.get("dry_run"):

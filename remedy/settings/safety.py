@@ -154,6 +154,12 @@ class SpareSettings(BaseModel):
         description="Warn when one rack, switch or PDU holds more than this share of the ready spares (seed 000: "
         "'if all your spares are in one rack and that rack loses power, your backup capacity is gone').",
     )
+    preempt_when_no_spare: bool = Field(
+        True,
+        description="When no spare is ready for a failed node of the gang-scheduled job, plan to free a healthy node "
+        "by preempting lower-priority work (below preempt_below_priority) rather than leave the job unable to start "
+        "(seed 002 §4.3.5); false = shrink an elastic job or escalate, as before.",
+    )
     preempt_below_priority: int = Field(
         100,
         description="Only workloads with a priority below this may be preempted to free nodes for a gang job "

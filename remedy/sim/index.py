@@ -129,7 +129,7 @@ class ClusterIndex:
             self.gpus_used[held_node] -= held
             if not self.gpus_used[held_node]:
                 del self.gpus_used[held_node]
-            self.nodes_changed = True  # GPUs freed on a node: pending pods may fit now (its resourceVersion is the same)
+            self.nodes_changed = True  # GPUs freed: pending pods may fit now (the node's resourceVersion is the same)
         if now and (held_node, held) != (now_node, now):
             self.gpus_used[now_node] = self.gpus_used.get(now_node, 0) + now
         if old is not None:

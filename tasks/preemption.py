@@ -1,0 +1,135 @@
+"""No spare ready: free a healthy node for the gang-scheduled job by preempting lower-priority work (seed 002 §4.3.5).
+
+`plan_preemption` gathers the facts (GPU workloads from the cluster, the training job's priority, the nodes the job
+may not use: unhealthy, cordoned, in another lifecycle state, another GPU model, promised to another incident) and
+asks the pure choice in `remedy.spares.preemption`; the plan is recorded in the ledger, so a re-run of the incident
+gets the same plan back. `preempt` carries it out, one ledger action per victim (a re-run never preempts twice).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+
+from remedy import runtime
+from remedy.domain.model import ActionOutcome, IncidentStatus, NodeState
+from remedy.spares.preemption import NoPreemption, Workload, choose_preemption
+from tasks.cluster import RETRY
+from tasks.ledger import act
+
+PLAN_KIND = "plan_preemption"
+PREEMPT_KIND = "preempt_workload"
+NOT_FOR_THE_JOB = (NodeState.SPARE, NodeState.BURN_IN, NodeState.QUARANTINED, NodeState.REPAIR, NodeState.RETIRED)
+
+
+def _promised_elsewhere(led, incident_id: int | None) -> dict[str, int]:
+    """Nodes another live incident's plan already frees: never give one freed node to two failed nodes."""
+    live = {IncidentStatus.OPEN, IncidentStatus.ACTING}
+    out: dict[str, int] = {}
+    for a in led.actions(kind=PLAN_KIND):
+        if a.incident_id in (None, incident_id) or a.dry_run or a.outcome is not ActionOutcome.SUCCEEDED:
+            continue
+        if led.get_incident(a.incident_id).status in live:
+            for n in (a.detail or {}).get("freed_nodes", []):
+                out[n] = a.incident_id
+    return out
+
+
+def _unusable(failed: str, incident_id: int | None) -> dict[str, str]:
+    """GPU nodes the training job may not be given, with why."""
+    cluster, led, settings = runtime.cluster(), runtime.ledger(), runtime.settings()
+    nodes = {n.name: n for n in cluster.list_gpu_nodes()}
+    model = nodes[failed].gpu_model if failed in nodes else ""
+    out = {failed: "the failed node"}
+    for name, n in nodes.items():
+        if name in out:
+            continue
+        try:
+            state = led.get_node(name).state
+        except Exception:  # not in the ledger yet: go by the pool label
+            state = None
+        state = state or n.state
+        if not n.ready:
+            out[name] = "not Ready"
+        elif n.unschedulable:
+            out[name] = "cordoned"
+        elif state in NOT_FOR_THE_JOB:
+            out[name] = f"in {state.value}"
+        elif settings.taints.quarantine in n.taints:
+            out[name] = "quarantined"
+        elif model and n.gpu_model != model:
+            out[name] = f"{n.gpu_model or 'unknown GPU'}, not {model}"
+        elif n.gpu_count and n.allocatable_gpus < n.gpu_count:
+            out[name] = f"only {n.allocatable_gpus}/{n.gpu_count} GPUs allocatable"
+    for name, other in _promised_elsewhere(led, incident_id).items():
+        out.setdefault(name, f"promised to incident {other}")
+    return out
+
+
+def _workload_json(w: Workload) -> dict[str, Any]:
+    return {"name": w.name, "nodes": list(w.nodes), "priority": w.priority,
+            "started_at": w.started_at.isoformat() if w.started_at else None}
+
+
+@task(name="plan_preemption", task_run_name="plan-preemption-for-{node}", timeout_seconds=120, **RETRY)
+def plan_preemption(node: str, incident_id: int | None, dry_run: bool) -> dict[str, Any]:
+    """Which lower-priority work to preempt so the job gets a node back for `node`; jsonable, explains itself.
+
+    `plan` is False when nothing may be preempted (`reason` says why); otherwise `victims`, `freed_nodes` and
+    whether a person must approve. Recorded once per incident (a re-run gets the same plan)."""
+    from tasks.gate import breaker_lock  # one lock for every decision that spends shared capacity
+
+    settings = runtime.settings()
+    work = settings.workload
+    job = f"{work.namespace}/{work.job}"
+
+    def plan() -> dict[str, Any]:
+        workloads = runtime.cluster().gpu_workloads()
+        mine = next((w for w in workloads if w.name == job), None)
+        unusable = _unusable(node, incident_id)
+        busy = {n for w in workloads if w.name != job for n in w.nodes}
+        skipped = sorted(n for n in unusable if n in busy)  # only these matter to the choice; keep the record small
+        base = {"job": job, "node": node, "nodes_needed": 1, "threshold": settings.spares.preempt_below_priority,
+                "unusable_nodes": {n: unusable[n] for n in skipped}}
+        if mine is None:
+            reason = f"{job} runs no GPU pods, so its priority is unknown"
+            return base | {"plan": False, "reason": reason, "victims": [], "freed_nodes": [], "passed_over": [],
+                           "job_priority": None, "approval_required": False,
+                           "explain": f"cannot free nodes for {job}: {reason}"}
+        choice = choose_preemption(job, mine.priority, 1, workloads, settings.spares, unhealthy_nodes=unusable)
+        passed = [{"name": p.name, "reason": p.reason} for p in choice.passed_over]
+        notes = [f"not for {job}: " + ", ".join(f"{n} ({unusable[n]})" for n in skipped)] if skipped else []
+        if isinstance(choice, NoPreemption):
+            return base | {"plan": False, "reason": choice.reason, "victims": [], "freed_nodes": [],
+                           "passed_over": passed, "job_priority": mine.priority, "approval_required": False,
+                           "explain": "\n".join([choice.explain(), *notes])}
+        return base | {"plan": True, "reason": "", "victims": [_workload_json(w) for w in choice.victims],
+                       "freed_nodes": list(choice.freed_nodes), "passed_over": passed,
+                       "job_priority": mine.priority, "approval_required": choice.approval_required,
+                       "explain": "\n".join([choice.explain(), *notes])}
+
+    with breaker_lock():
+        return act(PLAN_KIND, node, plan, incident_id=incident_id, dry_run=dry_run)
+
+
+@task(name="preempt", task_run_name="preempt-for-{node}", timeout_seconds=1800, **RETRY)
+def preempt(plan: dict[str, Any], node: str, dry_run: bool, incident_id: int | None = None) -> dict[str, Any]:
+    """Carry out a plan: suspend or evict each victim (one ledger action each; a re-run replays, never repeats).
+    Returns what was done and which of the plan's nodes are free of its victims now."""
+    settings = runtime.settings()
+    grace = settings.drain.grace_period_seconds
+    reason = f"no spare ready for {node}" + (f" (incident {incident_id})" if incident_id is not None else "") + \
+             f": {plan['job']} needs a node"
+    done = []
+    for victim in plan["victims"]:
+        name = victim["name"]
+        done.append(act(PREEMPT_KIND, name,
+                        lambda name=name: runtime.cluster(dry_run).preempt_workload(
+                            name, grace_period_seconds=grace, reason=reason),
+                        incident_id=incident_id, dry_run=dry_run))
+    blocked = {k: v for d in done for k, v in (d.get("not_evicted") or {}).items()}
+    stuck = {n for d in done for n in d.get("nodes", []) if n not in d.get("freed", d.get("nodes", []))}
+    freed = [n for n in plan["freed_nodes"] if n not in stuck]
+    return {"preempted": [d["workload"] for d in done], "results": done, "freed": freed, "blocked": blocked,
+            "complete": not blocked and bool(freed)}
