@@ -74,8 +74,9 @@ def run_demo(scenario: Scenario, *, workdir: Path, prefect_port: int = 4200, dry
     with SimServer(build_cluster(**sim_options)) as sim:
         ctx = DemoContext(sim=sim, workdir=workdir, dry_run=dry_run, approve=approve, quiet=quiet,
                           options=options or {})
-        ctx.say(f"cluster simulator: {sim.url} ({sim_options['nodes']} nodes, {sim_options['spares']} spares) — "
-                f"try: kubectl --server={sim.url} get nodes")
+        sessions = f", {sim_options['sessions']} sessions" if sim_options.get("sessions") else ""
+        ctx.say(f"cluster simulator: {sim.url} ({sim_options['nodes']} nodes, {sim_options['spares']} spares"
+                f"{sessions}) — try: kubectl --server={sim.url} get nodes")
         api_url = os.environ.get("PREFECT_API_URL", "")
         if not (api_url and healthy(api_url)):
             ctx.say("starting the Prefect server (first start takes ~20 s)…")
@@ -152,6 +153,8 @@ def _print_outcome(outcome: dict[str, Any]) -> None:
     print(line.strip(": "))
     if outcome.get("spare_choice"):
         print("spare choice: " + outcome["spare_choice"].splitlines()[0])
+    if outcome.get("preemption"):
+        print("preemption: " + outcome["preemption"]["explain"].splitlines()[0])
     if outcome["job"]["desired"]:
         print(f"training job: {outcome['job']['ready']}/{outcome['job']['desired']} pods ready")
     if outcome.get("timeline"):

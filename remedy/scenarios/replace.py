@@ -1,5 +1,5 @@
 """Replacement scenarios: a node dies and a warm spare takes its place; a rack storm trips the breaker; the spare
-pool runs dry."""
+pool runs dry; no spare is ready and a low-priority session is preempted for the gang job (with approval)."""
 
 from __future__ import annotations
 
@@ -22,15 +22,16 @@ def _now() -> str:
 
 
 @contextlib.contextmanager
-def _answering(ctx: DemoContext):
-    """--approve / --deny: a simulated operator answers approvals through the real path; else a person does."""
+def _answering(ctx: DemoContext, per_kind: dict[str, bool] | None = None):
+    """--approve / --deny: a simulated operator answers approvals through the real path; else a person does.
+    per_kind: questions of these kinds get a fixed answer instead (the scenario's flag is about another one)."""
     if ctx.approve is None:
         ctx.say("approvals wait for a person: open the paused run in the Prefect UI (or use --approve/--deny)")
         yield
         return
     from remedy.approvals.auto import AutoApprover
 
-    with AutoApprover(ctx.approve, by="demo-operator"):
+    with AutoApprover(ctx.approve, by="demo-operator", per_kind=per_kind):
         yield
 
 
@@ -110,10 +111,41 @@ def spares_exhausted(ctx: DemoContext) -> dict[str, Any]:
                                                                    if r["status"] == "replaced"]}
 
 
+def preempt(ctx: DemoContext) -> dict[str, Any]:
+    """Seed 002 §4.3.5: 63 nodes, 60 training, no ready spare, 3 nodes running single-node interactive sessions.
+    A node of the 60-node gang job dies; rather than leave the job unable to start, gpu-remedy plans to preempt the
+    cheapest session, a person approves (--approve / --deny), and the freed node takes the job's pod.
+
+    Two questions reach a person: the breaker gate's spare-reserve hold (no ready spare: take the dead node out
+    anyway?), which the simulated operator always approves, and the preemption, which the flag answers."""
+    from flows.replace_node import replace_node
+    from remedy.sim.faults import inject
+
+    _demo_approval_timeout()
+    before = ctx.sim.cluster.sessions()
+    ctx.say(f"no ready spare; interactive sessions (priority 10) on {', '.join(sorted(before.values()))}")
+    with _answering(ctx, per_kind={"hold": True}):
+        detected_at = _now()
+        inject(ctx.sim.cluster, "xid", NODE, gpu=3, code=79)
+        ctx.say(f"injected XID 79 on {NODE}: the 60-node job is one node short")
+        run = replace_node(node=NODE, cause="XID 79", signal="xid", xid=79, gpu=3, detected_at=detected_at,
+                           dry_run=ctx.dry_run)
+    after = ctx.sim.cluster.sessions()
+    status = run["status"]
+    decision = ((run.get("preemption") or {}).get("approval") or {}).get("decision")
+    if status == "no-spare" and decision in ("deny", "timeout"):
+        status = "preemption-denied"
+    return run | {"status": status, "sessions_before": before, "sessions_after": after,
+                  "preempted": sorted(set(before) - set(after))}
+
+
 SCENARIOS = [
     Scenario("xid79", "GPU fell off the bus (XID 79): replace the node from the warm spare pool", xid79),
     Scenario("rack-storm", "5 nodes of one rack fail within seconds: the rack breaker trips, one approval",
              rack_storm, ok_statuses=("breaker-tripped",)),
     Scenario("spares-exhausted", "failures outrun the spare pool: spend the reserve with approval, then escalate",
              spares_exhausted, sim_options={"spares": 2}, ok_statuses=("no-spare", "held")),
+    Scenario("preempt", "no spare ready: preempt a low-priority session for the 60-node job, with approval",
+             preempt, sim_options={"spares": 0, "sessions": 3},
+             ok_statuses=("preempted", "planned", "preemption-denied")),
 ]
