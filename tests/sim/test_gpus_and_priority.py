@@ -173,3 +173,12 @@ def test_seed_002_shape_with_no_ready_spare():
     cluster = build_cluster(nodes=63, spares=0, sessions=3, time_scale=TIME_SCALE)
     assert cluster.training_job()["spec"]["parallelism"] == 60 and cluster.training_size() == 60
     assert len(cluster.sessions()) == 3 and len({n for n in cluster.sessions().values()}) == 3
+
+
+def test_sim_state_cli_lists_the_sessions(sessions_sim, capsys):
+    from tests.sim.test_cli import run
+
+    assert run("state", "--url", sessions_sim.url) == 0
+    out = capsys.readouterr().out
+    assert "training job: 12/12 pods ready" in out
+    assert "interactive sessions: notebook-gpu007 on gpu007, notebook-gpu015 on gpu015" in out
