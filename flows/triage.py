@@ -29,7 +29,7 @@ from remedy.receiver.triage_policy import (
 from remedy.settings.triage import triage_settings
 from tasks.triage import claim_incident, close_incident, read_incident, read_live_node
 
-FIXED = {"replaced", "replaced-job-not-full", "planned", "fixed", "resolved", "restarted", "isolated",
+FIXED = {"replaced", "replaced-job-not-full", "preempted", "planned", "fixed", "resolved", "restarted", "isolated",
          "infrastructure"}  # isolate_fault's verdict "infrastructure": the bad nodes are found and held
 
 

@@ -26,10 +26,8 @@ log = logging.getLogger(__name__)
 
 class AutoApprover:
     def __init__(self, decision: bool, by: str = "demo-operator", *, receiver_url: str | None = None,
-                 poll_seconds: float = 0.2, per_kind: dict[str, bool] | None = None) -> None:
-        """per_kind: a different answer for approvals of these kinds (a kind, or its prefix before ':')."""
+                 poll_seconds: float = 0.2) -> None:
         self.decision, self.by, self.poll_seconds = decision, by, poll_seconds
-        self.per_kind = dict(per_kind or {})
         self.receiver_url = receiver_url.rstrip("/") if receiver_url else None
         self.answered: list[dict] = []  # what it did, for the demo's report
         self._stop = threading.Event()
@@ -57,35 +55,28 @@ class AutoApprover:
             except Exception as exc:  # keep answering: one bad poll must not leave a demo hanging
                 log.warning("auto-approver: %s: %s", type(exc).__name__, exc)
 
-    def decision_for(self, kind: str) -> bool:
-        for k, v in self.per_kind.items():
-            if kind == k or kind.startswith(k + ":"):
-                return v
-        return self.decision
-
     def _answer(self, approval) -> dict:
-        approve = self.decision_for(approval.kind)
-        decision = "approve" if approve else "deny"
+        decision = "approve" if self.decision else "deny"
         if self.receiver_url:
             try:
                 return {"approval_id": approval.id, "decision": decision, "via": "receiver",
-                        **self._through_receiver(approval, approve)}
+                        **self._through_receiver(approval)}
             except httpx.HTTPError as exc:
                 log.warning("auto-approver: receiver at %s failed (%s); answering directly", self.receiver_url, exc)
         res = decide_and_resume(runtime.ledger(), approval.id, decision=decision, by=self.by,
                                 reason="answered by AutoApprover (demo)")
         return {"approval_id": approval.id, "decision": res.decision, "via": "direct", "resumed": res.resumed}
 
-    def _through_receiver(self, approval, approve: bool) -> dict:
+    def _through_receiver(self, approval) -> dict:
         settings = runtime.settings()
         if approval.kind == OPEN_LOOP_KIND:
             token = settings.receiver.token.get_secret_value()
             r = httpx.post(f"{self.receiver_url}/v1/remediations/{approval.incident_id}/execute",
-                           json={"approve": approve, "by": self.by, "reason": "AutoApprover (demo)"},
+                           json={"approve": self.decision, "by": self.by, "reason": "AutoApprover (demo)"},
                            headers={"Authorization": f"Bearer {token}"}, timeout=15)
             return {"status": r.status_code}
         body = form_body(click_payload(approval_id=approval.id, flow_run_id=approval.flow_run_id,
-                                       approve=approve, user_id=self.by, user_name=self.by,
+                                       approve=self.decision, user_id=self.by, user_name=self.by,
                                        message_ts=approval.slack_ts or ""))
         r = httpx.post(f"{self.receiver_url}/v1/slack/interactions", content=body,
                        headers=signed_headers(settings.slack.signing_secret.get_secret_value(), body), timeout=15)

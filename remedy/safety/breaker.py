@@ -108,14 +108,20 @@ def decide(failure: FailureEvent, board: BreakerBoard, fleet: FleetView, now: da
         promised = {n for n, f in board.active.items() if f.needs_spare} - set(fleet.spare_claims)
         ready = fleet.ready_spares - len(promised)
         reserve = board.settings.spare_reserve
-        if ready - 1 < reserve:
-            left = "no ready spare" if ready <= 0 else f"only {ready} ready spare{'s' if ready != 1 else ''}"
+        if ready <= 0:
+            # nothing to spend, so no reserve question: the failed node is taken out (the budgets above still
+            # apply) and the flow's no-spare path decides — preempt lower-priority work with approval, shrink an
+            # elastic job, or escalate; never a half-replacement
+            note += f"; no ready spare (after {len(promised)} already promised): the no-spare path decides"
+        elif ready - 1 < reserve:
+            left = f"only {ready} ready spare{'s' if ready != 1 else ''}"
             return hold(
                 SkipReason.SPARE_RESERVE,
                 f"{left} (after {len(promised)} already promised) and the reserve is {reserve}: taking one would leave "
-                f"{max(ready - 1, 0)} — a person must decide whether to spend the reserve",
+                f"{ready - 1} — a person must decide whether to spend the reserve",
             )
-        note += f"; spare pool {ready} → {ready - 1} (reserve {reserve})"
+        else:
+            note += f"; spare pool {ready} → {ready - 1} (reserve {reserve})"
 
     # 7. act; half-open scopes on the way take this remediation as their single probe
     probes = tuple(k for k in keys if board.state_of(k) is BreakerState.HALF_OPEN)

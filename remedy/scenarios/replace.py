@@ -22,16 +22,15 @@ def _now() -> str:
 
 
 @contextlib.contextmanager
-def _answering(ctx: DemoContext, per_kind: dict[str, bool] | None = None):
-    """--approve / --deny: a simulated operator answers approvals through the real path; else a person does.
-    per_kind: questions of these kinds get a fixed answer instead (the scenario's flag is about another one)."""
+def _answering(ctx: DemoContext):
+    """--approve / --deny: a simulated operator answers approvals through the real path; else a person does."""
     if ctx.approve is None:
         ctx.say("approvals wait for a person: open the paused run in the Prefect UI (or use --approve/--deny)")
         yield
         return
     from remedy.approvals.auto import AutoApprover
 
-    with AutoApprover(ctx.approve, by="demo-operator", per_kind=per_kind):
+    with AutoApprover(ctx.approve, by="demo-operator"):
         yield
 
 
@@ -115,16 +114,14 @@ def preempt(ctx: DemoContext) -> dict[str, Any]:
     """Seed 002 §4.3.5: 63 nodes, 60 training, no ready spare, 3 nodes running single-node interactive sessions.
     A node of the 60-node gang job dies; rather than leave the job unable to start, gpu-remedy plans to preempt the
     cheapest session, a person approves (--approve / --deny), and the freed node takes the job's pod.
-
-    Two questions reach a person: the breaker gate's spare-reserve hold (no ready spare: take the dead node out
-    anyway?), which the simulated operator always approves, and the preemption, which the flag answers."""
+    With no spare at all there is no reserve to ask about: the preemption is the one question."""
     from flows.replace_node import replace_node
     from remedy.sim.faults import inject
 
     _demo_approval_timeout()
     before = ctx.sim.cluster.sessions()
     ctx.say(f"no ready spare; interactive sessions (priority 10) on {', '.join(sorted(before.values()))}")
-    with _answering(ctx, per_kind={"hold": True}):
+    with _answering(ctx):
         detected_at = _now()
         inject(ctx.sim.cluster, "xid", NODE, gpu=3, code=79)
         ctx.say(f"injected XID 79 on {NODE}: the 60-node job is one node short")

@@ -71,7 +71,7 @@ def test_demo_preempt_approved_frees_a_session_node_for_the_job(prefect_server, 
     (victim,) = out["preempted"]
     assert out["replacement"] == out["sessions_before"][victim]
     assert out["job"] == {"ready": 60, "desired": 60}
-    assert [a["kind"] for a in out["approvals"]] == ["hold:spare-reserve", "preempt"]
+    assert [a["kind"] for a in out["approvals"]] == ["preempt"]
     assert all(a["decision"] == "approve" for a in out["approvals"])
     assert [a["kind"] for a in out["actions"]].count("preempt_workload") == 1
     assert "preempted" in [row["step"] for row in out["timeline"]]
@@ -82,7 +82,6 @@ def test_demo_preempt_denied_keeps_the_sessions(prefect_server, tmp_path):
     assert out["status"] == "preemption-denied", out.get("why")
     assert out["sessions_after"] == out["sessions_before"] and not out["preempted"]
     assert out["job"] == {"ready": 59, "desired": 60}
-    assert [(a["kind"], a["decision"]) for a in out["approvals"]] == [("hold:spare-reserve", "approve"),
-                                                                       ("preempt", "deny")]
+    assert [(a["kind"], a["decision"]) for a in out["approvals"]] == [("preempt", "deny")]
     assert "preempt_workload" not in [a["kind"] for a in out["actions"]]
     assert [i["status"] for i in out["incidents"]] == ["escalated"]

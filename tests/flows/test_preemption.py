@@ -16,10 +16,8 @@ pytestmark = pytest.mark.prefect
 
 FAILED = "gpu003"
 SESSIONS = {"notebook-gpu008": "gpu008", "notebook-gpu016": "gpu016"}  # the last node of each rack
-# 16 nodes, no spare, 2 sessions: the training job runs on the other 14. With no ready spare the breaker gate first
-# holds and asks a person whether to take the node out at all ("hold:spare-reserve"); the operator approves that
-# one in every test below, the preemption question ("preempt") is the one under test.
-GATE = {"hold": True}
+# 16 nodes, no spare, 2 sessions: the training job runs on the other 14. With no ready spare there is no reserve to
+# ask about: the gate takes the failed node out and the preemption question ("preempt") is the only one.
 
 
 @pytest.fixture
@@ -55,7 +53,7 @@ def test_approved_preemption_evicts_one_session_and_the_job_is_back_at_full_size
     with AutoApprover(decision=True, by="demo-operator") as auto:
         out = replace()
     assert out["status"] == "preempted", out
-    assert [a["decision"] for a in auto.answered] == ["approve", "approve"]  # the gate's hold, then the preemption
+    assert [a["decision"] for a in auto.answered] == ["approve"]  # one question: the preemption
     freed = out["replacement"]
     victim = next(p for p, n in SESSIONS.items() if n == freed)
     assert out["preemption"]["victims"][0]["name"] == f"sessions/{victim}"
@@ -67,7 +65,7 @@ def test_approved_preemption_evicts_one_session_and_the_job_is_back_at_full_size
     assert cluster.get_node(freed).labels["remedy.io/pool"] == "active"
     assert [e["reason"] for e in cluster.node_events(freed)].count("RemedyPreempt") == 1
     steps = [row["step"] for row in out["timeline"]]
-    assert steps[:7] == ["detected", "approved", "cordoned", "drained", "preempted", "job resumed", "to repair"]
+    assert steps[:6] == ["detected", "cordoned", "drained", "preempted", "job resumed", "to repair"]
     led = runtime.ledger()
     assert len(preemptions(runtime, out["incident_id"])) == 1
     assert led.get_incident(out["incident_id"]).status.value == "resolved"
@@ -93,8 +91,6 @@ def test_denied_preemption_keeps_the_sessions_and_escalates(prefect_server, sim,
     adopt(runtime)
     inject(sim.cluster, "xid", FAILED, gpu=0, code=79)
     run = FlowThread(replace)
-    gate = wait_paused_approval(runtime.ledger(), kind="hold:spare-reserve")
-    resume_flow_run(UUID(gate.flow_run_id), run_input={"approve": True, "reason": "dead node", "approver": "bob"})
     pending = wait_paused_approval(runtime.ledger(), kind="preempt")
     # while the question is open the job is one node short: its new pod cannot fit beside a session
     pods = sim.cluster.store.objects("Pod", "training")
@@ -115,17 +111,12 @@ def test_denied_preemption_keeps_the_sessions_and_escalates(prefect_server, sim,
 
 
 def test_no_answer_is_a_deny(prefect_server, sim, remedy_env):
-    from prefect.flow_runs import resume_flow_run
-
     from remedy.sim.faults import inject
 
     runtime = remedy_env(sim=sim, APPROVALS__TIMEOUT_SECONDS=6)
     adopt(runtime)
     inject(sim.cluster, "xid", FAILED, gpu=0, code=79)
-    run = FlowThread(replace)
-    gate = wait_paused_approval(runtime.ledger(), kind="hold:spare-reserve")
-    resume_flow_run(UUID(gate.flow_run_id), run_input={"approve": True, "reason": "dead node", "approver": "bob"})
-    out = run.result(120)
+    out = replace()
     assert out["status"] == "no-spare" and out["preemption"]["approval"]["decision"] == "timeout", out
     assert sim.cluster.sessions() == SESSIONS
     assert not runtime.ledger().actions(kind="preempt_workload")
@@ -139,41 +130,37 @@ def test_nothing_below_the_threshold_escalates_with_the_reason(prefect_server, s
     runtime = remedy_env(sim=sim, SPARES__PREEMPT_BELOW_PRIORITY=10)  # sessions are priority 10
     adopt(runtime)
     inject(sim.cluster, "xid", FAILED, gpu=0, code=79)
-    with AutoApprover(decision=False, by="demo-operator", per_kind=GATE):
+    with AutoApprover(decision=False, by="demo-operator"):
         out = replace()
     assert out["status"] == "no-spare", out
     assert out["preemption"]["plan"] is False
     assert "priority 10 is not below the preemption threshold 10" in out["why"]
     assert "cannot free nodes for training/llm-pretrain" in out["why"]
-    assert [a.kind for a in runtime.ledger().approvals()] == ["hold:spare-reserve"]  # no preemption question
+    assert runtime.ledger().approvals() == []  # nothing to ask about
     assert sim.cluster.sessions() == SESSIONS
     assert runtime.ledger().get_incident(out["incident_id"]).status.value == "escalated"
 
 
-def test_dry_run_plans_and_records_but_changes_nothing(prefect_server, sim_factory, remedy_env):
-    """No spare *ready*: the one spare (gpu008) was never validated. With a reserve of 0 the gate lets the dry run
-    through (a held gate would stop a dry run before any of this), so every step of the no-spare path is planned."""
-    sim = sim_factory(nodes=16, spares=1, sessions=2)
-    sessions = {"notebook-gpu007": "gpu007", "notebook-gpu016": "gpu016"}
-    runtime = remedy_env(sim=sim, BREAKER__SPARE_RESERVE=0)
+def test_dry_run_plans_and_records_but_changes_nothing(prefect_server, sim, remedy_env):
+    runtime = remedy_env(sim=sim)
     adopt(runtime)
     before = {n.name: (n.unschedulable, sorted(n.taints), n.labels.get("remedy.io/pool"))
               for n in runtime.cluster().list_gpu_nodes()}
     out = replace(dry_run=True)
     assert out["status"] == "planned", out
     assert out["preemption"]["plan"] and out["preemption"]["approval"]["decision"] == "planned"
-    assert out["preemption"]["victims"][0]["name"] in {f"sessions/{p}" for p in sessions}
-    assert sim.cluster.sessions() == sessions
+    assert out["preemption"]["victims"][0]["name"] in {f"sessions/{p}" for p in SESSIONS}
+    assert sim.cluster.sessions() == SESSIONS
     after = {n.name: (n.unschedulable, sorted(n.taints), n.labels.get("remedy.io/pool"))
              for n in runtime.cluster().list_gpu_nodes()}
     assert after == before
-    assert all(runtime.cluster().node_events(n) == [] for n in (FAILED, *sessions.values()))
+    assert all(runtime.cluster().node_events(n) == [] for n in (FAILED, *SESSIONS.values()))
     actions = runtime.ledger().actions(incident_id=out["incident_id"])
     assert actions and all(a.dry_run for a in actions)
     assert {"plan_preemption", "preempt_workload"} <= {a.kind for a in actions}
     assert preemptions(runtime, outcome="planned") and not preemptions(runtime)
     assert not runtime.ledger().approvals()
-    assert runtime.cluster().workload_size("training", "llm-pretrain") == (13, 13)
+    assert runtime.cluster().workload_size("training", "llm-pretrain") == (14, 14)
 
 
 def test_approval_not_required_preempts_without_asking(prefect_server, sim, remedy_env):
@@ -183,11 +170,11 @@ def test_approval_not_required_preempts_without_asking(prefect_server, sim, reme
     runtime = remedy_env(sim=sim, SPARES__PREEMPTION_REQUIRES_APPROVAL="false")
     adopt(runtime)
     inject(sim.cluster, "xid", FAILED, gpu=0, code=79)
-    with AutoApprover(decision=False, by="demo-operator", per_kind=GATE):
+    with AutoApprover(decision=False, by="demo-operator"):
         out = replace()
     assert out["status"] == "preempted", out
     assert out["preemption"]["approval"]["decision"] == "not-required"
-    assert [a.kind for a in runtime.ledger().approvals()] == ["hold:spare-reserve"] and len(sim.cluster.sessions()) == 1
+    assert runtime.ledger().approvals() == [] and len(sim.cluster.sessions()) == 1
 
 
 def test_preemption_off_keeps_the_old_no_spare_path(prefect_server, sim, remedy_env):
@@ -197,7 +184,7 @@ def test_preemption_off_keeps_the_old_no_spare_path(prefect_server, sim, remedy_
     runtime = remedy_env(sim=sim, SPARES__PREEMPT_WHEN_NO_SPARE="false")
     adopt(runtime)
     inject(sim.cluster, "xid", FAILED, gpu=0, code=79)
-    with AutoApprover(decision=False, by="demo-operator", per_kind=GATE):
+    with AutoApprover(decision=False, by="demo-operator"):
         out = replace()
     assert out["status"] == "no-spare" and "preemption" not in out
     assert not runtime.ledger().actions(kind="plan_preemption") and sim.cluster.sessions() == SESSIONS

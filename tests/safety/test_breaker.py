@@ -117,6 +117,20 @@ def test_percent_budget_counts_nodes_already_out_from_the_fleet_view():
     assert ds[1].skip.reason is SkipReason.CAPACITY_BUDGET
 
 
+def test_no_ready_spare_is_no_reserve_question_the_no_spare_path_decides():
+    """With nothing to spend the reserve gate does not ask; the node is taken out (budgets still apply) and the
+    flow's no-spare path (preempt with approval, shrink, escalate) decides — one question, not two."""
+    board = BreakerBoard(BreakerSettings(spare_reserve=1))
+    d = decide(fail("gpu-0-0", 0), board, fleet(ready_spares=0), T0)
+    assert d.acted and "no ready spare (after 0 already promised): the no-spare path decides" in d.note
+    # two spares promised to earlier failures and two ready: nothing left for a third either
+    board = BreakerBoard(BreakerSettings(spare_reserve=0))
+    fv = fleet(ready_spares=2)
+    ds = [decide(e, board, fv, e.at) for e in [fail(f"gpu-{r}-0", r) for r in range(3)]]
+    assert [d.acted for d in ds] == [True, True, True]
+    assert "spare pool 2 → 1" in ds[0].note and "no ready spare (after 2 already promised)" in ds[2].note
+
+
 def test_detector_flagging_too_many_nodes_holds_everything():
     flagged = frozenset(f"gpu-{r}-{i}" for r in range(6) for i in range(1))  # 6 flagged > budget 4
     board = BreakerBoard()
