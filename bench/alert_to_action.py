@@ -122,26 +122,41 @@ def latency_rounds(stack, nodes: list[str], *, via_prometheus: bool = False) -> 
     return {"run started": started, "cordoned": cordoned}
 
 
+def working_nodes(stack, start: int, count: int) -> list[str]:
+    """`count` nodes that carry the training job (a fault on a spare is escalated, not replaced), from `start`."""
+    from remedy import runtime
+
+    pool = runtime.settings().labels.job_pool_value
+    names = sorted(n.name for n in runtime.cluster().list_gpu_nodes() if n.state and n.state.value == pool)
+    return names[start:start + count]
+
+
 def bench_flows(samples: int, only: str, prefect_db: str) -> list[tuple]:
     """(a) and (b) against each Prefect database asked for: the test harness's SQLite (`remedy up`'s default) and/or
-    a `prefect server start` on PostgreSQL with the ledger there too (production's configuration)."""
-    rows = []
-    if prefect_db in ("sqlite", "both"):
+    a `prefect server start` on PostgreSQL with the ledger there too (production's configuration). Each database
+    gets a process of its own: Prefect's event client is a process-wide singleton bound to the first API it saw."""
+    if prefect_db == "both":
+        rows = []
+        for db in ("sqlite", "postgres"):
+            out = Path(tempfile.mkdtemp(prefix="bench-rows-")) / "rows.json"
+            subprocess.run([sys.executable, __file__, "--only", only or "ab", "--samples", str(samples),
+                            "--prefect-db", db, "--rows-out", str(out)], check=True)
+            rows += [tuple(r) for r in json.loads(out.read_text())]
+        return rows
+    if prefect_db == "sqlite":
         from prefect.settings import PREFECT_API_URL
         from prefect.testing.utilities import prefect_test_harness
 
         with prefect_test_harness(server_startup_timeout=180):
-            rows += _flow_rows(PREFECT_API_URL.value(), samples, only, "SQLite", {})
-    if prefect_db in ("postgres", "both"):
-        from tests.fixtures.postgres import running_postgres
-        from tests.fixtures.prefect import prefect_server_process
+            return _flow_rows(PREFECT_API_URL.value(), samples, only, "SQLite", {})
+    from tests.fixtures.postgres import running_postgres
+    from tests.fixtures.prefect import prefect_server_process
 
-        home = Path(tempfile.mkdtemp(prefix="bench-prefect-pg-"))
-        with running_postgres() as pg:
-            server_db = pg.create_database("prefect_server")
-            with prefect_server_process(home, db_url=server_db) as api:
-                rows += _flow_rows(api, samples, only, "PostgreSQL", {"ledger": pg})
-    return rows
+    home = Path(tempfile.mkdtemp(prefix="bench-prefect-pg-"))
+    with running_postgres() as pg:
+        server_db = pg.create_database("prefect_server")
+        with prefect_server_process(home, db_url=server_db) as api:
+            return _flow_rows(api, samples, only, "PostgreSQL", {"ledger": pg})
 
 
 def _flow_rows(api: str, samples: int, only: str, db: str, pg: dict) -> list[tuple]:
@@ -153,20 +168,22 @@ def _flow_rows(api: str, samples: int, only: str, db: str, pg: dict) -> list[tup
 
     rows = []
     work = Path(tempfile.mkdtemp(prefix="bench-alert-"))
-    if only in ("", "a"):
+    if only in ("", "a", "ab"):
         base = start_stack(workdir=work / "trigger", api_url=api, nodes=63, spares=20, time_scale=0.01,
                            fresh_ledger=True, settings_overrides=overrides(), start_triage="trigger")
         base.sim.cluster.alert_url = None
         try:
-            trig = latency_rounds(base, [f"gpu{i:03d}" for i in range(1, 1 + max(3, samples // 2))])
+            trig = latency_rounds(base, working_nodes(base, 0, max(3, samples // 2)))
+            base.dispatcher.wait_idle(120)  # the next stack re-points the ledger: let these runs finish first
         finally:
             base.stop()
         st = start_stack(workdir=work / "direct", api_url=api, nodes=63, spares=20, time_scale=0.01,
                          fresh_ledger=True, settings_overrides=overrides())
         st.sim.cluster.alert_url = None
         try:
-            latency_rounds(st, ["gpu062"])  # warm-up: first run imports and caches
-            direct = latency_rounds(st, [f"gpu{i:03d}" for i in range(20, 20 + samples)])
+            latency_rounds(st, working_nodes(st, 40, 1))  # warm-up: first run imports and caches
+            direct = latency_rounds(st, working_nodes(st, 10, samples))
+            st.dispatcher.wait_idle(120)
         finally:
             st.stop()
         for what in ("run started", "cordoned"):
@@ -176,7 +193,7 @@ def _flow_rows(api: str, samples: int, only: str, db: str, pg: dict) -> list[tup
                          f"{statistics.median(d) / b:.2f} × trigger" if d else "",
                          "p50 ≤ 2 s" if what == "cordoned" else ""))
             rows.append(("    baseline: Prefect event trigger", len(trig[what]), b, pct(trig[what], 95), "1.00", ""))
-    if only in ("", "b"):
+    if only in ("", "b", "ab"):
         rows += bench_prometheus(api, work, max(3, samples // 2), db, overrides())
     return rows
 
@@ -192,8 +209,9 @@ def bench_prometheus(api: str, work: Path, samples: int, db: str, overrides: dic
     try:
         with run_alert_pipeline(deploy, st.receiver.alerts_url, TOKEN, st.sim.url.removeprefix("http://"), work):
             time.sleep(5)  # first scrapes in
-            latency_rounds(st, ["gpu062"], via_prometheus=True)  # warm-up
-            res = latency_rounds(st, [f"gpu{i:03d}" for i in range(30, 30 + samples)], via_prometheus=True)
+            latency_rounds(st, working_nodes(st, 40, 1), via_prometheus=True)  # warm-up
+            res = latency_rounds(st, working_nodes(st, 20, samples), via_prometheus=True)
+            st.dispatcher.wait_idle(120)
     finally:
         st.stop()
     d = res["cordoned"]
@@ -321,15 +339,19 @@ def main() -> int:
     ap.add_argument("--storm-alerts", type=int, default=10_000)
     ap.add_argument("--storm-faults", type=int, default=500)
     ap.add_argument("--storm-seconds", type=float, default=60.0)
-    ap.add_argument("--only", choices=["a", "b", "c"], default="")
+    ap.add_argument("--only", choices=["a", "b", "c", "ab"], default="")
     ap.add_argument("--prefect-db", choices=["sqlite", "postgres", "both"], default="both",
                     help="Prefect API database for (a) and (b): the SQLite test harness, a server on PostgreSQL, or both")
+    ap.add_argument("--rows-out", help=argparse.SUPPRESS)  # (a)/(b) child process: write the rows here
     args = ap.parse_args()
     rows = []
     if args.only in ("", "c"):
         rows += bench_storm(args.storm_alerts, args.storm_faults, args.storm_seconds)
-    if args.only in ("", "a", "b"):
+    if args.only in ("", "a", "b", "ab"):
         rows += bench_flows(args.samples, args.only, args.prefect_db)
+    if args.rows_out:
+        Path(args.rows_out).write_text(json.dumps(rows))
+        return 0
     print(f"\n{'measure':<58}{'n':>6}{'median':>10}{'p95':>10}  {'ratio / note':<36}{'target'}")
     for name, n, med, p95, note, target in rows:
         fmt = (lambda v: f"{v * 1000:8.1f}ms" if v < 1 else f"{v:8.2f}s ") if "incidents" not in name else (lambda v: f"{v:9.0f} " if v == v else "        - ")

@@ -46,6 +46,16 @@ class Dispatcher:
     def wake(self, *_: Any) -> None:
         self._wake.set()
 
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no run this dispatcher started is still in progress (True) or `timeout` passes (False)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._inflight:
+                    return True
+            time.sleep(0.1)
+        return False
+
     def stop(self) -> None:
         """Stop polling; runs still in progress (e.g. paused for approval) are marked Crashed with the reason."""
         self._stop.set()

@@ -29,6 +29,10 @@ PATH_FLOWS: dict[RemediationPath, tuple[str, str]] = {
     RemediationPath.ESCALATE: ("flows.escalate:escalate", "hand to a human with the evidence"),
 }
 OUT_OF_SERVICE = (NodeState.QUARANTINED, NodeState.REPAIR, NodeState.RETIRED)
+# A spare or a node in burn-in carries no job: there is nothing to replace, restart or bring back to full size.
+# A node-level fault there takes it out of the pool and a person sends it to repair (escalate quarantines it).
+IDLE_STATES = (NodeState.SPARE, NodeState.BURN_IN)
+NODE_FIXES = (RemediationPath.REPLACE, RemediationPath.RESET_GPU, RemediationPath.REBOOT, RemediationPath.RESTART_APP)
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,16 @@ def decide(incident: dict[str, Any], *, recurrences: int, node_state: str | None
         return Decision("stop", path, verdict, f"{incident['node']} is already {node_state}: recorded, no second "
                         "remediation", recurrences=recurrences, stale=stale, facts=facts)
 
-    # 4. The path decides the flow.
+    # 4. A fault on a node that carries no work: out of the pool, to a person; no spare is spent on a spare.
+    if node_state in {s.value for s in IDLE_STATES} and path in NODE_FIXES:
+        entrypoint, _ = PATH_FLOWS[RemediationPath.ESCALATE]
+        reason = (f"{incident['node']} is a {node_state} node and carries no work: instead of {path.value}, it is "
+                  f"quarantined out of the {node_state} pool for a person to repair or re-validate "
+                  f"({verdict.explanation})")
+        return Decision("remediate", RemediationPath.ESCALATE, verdict, reason, entrypoint,
+                        "quarantine the node (out of the pool) and hand it to a human", recurrences, stale, facts)
+
+    # 5. The path decides the flow.
     if path in PATH_FLOWS:
         entrypoint, plan = PATH_FLOWS[path]
         return Decision("remediate", path, verdict, verdict.explanation, entrypoint, plan, recurrences, stale, facts)

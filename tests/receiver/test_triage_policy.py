@@ -75,6 +75,17 @@ def test_gates_stop_before_acting() -> None:
     assert run(incident(xid=63), node_state="repair").action == "record"
 
 
+@pytest.mark.parametrize("state", ["spare", "burn-in"])
+@pytest.mark.parametrize("xid", [64, 79, 145, 94])
+def test_a_fault_on_a_node_without_work_escalates_instead_of_spending_a_spare(state, xid) -> None:
+    d = run(incident(xid=xid), node_state=state)
+    assert (d.action, d.path, d.entrypoint) == ("remediate", P.ESCALATE, "flows.escalate:escalate")
+    assert f"gpu071 is a {state} node and carries no work" in d.reason and "quarantined" in d.reason
+    # record-only paths stay record-only, and an active node still gets its fix
+    assert run(incident(xid=63), node_state=state).action == "record"
+    assert run(incident(xid=xid), node_state="active").path is not P.ESCALATE
+
+
 def test_stale_incident_rereads_the_live_node() -> None:
     old = incident(age_s=3600)
     cordoned = run(old, live={"name": "gpu071", "unschedulable": True})
