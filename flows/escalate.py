@@ -17,10 +17,11 @@ from prefect.artifacts import create_markdown_artifact
 from remedy import runtime
 from remedy.approvals import messages
 from remedy.domain.model import IncidentStatus, NodeState
+from remedy.safety.scopes import SkipReason
 from tasks.approvals import request_approval
 from tasks.cluster import cordon_node, taint_node
 from tasks.gate import check_breaker
-from tasks.ledger import open_incident, set_node_state, sync_fleet
+from tasks.ledger import open_incident, requester, set_node_state, sync_fleet
 
 
 def _run_name() -> str:
@@ -53,7 +54,8 @@ def escalate(node: str, reason: str, incident_id: int | None = None, dry_run: bo
         gate = check_breaker(node, incident_id, signal=f"escalated: {reason}"[:200],
                              detected_at=datetime.now(timezone.utc).isoformat(), dry_run=dry_run,
                              needs_spare=False, takes_node_out=True)
-        quarantine = gate["act"] or gate["skip"] == "already-in-remediation"
+        # already quarantined: keep it so; already in repair or retired: it is out, nothing to quarantine
+        quarantine = gate["act"] or gate["skip"] == SkipReason.ALREADY_IN_REMEDIATION
         out["gate"] = gate["explain"]
     if quarantine:
         cordon_node(node, reason=f"escalated: {reason}"[:250], dry_run=dry_run, incident_id=incident_id)
@@ -83,8 +85,15 @@ def escalate(node: str, reason: str, incident_id: int | None = None, dry_run: bo
             consequence=f"{node} stays quarantined; nothing was replaced")
         out["approval"] = {"decision": answer.decision, "by": answer.by, "id": answer.approval_id}
         if answer.approved:
+            from prefect.runtime import flow_run
+
             from flows.replace_node import replace_node
 
+            # A person said go: the incident is acted on again, held by this run (replace_node, our subflow, claims
+            # it as its parent's); without this a settled incident makes every remediation stand down.
+            runtime.ledger().set_incident_status(incident_id, IncidentStatus.ACTING,
+                                                 detail=f"replacement approved by {answer.by}",
+                                                 flow_run_id=str(flow_run.id or requester()))
             res = replace_node(node=node, cause=f"escalated, approved by {answer.by}", incident_id=incident_id,
                                dry_run=dry_run)
             out["replacement"] = res.get("replacement")

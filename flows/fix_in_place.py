@@ -26,6 +26,7 @@ from remedy import runtime
 from remedy.approvals.open_loop import is_open_loop, node_pool
 from remedy.domain.model import Action, ActionOutcome, IncidentStatus
 from remedy.domain.timeline import Timeline
+from remedy.safety.scopes import NOT_A_NEW_FAILURE
 from remedy.domain.xid import RemediationPath, Resolution, lookup
 from remedy.ledger.errors import LedgerConflict
 from remedy.safety.ladder import LADDERS, Attempt, AttemptOutcome, LadderExhausted, Step, backoff_schedule, next_step
@@ -106,12 +107,11 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
     out["incident_id"] = incident_id
     led = runtime.ledger()
     # One incident, one remediation: a duplicate trigger stands down, and so does a late one after the end.
-    settled = led.get_incident(incident_id).status
-    if settled in (IncidentStatus.RESOLVED, IncidentStatus.ESCALATED, IncidentStatus.IGNORED) and not dry_run:
-        return _finish(out | {"status": "duplicate", "why": f"incident {incident_id} is already {settled.value}"})
     claim = claim_remediation(incident_id) if not dry_run else {"claimed": True}
     if not claim["claimed"]:
-        return _finish(out | {"status": "duplicate", "why": f"run {claim['holder']} is handling incident {incident_id}"})
+        why = (f"incident {incident_id} is already {claim['settled']}" if claim.get("settled")
+               else f"run {claim['holder']} is handling incident {incident_id}")
+        return _finish(out | {"status": "duplicate", "why": why})
     _abandon_orphans(led, node)
     asked_open_loop, gate = False, None
     detected = detected_at or datetime.now(timezone.utc).isoformat()
@@ -152,7 +152,7 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
                                  takes_node_out=step.kind is not P.RESTART_APP)
             out["gate"] = gate["explain"]
             if not gate["act"]:
-                if gate["skip"] == "already-in-remediation":
+                if gate["skip"] in NOT_A_NEW_FAILURE:  # another incident on this node has it in hand
                     return _finish(out | {"status": "duplicate", "why": gate["explain"]})
                 from flows.replace_node import ask_to_proceed  # one way to ask about a held gate
 

@@ -23,6 +23,7 @@ from remedy import runtime
 from remedy.approvals.open_loop import is_open_loop, node_pool
 from remedy.domain.model import IncidentStatus, NodeState
 from remedy.domain.timeline import Timeline
+from remedy.safety.scopes import NOT_A_NEW_FAILURE
 from tasks.approvals import propose_open_loop
 from tasks.cluster import (
     check_drift, cordon_node, drain_node, label_node, resize_workload, taint_node, verify_joined, wait_for_workload,
@@ -67,8 +68,10 @@ def replace_node(
         incident_id = open_incident(node, signal, gpu=gpu, xid=xid, detail=cause)["id"]
     outcome["incident_id"] = incident_id
     claim = claim_remediation(incident_id)
-    if not claim["claimed"]:  # a duplicate trigger while another run works on this incident
-        return _report(outcome | {"status": "duplicate", "why": f"run {claim['holder']} is handling it"}, timeline)
+    if not claim["claimed"]:  # a duplicate trigger: another run works on this incident, or it is already settled
+        why = (f"incident {incident_id} is already {claim['settled']}" if claim.get("settled")
+               else f"run {claim['holder']} is handling it")
+        return _report(outcome | {"status": "duplicate", "why": why}, timeline)
 
     # 2. Open-loop pools: gpu-remedy only proposes; an external break-fix system says when to act (seed 000).
     live = runtime.cluster().get_node(node)
@@ -86,8 +89,8 @@ def replace_node(
                          dry_run=dry_run)
     outcome["gate"] = gate["explain"]
     if not gate["act"]:
-        if gate["skip"] == "already-in-remediation":
-            return _report(outcome | {"status": "duplicate"}, timeline)
+        if gate["skip"] in NOT_A_NEW_FAILURE:  # another incident on this node is (or was) dealt with it
+            return _report(outcome | {"status": "duplicate", "why": gate["explain"]}, timeline)
         decision = ask_to_proceed(gate, node, incident_id, dry_run)
         outcome["approval"] = decision
         if decision["decision"] != "approve":

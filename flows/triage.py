@@ -109,6 +109,8 @@ def triage(
         final, detail = IncidentStatus.ESCALATED, f"escalated: {(outcome or {}).get('reason', decision.reason)}"
     elif status in FIXED:
         final, detail = IncidentStatus.RESOLVED, f"{decision.path.value}: {status}"
+    elif status == "duplicate":  # the node is already being (or was) dealt with under another incident
+        final, detail = IncidentStatus.IGNORED, f"{decision.path.value}: {(outcome or {}).get('why') or 'duplicate'}"
     elif status == "stopped-by-operator":
         final, detail = IncidentStatus.IGNORED, f"{decision.path.value}: the operator's change stands"
     elif status == "code":

@@ -81,11 +81,12 @@ def fleet_view(board: BreakerBoard) -> FleetView:
     serving = [n for n in nodes if n.state not in (NodeState.SPARE, NodeState.BURN_IN, NodeState.RETIRED)]
     ready_spares = sum(1 for n in nodes if n.state is NodeState.SPARE and n.ready)
     in_remediation = {n.name for n in nodes if n.state is NodeState.QUARANTINED}
+    out_of_service = {n.name: n.state.value for n in nodes if n.state in (NodeState.REPAIR, NodeState.RETIRED)}
     open_incidents = {i.node for i in led.incidents(status="open", severity="critical")}
     claims = {a.detail.get("replaces") for a in led.actions(kind="set_state_active")
               if a.outcome is ActionOutcome.SUCCEEDED and a.detail.get("replaces")}
     return FleetView.from_nodes(serving, ready_spares=ready_spares, in_remediation=in_remediation - set(board.active),
-                                flagged=open_incidents, spare_claims=claims - {None})
+                                flagged=open_incidents, spare_claims=claims - {None}, out_of_service=out_of_service)
 
 
 def record_transitions(transitions: list[BreakerTransition] | tuple[BreakerTransition, ...]) -> None:

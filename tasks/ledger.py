@@ -151,6 +151,8 @@ def _is_us_or_ancestor(holder: str, me: str) -> bool:
 
 
 FINAL_STATES = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
+# incidents no automation acts on again (only a person re-opens one)
+SETTLED = frozenset({IncidentStatus.RESOLVED, IncidentStatus.IGNORED, IncidentStatus.ESCALATED})
 
 
 def _run_state(flow_run_id: str) -> str | None:
@@ -171,9 +173,12 @@ def _run_state(flow_run_id: str) -> str | None:
 def claim_remediation(incident_id: int) -> dict[str, Any]:
     """One incident, one remediation at a time: claim it for this run (or its triage parent).
 
-    A holder that is this run, its parent or root (triage starts us as a subflow) is us. A holder whose run is over
-    (completed, crashed, failed, cancelled — e.g. the process was killed) is taken over: the new run replays the
-    finished steps from the ledger. A holder still running means a duplicate trigger: this run stands down.
+    A holder that is this run, its parent or root (triage starts us as a subflow) is us. An incident already
+    settled (resolved, ignored, or escalated to a person) is not acted on again: a late duplicate trigger (an event
+    re-delivered, a re-announce after a Prefect API blip) stands down. A person's go-ahead re-opens the incident for
+    the run that asked (flows/escalate.py). A holder whose run is over (completed, crashed, failed, cancelled — e.g.
+    the process was killed) mid-action is taken over: the new run replays the finished steps from the ledger. A
+    holder still running means a duplicate trigger: this run stands down.
     """
     from prefect.runtime import flow_run
 
@@ -185,6 +190,8 @@ def claim_remediation(incident_id: int) -> dict[str, Any]:
     holder = incident.flow_run_id or ""
     if holder and _is_us_or_ancestor(holder, me):
         return {"claimed": True, "holder": holder}
+    if incident.status in SETTLED:
+        return {"claimed": False, "holder": holder, "settled": incident.status.value}
     state = _run_state(holder) if holder else None
     if incident.status is IncidentStatus.ACTING and state is not None and state not in FINAL_STATES:
         return {"claimed": False, "holder": holder, "holder_state": state}

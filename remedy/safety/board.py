@@ -18,8 +18,8 @@ from remedy.safety.scopes import (
     AUTOMATION,
     BreakerState,
     BreakerTransition,
+    NOT_A_NEW_FAILURE,
     Decision,
-    SkipReason,
     require_aware,
     scope_key,
     scopes_of,
@@ -304,7 +304,7 @@ class BreakerBoard:
             board._apply(t)
         acted: dict[str, Decision] = {}
         for d in decisions:
-            if d.skip is not None and d.skip.reason is SkipReason.ALREADY_IN_REMEDIATION:
+            if d.skip is not None and d.skip.reason in NOT_A_NEW_FAILURE:
                 continue  # the live board records nothing for a duplicate
             scopes = tuple(scopes_of(d.failure.topology))
             for key in scopes:

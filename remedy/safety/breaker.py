@@ -67,9 +67,12 @@ def decide(failure: FailureEvent, board: BreakerBoard, fleet: FleetView, now: da
     def hold(reason: SkipReason, detail: str, scope: str | None = None, counted: bool = True) -> Decision:
         return Decision(Verdict.HOLD, failure, now, Skip(reason, detail, scope), tuple(transitions), (), counted)
 
-    # 1. a node already under remediation is not a new failure
+    # 1. a node already under remediation, or already taken out by another incident, is not a new failure
     if node in board.active or node in fleet.in_remediation:
         return hold(SkipReason.ALREADY_IN_REMEDIATION, f"{node} is already under remediation", counted=False)
+    if node in fleet.out_of_service:
+        return hold(SkipReason.ALREADY_OUT_OF_SERVICE, f"{node} is already out of service "
+                    f"({fleet.out_of_service[node]}): nothing left to take out", counted=False)
 
     # 2. quiet scopes whose cool-down has passed become half-open (before this failure counts against them)
     for key in keys:

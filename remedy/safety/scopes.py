@@ -85,6 +85,7 @@ class FleetView:
     in_remediation: frozenset[str] = frozenset()
     flagged: frozenset[str] = frozenset()  # nodes the detector currently calls unhealthy
     spare_claims: frozenset[str] = frozenset()
+    out_of_service: Mapping[str, str] = field(default_factory=dict)  # node → state (repair, retired)
 
     def __post_init__(self) -> None:
         if self.ready_spares < 0:
@@ -112,6 +113,7 @@ class FleetView:
         in_remediation: Iterable[str] = (),
         flagged: Iterable[str] = (),
         spare_claims: Iterable[str] = (),
+        out_of_service: Mapping[str, str] | None = None,
     ) -> "FleetView":
         counts: dict[str, int] = {}
         seen: set[str] = set()
@@ -128,6 +130,7 @@ class FleetView:
             in_remediation=frozenset(in_remediation),
             flagged=frozenset(flagged),
             spare_claims=frozenset(spare_claims),
+            out_of_service=dict(out_of_service or {}),
         )
 
 
@@ -181,12 +184,17 @@ class Verdict(StrEnum):
 
 class SkipReason(StrEnum):
     ALREADY_IN_REMEDIATION = "already-in-remediation"
+    ALREADY_OUT_OF_SERVICE = "already-out-of-service"  # in repair or retired: another incident took it out
     BREAKER_TRIPPED = "breaker-tripped"  # this failure crossed a scope's limit
     BREAKER_OPEN = "breaker-open"
     PROBE_IN_FLIGHT = "probe-in-flight"
     DETECTOR_SUSPECT = "detector-suspect"  # more nodes look unhealthy than the budget allows out
     CAPACITY_BUDGET = "capacity-budget"
     SPARE_RESERVE = "spare-reserve"
+
+
+# Holds that say "this node is already being dealt with", not "stop": the board does not count them as failures.
+NOT_A_NEW_FAILURE = frozenset({SkipReason.ALREADY_IN_REMEDIATION, SkipReason.ALREADY_OUT_OF_SERVICE})
 
 
 @dataclass(frozen=True)

@@ -73,10 +73,10 @@ def test_approved_preemption_evicts_one_session_and_the_job_is_back_at_full_size
     (approval,) = [a for a in led.approvals() if a.kind == "preempt"]
     assert (approval.decision, approval.decided_by) == ("approve", "demo-operator")
 
-    # a re-run of the same incident (duplicate trigger, crash) replays: no second preemption, no second question
+    # a late duplicate of the resolved incident stands down: no second preemption, no second question
     with AutoApprover(decision=True, by="demo-operator"):
         again = replace(incident_id=out["incident_id"])
-    assert again["replacement"] == freed and again["status"] == "preempted", again
+    assert again["status"] == "duplicate" and "already resolved" in again["why"], again
     assert len(preemptions(runtime)) == 1 and len(led.actions(kind="preempt_workload")) == 1
     assert len([a for a in led.approvals() if a.kind == "preempt"]) == 1
     assert sim.cluster.sessions() == {p: n for p, n in SESSIONS.items() if p != victim}

@@ -33,6 +33,12 @@ def pools(sim) -> dict[str, str]:
     return {n.name: n.labels.get("remedy.io/pool", "") for n in runtime.cluster().list_gpu_nodes()}
 
 
+def runtime_ledger():
+    from remedy import runtime
+
+    return runtime.ledger()
+
+
 def promotions(incident_id=None) -> list:
     from remedy import runtime
     from remedy.domain.model import ActionOutcome
@@ -86,11 +92,39 @@ def test_duplicate_trigger_gives_one_replacement(prefect_server, remedy_on_sim):
 
     prevalidate_spares()
     first = replace_node(node="gpu005", cause="XID 79", xid=79, gpu=1)
+    actions = len(runtime_ledger().actions())
     again = replace_node(node="gpu005", cause="XID 79", xid=79, gpu=1, incident_id=first["incident_id"])
     assert first["status"] == "replaced"
-    assert again["replacement"] == first["replacement"]
+    # a late duplicate (event re-delivered after the incident was resolved) stands down: no re-run of any step
+    assert again["status"] == "duplicate" and f"incident {first['incident_id']} is already resolved" in again["why"]
+    assert len(runtime_ledger().actions()) == actions
+    assert runtime_ledger().get_incident(first["incident_id"]).status.value == "resolved"
     assert len(promotions(first["incident_id"])) == 1
     assert list(pools(remedy_on_sim).values()).count("spare") == 1  # one spare consumed, not two
+
+
+def test_second_incident_for_a_node_already_replaced_stands_down(prefect_server, remedy_on_sim):
+    """One fault, two alerts (XID 64 and its row-remap failure), two incidents, two triage runs that both chose
+    replace while the node was still active. The second one's replacement starts after the first has finished and
+    sent the node to repair: it must not quarantine a node in repair (seen in bench/alert_to_action.py (b): the
+    run failed with IllegalTransition repair → quarantined and left its incident 'acting')."""
+    from flows.replace_node import replace_node
+    from remedy import runtime
+    from tasks.ledger import open_incident
+
+    prevalidate_spares()
+    xid = open_incident.fn("gpu009", "xid", gpu=4, xid=64)
+    remap = open_incident.fn("gpu009", "row-remap-failure", gpu=4)
+    assert xid["id"] != remap["id"]
+    first = replace_node(node="gpu009", cause="row-remap-failure", signal="row-remap-failure", gpu=4,
+                         incident_id=remap["id"])
+    assert first["status"] == "replaced"
+    second = replace_node(node="gpu009", cause="XID 64", xid=64, gpu=4, incident_id=xid["id"])
+    assert second["status"] == "duplicate" and "already out of service (repair)" in second["why"], second
+    led = runtime.ledger()
+    assert led.get_node("gpu009").state.value == "repair"
+    assert [t.to_state.value for t in led.transitions("gpu009")][-2:] == ["quarantined", "repair"]
+    assert len(promotions()) == 1 and list(pools(remedy_on_sim).values()).count("spare") == 1
 
 
 def test_concurrent_duplicate_triggers_give_one_replacement(prefect_server, remedy_on_sim):
@@ -220,3 +254,16 @@ def test_no_usable_spare_escalates_without_half_replacement(prefect_server, reme
     node = runtime.cluster().get_node("gpu011")
     assert node.unschedulable and "remedy.io/quarantine" in node.taints  # the faulty node stays out
     assert runtime.ledger().get_incident(out["incident_id"]).status.value == "escalated"
+
+
+def test_escalating_a_node_already_in_repair_leaves_it_there(prefect_server, remedy_on_sim):
+    """An escalation that comes after the node went to repair (same race as above) does not try to quarantine it."""
+    from flows.escalate import escalate
+    from flows.replace_node import replace_node
+    from remedy import runtime
+
+    prevalidate_spares()
+    assert replace_node(node="gpu010", cause="XID 79", xid=79, gpu=0)["status"] == "replaced"
+    out = escalate(node="gpu010", reason="XID 48 recurring")
+    assert out["quarantined"] is False and "already out of service (repair)" in out["gate"]
+    assert runtime.ledger().get_node("gpu010").state.value == "repair"

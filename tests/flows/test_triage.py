@@ -139,3 +139,35 @@ def test_node_already_out_of_service_is_not_remediated_twice(prefect_server, fle
     out = triage(incident_id=inc.id)
     assert out["status"] == "skipped" and "already quarantined" in out["reason"]
     assert cordons(inc.id) == []
+
+
+def test_two_incidents_for_one_fault_give_one_replacement_and_no_false_escalation(prefect_server, fleet) -> None:
+    """XID 64 raises two alerts (the XID and its row-remap failure): two incidents, two triage runs at once. One
+    replaces the node; the other finds it under remediation or already in repair and closes as ignored — it neither
+    quarantines a node in repair nor escalates to a person (bench/alert_to_action.py (b) saw both)."""
+    import threading
+
+    from flows.triage import triage
+    from remedy import runtime
+    from remedy.sim.faults import inject
+
+    inject(fleet.cluster, "xid", "gpu004", gpu=4, code=64)
+    incidents = [open_incident("gpu004", xid=64, gpu=4), open_incident("gpu004", gpu=4, signal="row-remap-failure")]
+    results, errors = {}, []
+
+    def run(inc):
+        try:
+            results[inc.id] = triage(incident_id=str(inc.id), node="gpu004", detected_at=inc.first_seen.isoformat())
+        except Exception as exc:  # a run that fails is what this test is about
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(inc,)) for inc in incidents]
+    [t.start() for t in threads]
+    [t.join(300) for t in threads]
+    assert not errors, errors
+    led = runtime.ledger()
+    statuses = sorted(led.get_incident(i.id).status.value for i in incidents)
+    assert statuses == ["ignored", "resolved"], (statuses, results)
+    assert len([a for a in led.actions(kind="set_state_active") if a.outcome.value == "succeeded"]) == 1
+    assert led.get_node("gpu004").state.value == "repair"
+    assert not led.approvals(), "nothing to ask a person about"

@@ -165,6 +165,21 @@ def test_duplicate_report_of_a_node_in_remediation_is_held_not_counted():
     assert board.failures_in_window("rack:rack-3") == 1
 
 
+@pytest.mark.parametrize("state", ["repair", "retired"])
+def test_a_node_another_incident_already_took_out_is_held_not_counted(state):
+    """Two alerts for one fault (XID 64 and its row-remap failure) open two incidents: when the second one's gate
+    comes after the first replacement finished, the node is in repair, not quarantined — still nothing to do."""
+    board = BreakerBoard()
+    fv = fleet(out_of_service={"gpu-3-0": state})
+    d = decide(fail("gpu-3-0", 0), board, fv, T0)
+    assert not d.acted and d.skip.reason is SkipReason.ALREADY_OUT_OF_SERVICE
+    assert state in d.explain() and "already out of service" in d.explain()
+    assert board.failures_in_window("rack:rack-3") == 0 and board.failures_in_window("cluster:cluster") == 0
+    rebuilt = BreakerBoard.rebuild([d], [], [])
+    assert rebuilt.failures_in_window("rack:rack-3") == 0 and not rebuilt.active
+    assert decide(fail("gpu-3-1", 1), board, fv, T0 + timedelta(seconds=1)).acted  # its neighbours are unaffected
+
+
 def storm_then_open(settings: BreakerSettings | None = None) -> BreakerBoard:
     board = BreakerBoard(settings)
     run(board, [fail(f"gpu-3-{i}", i) for i in range(3)])
