@@ -133,36 +133,54 @@ def working_nodes(stack, start: int, count: int) -> list[str]:
     return names[start:start + count]
 
 
+# Prefect servers for (a) and (b): label, server command, database, parts measured
+PREFECT_SERVERS = {
+    "sqlite": ("SQLite, remedy server", False, "sqlite", "ab"),  # what `remedy up` starts: 503 replay
+    "sqlite-plain": ("SQLite, prefect server start", True, "sqlite", "a"),  # baseline for the replay
+    "postgres": ("PostgreSQL", True, "postgres", "ab"),  # production: the operator's own `prefect server start`
+}
+
+
 def bench_flows(samples: int, only: str, prefect_db: str) -> list[tuple]:
-    """(a) and (b) against each Prefect database asked for: the test harness's SQLite (`remedy up`'s default) and/or
-    a `prefect server start` on PostgreSQL with the ledger there too (production's configuration). Each database
-    gets a process of its own: Prefect's event client is a process-wide singleton bound to the first API it saw."""
+    """(a) and (b) against each Prefect server asked for (PREFECT_SERVERS). Each server and part gets a child
+    process of its own: Prefect's clients and event client are process-wide and stay bound to the first API they saw
+    (seen 2026-11-22: (b) after (a) on PostgreSQL in one process waited forever; each alone measured fine)."""
     parts = {"": "ab"}.get(only, only)
-    if prefect_db == "both" or len(parts) > 1:
-        # one child per database and part: stacks started one after another in one process stopped getting their
-        # runs started (seen 2026-11-22: (b) after (a) on PostgreSQL waited forever); each alone measured fine
+    if prefect_db == "all" or len(parts) > 1:
         rows = []
-        for db in (("sqlite", "postgres") if prefect_db == "both" else (prefect_db,)):
+        for db in (list(PREFECT_SERVERS) if prefect_db == "all" else [prefect_db]):
             for part in parts:
+                if part not in PREFECT_SERVERS[db][3]:
+                    continue
                 out = Path(tempfile.mkdtemp(prefix="bench-rows-")) / "rows.json"
                 subprocess.run([sys.executable, __file__, "--only", part, "--samples", str(samples),
                                 "--prefect-db", db, "--rows-out", str(out)], check=True)
                 rows += [tuple(r) for r in json.loads(out.read_text())]
-        return rows
-    if prefect_db == "sqlite":
-        from prefect.settings import PREFECT_API_URL
-        from prefect.testing.utilities import prefect_test_harness
-
-        with prefect_test_harness(server_startup_timeout=180):
-            return _flow_rows(PREFECT_API_URL.value(), samples, only, "SQLite", {})
+        return rows + replay_ratio(rows)
     from tests.fixtures.postgres import running_postgres
     from tests.fixtures.prefect import prefect_server_process
 
-    home = Path(tempfile.mkdtemp(prefix="bench-prefect-pg-"))
+    label, plain, database, _ = PREFECT_SERVERS[prefect_db]
+    home = Path(tempfile.mkdtemp(prefix=f"bench-prefect-{prefect_db}-"))
+    if database == "sqlite":
+        with prefect_server_process(home, plain=plain) as api:
+            return _flow_rows(api, samples, only, label, {})
     with running_postgres() as pg:
         server_db = pg.create_database("prefect_server")
-        with prefect_server_process(home, db_url=server_db) as api:
-            return _flow_rows(api, samples, only, "PostgreSQL", {"ledger": pg})
+        with prefect_server_process(home, db_url=server_db, plain=plain) as api:
+            return _flow_rows(api, samples, only, label, {"ledger": pg})
+
+
+def replay_ratio(rows: list[tuple]) -> list[tuple]:
+    """The 503 replay's effect on SQLite: POST → cordoned, remedy server against plain `prefect server start`."""
+    def cordoned(label):
+        return next((r for r in rows if r[0].startswith("(a) POST → cordoned") and f"[{label}]" in r[0]), None)
+
+    ours, plain = cordoned(PREFECT_SERVERS["sqlite"][0]), cordoned(PREFECT_SERVERS["sqlite-plain"][0])
+    if not (ours and plain):
+        return []
+    return [("(a) SQLite POST → cordoned: replay vs plain server", ours[1], ours[2], ours[3],
+             f"{ours[2] / plain[2]:.2f} × plain (p95 {ours[3] / plain[3]:.2f} ×)", "")]
 
 
 def _flow_rows(api: str, samples: int, only: str, db: str, pg: dict) -> list[tuple]:
@@ -346,8 +364,9 @@ def main() -> int:
     ap.add_argument("--storm-faults", type=int, default=500)
     ap.add_argument("--storm-seconds", type=float, default=60.0)
     ap.add_argument("--only", choices=["a", "b", "c", "ab"], default="")
-    ap.add_argument("--prefect-db", choices=["sqlite", "postgres", "both"], default="both",
-                    help="Prefect API database for (a) and (b): the SQLite test harness, a server on PostgreSQL, or both")
+    ap.add_argument("--prefect-db", choices=[*PREFECT_SERVERS, "all"], default="all",
+                    help="Prefect server for (a) and (b): remedy's on SQLite (`remedy up`), plain `prefect server "
+                         "start` on SQLite (baseline), plain on PostgreSQL (production), or all")
     ap.add_argument("--rows-out", help=argparse.SUPPRESS)  # (a)/(b) child process: write the rows here
     args = ap.parse_args()
     rows = []
