@@ -138,6 +138,8 @@ def serve(host: str, port: int) -> None:
     database = get_current_settings().server.database.connection_url
     sqlite = database is None or database.get_secret_value().startswith("sqlite")
     app = ReplayRetryable(create_app(final=True), one_writer=sqlite)
+    print(f"Prefect server (remedy/prefect_server.py) on http://{host}:{port} — API /api, UI /; "
+          f"{'SQLite: one API writer at a time, ' if sqlite else ''}503s replayed in the server", flush=True)
     uvicorn.run(app, host=host, port=port, log_level=PREFECT_SERVER_LOGGING_LEVEL.value().lower())
 
 

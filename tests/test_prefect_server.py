@@ -221,3 +221,37 @@ def test_non_http_traffic_is_not_touched(scope_type):
 
     asyncio.run(run())
     assert scopes == [scope_type], "a non-HTTP scope goes to the app once, as is"
+
+
+@pytest.mark.prefect
+def test_the_server_remedy_up_starts_takes_concurrent_writes_without_a_single_503(tmp_path):
+    """The real launcher (python -m remedy.prefect_server) on SQLite: API, UI, and 16 writers at once all answered
+    with what they asked for. Plain `prefect server start` answered about half of these with 503 here
+    (bench/prefect_sqlite_writes.py); an earlier cut of the wrapper turned them into 500s and 404s."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    from tests.fixtures.prefect import prefect_server_process
+
+    with prefect_server_process(tmp_path) as api:
+        assert "<!DOCTYPE html>" in httpx.get(api.removesuffix("/api") + "/", timeout=30).text
+        flow_id = httpx.post(f"{api}/flows/", json={"name": "concurrent"}, timeout=30).json()["id"]
+
+        def start_run(i: int) -> list[int]:
+            with httpx.Client(base_url=api, timeout=60) as client:
+                run = client.post("/flow_runs/", json={"flow_id": flow_id, "name": f"r{i}",
+                                                       "state": {"type": "PENDING"}})
+                if run.status_code != 201:
+                    return [run.status_code]
+                state = client.post(f"/flow_runs/{run.json()['id']}/set_state", json={"state": {"type": "RUNNING"}})
+                task = client.post("/task_runs/", json={"flow_run_id": run.json()["id"], "task_key": "t",
+                                                         "dynamic_key": "0", "name": "t", "state": {"type": "PENDING"}})
+                return [run.status_code, state.status_code, task.status_code]
+
+        with ThreadPoolExecutor(16) as pool:
+            codes = [c for result in pool.map(start_run, range(96)) for c in result]
+        runs = httpx.post(f"{api}/flow_runs/count", json={}, timeout=30).json()
+    assert sorted(set(codes)) == [201], {c: codes.count(c) for c in set(codes)}
+    assert len(codes) == 96 * 3 and runs == 96
+    assert "one API writer at a time" in (tmp_path / "server.log").read_text()
