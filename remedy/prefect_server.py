@@ -43,8 +43,7 @@ class ReplayRetryable:
     client, whose own retries still apply. WebSockets and lifespan pass through.
 
     one_writer (SQLite): requests that may write (not GET/HEAD/OPTIONS) take turns, so API writes no longer race each
-    other. Measured with Prefect's client, 200 × (create run, set running, create task run) from 4 threads:
-    p95 2.8 s → 0.25 s, worst 16 s → 0.6 s (docs/operations.md).
+    other; what that buys is measured by bench/prefect_sqlite_writes.py (numbers in docs/operations.md).
     """
 
     def __init__(self, app, *, attempts: int = 12, first_delay: float = 0.005, max_delay: float = 0.25,
