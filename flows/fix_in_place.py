@@ -102,12 +102,13 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
 
     # 1. Incident: attach to the receiver's, or open one (CLI / demo runs).
     sync_fleet()
-    if incident_id is None:
+    by_person = incident_id is None  # automation always passes the incident; a run without one was started by hand
+    if by_person:
         incident_id = open_incident(node, "xid", gpu=gpu, xid=xid, detail=f"XID {xid} {entry.name}")["id"]
     out["incident_id"] = incident_id
     led = runtime.ledger()
     # One incident, one remediation: a duplicate trigger stands down, and so does a late one after the end.
-    claim = claim_remediation(incident_id) if not dry_run else {"claimed": True}
+    claim = claim_remediation(incident_id, by_person=by_person) if not dry_run else {"claimed": True}
     if not claim["claimed"]:
         why = (f"incident {incident_id} is already {claim['settled']}" if claim.get("settled")
                else f"run {claim['holder']} is handling incident {incident_id}")

@@ -64,10 +64,11 @@ def replace_node(
 
     # 1. Incident: attach to the one the receiver opened, or open it now (CLI / demo runs).
     sync_fleet()
-    if incident_id is None:
+    by_person = incident_id is None  # automation always passes the incident; a run without one was started by hand
+    if by_person:
         incident_id = open_incident(node, signal, gpu=gpu, xid=xid, detail=cause)["id"]
     outcome["incident_id"] = incident_id
-    claim = claim_remediation(incident_id)
+    claim = claim_remediation(incident_id, by_person=by_person)
     if not claim["claimed"]:  # a duplicate trigger: another run works on this incident, or it is already settled
         why = (f"incident {incident_id} is already {claim['settled']}" if claim.get("settled")
                else f"run {claim['holder']} is handling it")

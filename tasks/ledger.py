@@ -170,13 +170,14 @@ def _run_state(flow_run_id: str) -> str | None:
 
 @task(name="claim_remediation", task_run_name="claim-incident-{incident_id}", cache_policy=NO_CACHE, retries=2,
       retry_delay_seconds=1, retry_condition_fn=transient_only)
-def claim_remediation(incident_id: int) -> dict[str, Any]:
+def claim_remediation(incident_id: int, by_person: bool = False) -> dict[str, Any]:
     """One incident, one remediation at a time: claim it for this run (or its triage parent).
 
     A holder that is this run, its parent or root (triage starts us as a subflow) is us. An incident already
     settled (resolved, ignored, or escalated to a person) is not acted on again: a late duplicate trigger (an event
     re-delivered, a re-announce after a Prefect API blip) stands down. A person's go-ahead re-opens the incident for
-    the run that asked (flows/escalate.py). A holder whose run is over (completed, crashed, failed, cancelled — e.g.
+    the run that asked (flows/escalate.py), and so does a run a person started by hand (`by_person`: no incident id
+    was given, e.g. from the Prefect UI after an escalation timed out). A holder whose run is over (completed, crashed, failed, cancelled — e.g.
     the process was killed) mid-action is taken over: the new run replays the finished steps from the ledger. A
     holder still running means a duplicate trigger: this run stands down.
     """
@@ -190,7 +191,7 @@ def claim_remediation(incident_id: int) -> dict[str, Any]:
     holder = incident.flow_run_id or ""
     if holder and _is_us_or_ancestor(holder, me):
         return {"claimed": True, "holder": holder}
-    if incident.status in SETTLED:
+    if incident.status in SETTLED and not by_person:
         return {"claimed": False, "holder": holder, "settled": incident.status.value}
     state = _run_state(holder) if holder else None
     if incident.status is IncidentStatus.ACTING and state is not None and state not in FINAL_STATES:

@@ -267,3 +267,27 @@ def test_escalating_a_node_already_in_repair_leaves_it_there(prefect_server, rem
     out = escalate(node="gpu010", reason="XID 48 recurring")
     assert out["quarantined"] is False and "already out of service (repair)" in out["gate"]
     assert runtime.ledger().get_node("gpu010").state.value == "repair"
+
+
+def test_an_escalated_incident_waits_for_a_person_and_a_run_started_by_hand_acts(prefect_server, remedy_on_sim):
+    """After an escalation (here: XID 79 escalated, the question unanswered), a late automatic trigger stands down;
+    an operator who starts replace-node by hand for that node and fault (no incident id) gets the replacement."""
+    from flows.escalate import escalate
+    from flows.replace_node import replace_node
+    from remedy import runtime
+    from tasks.ledger import open_incident
+
+    prevalidate_spares()
+    incident = open_incident.fn("gpu011", "xid", gpu=3, xid=79)
+    escalate(node="gpu011", reason="XID 79 recurring", incident_id=incident["id"])
+    led = runtime.ledger()
+    assert led.get_incident(incident["id"]).status.value == "escalated"
+
+    late = replace_node(node="gpu011", cause="XID 79", xid=79, gpu=3, incident_id=incident["id"])
+    assert late["status"] == "duplicate" and "already escalated" in late["why"], late
+    assert not promotions()
+
+    by_hand = replace_node(node="gpu011", cause="operator: replace it", xid=79, gpu=3)
+    assert by_hand["incident_id"] == incident["id"] and by_hand["status"] == "replaced", by_hand
+    assert len(promotions(incident["id"])) == 1
+    assert led.get_incident(incident["id"]).status.value == "resolved"
