@@ -255,3 +255,21 @@ def test_the_server_remedy_up_starts_takes_concurrent_writes_without_a_single_50
     assert sorted(set(codes)) == [201], {c: codes.count(c) for c in set(codes)}
     assert len(codes) == 96 * 3 and runs == 96
     assert "one API writer at a time" in (tmp_path / "server.log").read_text()
+
+
+@pytest.mark.prefect
+def test_a_taken_port_is_a_clear_error_naming_the_server_log(tmp_path):
+    """Something else (not a Prefect server) holds the port: ensure_server says the server exited and where its log
+    is, instead of waiting out its timeout or reporting a healthy server."""
+    import socket
+
+    from remedy.errors import RemedyError
+    from remedy.prefect_server import ensure_server
+
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        with pytest.raises(RemedyError, match=r"Prefect server exited with code \d+; see .*server\.log"):
+            ensure_server(tmp_path, port=port, timeout=120)
+    assert "address already in use" in (tmp_path / "prefect" / "server.log").read_text().lower()
