@@ -6,7 +6,7 @@ import argparse
 import json
 
 from remedy.errors import RemedyError
-from remedy.goodput.compare import POLICY_NAMES, simulate
+from remedy.goodput.compare import ALL_POLICIES, POLICY_NAMES, SimulationError, simulate
 from remedy.goodput.model import (
     goodput,
     mtbf_hours_for_gpus,
@@ -15,7 +15,7 @@ from remedy.goodput.model import (
     published_percent,
 )
 from remedy.goodput.results import SimResult
-from remedy.goodput.scenarios import SCENARIOS
+from remedy.goodput.scenarios import SCENARIOS, Scenario, ScenarioFileError, load_scenario_file
 
 
 class GoodputInputError(RemedyError):
@@ -44,10 +44,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="compare remediation policies on a simulated cluster (discrete-event)",
         description="Discrete-event fleet simulation of one gang-scheduled job under a remediation policy.",
     )
-    s.add_argument("--policy", default="all", choices=(*POLICY_NAMES, "all"))
-    s.add_argument("--scenario", default="seed000-1k", choices=tuple(SCENARIOS))
+    s.add_argument("--policy", default="all", choices=(*ALL_POLICIES, "all"),
+                   help="one policy, or all of them and gpu-remedy's variants (default)")
+    where = s.add_mutually_exclusive_group()
+    where.add_argument("--scenario", default="seed000-1k", choices=tuple(SCENARIOS),
+                       help="a shipped scenario (files in remedy/goodput/scenario_files/)")
+    where.add_argument("--scenario-file", metavar="FILE.yaml", help="play the cluster described in this file")
     s.add_argument("--days", type=float, help="simulated days (default: the scenario's)")
     s.add_argument("--seed", type=int, default=0, help="random seed; same seed, same result (default 0)")
+    s.add_argument("--seeds", type=int, default=1, help="runs per policy, seeds SEED.. SEED+N-1, pooled (default 1)")
+    s.add_argument("--plot", metavar="FILE.png", help="also draw goodput by policy and the downtime distribution")
     s.add_argument("--json", action="store_true", help="print machine-readable JSON")
     s.set_defaults(func=_simulate)
 
@@ -98,15 +104,62 @@ def _goodput(args: argparse.Namespace) -> int:
 
 def _simulate(args: argparse.Namespace) -> int:
     from remedy.config import load_settings
+    from remedy.goodput.compare import pooled_goodput
 
     settings = load_settings(args.config) if getattr(args, "config", None) else None
-    policies = POLICY_NAMES if args.policy == "all" else (args.policy,)
-    results = [simulate(args.scenario, p, days=args.days, seed=args.seed, settings=settings) for p in policies]
+    if not 1 <= args.seeds <= 100:
+        raise SimulationError(f"--seeds must be between 1 and 100, got {args.seeds}")
+    if args.scenario_file:
+        try:
+            sc: str | Scenario = load_scenario_file(args.scenario_file)
+        except ScenarioFileError as exc:
+            raise SimulationError(str(exc)) from None
+    else:
+        sc = args.scenario
+    policies = ALL_POLICIES if args.policy == "all" else (args.policy,)
+    runs = {p: [simulate(sc, p, days=args.days, seed=args.seed + i, settings=settings) for i in range(args.seeds)]
+            for p in policies}
+    results = [r for rs in runs.values() for r in rs]
+    if args.plot:
+        from remedy.goodput.plots import plot_comparison
+
+        name = results[0].scenario
+        try:
+            plot_comparison({(name, p): rs for p, rs in runs.items()}, args.plot)
+        except OSError as exc:
+            raise SimulationError(f"--plot {args.plot}: cannot write it ({exc.strerror or exc})") from None
+    scenario = sc if isinstance(sc, Scenario) else SCENARIOS[sc]
     if args.json:
-        print(json.dumps([r.as_dict() for r in results], indent=2))
+        print(json.dumps({"scenario": scenario.name, "published": scenario.published,
+                          "pooled_goodput": {p: pooled_goodput(rs) for p, rs in runs.items()},
+                          "runs": [r.as_dict() for r in results]}, indent=2))
         return 0
     print(format_table(results))
+    print(comparison_lines(runs))
+    if scenario.published:
+        print("published: " + "; ".join(f"{k} {v}" for k, v in scenario.published.items()))
+    if args.plot:
+        print(f"wrote {args.plot}")
     return 0
+
+
+def comparison_lines(runs: dict[str, list[SimResult]]) -> str:
+    """Each policy against auto-replace on the same seeds: goodput difference and nodes sent to repair."""
+    from remedy.goodput.compare import pooled_goodput
+
+    base = runs.get("auto-replace")
+    if not base:
+        return ""
+    g0 = pooled_goodput(base)
+    r0 = sum(r.nodes_to_repair for r in base)
+    lines = ["against auto-replace on the same seeds:"]
+    for p, rs in runs.items():
+        if p == "auto-replace":
+            continue
+        g, rep = pooled_goodput(rs), sum(r.nodes_to_repair for r in rs)
+        share = f"{rep / r0:.0%}" if r0 else "-"
+        lines.append(f"  {p:26} goodput {100 * (g - g0):+.2f} points; nodes to repair {rep} vs {r0} ({share})")
+    return "\n".join(lines)
 
 
 def _pct(x: float | None) -> str:
@@ -118,8 +171,8 @@ def _num(x: float | None, fmt: str = "{:.0f}") -> str:
 
 
 COLUMNS = (
-    "scenario", "policy", "goodput", "c", "f", "q", "down p50", "down p90", "failed-retry GPU-h",
-    "spares used", "chain ok", "incidents", "wall s",
+    "scenario", "policy", "seed", "goodput", "c", "f", "q", "down p50", "down p90", "failed-retry GPU-h",
+    "spares used", "to repair", "warned swaps", "chain ok", "incidents", "wall s",
 )
 
 
@@ -127,6 +180,7 @@ def result_row(r: SimResult) -> list[str]:
     return [
         r.scenario,
         r.policy + (" *" if r.missing_domain else ""),
+        str(r.seed),
         _pct(r.goodput),
         _pct(r.checkpoint),
         _pct(r.failure_loss),
@@ -135,6 +189,8 @@ def result_row(r: SimResult) -> list[str]:
         _num(r.downtime_p90_minutes, "{:.0f} min"),
         _num(r.failed_retry_gpu_hours),
         str(r.spares_consumed),
+        str(r.nodes_to_repair),
+        str(r.warning_swaps),
         _pct(r.retry_chain_success),
         str(r.incidents),
         f"{r.wall_seconds:.2f}",

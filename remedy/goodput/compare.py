@@ -12,6 +12,12 @@ from remedy.goodput.scenarios import SCENARIOS, Scenario, scenario
 from remedy.goodput.sim import FleetSim
 
 POLICY_NAMES = ("manual", "auto-retry", "auto-replace", "gpu-remedy")
+# gpu-remedy with one behaviour switched off, to show what each buys (same domain code, same seeds).
+VARIANTS = {
+    "gpu-remedy/no-warnings": {"act_on_warnings": False},
+    "gpu-remedy/repair-at-once": {"repair_in_background": False},  # a replaced node goes straight to repair
+}
+ALL_POLICIES = (*POLICY_NAMES, *VARIANTS)
 
 
 class SimulationError(RemedyError):
@@ -26,11 +32,11 @@ def make_policy(name: str, settings: RemedySettings | None = None):
         return AutoRetry()
     if name == "auto-replace":
         return AutoReplace()
-    if name == "gpu-remedy":
+    if name == "gpu-remedy" or name in VARIANTS:
         from remedy.goodput.gpu_remedy_policy import GpuRemedy
 
-        return GpuRemedy(settings or RemedySettings())
-    raise SimulationError(f"unknown policy {name!r} (choose from: {', '.join(POLICY_NAMES)})")
+        return GpuRemedy(settings or RemedySettings(), name=name, **VARIANTS.get(name, {}))
+    raise SimulationError(f"unknown policy {name!r} (choose from: {', '.join(ALL_POLICIES)})")
 
 
 def simulate(

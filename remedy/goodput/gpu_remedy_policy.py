@@ -3,36 +3,44 @@
 Per incident, in the flow's order:
 1. XID catalog (`remedy.domain.xid.lookup`) → NVIDIA resolution; faults without an XID use the
    resolution the detectors give them (NotReady → RESTART_BM, fail-slow → RESTART_APP).
-2. In-place fix ladder (`remedy.safety.ladder.next_step`) over this node's recorded attempts:
-   restart with 10/20/40-min back-off, reset, reboot, replace; "nothing left" → a person.
+2. Expected cost (`remedy.remediate.choice.choose`): restart in place, reset, reboot, replace or a person,
+   by expected job downtime with the fault class's fix odds (catalog priors, updated by this run's own
+   outcomes, as the flows update them from the ledger). Replace first: with a spare ready, a node-level
+   fault gets the spare at once and the failed node is reset/rebooted off the critical path, then burn-in,
+   then back to the spare pool; to repair only when that fails.
 3. Circuit breaker (`remedy.safety.breaker.decide`) on a `BreakerBoard`: a correlated burst
    (a rack going down) pauses automation there and pages a person; the spare reserve too.
 4. Spare selection (`remedy.spares.selection.select_spare`): matching, freshly validated,
    not a lemon, in another rack when the failure may be correlated.
-5. Lemon scoring (`remedy.lemon.scoring.score_fleet` + `select_for_retirement`), run once a
-   simulated day like the flow's schedule: candidates are retired instead of fixed again.
+5. Lemon scoring (`remedy.lemon.scoring.score_fleet` + `select_for_retirement`), run like the flow's
+   schedule: candidates are retired instead of fixed again.
+6. Early warning (`remedy.remediate.choice.choose_on_warning`): when a detector warns and a spare is
+   ready, swap the node at a checkpoint boundary (the next one, or one taken now) instead of losing the
+   work since the last checkpoint when it fails.
 Everything a domain module decides is taken as decided; this module only plays the clock.
 Durations of the in-place fixes are simulation assumptions (below), not settings.
 """
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from remedy.config import RemedySettings
 from remedy.domain.model import Node, NodeState
-from remedy.domain.xid import RemediationPath, Resolution, lookup
-from remedy.detect.signals import Signal as SignalRecord
-from remedy.detect.signals import SignalKind, classify
+from remedy.domain.xid import Resolution, lookup
 from remedy.goodput.events import Process, Signal
-from remedy.goodput.policies import AUTO_DETECT_MINUTES, AUTO_GRACE_MINUTES, AUTO_JOIN_MINUTES, escalate, manual_steps
-from remedy.goodput.scenarios import REBOOT, RESET
+from remedy.goodput.policies import AUTO_DETECT_MINUTES, AUTO_GRACE_MINUTES, MANUAL_STEPS_MEAN, escalate, manual_steps
+from remedy.goodput.scenarios import REBOOT, RESET, UPSTREAM
 from remedy.lemon.records import IncidentRecord, NodeHistory, ValidationRecord
 from remedy.lemon.scoring import score_fleet, select_for_retirement
 from remedy.safety.breaker import BreakerBoard, decide
-from remedy.safety.ladder import Attempt, AttemptOutcome, LadderExhausted, Step, next_step
+from remedy.safety.held_swap import may_swap_while_held
+from remedy.remediate.choice import (
+    DEPTHS, PRIORS, Durations, FixOdds, Option, Situation, WarningAction, choose, choose_on_warning, estimate_odds,
+)
 from remedy.safety.scopes import FailureEvent, FleetView, SkipReason, Verdict
 
 try:  # wired in as it lands; until then the policy says what it lacks instead of re-implementing it
@@ -51,11 +59,12 @@ SPARE_CYCLE_MINUTES = 24 * 60.0  # idle spares are re-validated daily (within th
 
 # Faults without an XID: NotReady goes through triage's rule (remedy.detect.signals.classify); a fail-slow
 # node has no XID and no detector verdict in this model, so it gets the RESTART_APP ladder (assumption).
-_NO_XID_RESOLUTION = {"node-not-ready": Resolution.RESTART_BM, "fail-slow": Resolution.RESTART_APP}
+_NO_XID_RESOLUTION = {"node-not-ready": Resolution.RESTART_BM, "fail-slow": Resolution.RESTART_APP,
+                      "app-error": Resolution.RESTART_APP}
 _BREAKER_HOLDS = (SkipReason.BREAKER_TRIPPED, SkipReason.BREAKER_OPEN, SkipReason.PROBE_IN_FLIGHT)
-_TIMED_PATHS = (RemediationPath.REPLACE, RemediationPath.REBOOT, RemediationPath.RESET_GPU)
-_LEVEL = {RemediationPath.RESET_GPU: RESET, RemediationPath.REBOOT: REBOOT}
-_FIX_MINUTES = {RemediationPath.RESET_GPU: RESET_MINUTES, RemediationPath.REBOOT: REBOOT_MINUTES}
+_LEVEL = {Option.RESET: RESET, Option.REBOOT: REBOOT}
+_FIX_MINUTES = {Option.RESET: RESET_MINUTES, Option.REBOOT: REBOOT_MINUTES}
+_ACT, _AGAIN, _ESCALATED = "act", "again", "escalated"  # what the gate told the incident
 
 
 _MINUTE = timedelta(minutes=1)
@@ -75,6 +84,8 @@ class GpuRemedy:
 
     settings: RemedySettings = field(default_factory=RemedySettings)
     name: str = "gpu-remedy"
+    repair_in_background: bool = True  # False: a replaced node goes straight to repair (the old policy)
+    act_on_warnings: bool = True
     missing_domain: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -87,7 +98,9 @@ class GpuRemedy:
             return
         self._started.add(id(sim))
         self.board = BreakerBoard(self.settings.breaker, self.settings.budget)
-        self.attempts: dict[tuple[int, str], list[Attempt]] = {}
+        self.outcomes: dict[Resolution, list[tuple[Option, bool]]] = {}
+        self.last_fix: dict[int, tuple[Option, float]] = {}  # node → (fix that cleared it, when)
+        self.returned: dict[int, float] = {}  # node → when an off-path fix last sent it back to the pool
         self.lemons: set[int] = set()
         self.retired_at: list[datetime] = []
         self._incidents: dict[int, list[IncidentRecord]] = {}
@@ -120,94 +133,199 @@ class GpuRemedy:
         yield AUTO_DETECT_MINUTES
         name = f"node-{inc.node:05d}"
         fault = inc.fault
-        resolution = lookup(fault.xid).resolution if fault.xid is not None else _NO_XID_RESOLUTION[fault.kind.signal]
+        resolution = lookup(fault.xid).resolution if fault.xid is not None else _NO_XID_RESOLUTION.get(fault.kind.signal, Resolution.UNKNOWN)
         if inc.node in self.lemons:
-            yield from self._replace(sim, inc, retire=True)
+            yield from self._replace(sim, inc, resolution, retire=True)
             return
-        # Faults without an XID all look alike to the ladder (xid None); keep their histories per signal.
-        history = self.attempts.setdefault((inc.node, "xid" if fault.xid is not None else fault.kind.signal), [])
+        tried = self._already_tried(sim, inc)
+        unreachable = fault.kind.not_ready
         while True:
-            now = sim.clock.now
-            step = self._next_step(sim, inc, history, resolution)
-            if isinstance(step, LadderExhausted) or step.kind in (RemediationPath.ESCALATE, RemediationPath.IGNORE):
-                inc.actions.append("ladder-exhausted" if isinstance(step, LadderExhausted) else step.kind.value)
+            choice = choose(Situation(resolution, self._odds(resolution), spare_ready=bool(sim.ready_spares()),
+                                      durations=self._durations(sim), tried_depth=tried, unreachable=unreachable))
+            inc.actions.append(f"chose:{choice.option.value}")
+            if choice.option is Option.ESCALATE:
                 if inc.automatic_retries and inc.chain_success is None:
                     inc.chain_success = False
                 yield from escalate(sim, inc)
                 sim.close(inc, "escalated")
                 return
-            if step.kind is not RemediationPath.RESTART_APP and inc.automatic_retries and inc.chain_success is None:
-                inc.chain_success = False  # the restart chain gave up; a deeper fix takes over
-            needs_spare = step.kind is RemediationPath.REPLACE
-            event = FailureEvent(name, at(inc.start), sim.topology(inc.node), needs_spare, fault.kind.name)
-            decision = decide(event, self.board, self._fleet(sim, inc.node), at(now))
-            if decision.verdict is Verdict.HOLD and decision.skip is not None:
-                reason = decision.skip.reason
-                if reason is SkipReason.ALREADY_IN_REMEDIATION:
-                    pass  # our own earlier rung of this incident is still on the board: carry on
-                elif reason in _BREAKER_HOLDS and decision.skip.scope:
-                    # Automation pauses in that scope; one person reviews it and re-closes the breaker
-                    # (BreakerBoard.approve_close), then the held incidents are decided again.
-                    sim.acc.breaker_holds += 1
-                    inc.actions.append(f"breaker-hold:{reason.value}")
-                    yield self._review(sim, decision.skip.scope)
-                    continue
-                else:  # capacity budget, spare reserve, detector suspect: a person takes this one
-                    inc.actions.append(f"hold:{reason.value}")
-                    yield from escalate(sim, inc)
-                    sim.close(inc, f"escalated:{reason.value}")
+            if choice.option is not Option.RESTART:
+                if inc.automatic_retries and inc.chain_success is None:
+                    inc.chain_success = False  # the restart gave up; a deeper fix takes over
+                held = yield from self._gate(sim, inc, name, needs_spare=choice.option is Option.REPLACE)
+                if held is _ESCALATED:
                     return
-            wait = (step.not_before - at(now)).total_seconds() / 60.0
-            if wait > 0:
-                yield wait  # the ladder's restart back-off
+                if held is _AGAIN:
+                    continue
             started = sim.clock.now
-            if step.kind is RemediationPath.REPLACE:
-                yield from self._replace(sim, inc)
+            if choice.option is Option.REPLACE:
+                yield from self._replace(sim, inc, resolution, tried=tried)
                 self._finish(sim, name, True)
                 return
-            if step.kind is RemediationPath.RESTART_APP:
+            if choice.option is Option.RESTART and unreachable:
+                # triage's NotReady rule: give the node the grace to come back by itself, then decide again
+                grace = self.settings.signals.node_not_ready_seconds / 60.0
+                yield max(0.0, inc.start + grace - sim.clock.now)
+                back = sim.unready_until.get(inc.node, 0.0) <= sim.clock.now and sim.cleared(inc.node, "restart")
+                self._record(sim, inc, resolution, Option.RESTART, back, started)
+                if back:
+                    sim.release(inc)
+                    sim.close(inc, "node-came-back")
+                    return
+                tried, unreachable = 0, False
+                continue
+            if choice.option is Option.RESTART:
                 inc.automatic_retries += 1
                 sim.release(inc)
                 ok = yield sim.next_attempt()
-                history.append(Attempt(step.kind, at(started), _outcome(ok), fault.xid, fault.gpu, at(sim.clock.now)))
-                self._finish(sim, name, ok)
+                self._record(sim, inc, resolution, Option.RESTART, ok, started)
                 if ok:
                     inc.chain_success = True
                     sim.close(inc, "restart-recovered")
                     return
                 inc.failed_retries += 1
+                tried = 0
                 sim.hold(inc)
                 continue
-            # RESET_GPU / REBOOT: drained in place on the job's critical path, then verified
+            # RESET / REBOOT in place: no spare worth spending, so the job waits on this node
             slot = sim.pull(inc)
-            yield _FIX_MINUTES[step.kind]
-            ok = sim.fix_in_place(inc.node, _LEVEL[step.kind])
-            history.append(Attempt(step.kind, at(started), _outcome(ok), fault.xid, fault.gpu, at(sim.clock.now)))
+            yield _FIX_MINUTES[choice.option]
+            ok = sim.fix_in_place(inc.node, _LEVEL[choice.option])
+            self._record(sim, inc, resolution, choice.option, ok, started)
             self._finish(sim, name, ok)
+            if slot is not None:  # fixed: back in its slot; not fixed: back where the next step finds it
+                sim.install(slot, inc.node)
             if ok:
                 sim.record_validation(inc.node)
-                if slot is not None:
-                    sim.install(slot, inc.node)
                 sim.release(inc)
-                sim.close(inc, f"fixed-in-place:{step.kind.value}")
+                sim.close(inc, f"fixed-in-place:{choice.option.value}")
                 return
-            if slot is not None:  # put it back so the next rung (or a person) finds it where it was
-                sim.install(slot, inc.node)
+            tried = DEPTHS.index(choice.option)
 
-    def _next_step(self, sim, inc, history: list[Attempt], resolution: Resolution) -> Step | LadderExhausted:
-        """The ladder for XID and fail-slow faults; triage's NotReady rule (replace after the grace) otherwise."""
-        fault = inc.fault
-        if fault.kind.signal != SignalKind.NODE_NOT_READY.value:
-            return next_step(history, fault.xid, fault.gpu, resolution, at(sim.clock.now), self.settings.ladder)
-        grace = self.settings.signals.node_not_ready_seconds
-        when = max(sim.clock.now, inc.start + grace / 60.0)
-        verdict = classify(
-            SignalRecord(f"node-{inc.node:05d}", SignalKind.NODE_NOT_READY, value=(when - inc.start) * 60.0,
-                         at=at(when)),
-            self.settings.signals,
-        )
-        kind = verdict.path if verdict.path in _TIMED_PATHS else RemediationPath.ESCALATE
-        return Step(kind, 0, 1, timedelta(minutes=15), at(when), verdict.explanation)
+    def _gate(self, sim, inc, name: str, *, needs_spare: bool):
+        """The breaker gate before an action that takes the node out: act, wait for a review, or escalate."""
+        event = FailureEvent(name, at(inc.start), sim.topology(inc.node), needs_spare, inc.fault.kind.name)
+        decision = decide(event, self.board, self._fleet(sim, inc.node), at(sim.clock.now))
+        if decision.verdict is not Verdict.HOLD or decision.skip is None:
+            return _ACT
+        reason = decision.skip.reason
+        if reason is SkipReason.ALREADY_IN_REMEDIATION:
+            return _ACT  # our own earlier step of this incident is still on the board: carry on
+        if reason in _BREAKER_HOLDS and decision.skip.scope:
+            # Automation pauses in that scope; one person reviews it and re-closes the breaker
+            # (BreakerBoard.approve_close), then the held incidents are decided again. Meanwhile the job may move
+            # to a spare outside the scope (remedy.safety.held_swap); the node waits for the review untouched.
+            sim.acc.breaker_holds += 1
+            inc.actions.append(f"breaker-hold:{reason.value}")
+            review = self._review(sim, decision.skip.scope)
+            outside = self._spares_outside(sim, inc.node)
+            swap = may_swap_while_held(decision.skip, ready_spares_outside=len(outside),
+                                       spare_reserve=self.settings.breaker.spare_reserve)
+            if swap.allowed and inc.slot is not None and inc.node in sim.slot_of:
+                yield from self._swap_while_held(sim, inc, review, outside)
+                return _ESCALATED  # the incident is closed: the node is a person's now
+            yield review
+            return _AGAIN
+        inc.actions.append(f"hold:{reason.value}")  # capacity budget, spare reserve, detector suspect: a person
+        yield from escalate(sim, inc)
+        sim.close(inc, f"escalated:{reason.value}")
+        return _ESCALATED
+
+    # ---- early warning ---------------------------------------------------------------------------
+    def on_warning(self, sim, node: int, lead: float) -> Process:
+        """A detector says `node` will fail within `lead` minutes: swap it at a checkpoint boundary when that costs
+        less than waiting for the failure (remedy.remediate.choice.choose_on_warning)."""
+        self._setup(sim)
+        if not self.act_on_warnings or node not in sim.slot_of or sim.phase != "running" or node in sim.open_by_node:
+            return
+        sc = sim.sc
+        reserve = self.settings.breaker.spare_reserve
+        choice = choose_on_warning(
+            precision=1.0 / (1.0 + sc.false_warnings_per_true), lead_minutes=lead,
+            minutes_to_next_checkpoint=sim.minutes_to_next_checkpoint(),
+            checkpoint_interval_minutes=sc.checkpoint_interval_minutes,
+            checkpoint_cost_minutes=sc.checkpoint_cost_minutes,
+            spare_ready=len(sim.ready_spares()) - 1 >= reserve, durations=self._durations(sim))
+        if choice.action is WarningAction.WAIT:
+            return
+        epoch = sim.epoch
+        if choice.action is WarningAction.AT_NEXT_CHECKPOINT:
+            yield sim.minutes_to_next_checkpoint()
+            extra = 0.0
+        else:
+            yield sc.checkpoint_cost_minutes
+            extra = sc.checkpoint_cost_minutes
+        if sim.epoch != epoch or node not in sim.slot_of or node in sim.open_by_node:
+            return  # the job stopped, or the node failed, before the boundary
+        name = f"node-{node:05d}"
+        event = FailureEvent(name, at(sim.clock.now), sim.topology(node), True, "early-warning")
+        decision = decide(event, self.board, self._fleet(sim, node), at(sim.clock.now))
+        if decision.verdict is Verdict.HOLD:
+            return  # a breaker, the budget or the reserve says no: the warning stays a warning
+        if extra:
+            sim.charge_checkpoint(extra)
+        inc = sim.swap_incident(node)
+        inc.actions.append(f"warning:{choice.action.value}")
+        resolution = (lookup(inc.fault.xid).resolution if inc.fault.xid is not None
+                      else _NO_XID_RESOLUTION.get(inc.fault.kind.signal, Resolution.UNKNOWN))
+        yield from self._replace(sim, inc, resolution, tried=0)
+        self._finish(sim, name, True)
+
+    def _spares_outside(self, sim, node: int) -> list[int]:
+        rack = sim.rack_of[node]
+        return [n for n in sim.ready_spares() if sim.rack_of[n] != rack and n not in self.lemons]
+
+    def _swap_while_held(self, sim, inc, review, outside: list[int]) -> Process:
+        spare = sim.try_take_spare(lambda ready: next((n for n in ready if n in outside), None))
+        slot = sim.pull(inc)
+        yield AUTO_GRACE_MINUTES + sim.sc.spare_join_minutes
+        if slot is not None:
+            sim.install(slot, spare)
+        else:
+            sim.make_spare(spare)
+        sim.release(inc)
+        sim.close(inc, "swapped-while-held")
+        sim.clock.spawn(self._after_review(sim, inc, review))
+
+    def _after_review(self, sim, inc, review) -> Process:
+        """The person who re-closes the breaker finds the node: an upstream cause is fixed upstream (the node
+        rejoins the pool through burn-in when it is back), anything else gets the off-path repair."""
+        yield review
+        fault = sim.faults.get(inc.node)
+        if fault is not None and fault.needs == UPSTREAM:
+            yield max(0.0, fault.clears_at - sim.clock.now)
+            sim.fix_in_place(inc.node, REBOOT)
+            sim.burn_in(inc.node)
+            return
+        resolution = lookup(inc.fault.xid).resolution if inc.fault.xid is not None else _NO_XID_RESOLUTION.get(
+            inc.fault.kind.signal, Resolution.UNKNOWN)
+        yield from self._repair_off_path(sim, inc.node, resolution, -1)
+
+    def _already_tried(self, sim, inc) -> int:
+        """A fix that cleared this node less than the recurrence window ago did not hold: start below it."""
+        window = self.settings.ladder.recurrence_window_hours * 60.0
+        last = self.last_fix.get(inc.node)
+        if last is None or sim.clock.now - last[1] > window:
+            return -1
+        return DEPTHS.index(last[0]) if last[0] in DEPTHS else -1
+
+    def _odds(self, resolution: Resolution) -> FixOdds:
+        return estimate_odds(PRIORS.get(resolution, PRIORS[Resolution.UNKNOWN]), self.outcomes.get(resolution, ()))
+
+    def _durations(self, sim) -> Durations:
+        sc = sim.sc
+        reload = sc.restart_loading_median_minutes * math.exp(sc.restart_loading_sigma ** 2 / 2)  # log-normal mean
+        return Durations(detect=AUTO_DETECT_MINUTES, grace=AUTO_GRACE_MINUTES, join=sc.spare_join_minutes,
+                         reset=RESET_MINUTES, reboot=REBOOT_MINUTES, reload=reload,
+                         escalate=sc.manual_mean_minutes or MANUAL_STEPS_MEAN,
+                         not_ready_grace=self.settings.signals.node_not_ready_seconds / 60.0)
+
+    def _record(self, sim, inc, resolution: Resolution, option: Option, ok: bool, started: float) -> None:
+        """The ledger's role in the simulation: every fix outcome updates the odds of its fault class."""
+        self.outcomes.setdefault(resolution, []).append((option, ok))
+        if inc is not None and ok:
+            self.last_fix[inc.node] = (option, sim.clock.now)
+        sim.acc.fix_attempts[option.value] = sim.acc.fix_attempts.get(option.value, 0) + 1
 
     def _review(self, sim, scope: str) -> Signal:
         """One on-call review per paused scope; every incident held there waits for the same one."""
@@ -230,7 +348,8 @@ class GpuRemedy:
         if self.board.is_active(name):
             self.board.record_outcome(name, ok, at(sim.clock.now))
 
-    def _replace(self, sim, inc, *, retire: bool = False) -> Process:
+    def _replace(self, sim, inc, resolution: Resolution, *, retire: bool = False, tried: int = -1) -> Process:
+        """The job gets a warm spare now; the failed node is fixed off the critical path (or retired, a lemon)."""
         spare = sim.try_take_spare(lambda ready: self._pick_spare(sim, inc, ready))
         if spare is None:
             inc.actions.append("no-spare")
@@ -238,17 +357,40 @@ class GpuRemedy:
             sim.close(inc, "escalated-no-spare")
             return
         slot = sim.pull(inc)
-        yield AUTO_GRACE_MINUTES + AUTO_JOIN_MINUTES
+        yield AUTO_GRACE_MINUTES + sim.sc.spare_join_minutes
         if slot is not None:
             sim.install(slot, spare)
         else:
             sim.make_spare(spare)
         if retire:
             sim.retire(inc.node)
+        elif self.repair_in_background:
+            sim.clock.spawn(self._repair_off_path(sim, inc.node, resolution, tried))
         else:
             sim.send_to_repair(inc.node)
         sim.release(inc)
         sim.close(inc, "retired-lemon" if retire else "replaced")
+
+    def _repair_off_path(self, sim, node: int, resolution: Resolution, tried: int) -> Process:
+        """Reset, then reboot, while the job already runs on the spare; a node that passes goes through burn-in
+        back to the spare pool, one that does not goes to repair. A node that already came back this way within
+        the lemon recurrence gap failed again under load: the fix did not hold, so it goes to repair (the lemon
+        signature: passes checks idle, fails again under load)."""
+        gap = self.settings.lemon.recurrence_gap_days * 24 * 60.0
+        last = self.returned.get(node)
+        if last is not None and sim.clock.now - last <= gap:
+            sim.send_to_repair(node)
+            return
+        for option in DEPTHS[max(tried + 1, 1):]:  # a restart cannot be tried on a node that carries no job
+            started = sim.clock.now
+            yield _FIX_MINUTES[option]
+            ok = sim.fix_in_place(node, _LEVEL[option])
+            self._record(sim, None, resolution, option, ok, started)
+            if ok:
+                self.returned[node] = sim.clock.now
+                sim.burn_in(node)
+                return
+        sim.send_to_repair(node)
 
     def _pick_spare(self, sim, inc, ready: list[int]) -> int | None:
         if select_spare is None:
@@ -311,7 +453,3 @@ class GpuRemedy:
                 sim.spare_pool.remove(n)
                 sim.retire(n)
             # a lemon in the job is retired at its next failure (see handle), not drained mid-run
-
-
-def _outcome(ok: bool) -> AttemptOutcome:
-    return AttemptOutcome.SUCCEEDED if ok else AttemptOutcome.FAILED

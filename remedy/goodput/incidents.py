@@ -9,6 +9,8 @@ from remedy.goodput.scenarios import UPSTREAM, FaultKind
 
 # A rack-wide outage (PDU, leaf switch): every node NotReady until the upstream cause is fixed.
 RACK_FAULT = FaultKind("rack", 0.0, (), "node-not-ready", ((UPSTREAM, 1.0),), not_ready=True)
+# A node taken out on a false early warning: nothing is wrong with it.
+WARNING_ONLY = FaultKind("warning", 0.0, (), "early-warning", ())
 
 
 @dataclass

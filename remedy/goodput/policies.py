@@ -22,10 +22,10 @@ MANUAL_STEPS: tuple[tuple[str, float, float], ...] = (
 )
 MANUAL_STEPS_MEAN = sum((lo + hi) / 2 for _, lo, hi in MANUAL_STEPS)  # 82.5 min as listed
 
-# Seed 000's automated replacement: 30 s detect, cordon (immediate), 30 s grace, 4 min spare join.
+# Seed 000's automated replacement: 30 s detect, cordon (immediate), 30 s grace; the spare's join time is the
+# scenario's `spare_join_minutes` (seed 000: 4 min).
 AUTO_DETECT_MINUTES = 0.5
 AUTO_GRACE_MINUTES = 0.5
-AUTO_JOIN_MINUTES = 4.0
 
 # Seed 002 §4.3.2: FastTrack retried every ~10 minutes (measured interval median 11 min).
 AUTO_RETRY_DELAY_MINUTES = 10.0
@@ -139,7 +139,7 @@ class AutoReplace:
             return
         slot = sim.pull(inc)  # cordoned immediately
         yield AUTO_GRACE_MINUTES
-        yield AUTO_JOIN_MINUTES
+        yield sim.sc.spare_join_minutes
         if slot is not None:
             sim.install(slot, spare)
         else:

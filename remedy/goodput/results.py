@@ -30,6 +30,11 @@ class Accounts:
     in_place_fixes: int = 0
     retired: int = 0
     breaker_holds: int = 0
+    sent_to_repair: int = 0
+    warnings: int = 0  # early warnings raised (true and false)
+    warning_swaps: int = 0  # nodes swapped at a checkpoint on a warning
+    failures_avoided: int = 0  # warned failures that never hit the job (the node was already swapped out)
+    fix_attempts: dict = field(default_factory=dict)  # in-place fix → attempts
 
     @property
     def total(self) -> float:
@@ -64,6 +69,10 @@ class SimResult:
     in_place_fixes: int
     nodes_retired: int
     breaker_holds: int
+    nodes_to_repair: int
+    warnings: int
+    warning_swaps: int
+    failures_avoided: int
     lemons_in_fleet: int  # ground truth the policy never sees
     lemons_flagged: int  # nodes the policy's lemon scoring picked for retirement
     lemons_flagged_correctly: int
@@ -121,6 +130,10 @@ def summarise(sim: "FleetSim", wall_seconds: float) -> SimResult:
         in_place_fixes=acc.in_place_fixes,
         nodes_retired=acc.retired,
         breaker_holds=acc.breaker_holds,
+        nodes_to_repair=acc.sent_to_repair,
+        warnings=acc.warnings,
+        warning_swaps=acc.warning_swaps,
+        failures_avoided=acc.failures_avoided,
         lemons_in_fleet=int(sim.lemon.sum()),
         lemons_flagged=len(flagged),
         lemons_flagged_correctly=sum(1 for n in flagged if sim.lemon[n]),

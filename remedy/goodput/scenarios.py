@@ -1,16 +1,20 @@
-"""Clusters the policy simulator can play, and the failure mix they share.
+"""Clusters the policy simulator can play: a `Scenario` model, read from YAML files.
 
-Numbers cite the seed they come from; where no seed gives a figure the field says it is an
-assumption and why it was chosen. These are simulation inputs, not gpu-remedy thresholds: the
-thresholds the gpu-remedy policy applies come from `remedy.config.RemedySettings`.
+The shipped scenarios are files in `remedy/goodput/scenario_files/` (one per cluster); `remedy simulate
+--scenario-file FILE.yaml` plays any other. Every number in a file cites its source; where no source gives a
+figure the file says it is an assumption and why it was chosen. These are simulation inputs, not gpu-remedy
+thresholds: the thresholds the gpu-remedy policy applies come from `remedy.config.RemedySettings`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+import yaml
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from remedy.goodput.model import mtbf_hours_for_gpus, optimal_checkpoint_interval_minutes
 
@@ -50,6 +54,8 @@ FAULT_BY_NAME = {k.name: k for k in FAULT_MIX}
 class Scenario(BaseModel):
     """A cluster, its failure process and its recovery costs."""
 
+    model_config = ConfigDict(extra="forbid")
+
     name: str = Field(description="Short name used on the command line.")
     description: str = Field("", description="What this cluster is and where its numbers come from.")
     training_nodes: int = Field(gt=0, description="Nodes the gang-scheduled job needs; it runs only with all of them.")
@@ -78,6 +84,18 @@ class Scenario(BaseModel):
     rack_event_hours: float = Field(
         2.0, gt=0, description="How long the upstream cause lasts before the rack comes back by itself."
     )
+    spare_join_minutes: float = Field(
+        4.0, ge=0, description="A promoted warm spare joins the job this long after the drain (seed 000: 4 min)."
+    )
+    warning_share: float = Field(
+        0.0, ge=0, le=1, description="Share of node failures an early-warning detector flags before they happen."
+    )
+    warning_lead_minutes: float = Field(
+        60.0, gt=0, description="How long before the failure the warning comes."
+    )
+    false_warnings_per_true: float = Field(
+        0.5, ge=0, description="Warnings on nodes that would not have failed, per true warning."
+    )
     repair_days: float = Field(3.0, gt=0, description="A node sent to repair returns to burn-in after this long.")
     burn_in_hours: float = Field(6.0, ge=0, description="Burn-in before a repaired node is a warm spare again.")
     manual_mean_minutes: float | None = Field(
@@ -95,6 +113,47 @@ class Scenario(BaseModel):
         1, ge=1, description="Engineers working incidents at once; more incidents queue (seed 000: 'an engineer gets paged')."
     )
     efficiency: float = Field(1.0, gt=0, le=1, description="Compute efficiency e in G = (1 − (c+f+q)) × e.")
+    fault_mix: tuple[FaultKind, ...] = Field(
+        FAULT_MIX,
+        description="What fails, in what share, with which XIDs, and the lowest fix that clears it (probabilities). "
+        "Default: seed 002 Table 2.",
+    )
+    published: dict[str, Any] = Field(
+        default_factory=dict, description="What the source reports for this cluster, printed beside the simulation."
+    )
+
+    @field_validator("fault_mix", mode="before")
+    @classmethod
+    def _read_fault_mix(cls, value: Any) -> Any:
+        """YAML form: `{name, share, xids: [..], signal, needs: {restart|reset|reboot|replace: p}, not_ready}`."""
+        if not isinstance(value, (list, tuple)):
+            return value
+        out = []
+        for item in value:
+            if isinstance(item, FaultKind):
+                out.append(item)
+                continue
+            if not isinstance(item, dict):
+                raise ValueError(f"a fault_mix entry must be a mapping, got {item!r}")
+            unknown = set(item) - {"name", "share", "xids", "signal", "needs", "not_ready", "source"}
+            if unknown:
+                raise ValueError(f"fault {item.get('name', '?')!r}: unknown key(s) {', '.join(sorted(unknown))}")
+            needs = item.get("needs") or {}
+            if isinstance(needs, (list, tuple)):  # a dumped scenario: ((level, p), ...)
+                needs = dict(needs)
+            if not isinstance(needs, dict) or not needs or set(needs) - set(FIX_LEVELS):
+                raise ValueError(f"fault {item.get('name', '?')!r}: needs must map {'/'.join(FIX_LEVELS)} to "
+                                 f"probabilities, got {needs!r}")
+            if any(not isinstance(p, (int, float)) or p < 0 for p in needs.values()) or not sum(needs.values()) > 0:
+                raise ValueError(f"fault {item.get('name', '?')!r}: needs probabilities must be ≥ 0 and not all 0")
+            out.append(FaultKind(str(item["name"]), float(item["share"]), tuple(int(x) for x in item.get("xids") or ()),
+                                 str(item.get("signal", "xid" if item.get("xids") else "fail-slow")),
+                                 tuple((k, float(v)) for k, v in needs.items()), bool(item.get("not_ready", False))))
+        if not out:
+            raise ValueError("fault_mix needs at least one fault")
+        if not sum(k.share for k in out) > 0:
+            raise ValueError("fault_mix shares must not all be 0")
+        return tuple(out)
 
     @model_validator(mode="after")
     def _checkpoint_fits(self) -> "Scenario":
@@ -111,67 +170,39 @@ class Scenario(BaseModel):
         return self.training_nodes * self.gpus_per_node
 
 
-def _seed000() -> Scenario:
-    return Scenario(
-        name="seed000-1k",
-        description="Seed 000 worked example: 1,000 GPUs (125 nodes), MTBF 8 h (3 failures/day), 1-min "
-        "checkpoint every 30 min, restart folded into remediation. Idealised as in the article: no lemons, "
-        "no correlated events; one on-call engineer; failures on the wall clock as the article counts them; spares sized so the pool never runs dry (32 against ~10 in repair).",
-        training_nodes=125,
-        spares=32,
-        days=365,
-        job_mtbf_hours=8.0,
-        checkpoint_interval_minutes=30.0,
-        checkpoint_cost_minutes=1.0,
-        restart_loading_median_minutes=0.0,
-        failure_clock="wall",
-    )
+SCENARIO_DIR = Path(__file__).resolve().parent / "scenario_files"
 
 
-def _seed002() -> Scenario:
-    return Scenario(
-        name="seed002-63",
-        description="Seed 002 cluster: 63 B200 nodes (60 training + 3 spares), 55 days; MTBF 56.2 h "
-        "(Table 11), 18-s checkpoints every 133.5 min (4K stage, Table 10), reload median 31 min (§4.2.3); "
-        "3 of 63 nodes are lemons causing ~half the failures (top-3 nodes = 50 % of exclusions, §4.3.1 → "
-        "factor 19); manual recovery 3.3 h median downtime (§4.3.4) minus the 31-min reload ≈ 170 min.",
-        training_nodes=60,
-        spares=3,
-        days=55,
-        job_mtbf_hours=56.2,
-        checkpoint_interval_minutes=133.5,
-        checkpoint_cost_minutes=0.3,
-        restart_loading_median_minutes=31.0,
-        lemon_fraction=3 / 63,
-        lemon_rate_factor=19.0,
-        rack_events_per_rack_year=0.5,  # assumption: one PDU/switch event per rack every two years
-        manual_mean_minutes=170.0,
-    )
+class ScenarioFileError(ValueError):
+    """A scenario file that cannot be played; the message names the file and the field."""
 
 
-def _meta16k() -> Scenario:
-    mtbf = mtbf_hours_for_gpus(16384)  # 1.8 h (Meta via seed 000)
-    return Scenario(
-        name="meta-16k",
-        description="16,384 GPUs (2,048 nodes), 55 days (Llama 3 405B pre-training length); MTBF 1.8 h "
-        "(Meta via seed 000); 1-min checkpoints at the Young/Daly optimum; restart 7.5 min (seed 000's "
-        "5–10 min; seed 002's 31-min NFS reload would swamp a 1.8-h MTBF); "
-        "5 % lemons at factor 19 (seed 002 shape); 64 spares (~3 %) and 3 on-call engineers (assumptions).",
-        training_nodes=2048,
-        spares=64,
-        days=55,
-        job_mtbf_hours=mtbf,
-        checkpoint_interval_minutes=round(optimal_checkpoint_interval_minutes(1.0, mtbf), 1),
-        checkpoint_cost_minutes=1.0,
-        restart_loading_median_minutes=7.5,
-        lemon_fraction=0.05,
-        lemon_rate_factor=19.0,
-        rack_events_per_rack_year=0.5,
-        on_call_engineers=3,  # assumption: a 16k-GPU cluster staffs a shift, not one person
-    )
+def load_scenario_file(path: str | Path) -> Scenario:
+    """Read one scenario YAML file; ScenarioFileError names the file and what is wrong."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ScenarioFileError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ScenarioFileError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ScenarioFileError(f"{path}: expected a mapping of scenario fields, got {type(data).__name__}")
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "scenario"
+        raise ScenarioFileError(f"{path}: {where}: {first['msg']}") from None
 
 
-SCENARIOS = {s.name: s for s in (_seed000(), _seed002(), _meta16k())}
+def _shipped() -> dict[str, Scenario]:
+    found = [load_scenario_file(p) for p in sorted(SCENARIO_DIR.glob("*.yaml"))]
+    order = {"seed000-1k": 0, "seed002-63": 1, "meta-16k": 2}  # the historical order first, then by name
+    return {s.name: s for s in sorted(found, key=lambda s: (order.get(s.name, 9), s.name))}
+
+
+SCENARIOS = _shipped()
 
 
 def scenario(name: str, **overrides: object) -> Scenario:

@@ -8,7 +8,7 @@ What is modelled (and why):
   Poisson process over the nodes in the job: lemons fail `lemon_rate_factor` times as often and
   pass every check, so they come back and fail again until something retires them.
 - The fault mix is seed 002 Table 2, each fault with the XID the driver logs and the lowest fix
-  that really clears it (`scenarios.FAULT_MIX`).
+  that really clears it (the scenario's `fault_mix`; default `scenarios.FAULT_MIX`).
 - Rack events (PDU, leaf switch) drop every node of a rack for a while, on the wall clock.
 - Spares: a replaced node goes to repair, then burn-in, then back to the warm pool.
 Node lifecycle changes go through `remedy.domain.model.check_transition`, the flows' state machine.
@@ -24,10 +24,10 @@ import numpy as np
 
 from remedy.domain.model import NodeState, Topology, check_transition
 from remedy.goodput.events import TAKE_SPARE, Clock, Process, Resource, Signal
-from remedy.goodput.incidents import RACK_FAULT, Fault, Incident
+from remedy.goodput.incidents import RACK_FAULT, WARNING_ONLY, Fault, Incident
 from remedy.goodput.invariants import check_fleet
 from remedy.goodput.results import Accounts, SimResult, summarise
-from remedy.goodput.scenarios import FAULT_MIX, FIX_LEVELS, RESTART, UPSTREAM, Scenario
+from remedy.goodput.scenarios import FIX_LEVELS, RESTART, UPSTREAM, Scenario
 
 RUNNING, DOWN, LOADING = "running", "down", "loading"
 _MANAGED = (NodeState.ACTIVE, NodeState.QUARANTINED)  # what the breaker counts per scope (not spares)
@@ -41,6 +41,7 @@ class FleetSim:
         self.check = check_invariants
         self.fail_rng = np.random.default_rng([seed, 0])  # failure process
         self.rng = np.random.default_rng([seed, 1])  # everything a policy or repair shop draws
+        self.warn_rng = np.random.default_rng([seed, 2])  # which failures are announced, and false alarms
         self.clock = Clock()
         self.clock.spare_requests = self._request_spare
         self.acc = Accounts()
@@ -70,6 +71,7 @@ class FleetSim:
         self.holds: set[int] = set()
         self.awaiting_resume: list[Incident] = []  # job incidents whose downtime ends at the next restart
         self.spares_granted: set[int] = set()  # handed to a process, not yet installed
+        self.pending: dict[int, Fault] = {}  # node → the fault an early warning announced, not yet hit
         self.phase, self.epoch, self.run_start = DOWN, 0, 0.0
         self._attempt = Signal(self.clock)
         self.on_call = Resource(self.clock, scenario.on_call_engineers)
@@ -77,7 +79,7 @@ class FleetSim:
         p, k = scenario.lemon_fraction, scenario.lemon_rate_factor
         self.node_rate = 1.0 / (scenario.job_mtbf_hours * 60.0 * scenario.training_nodes * (1 - p + p * k))
         self.lemon_slots = {s for s, node in enumerate(self.slots) if self.lemon[node]}
-        self._kind_p = np.array([kd.share for kd in FAULT_MIX]) / sum(kd.share for kd in FAULT_MIX)
+        self._kind_p = np.array([kd.share for kd in scenario.fault_mix]) / sum(kd.share for kd in scenario.fault_mix)
 
     # ---- running the simulation ---------------------------------------------------------------
     def run(self) -> SimResult:
@@ -87,6 +89,7 @@ class FleetSim:
         self._start_running()
         if self.sc.failure_clock == "wall":
             self._next_wall_failure()
+            self._schedule_false_warning(None)
         self.clock.run_until(horizon, self.check_invariants if self.check else None)
         self._close_phase(failed=False)
         return summarise(self, time.perf_counter() - t0)
@@ -110,11 +113,37 @@ class FleetSim:
         self.epoch += 1
         if self.sc.failure_clock == "training":
             epoch = self.epoch
-            self.clock.after(self.fail_rng.exponential(1.0 / self._job_rate()), lambda: self._node_failure(epoch))
+            delay = self.fail_rng.exponential(1.0 / self._job_rate())
+            lead = self.sc.warning_lead_minutes
+            if self.sc.warning_share and delay > lead and self.warn_rng.random() < self.sc.warning_share:
+                # a detector sees this failure coming: the node and fault are drawn at the warning
+                self.clock.after(delay - lead, lambda: self._true_warning(epoch, lead))
+            else:
+                self.clock.after(delay, lambda: self._node_failure(epoch))
+            self._schedule_false_warning(epoch)
+
+    def _schedule_false_warning(self, epoch: int | None) -> None:
+        if self.sc.warning_share and self.sc.false_warnings_per_true:
+            rate = self._job_rate() * self.sc.warning_share * self.sc.false_warnings_per_true
+            self.clock.after(self.warn_rng.exponential(1.0 / rate), lambda: self._false_warning(epoch))
 
     def _next_wall_failure(self) -> None:
         """Wall-clock failure process: job nodes fail whether or not the job is training."""
-        self.clock.after(self.fail_rng.exponential(1.0 / self._job_rate()), lambda: self._node_failure(None))
+        delay = self.fail_rng.exponential(1.0 / self._job_rate())
+        lead = self.sc.warning_lead_minutes
+        if self.sc.warning_share and delay > lead and self.warn_rng.random() < self.sc.warning_share:
+            self.clock.after(delay - lead, lambda: self._wall_warning(lead))
+        else:
+            self.clock.after(delay, lambda: self._node_failure(None))
+
+    def _wall_warning(self, lead: float) -> None:
+        self._next_wall_failure()
+        node = self.slots[self._pick_failing_slot()]
+        if node is None or node in self.faults or node in self.pending:
+            return  # thinning, as for unannounced wall-clock failures
+        self.pending[node] = self._draw_fault(node)
+        self._warn(node, lead)
+        self.clock.after(lead, lambda: self._warned_failure(None, node))
 
     def _close_phase(self, *, failed: bool) -> None:
         now, acc = self.clock.now, self.acc
@@ -144,21 +173,101 @@ class FleetSim:
         self._close_phase(failed=self.phase == RUNNING)
         self.phase = DOWN
 
+    def _pick_failing_slot(self) -> int:
+        lemons = len(self.lemon_slots)
+        k = self.sc.lemon_rate_factor
+        n = self.sc.training_nodes
+        if lemons and self.fail_rng.random() < lemons * k / (n - lemons + lemons * k):
+            return sorted(self.lemon_slots)[int(self.fail_rng.integers(lemons))]
+        while True:
+            slot = int(self.fail_rng.integers(n))
+            if slot not in self.lemon_slots:
+                return slot
+
+    # ---- early warnings: a failure announced `lead` minutes ahead, and false alarms --------------
+    def _true_warning(self, epoch: int, lead: float) -> None:
+        if epoch != self.epoch or self.phase != RUNNING:
+            return  # the job stopped first; memoryless, the next start draws again
+        node = self.slots[self._pick_failing_slot()]
+        if node is None or node in self.faults:
+            self.clock.after(lead, lambda: self._node_failure(epoch))
+            return
+        fault = self._draw_fault(node)
+        self.pending[node] = fault
+        self._warn(node, lead)
+        self.clock.after(lead, lambda: self._warned_failure(epoch, node))
+
+    def _warned_failure(self, epoch: int, node: int) -> None:
+        fault = self.pending.pop(node, None)
+        if fault is None:
+            return  # the node was swapped out on the warning: its fault went with it
+        if node not in self.slot_of or node in self.faults:
+            return
+        if epoch is not None and (epoch != self.epoch or self.phase != RUNNING):
+            return  # the job stopped for another reason first (memoryless: it draws again when it restarts)
+        self.acc.job_failures += 1
+        self._stop()
+        self._open_incident(node, fault)
+
+    def _false_warning(self, epoch: int | None) -> None:
+        if epoch is None:
+            self._schedule_false_warning(None)  # wall clock: the detector keeps watching
+        elif epoch != self.epoch:
+            return
+        else:
+            self._schedule_false_warning(epoch)
+        if self.phase != RUNNING:
+            return
+        node = self.slots[int(self.warn_rng.integers(self.sc.training_nodes))]
+        if node is not None and node not in self.faults and node not in self.pending:
+            self._warn(node, self.sc.warning_lead_minutes)
+
+    def _warn(self, node: int, lead: float) -> None:
+        self.acc.warnings += 1
+        on_warning = getattr(self.policy, "on_warning", None)
+        if on_warning is not None:
+            self.clock.spawn(on_warning(self, node, lead))
+
+    def minutes_to_next_checkpoint(self) -> float:
+        """While training: minutes until the running checkpoint interval completes."""
+        interval = self.sc.checkpoint_interval_minutes
+        return interval - (self.clock.now - self.run_start) % interval
+
+    def swap_incident(self, node: int) -> Incident:
+        """An incident for a node taken out on a warning: the job stops cleanly (nothing rolled back) at the
+        checkpoint that was just taken, and the node's announced fault, if any, goes with it."""
+        self._stop_cleanly()
+        fault = self.pending.pop(node, None)
+        if fault is not None:
+            self.faults[node] = fault
+            self.acc.failures_avoided += 1
+        inc = Incident(len(self.incidents), node, fault or Fault(WARNING_ONLY, None, RESTART), self.clock.now,
+                       self.slot_of.get(node), self.rack_of[node])
+        self.incidents.append(inc)
+        self.open_by_node[node] = inc
+        if inc.slot is not None:
+            self.awaiting_resume.append(inc)
+        self.acc.warning_swaps += 1
+        return inc
+
+    def _stop_cleanly(self) -> None:
+        if self.phase == RUNNING:
+            self._close_phase(failed=False)
+            self.phase = DOWN
+        elif self.phase != DOWN:
+            self._stop()
+
+    def charge_checkpoint(self, minutes: float) -> None:
+        """An extra checkpoint taken now: its minutes are checkpoint overhead, not training."""
+        self.acc.checkpoint += minutes
+        self.acc.useful -= minutes
+
     def _node_failure(self, epoch: int | None) -> None:
         if epoch is None:  # wall clock: keep the process going, whatever the job is doing
             self._next_wall_failure()
         elif epoch != self.epoch or self.phase != RUNNING:
             return  # the job stopped since this failure was drawn; memoryless, so redraw later
-        lemons = len(self.lemon_slots)
-        k = self.sc.lemon_rate_factor
-        n = self.sc.training_nodes
-        if lemons and self.fail_rng.random() < lemons * k / (n - lemons + lemons * k):
-            slot = sorted(self.lemon_slots)[int(self.fail_rng.integers(lemons))]
-        else:
-            while True:
-                slot = int(self.fail_rng.integers(n))
-                if slot not in self.lemon_slots:
-                    break
+        slot = self._pick_failing_slot()
         node = self.slots[slot]
         if node is None or node in self.faults:
             return  # wall clock only: that slot is empty or already broken (thinning keeps it Poisson)
@@ -167,7 +276,7 @@ class FleetSim:
         self._open_incident(node, self._draw_fault(node))
 
     def _draw_fault(self, node: int) -> Fault:
-        kind = FAULT_MIX[int(self.fail_rng.choice(len(FAULT_MIX), p=self._kind_p))]
+        kind = self.sc.fault_mix[int(self.fail_rng.choice(len(self.sc.fault_mix), p=self._kind_p))]
         xid = int(self.fail_rng.choice(kind.xids)) if kind.xids else None
         levels, probs = zip(*kind.needs)
         needs = levels[int(self.fail_rng.choice(len(levels), p=np.array(probs) / sum(probs)))]
@@ -293,10 +402,12 @@ class FleetSim:
 
     def send_to_repair(self, node: int) -> None:
         self._move(node, NodeState.REPAIR)
+        self.acc.sent_to_repair += 1
         self._clear(node)  # the repair shop fixes what is broken, but cannot see a lemon
-        self.clock.after(self.sc.repair_days * 24 * 60, lambda: self._back_from_repair(node))
+        self.clock.after(self.sc.repair_days * 24 * 60, lambda: self.burn_in(node))
 
-    def _back_from_repair(self, node: int) -> None:
+    def burn_in(self, node: int) -> None:
+        """A node back from repair, or fixed off the critical path, is validated before it is a spare again."""
         self._move(node, NodeState.BURN_IN)
         self.clock.after(self.sc.burn_in_hours * 60, lambda: self.make_spare(node))
 
@@ -327,7 +438,7 @@ class FleetSim:
         self.state.append(NodeState.REPAIR)  # on its way from the vendor
         self.lemon = np.append(self.lemon, False)
         self.rack_of.append(self.rack_of[node])
-        self.clock.after(self.sc.repair_days * 24 * 60, lambda: self._back_from_repair(new))
+        self.clock.after(self.sc.repair_days * 24 * 60, lambda: self.burn_in(new))
 
     def close(self, inc: Incident, how: str) -> None:
         inc.closed = True

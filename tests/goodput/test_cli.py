@@ -45,7 +45,9 @@ def test_goodput_operator_errors_exit_2_with_one_line(capsys, argv, message):
 def test_simulate_json_one_policy(capsys):
     assert main(["simulate", "--scenario", "seed002-63", "--policy", "auto-retry", "--days", "20", "--seed", "4",
                  "--json"]) == 0
-    (r,) = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)
+    assert out["scenario"] == "seed002-63" and set(out["pooled_goodput"]) == {"auto-retry"}
+    (r,) = out["runs"]
     assert r["policy"] == "auto-retry" and r["scenario"] == "seed002-63" and r["days"] == 20
     assert 0 <= r["goodput"] <= 1
     for key in ("checkpoint", "failure_loss", "queue_wait", "downtime_p50_minutes", "downtime_p90_minutes",
@@ -56,8 +58,10 @@ def test_simulate_json_one_policy(capsys):
 def test_simulate_all_policies_table(capsys):
     assert main(["simulate", "--scenario", "seed002-63", "--days", "10"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:3] == ["scenario", "policy", "goodput"]
-    assert [ln.split()[1] for ln in lines[2:6]] == ["manual", "auto-retry", "auto-replace", "gpu-remedy"]
+    assert lines[0].split()[:4] == ["scenario", "policy", "seed", "goodput"]
+    assert [ln.split()[1] for ln in lines[2:8]] == ["manual", "auto-retry", "auto-replace", "gpu-remedy",
+                                                     "gpu-remedy/no-warnings", "gpu-remedy/repair-at-once"]
+    assert "against auto-replace on the same seeds:" in lines
 
 
 def test_simulate_rejects_bad_values(capsys):

@@ -60,21 +60,15 @@ def test_auto_retry_keeps_failing_on_hardware_faults_and_recovers_app_faults():
     assert manual.retry_chains == 0 and manual.failed_retry_gpu_hours == 0
 
 
-def test_gpu_remedy_uses_the_ladder_backoff_from_settings():
-    # XID 94 → RESTART_APP: the ladder's first rung restarts the job after its back-off (10 min by default).
-    def restart_downtimes(settings):
-        sim = FleetSim(scenario("seed000-1k", days=60), make_policy("gpu-remedy", settings), seed=2)
-        sim.run()
-        return [i.resumed_at - i.start for i in sim.incidents
-                if i.actions and i.actions[-1] == "restart-recovered" and i.failed_retries == 0]
-
-    def check(downtimes, expected):
-        # Never faster than detect + back-off; longer only when another incident overlapped.
-        assert downtimes and all(d >= expected - 1e-6 for d in downtimes)
-        assert sum(d == pytest.approx(expected) for d in downtimes) >= 0.9 * len(downtimes)
-
-    check(restart_downtimes(RemedySettings()), 0.5 + 10.0)  # 30 s detect + the ladder's 10-min back-off
-    check(restart_downtimes(RemedySettings.model_validate({"ladder": {"restart_backoff_minutes": 2.0}})), 0.5 + 2.0)
+def test_gpu_remedy_restarts_app_faults_at_once_off_no_back_off():
+    # An application-class fault (XID 94 → RESTART_APP) restarts the job in place right after detection: with no
+    # reload time (seed000-1k) the job is back 30 s after the fault, no ladder back-off on the critical path.
+    sim = FleetSim(scenario("seed000-1k", days=60, warning_share=0.0), make_policy("gpu-remedy"), seed=2)
+    sim.run()
+    quick = [i.resumed_at - i.start for i in sim.incidents
+             if i.actions and i.actions[-1] == "restart-recovered" and i.failed_retries == 0]
+    assert quick and sum(d == pytest.approx(0.5) for d in quick) >= 0.9 * len(quick)
+    assert all(d >= 0.5 - 1e-6 for d in quick)
 
 
 def test_gpu_remedy_breaker_holds_rack_events_and_spends_fewer_spares():
@@ -87,7 +81,11 @@ def test_gpu_remedy_breaker_holds_rack_events_and_spends_fewer_spares():
     assert held
     # What the breaker holds is the correlated burst (a whole rack NotReady), not independent faults.
     assert sum(i.fault.kind.name == "rack" for i in held) >= 0.8 * len(held)
-    assert ours.spares_consumed < naive.spares_consumed
+    # The job moved to spares outside the held rack; the rack's nodes waited for the review, not for repair.
+    swapped = [i for i in ours_sim.incidents if "swapped-while-held" in i.actions]
+    assert swapped and all(i.fault.kind.name == "rack" for i in swapped)
+    assert ours.nodes_to_repair < naive.nodes_to_repair
+    assert ours.goodput > naive.goodput
     assert ours.missing_domain == []
 
 

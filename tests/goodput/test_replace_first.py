@@ -1,0 +1,119 @@
+"""Replace first, repair in the background, act on warnings: the simulator's gpu-remedy policy."""
+
+from __future__ import annotations
+
+import pytest
+
+from remedy.domain.model import NodeState
+from remedy.goodput.compare import make_policy, pooled_goodput, simulate
+from remedy.goodput.gpu_remedy_policy import GpuRemedy
+from remedy.goodput.scenarios import SCENARIOS, load_scenario_file, scenario
+from remedy.goodput.sim import FleetSim
+
+
+class Recorder(GpuRemedy):
+    """gpu-remedy, noting when the job got its spare and when the off-path repair of the failed node began."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.events: list[tuple[float, int, bool]] = []
+
+    def _repair_off_path(self, sim, node, resolution, tried):
+        # when the off-path repair starts, and whether the failed node is still in the job at that moment
+        self.events.append((sim.clock.now, node, node in sim.slot_of))
+        yield from super()._repair_off_path(sim, node, resolution, tried)
+
+
+def test_the_job_gets_the_spare_before_the_failed_node_is_reset_and_the_node_returns_to_the_pool():
+    sc = scenario("seed002-63", days=55, warning_share=0.0, rack_events_per_rack_year=0.0, lemon_fraction=0.0)
+    policy = Recorder()
+    sim = FleetSim(sc, policy, seed=3)
+    sim.run()
+    replaced = [i for i in sim.incidents if i.actions and i.actions[-1] == "replaced"]
+    assert replaced
+    for inc in replaced:
+        assert inc.resumed_at is not None
+        t, node, still_in_job = min(e for e in policy.events if e[1] == inc.node and e[0] >= inc.start)
+        # the reset starts once the spare has taken the node's place (detect 0.5 + drain 0.5 + join 4), while the
+        # job reloads on the spare — never before, and never with the failed node still in the job
+        assert not still_in_job
+        assert t == pytest.approx(inc.start + 0.5 + 0.5 + sc.spare_join_minutes)
+        assert t <= inc.resumed_at
+    fixed_off_path = [n for n in policy.returned]
+    assert fixed_off_path, "some failed nodes should pass the off-path reset/reboot"
+    for n in fixed_off_path:
+        assert sim.state[n] in (NodeState.SPARE, NodeState.ACTIVE, NodeState.BURN_IN, NodeState.QUARANTINED,
+                                NodeState.REPAIR)
+    # at least one came back through burn-in as a warm spare and was used again
+    assert any(sim.validations.get(n) for n in fixed_off_path)
+
+
+def test_replace_first_beats_auto_replace_and_sends_fewer_nodes_to_repair_on_the_same_seeds():
+    for name in ("seed000-1k", "seed002-63"):
+        ours = [simulate(name, "gpu-remedy", seed=s) for s in range(2)]
+        base = [simulate(name, "auto-replace", seed=s) for s in range(2)]
+        assert pooled_goodput(ours) > pooled_goodput(base)
+        assert sum(r.nodes_to_repair for r in ours) < 0.6 * sum(r.nodes_to_repair for r in base)
+
+
+def test_acting_on_warnings_avoids_failures_that_would_have_rolled_work_back():
+    sc = scenario("seed000-1k", days=90, warning_share=0.5, false_warnings_per_true=0.0)
+    acting = FleetSim(sc, make_policy("gpu-remedy"), seed=1).run()
+    waiting = FleetSim(sc, make_policy("gpu-remedy/no-warnings"), seed=1).run()
+    assert acting.warnings > 0 and waiting.warnings > 0
+    assert acting.warning_swaps > 0 and acting.failures_avoided > 0 and waiting.warning_swaps == 0
+    assert acting.minutes["rollback"] < waiting.minutes["rollback"]
+    assert acting.goodput > waiting.goodput
+
+
+def test_shipped_scenarios_are_files_and_llama3_follows_the_paper():
+    assert {"seed000-1k", "seed002-63", "meta-16k", "llama3-405b"} <= set(SCENARIOS)
+    llama = SCENARIOS["llama3-405b"]
+    assert sum(k.share for k in llama.fault_mix) == 419  # Table 5's unexpected interruptions
+    assert llama.days == 54 and llama.training_nodes * llama.gpus_per_node == 16384
+    assert llama.job_mtbf_hours == pytest.approx(54 * 24 / 419, abs=0.001)
+    assert llama.published["effective training time"] == "> 90 %"
+    r = simulate("llama3-405b", "gpu-remedy", days=5)
+    assert 0.5 < r.goodput < 1.0
+
+
+def test_a_scenario_file_is_checked_field_by_field(tmp_path):
+    from remedy.goodput.scenarios import ScenarioFileError
+
+    good = tmp_path / "tiny.yaml"
+    good.write_text("name: tiny\ntraining_nodes: 8\nspares: 2\ndays: 3\njob_mtbf_hours: 12\n"
+                    "checkpoint_interval_minutes: 30\ncheckpoint_cost_minutes: 1\n"
+                    "fault_mix:\n  - {name: gpu, share: 1, xids: [79], needs: {reboot: 0.5, replace: 0.5}}\n")
+    sc = load_scenario_file(good)
+    assert sc.fault_mix[0].needs == (("reboot", 0.5), ("replace", 0.5))
+    assert FleetSim(sc, make_policy("gpu-remedy"), seed=0).run().incidents > 0
+    for body, expected in (("name: x\n", "training_nodes: Field required"),
+                           ("name: x\ntraining_nodes: 8\nspares: 1\ndays: 1\njob_mtbf_hours: 1\n"
+                            "checkpoint_interval_minutes: 30\ncheckpoint_cost_minutes: 1\nspare_count: 3\n",
+                            "spare_count: Extra inputs are not permitted"),
+                           ("a: [\n", "not valid YAML"),
+                           ("name: x\ntraining_nodes: 8\nspares: 1\ndays: 1\njob_mtbf_hours: 1\n"
+                            "checkpoint_interval_minutes: 30\ncheckpoint_cost_minutes: 1\n"
+                            "fault_mix: [{name: g, share: 1, needs: {fix-it: 1}}]\n", "needs must map")):
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(body)
+        with pytest.raises(ScenarioFileError, match=expected):
+            load_scenario_file(bad)
+
+
+def test_simulate_cli_plays_a_file_and_draws_the_comparison(tmp_path, capsys):
+    from remedy.cli import main
+
+    png = tmp_path / "out.png"
+    assert main(["simulate", "--scenario-file", str(load_path()), "--days", "5", "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "against auto-replace on the same seeds:" in out and "published: effective training time > 90 %" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["simulate", "--scenario-file", str(tmp_path / "missing.yaml")]) == 2
+    assert "cannot read it" in capsys.readouterr().err
+
+
+def load_path():
+    from remedy.goodput.scenarios import SCENARIO_DIR
+
+    return SCENARIO_DIR / "llama3-405b.yaml"
