@@ -164,5 +164,5 @@ def _dispatch(decision: Decision, incident: dict[str, Any], detected_at: str, dr
     if fn is None:
         log.error("%s: escalating to a human (no escalate flow yet): %s", node, decision_reason)
         return {"status": "escalated", "escalated": True, "reason": decision_reason}
-    out = fn(node, decision_reason, incident_id=incident_id, dry_run=dry_run)
+    out = fn(node, decision_reason, incident_id=incident_id, dry_run=dry_run, quarantine=decision.quarantine)
     return (out if isinstance(out, dict) else {"status": str(out)}) | {"escalated": True, "reason": decision_reason}

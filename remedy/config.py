@@ -150,7 +150,9 @@ class ReceiverSettings(BaseModel):
     port: int = Field(8686, ge=0, le=65535, description="Port of the alert receiver (0 = pick a free one).")
     token: SecretStr = Field(SecretStr("change-me"), description="Bearer token Alertmanager must send.")
     dedup_window_seconds: float = Field(
-        600.0, gt=0, description="Alerts for the same node+GPU+fault within this window are one incident."
+        600.0, gt=0, description="Hold-down: the same alert firing again this soon after it was last seen (flapping), "
+        "or another alert for the same node+GPU+fault while its incident is still open, is the same incident. A "
+        "re-send of one occurrence (same Alertmanager fingerprint and startsAt) is the same incident at any age.",
     )
 
 

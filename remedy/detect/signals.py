@@ -12,7 +12,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from remedy.domain.xid import RemediationPath, lookup, recovery_action_path
+from remedy.domain.xid import NVLINK5_XIDS, RemediationPath, lookup, nvlink5_subcode_path, recovery_action_path
 from remedy.settings.signals import SignalThresholds
 
 
@@ -96,6 +96,44 @@ class Signal:
             "fingerprint": self.fingerprint,
         }
 
+    def evidence(self) -> dict[str, Any]:
+        """What the incident keeps of this signal, so triage decides on the value, not just the kind: the number
+        and its unit, the labels (port, counter, severity, GPU UUID/serial), the raw text (XID 154's recovery
+        action is in it), when it started and the alert's identity. Raw text is cut to RAW_LIMIT characters."""
+        out: dict[str, Any] = {"value": self.value, "unit": UNITS.get(self.kind, ""), "labels": dict(self.labels),
+                               "source": self.source, "raw": self.raw[:RAW_LIMIT]}
+        if self.at is not None:
+            out["starts_at"] = self.at.isoformat()
+        if self.fingerprint:
+            out["alert_fingerprint"] = self.fingerprint
+        if self.value is not None and UNITS.get(self.kind) == "s":
+            out["duration_seconds"] = self.value
+        for key in ("UUID", "uuid", "gpu_uuid", "serial", "gpu_serial"):
+            if self.labels.get(key):
+                out["gpu_uuid" if "uuid" in key.lower() else "gpu_serial"] = self.labels[key]
+        return out
+
+    @classmethod
+    def from_evidence(cls, node: str, kind: "SignalKind", *, gpu: int | None, xid: int | None,
+                      evidence: dict[str, Any]) -> "Signal":
+        """The signal an incident was opened on, rebuilt from its evidence (see `evidence`)."""
+        value = evidence.get("value")
+        return cls(node=node, kind=kind, gpu=gpu, xid=xid,
+                   value=float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None,
+                   labels={str(k): str(v) for k, v in (evidence.get("labels") or {}).items()},
+                   source=str(evidence.get("source") or ""), raw=str(evidence.get("raw") or ""),
+                   fingerprint=str(evidence.get("alert_fingerprint") or ""))
+
+
+RAW_LIMIT = 4000
+# The unit of Signal.value by kind (see the rules below): seconds a condition lasted, an error rate, a count.
+UNITS: dict[SignalKind, str] = {
+    SignalKind.HW_SLOWDOWN: "s", SignalKind.THERMAL_THROTTLE: "s", SignalKind.POWER_BRAKE: "s",
+    SignalKind.NODE_NOT_READY: "s", SignalKind.IB_PORT_DOWN: "s", SignalKind.IB_DOWNTIME: "s",
+    SignalKind.NVLINK_ERROR: "errors", SignalKind.ROW_REMAP_FAILURE: "count", SignalKind.ROW_REMAP_PENDING: "count",
+    SignalKind.UNCORRECTABLE_REMAP: "rows", SignalKind.CORRECTABLE_REMAP: "rows",
+}
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -157,6 +195,12 @@ def _xid(s: Signal, t: SignalThresholds, n: int) -> Verdict:
         if path is not None:
             return Verdict(path, _severity_for(path), "xid-154-recovery-action",
                            f"XID 154 on {where}: the driver's new recovery action → {path.value}")
+    if entry.code in NVLINK5_XIDS and s.raw:
+        path = nvlink5_subcode_path(s.raw)
+        if path is RemediationPath.WATCH:
+            return Verdict(path, Severity.WARNING, "xid-nvlink5-nonfatal",
+                           f"XID {entry.code} ({entry.description}) on {where}: the driver marks this subcode "
+                           "non-fatal (catalog: IGNORE, or follow the XID 154 that comes with it): watch")
     if n >= t.xid_recurrence_limit and entry.recurrence_path != entry.path:
         path = entry.recurrence_path
         return Verdict(path, _severity_for(path), "xid-recurrence",

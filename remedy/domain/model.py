@@ -130,6 +130,11 @@ class Incident:
     status: IncidentStatus = IncidentStatus.OPEN
     detail: str = ""
     id: int | None = None
+    # Alert identity: Alertmanager's fingerprint + startsAt (log lines: node + GPU + fault + kernel time). A re-send
+    # of the same occurrence is the same incident however late it arrives; empty for incidents opened by hand.
+    occurrence: str = ""
+    alert_fingerprint: str = ""
+    evidence: dict = field(default_factory=dict)  # value, unit, duration, raw text, labels: what the incident saw
 
     @property
     def fingerprint(self) -> str:

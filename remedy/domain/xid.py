@@ -44,6 +44,8 @@ FOLDED_BUCKETS: dict[str, Resolution] = {
     "UPDATE_SWFW": Resolution.CONTACT_SUPPORT,  # software/firmware update: a person schedules it
     "CHECK_UVM": Resolution.CONTACT_SUPPORT,  # check the UVM/software stack: a person decides
     "XID_154": Resolution.CONTACT_SUPPORT,  # the action is in the message; without it a person decides
+    "NOTICE": Resolution.IGNORE,  # 162-172 with guidance that needs no reset (power smoothing, CC mode, ECC off)
+    "NO_BUCKET": Resolution.UNKNOWN,  # 167, 169: listed without a bucket or guidance
 }
 
 
@@ -196,7 +198,7 @@ _CATALOG: tuple[tuple[int, str, Resolution | str], ...] = (  # str: a folded buc
     (105, "ROBUST_CHANNEL_NVJPG7_ERROR", _R.RESTART_APP),
     (106, "SMBPBI_TEST_MESSAGE", _R.IGNORE),
     (107, "SMBPBI_TEST_MESSAGE_SILENT", _R.IGNORE),
-    (108, "DESTINATION_FLA_TRANSLATION_ERROR", CS),
+    (108, "NVLINK_REMOTE_TRANSLATION_ERROR", _R.IGNORE),  # catalog: IGNORE (unused)
     (109, "ROBUST_CHANNEL_CTXSW_TIMEOUT_ERROR", _R.RESET_GPU),
     (110, "SEC_FAULT_ERROR", _R.RESET_GPU),
     (111, "BUNDLE_ERROR_EVENT", CS),
@@ -248,9 +250,20 @@ _CATALOG: tuple[tuple[int, str, Resolution | str], ...] = (  # str: a folded buc
     (157, "RESOURCE_RETIREMENT_FAILURE", _R.IGNORE),
     (158, "GPU_FATAL_TIMEOUT", _R.RESET_GPU),
     (159, "ROBUST_CHANNEL_CHI_NON_DATA_ERROR", "CHECK_UVM"),
-    (160, "CHANNEL_RETIREMENT_EVENT", _R.RESTART_BM),
+    (160, "CHANNEL_RETIREMENT_EVENT", _R.IGNORE),
     (161, "CHANNEL_RETIREMENT_FAILURE", _R.IGNORE),
-    (162, "", _R.RESET_GPU),  # the catalog lists a bucket but no mnemonic yet
+    # 162-172: the catalog gives no resolution bucket, only guidance text; folded by what that text says
+    (162, "PSHC_REENGAGED", "NOTICE"),  # power smoothing capability re-engaged: informational
+    (163, "PSHC_DISENGAGED", "NOTICE"),  # "No GPU reset required"; resolve the thermal events if wanted
+    (164, "PSHC_LOW_LIFETIME", "NOTICE"),  # "Monitor power swings and expect to replace GPUs if ... desired"
+    (165, "PSHC_ZERO_LIFETIME", "NOTICE"),  # "Replace GPUs if power swings are not acceptable": a person's call
+    (166, "NVLINK_SECURE_CRYPTO_ERR", "NOTICE"),  # confidential-computing mode only
+    (167, "PCIE_FATAL_TIMEOUT", "NO_BUCKET"),
+    (168, "REDUCED_GPU_MEMORY_CAPACITY", "NOTICE"),  # only with ECC disabled: enable ECC (a configuration fix)
+    (169, "SEC2_HALT_ERROR", "NO_BUCKET"),
+    (170, "NVLINK_SECURE_OTHER", "NOTICE"),  # confidential-computing mode only
+    (171, "UNCORRECTABLE_DRAM_ERROR", "WORKFLOW_XID_45"),  # "additional to Xid 48": act on the 48 it explains
+    (172, "UNCORRECTABLE_SRAM_ERROR", "WORKFLOW_XID_45"),  # "additional to Xid 48": act on the 48 it explains
 )
 
 # Descriptions a catalog-derived source showed verbatim (NVIDIA catalog "Description" column).
@@ -316,13 +329,19 @@ _SEED_002_NAMES = {
     94: "Contained ECC error",
 }
 
+# Seed 002 rows where gpu-remedy follows NVIDIA's catalog instead: 43 (catalog IGNORE; the seed restarted the
+# session by hand, but the error is reported after the application already stopped).
+FOLLOW_CATALOG_OVER_SEED_002 = frozenset({43})
+
 # Bucket → (path, reason, recurrence path, recurrence reason).
 _BUCKET_POLICY: dict[Resolution | str, tuple[RemediationPath, str, RemediationPath]] = {
     _R.IGNORE: (RemediationPath.IGNORE, "catalog: informational, no action", RemediationPath.IGNORE),
     _R.RESTART_APP: (
         RemediationPath.RESTART_APP,
         "catalog: restart the application; the node stays in the pool",
-        RemediationPath.ESCALATE,  # seed 002 §4.3.5: blind retries burned GPU-hours (30 failures in a row)
+        # An application error says nothing about the node, however often it comes (catalog: RESTART_APP); a
+        # repeat on one GPU is a watch finding and a notice. Only a node-level signal on that GPU takes it out.
+        RemediationPath.WATCH,
     ),
     _R.RESET_GPU: (
         RemediationPath.RESET_GPU,
@@ -375,6 +394,16 @@ _BUCKET_POLICY: dict[Resolution | str, tuple[RemediationPath, str, RemediationPa
         "catalog: check the UVM/software stack; a human decides",
         RemediationPath.ESCALATE,
     ),
+    "NOTICE": (
+        RemediationPath.WATCH,
+        "catalog: no resolution bucket; its guidance needs no reset: recorded and shown, a person decides",
+        RemediationPath.WATCH,
+    ),
+    "NO_BUCKET": (
+        RemediationPath.ESCALATE,
+        "catalog: no resolution bucket and no guidance: a person decides (asked and notified; the node keeps its work)",
+        RemediationPath.ESCALATE,
+    ),
     "XID_154": (
         RemediationPath.ESCALATE,
         "catalog: the required action is in the message (see recovery_action_path); without it a human decides",
@@ -392,11 +421,22 @@ _PATH_OVERRIDES: dict[int, tuple[RemediationPath, str, RemediationPath]] = {
     94: (
         RemediationPath.RESTART_APP,
         "seed 002 Table 3: contained ECC error → restart the job, the node stays",
-        RemediationPath.REPLACE,  # seed 002 Fig. 4: repeated 94 with rising uncorrectable remaps ended in a dead GPU
+        # catalog: RESTART_APP (reset the GPU when convenient). A repeat is a watch finding; the node-level signals
+        # of the same GPU (row-remap pending → reset, row-remap failure → replace) take it out when it is failing.
+        RemediationPath.WATCH,
+    ),
+    43: (
+        RemediationPath.WATCH,
+        "catalog: IGNORE — GPU stopped processing, reported when the application was already stopped; the job's "
+        "own restart handles it (seed 002 Table 3 restarted the session by hand)",
+        RemediationPath.WATCH,
     ),
     64: (
         RemediationPath.REPLACE,
-        "row remapping failed: the bank is out of spare rows (NVIDIA memory error management); replace",
+        # deliberate deviation: the catalog says RESET_GPU, but a failed remap means the bank has no spare rows left
+        # (NVIDIA memory error management): a reset cannot bring the memory back, so the node goes straight to a spare
+        "row remapping failed: the bank is out of spare rows (NVIDIA memory error management); replace "
+        "(deliberately deeper than the catalog's RESET_GPU: a reset cannot restore spare rows)",
         RemediationPath.REPLACE,
     ),
     63: (
@@ -421,12 +461,12 @@ def _build() -> dict[int, XidEntry]:
         source = SOURCE_CATALOG
         confidence = "catalog" if code in _CATALOG_DESCRIPTIONS else "mnemonic"
         description = _CATALOG_DESCRIPTIONS.get(code) or _describe(mnemonic, code)
-        if code in SEED_002_TABLE_3:
+        if code in SEED_002_TABLE_3 and code not in FOLLOW_CATALOG_OVER_SEED_002:
             resolution = SEED_002_TABLE_3[code][0]
             source = f"{SOURCE_SEED_002}; {SOURCE_CATALOG}"
             confidence = "seed-002"
         path, reason, recurrence = _PATH_OVERRIDES.get(code) or _BUCKET_POLICY[bucket if folded else resolution]
-        if code in SEED_002_TABLE_3 and code not in _PATH_OVERRIDES:
+        if code in SEED_002_TABLE_3 and code not in _PATH_OVERRIDES and code not in FOLLOW_CATALOG_OVER_SEED_002:
             action = SEED_002_TABLE_3[code][1]
             reason = f"seed 002 Table 3: {_SEED_002_NAMES[code]} → {resolution.value} ({action})"
             if resolution is not bucket:
@@ -516,6 +556,40 @@ RECOVERY_ACTIONS: dict[str, RemediationPath] = {
     "gpu reset required": RemediationPath.RESET_GPU,
     "node reboot required": RemediationPath.REBOOT,
 }
+
+
+# Classes whose fix needs the GPU or the node itself (a reset, a power cycle, hands on it): until then the node is
+# unsafe to run work, so an escalation also quarantines it. Application errors, informational codes and "contact
+# support" / unknown codes say nothing about the node: escalation asks a person and notifies, the node keeps working.
+NODE_UNSAFE: frozenset[Resolution] = frozenset({
+    Resolution.RESET_GPU, Resolution.RESTART_BM, Resolution.RESTART_VM, Resolution.WORKFLOW_XID_48,
+    Resolution.WORKFLOW_NVLINK_ERR, Resolution.WORKFLOW_NVLINK5_ERR, Resolution.CHECK_MECHANICALS,
+})
+NODE_UNSAFE_PATHS = frozenset({RemediationPath.RESET_GPU, RemediationPath.REBOOT, RemediationPath.REPLACE})
+
+
+def unsafe_to_run(xid: int | None, path: RemediationPath | None = None) -> bool:
+    """Should an escalation keep this node out of work? Yes when the XID's class (or, for a signal without an XID,
+    the path its rule chose) says the node itself needs fixing."""
+    if xid is not None:
+        entry = lookup(xid)
+        return entry.resolution in NODE_UNSAFE or entry.path in NODE_UNSAFE_PATHS
+    return path in NODE_UNSAFE_PATHS
+
+
+# XIDs 144-150 (NVLink5) carry an error status the catalog decodes per subcode; most non-fatal subcodes are IGNORE
+# (or "follow the XID 154 that comes with it"), the fatal ones RESET_GPU. The kernel line names which it is.
+NVLINK5_XIDS = frozenset(range(144, 151))
+
+
+def nvlink5_subcode_path(message: str) -> RemediationPath | None:
+    """WATCH for a line the driver marks Nonfatal, RESET_GPU for Fatal, None when the line does not say."""
+    low = f" {message.lower()} "
+    if " nonfatal " in low or " non-fatal " in low:
+        return RemediationPath.WATCH
+    if " fatal " in low:
+        return RemediationPath.RESET_GPU
+    return None
 
 
 def recovery_action_path(message: str) -> RemediationPath | None:

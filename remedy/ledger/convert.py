@@ -86,7 +86,7 @@ def incident_record(row: Row) -> IncidentRecord:
         id=m["id"], fingerprint=m["fingerprint"], node=m["node"], gpu=m["gpu"], signal=m["signal"], xid=m["xid"],
         first_seen=m["first_seen"], last_seen=m["last_seen"], count=m["count"], status=IncidentStatus(m["status"]),
         detail=m["detail"], severity=m["severity"], flow_run_id=m["flow_run_id"], resolved_at=m["resolved_at"],
-        rack=m["rack"], switch=m["switch"], pdu=m["pdu"],
+        rack=m["rack"], switch=m["switch"], pdu=m["pdu"], evidence=dict(m["evidence"] or {}),
     )
 
 

@@ -38,7 +38,7 @@ class IncidentsMixin(LedgerBase):
         severity: str = "critical",
         topology: Topology | None = None,
     ) -> tuple[IncidentRecord, bool]:
-        """Record a fault; a repeat of the same fingerprint within the window bumps the existing incident.
+        """Record a fault; a sighting of one already recorded bumps that incident (see `_same_incident`).
 
         Returns (record, created). A repeat adds `incident.count` to the count, moves last_seen forward and
         raises severity to critical if the repeat is critical. Two receivers racing on one fault still make
@@ -59,19 +59,13 @@ class IncidentsMixin(LedgerBase):
         with self._write() as conn:
             if conn.dialect.name == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _pg_lock_key(fp)})
-            i = schema.incidents.c
-            since = incident.last_seen - timedelta(seconds=window_seconds)
-            row = conn.execute(
-                select(schema.incidents)
-                .where(i.fingerprint == fp, i.status != IncidentStatus.RESOLVED.value, i.last_seen >= since)
-                .order_by(i.last_seen.desc(), i.id.desc())
-                .limit(1)
-            ).first()
+            row = self._same_incident(conn, incident, fp, window_seconds)
             if row is not None:
                 values = {"count": row.count + incident.count, "last_seen": max(row.last_seen, incident.last_seen)}
                 if severity == "critical":
                     values["severity"] = "critical"
-                conn.execute(update(schema.incidents).where(i.id == row.id).values(**values))
+                conn.execute(update(schema.incidents).where(schema.incidents.c.id == row.id).values(**values))
+                self._remember_occurrence(conn, incident, row.id)
                 return self._incident(conn, row.id), False
             topo = topology or self._node_topology(conn, incident.node)
             values = {
@@ -80,10 +74,63 @@ class IncidentsMixin(LedgerBase):
                 "count": incident.count, "status": status.value, "detail": incident.detail or "",
                 "severity": severity, "flow_run_id": None,
                 "resolved_at": incident.last_seen if status is IncidentStatus.RESOLVED else None,
-                "rack": topo.rack, "switch": topo.switch, "pdu": topo.pdu,
+                "rack": topo.rack, "switch": topo.switch, "pdu": topo.pdu, "evidence": incident.evidence or None,
             }
             new_id = conn.execute(schema.incidents.insert().values(**values)).inserted_primary_key[0]
+            self._remember_occurrence(conn, incident, new_id)
             return self._incident(conn, new_id), True
+
+    @staticmethod
+    def _same_incident(conn: Connection, incident: Incident, fp: str, window_seconds: float):
+        """The incident this sighting belongs to, or None for a new one.
+
+        With an alert identity (`incident.occurrence`): the same occurrence is always the same incident (a re-send
+        after Alertmanager's repeat_interval, a re-delivery, a batch repeat); the same alert firing again within
+        the hold-down after it was last seen is flapping, one incident; another alert for the same fault joins an
+        incident only while that one is still open or being acted on (a settled incident and a new alert are new
+        evidence, e.g. a throttle that persisted past its replace threshold). Without one (a run by hand, the
+        CLI), a repeat of the fault within the window joins any unresolved incident."""
+        i, o = schema.incidents.c, schema.alert_occurrences.c
+        since = incident.last_seen - timedelta(seconds=window_seconds)
+        if incident.occurrence:
+            hit = conn.execute(select(o.incident_id).where(o.occurrence == incident.occurrence)).first()
+            if hit is not None:
+                return conn.execute(select(schema.incidents).where(i.id == hit.incident_id)).first()
+            if incident.alert_fingerprint:
+                prev = conn.execute(
+                    select(schema.incidents)
+                    .join(schema.alert_occurrences, o.incident_id == i.id)
+                    .where(o.alert_fingerprint == incident.alert_fingerprint,
+                           i.status != IncidentStatus.RESOLVED.value,
+                           i.last_seen >= incident.first_seen - timedelta(seconds=window_seconds))
+                    .order_by(o.starts_at.desc())
+                    .limit(1)
+                ).first()
+                if prev is not None:
+                    return prev
+            live = (IncidentStatus.OPEN.value, IncidentStatus.ACTING.value)
+            return conn.execute(
+                select(schema.incidents)
+                .where(i.fingerprint == fp, i.status.in_(live), i.last_seen >= since)
+                .order_by(i.last_seen.desc(), i.id.desc())
+                .limit(1)
+            ).first()
+        return conn.execute(
+            select(schema.incidents)
+            .where(i.fingerprint == fp, i.status != IncidentStatus.RESOLVED.value, i.last_seen >= since)
+            .order_by(i.last_seen.desc(), i.id.desc())
+            .limit(1)
+        ).first()
+
+    @staticmethod
+    def _remember_occurrence(conn: Connection, incident: Incident, incident_id: int) -> None:
+        if not incident.occurrence:
+            return
+        o = schema.alert_occurrences.c
+        if conn.execute(select(o.occurrence).where(o.occurrence == incident.occurrence)).first() is None:
+            conn.execute(schema.alert_occurrences.insert().values(
+                occurrence=incident.occurrence, alert_fingerprint=incident.alert_fingerprint or incident.occurrence,
+                incident_id=incident_id, starts_at=incident.first_seen))
 
     @staticmethod
     def _node_topology(conn: Connection, node: str) -> Topology:

@@ -62,6 +62,7 @@ class IncidentRecord:
     rack: str
     switch: str
     pdu: str
+    evidence: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -115,9 +115,24 @@ incidents = Table(
     Column("rack", String, nullable=False, default=""),
     Column("switch", String, nullable=False, default=""),
     Column("pdu", String, nullable=False, default=""),
+    # what was seen: value, unit, duration, raw text, labels (remedy.domain.model.Evidence)
+    Column("evidence", JSON, nullable=True),
     Index(None, "fingerprint", "last_seen"),
     Index(None, "node"),
     Index(None, "status"),
+)
+
+# One row per occurrence of an alert (Alertmanager fingerprint + startsAt; for log lines node + GPU + fault + kernel
+# time): a re-send or re-delivery of the same occurrence finds its incident here however late it comes.
+alert_occurrences = Table(
+    "alert_occurrences",
+    metadata,
+    Column("occurrence", String, primary_key=True),
+    Column("alert_fingerprint", String, nullable=False),
+    Column("incident_id", Integer, ForeignKey("incidents.id"), nullable=False),
+    Column("starts_at", UTCDateTime, nullable=False),
+    Index(None, "alert_fingerprint", "starts_at"),
+    Index(None, "incident_id"),
 )
 
 actions = Table(

@@ -122,6 +122,13 @@ def _fault_key(s: Signal) -> str:
     return incident_fingerprint(s.node, s.gpu, s.kind.value, s.xid)
 
 
+def occurrence_of(s: Signal) -> str:
+    """One occurrence of one alert: Alertmanager's fingerprint + startsAt (a log-derived signal posted as an alert
+    has no fingerprint: node + GPU + fault stand in, with its kernel time as startsAt)."""
+    who = s.fingerprint or _fault_key(s)
+    return f"{who}@{s.at.isoformat()}" if s.at is not None else ""
+
+
 def _detail(s: Signal) -> str:
     name = s.labels.get("alertname", s.kind.value)
     summary = ""
@@ -159,7 +166,7 @@ class AlertIntake:
                 with self._write_lock:
                     result.outcomes.append(self._resolved(index, s, now))
             else:
-                firing.setdefault(_fault_key(s), []).append((index, s))
+                firing.setdefault(f"{_fault_key(s)}|{occurrence_of(s)}", []).append((index, s))
         with self._write_lock:
             for group in firing.values():
                 result.outcomes.extend(self._record(group, now, result))
@@ -172,7 +179,9 @@ class AlertIntake:
         severity = "critical" if verdict.severity.value == "critical" else "warning"
         started = min((s.at for _, s in group if s.at is not None), default=now)
         incident = Incident(node=first.node, signal=first.kind.value, gpu=first.gpu, xid=first.xid,
-                            first_seen=min(started, now), last_seen=now, count=len(group), detail=_detail(first))
+                            first_seen=min(started, now), last_seen=now, count=len(group), detail=_detail(first),
+                            occurrence=occurrence_of(first), alert_fingerprint=first.fingerprint,
+                            evidence=first.evidence())
         record, created = self.ledger.open_incident(incident, window_seconds=self.window_seconds, severity=severity)
         if created:
             result.opened.append(OpenedIncident(record, verdict))

@@ -15,7 +15,7 @@ from typing import Any
 
 from remedy.detect.signals import Signal, SignalKind, Verdict, classify
 from remedy.domain.model import IncidentStatus, NodeState
-from remedy.domain.xid import RemediationPath
+from remedy.domain.xid import RemediationPath, unsafe_to_run
 from remedy.settings.signals import SignalThresholds
 
 # path → (flow entrypoint, what will happen). Paths absent here need no flow.
@@ -48,9 +48,11 @@ class Decision:
     recurrences: int = 1
     stale: bool = False
     facts: dict[str, Any] = field(default_factory=dict)
+    quarantine: bool = False  # for an escalation: keep the node out of work (its fault class says it is unsafe)
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "quarantine": self.quarantine,
             "action": self.action, "path": self.path.value if self.path else None,
             "verdict": self.verdict.to_dict() if self.verdict else None, "reason": self.reason,
             "entrypoint": self.entrypoint, "plan": self.plan, "recurrences": self.recurrences, "stale": self.stale,
@@ -96,6 +98,9 @@ def signal_of(incident: dict[str, Any]) -> Signal:
     xid = incident.get("xid")
     if kind is SignalKind.XID and xid is None:
         kind = SignalKind.UNKNOWN
+    evidence = incident.get("evidence") or {}
+    if evidence:  # the value, labels and raw text the alert carried: value rules need them
+        return Signal.from_evidence(incident["node"], kind, gpu=incident.get("gpu"), xid=xid, evidence=evidence)
     return Signal(node=incident["node"], kind=kind, gpu=incident.get("gpu"), xid=xid,
                   labels={"alertname": incident.get("detail", "")[:80]})
 
@@ -138,13 +143,21 @@ def decide(incident: dict[str, Any], *, recurrences: int, node_state: str | None
         reason = (f"{incident['node']} is a {node_state} node and carries no work: instead of {path.value}, it is "
                   f"quarantined out of the {node_state} pool for a person to repair or re-validate "
                   f"({verdict.explanation})")
-        return Decision("remediate", RemediationPath.ESCALATE, verdict, reason, entrypoint,
-                        "quarantine the node (out of the pool) and hand it to a human", recurrences, stale, facts)
+        unsafe = unsafe_to_run(incident.get("xid"), path)
+        plan = ("quarantine the node (out of the pool) and hand it to a human" if unsafe
+                else "hand it to a human; the node stays as it is")
+        return Decision("remediate", RemediationPath.ESCALATE, verdict, reason, entrypoint, plan, recurrences, stale,
+                        facts, quarantine=unsafe)
 
-    # 5. The path decides the flow.
+    # 5. The path decides the flow. An escalation quarantines only a node whose fault class says it is unsafe.
     if path in PATH_FLOWS:
         entrypoint, plan = PATH_FLOWS[path]
-        return Decision("remediate", path, verdict, verdict.explanation, entrypoint, plan, recurrences, stale, facts)
+        unsafe = path is RemediationPath.ESCALATE and unsafe_to_run(incident.get("xid"), path)
+        if path is RemediationPath.ESCALATE:
+            plan = ("hand to a human with the evidence; the node is quarantined meanwhile" if unsafe
+                    else "ask a human and notify; the node keeps its work (the fault does not say it is unsafe)")
+        return Decision("remediate", path, verdict, verdict.explanation, entrypoint, plan, recurrences, stale, facts,
+                        quarantine=unsafe)
     plan = "watch: recorded as a warning, no action" if path is RemediationPath.WATCH else "recorded, no action"
     return Decision("record", path, verdict, verdict.explanation, "", plan, recurrences, stale, facts)
 

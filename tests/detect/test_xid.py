@@ -44,16 +44,20 @@ def test_seed_002_table_3_exactly_as_published() -> None:
     }
     assert {c: r for c, (r, _) in SEED_002_TABLE_3.items()} == published
     for code, resolution in published.items():
+        if code == 43:  # gpu-remedy follows NVIDIA's catalog (IGNORE) here, see FOLLOW_CATALOG_OVER_SEED_002
+            assert lookup(code).resolution is Resolution.IGNORE and lookup(code).path is RemediationPath.WATCH
+            continue
         assert lookup(code).resolution is resolution
         assert lookup(code).confidence == "seed-002"
     assert lookup(79).path is RemediationPath.REBOOT  # "reboot the node"
     assert {lookup(c).path for c in (119, 145, 149)} == {RemediationPath.RESET_GPU}
-    assert {lookup(c).path for c in (31, 43, 94)} == {RemediationPath.RESTART_APP}
+    assert {lookup(c).path for c in (31, 94)} == {RemediationPath.RESTART_APP}
 
 
 def test_seed_overrides_keep_the_catalog_bucket_visible() -> None:
     # NVIDIA's catalog says IGNORE for 43 and the NVLink5 workflow for 145/149; seed 002 overrides, we keep both.
-    assert lookup(43).catalog_bucket == "IGNORE" and "NVIDIA catalog says IGNORE" in lookup(43).reason
+    assert lookup(43).catalog_bucket == "IGNORE" and "catalog: IGNORE" in lookup(43).reason
+    assert lookup(31).catalog_bucket == "RESTART_APP"
     assert lookup(145).catalog_bucket == "WORKFLOW_NVLINK5_ERR"
     assert lookup(79).catalog_bucket == "RESTART_BM"
 
@@ -72,7 +76,7 @@ def test_remap_failure_xid_is_replace_and_catalog_buckets_map_sensibly() -> None
     assert lookup(56).resolution is Resolution.CONTACT_SUPPORT and lookup(56).path is RemediationPath.ESCALATE
 
 
-@pytest.mark.parametrize("code", [1000, 9999, 65535, 163])
+@pytest.mark.parametrize("code", [1000, 9999, 65535, 173])
 def test_unknown_xid_escalates(code: int) -> None:
     e = lookup(code)
     assert e.resolution is Resolution.UNKNOWN

@@ -32,7 +32,6 @@ def run(inc: dict, *, recurrences=1, node_state="active", live=None, max_age=300
 @pytest.mark.parametrize(("xid", "path", "flow"), [
     (79, P.REBOOT, "flows.fix_in_place:fix_in_place"),  # seed 002 Table 3: RESTART_BM
     (31, P.RESTART_APP, "flows.fix_in_place:fix_in_place"),  # 31/43/94 restart the app
-    (43, P.RESTART_APP, "flows.fix_in_place:fix_in_place"),
     (94, P.RESTART_APP, "flows.fix_in_place:fix_in_place"),
     (119, P.RESET_GPU, "flows.fix_in_place:fix_in_place"),  # 119/145/149 reset the GPU
     (145, P.RESET_GPU, "flows.fix_in_place:fix_in_place"),
