@@ -40,11 +40,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _url(args: argparse.Namespace) -> str:
-    if args.db:
-        return args.db
-    from remedy.config import load_settings
+    from remedy.ledger.locate import locate
 
-    return load_settings(getattr(args, "config", None)).db_url
+    if getattr(args, "ledger_command", "") == "migrate" and not args.db:  # migrate creates: only where configured
+        from remedy.config import load_settings
+
+        return load_settings(getattr(args, "config", None)).db_url
+    return locate(args.db, getattr(args, "config", None))[0]
 
 
 @contextmanager

@@ -16,25 +16,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     bsub = p.add_subparsers(dest="breaker_command", metavar="ACTION", required=True)
     st = bsub.add_parser("status", help="scopes whose breaker is not closed")
     st.add_argument("--json", action="store_true")
+    for q in (st,):
+        q.add_argument("--db", help="ledger URL (default: the running stack's; see remedy/ledger/locate.py)")
     st.set_defaults(func=_status)
     op = bsub.add_parser("open", help="pause automation in a scope (kind:name, e.g. rack:rack-3, cluster:cluster)")
     op.add_argument("scope")
     op.add_argument("--by", required=True, help="who pauses it (recorded)")
     op.add_argument("--reason", required=True, help="why (recorded, shown on held runs)")
+    op.add_argument("--db", help="ledger URL (default: the running stack's)")
     op.set_defaults(func=_open)
     cl = bsub.add_parser("close", help="re-close a scope's breaker after review")
     cl.add_argument("scope")
     cl.add_argument("--by", required=True, help="who closes it (recorded)")
+    cl.add_argument("--db", help="ledger URL (default: the running stack's)")
     cl.set_defaults(func=_close)
 
 
 def _status(args: argparse.Namespace) -> int:
+    from remedy.ledger.locate import use
     from tasks.gate import load_board
 
+    where = use(args.db, getattr(args, "config", None))
     rows = load_board().describe()
     if args.json:
-        print(json.dumps(rows, indent=2, default=str))
-    elif not rows:
+        print(json.dumps({"ledger": where, "not_closed": rows}, indent=2, default=str))
+        return 0
+    print(where)
+    if not rows:
         print("all breakers closed: automation acts")
     else:
         for r in rows:
@@ -42,9 +50,11 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _change(scope: str, fn) -> int:
+def _change(scope: str, fn, args: argparse.Namespace) -> int:
+    from remedy.ledger.locate import use
     from tasks.gate import breaker_lock, load_board, record_transitions
 
+    print(use(args.db, getattr(args, "config", None), write=True))
     with breaker_lock():
         board = load_board()
         transitions = fn(board, datetime.now(timezone.utc))
@@ -57,8 +67,8 @@ def _change(scope: str, fn) -> int:
 
 
 def _open(args: argparse.Namespace) -> int:
-    return _change(args.scope, lambda board, now: board.open(args.scope, args.by, args.reason, now))
+    return _change(args.scope, lambda board, now: board.open(args.scope, args.by, args.reason, now), args)
 
 
 def _close(args: argparse.Namespace) -> int:
-    return _change(args.scope, lambda board, now: board.approve_close(args.scope, args.by, now))
+    return _change(args.scope, lambda board, now: board.approve_close(args.scope, args.by, now), args)

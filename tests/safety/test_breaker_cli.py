@@ -23,7 +23,7 @@ def test_open_status_close_are_recorded(ledger_env, capsys):
     assert main(["breaker", "open", "cluster:cluster", "--by", "alice", "--reason", "driver rollout"]) == 0
     assert main(["breaker", "status", "--json"]) == 0
     out = capsys.readouterr().out
-    rows = json.loads(out[out.index("["):])
+    rows = json.loads(out[out.index("{"):])["not_closed"]
     assert [(r["scope"], r["state"]) for r in rows] == [("cluster:cluster", "open")]
     from tasks.gate import load_board
 
