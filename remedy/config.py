@@ -76,6 +76,12 @@ class TaintKeys(BaseModel):
     spare: str = Field("remedy.io/spare", description="NoSchedule taint keeping workloads off warm spares.")
     burn_in: str = Field("remedy.io/burn-in", description="NoSchedule taint on nodes in burn-in validation.")
     retired: str = Field("remedy.io/retired", description="NoExecute taint on retired (lemon) nodes.")
+    tolerated: list[str] = Field(
+        default_factory=lambda: ["nvidia.com/gpu"],
+        description="Taint keys providers and operators put on every GPU node (GKE and others: nvidia.com/gpu="
+        "present:NoSchedule). GPU workloads tolerate them, so a promoted spare carrying one has still joined, and "
+        "gpu-remedy's node Jobs tolerate them too.",
+    )
 
 
 class DrainSettings(BaseModel):

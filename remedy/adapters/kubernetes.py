@@ -211,7 +211,8 @@ class KubernetesCluster:
             problems.append("not Ready")
         if node.unschedulable:
             problems.append("cordoned")
-        blocking = [k for k, e in node.taints.items() if e in ("NoSchedule", "NoExecute")]
+        tolerated = set(self.settings.taints.tolerated)  # provider GPU taints: GPU pods tolerate them
+        blocking = [k for k, e in node.taints.items() if e in ("NoSchedule", "NoExecute") and k not in tolerated]
         if blocking:
             problems.append("tainted " + ", ".join(sorted(blocking)))
         if node.gpu_count and node.allocatable_gpus < node.gpu_count:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from remedy.sim.controller import add_default_tolerations
+from remedy.sim.controller import add_default_tolerations, add_extended_resource_tolerations
 from remedy.sim.store import ApiError, now_iso
 
 if TYPE_CHECKING:
@@ -46,6 +46,7 @@ def default(cluster: "Cluster", kind: str, obj: dict) -> None:
         obj.setdefault("spec", {}).setdefault("restartPolicy", "Always")
         obj["spec"].setdefault("terminationGracePeriodSeconds", 30)
         add_default_tolerations(obj["spec"])
+        add_extended_resource_tolerations(obj["spec"])
         try:
             resolve_priority(cluster, obj["spec"])
         except ValueError as exc:

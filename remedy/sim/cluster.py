@@ -353,10 +353,12 @@ def build_cluster(
     alert_token: str | None = None,
     training_job: bool = True,
     sessions: int = 0,
+    gpu_taint: bool = False,
 ) -> Cluster:
     """A GPU cluster of `nodes` nodes in total (seed 002: 63 B200 nodes, 60 of them training), of which
     `spares` are warm spares, with its workloads; `sessions` of the training pool's nodes run one low-priority
     single-node interactive session each instead of the training job (parallelism = nodes - spares - sessions).
+    `gpu_taint` puts the provider's nvidia.com/gpu=present:NoSchedule taint on every GPU node, as GKE does.
     See remedy/sim/objects.py for the exact objects."""
     from remedy.sim.objects import populate
 
@@ -374,7 +376,8 @@ def build_cluster(
         raise ValueError(f"sessions must be between 0 and nodes-spares ({nodes - spares}), got {sessions}")
     cluster = Cluster(time_scale=time_scale, seed=seed, alert_url=alert_url, alert_token=alert_token)
     populate(cluster, nodes=nodes, spares=spares, gpus_per_node=gpus_per_node, racks=racks,
-             nodes_per_rack=nodes_per_rack, prefix=prefix, training_job=training_job, sessions=sessions)
+             nodes_per_rack=nodes_per_rack, prefix=prefix, training_job=training_job, sessions=sessions,
+             gpu_taint=gpu_taint)
     cluster.reconcile()
     return cluster
 

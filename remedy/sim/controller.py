@@ -373,6 +373,7 @@ def new_job_pod(job: dict, index: int | None = None, node: str | None = None) ->
         spec.setdefault("nodeSelector", {})[HOSTNAME] = node
         annotations[SIM_NODES] = node
     add_default_tolerations(spec)
+    add_extended_resource_tolerations(spec)
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": f"{meta['name']}-{random_suffix()}", "namespace": meta.get("namespace", "default"),
@@ -407,3 +408,19 @@ def add_default_tolerations(spec: dict) -> None:
                 not any(t.get("operator") == "Exists" and not t.get("key") for t in tolerations):
             tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute",
                                 "tolerationSeconds": DEFAULT_TOLERATION_SECONDS})
+
+
+def add_extended_resource_tolerations(spec: dict) -> None:
+    """The ExtendedResourceToleration admission plugin (plugin/pkg/admission/extendedresourcetoleration, enabled
+    where providers taint GPU nodes): a pod requesting an extended resource such as nvidia.com/gpu tolerates the
+    taint of that name (operator Exists, effect NoSchedule)."""
+    wanted = set()
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        res = c.get("resources") or {}
+        for name in {**(res.get("requests") or {}), **(res.get("limits") or {})}:
+            if "/" in name and not name.startswith(("kubernetes.io/", "requests.")):
+                wanted.add(name)
+    tolerations = spec.setdefault("tolerations", [])
+    for name in sorted(wanted):
+        if not any(t.get("key") == name for t in tolerations):
+            tolerations.append({"key": name, "operator": "Exists", "effect": "NoSchedule"})

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from remedy.sim.cluster import CHECK_LABEL, WORKLOAD_ANNOTATION, PodRun
 from remedy.sim.controller import (
-    HOSTNAME, SIM_NODES, _bind, _candidates, _pending_status, add_default_tolerations, create_generated, delete_pod,
+    HOSTNAME, SIM_NODES, _bind, _candidates, _pending_status, add_default_tolerations, add_extended_resource_tolerations, create_generated, delete_pod,
     finished,
     new_job_pod, pod_key, terminating,
 )
@@ -71,6 +71,7 @@ def _suspend(cluster: "Cluster", job: dict) -> bool:
 def _template_spec(job: dict) -> dict:
     spec = deep_copy((job["spec"].get("template") or {}).get("spec") or {})
     add_default_tolerations(spec)
+    add_extended_resource_tolerations(spec)  # the pods will carry it (admission), so judge nodes with it
     return spec
 
 

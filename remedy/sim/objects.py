@@ -284,8 +284,13 @@ def _pick(members: dict[int, list[int]], count: int, taken: set[int]) -> list[in
     return out
 
 
+# What GKE (and other providers) put on every GPU node; GPU pods tolerate it through ExtendedResourceToleration.
+PROVIDER_GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+
+
 def populate(cluster: "Cluster", *, nodes: int, spares: int, gpus_per_node: int, racks: int | None,
-             nodes_per_rack: int, prefix: str, training_job: bool, sessions: int = 0) -> None:
+             nodes_per_rack: int, prefix: str, training_job: bool, sessions: int = 0,
+             gpu_taint: bool = False) -> None:
     store = cluster.store
     for ns in NAMESPACES + ((SESSIONS_NAMESPACE,) if sessions else ()):
         store.create("Namespace", {"apiVersion": "v1", "kind": "Namespace",
@@ -322,7 +327,10 @@ def populate(cluster: "Cluster", *, nodes: int, spares: int, gpus_per_node: int,
         rack = rack_of[i]
         pos = members[rack].index(i)
         pool = "spare" if i in spare_idx else LABELS.job_pool_value
-        node = store.create("Node", make_node(name, i, rack, pos, per_rack, pool, gpus_per_node, cluster.seed))
+        obj = make_node(name, i, rack, pos, per_rack, pool, gpus_per_node, cluster.seed)
+        if gpu_taint:  # the provider's own taint, as a real GPU node pool has it
+            obj["spec"]["taints"] = [*(obj["spec"].get("taints") or []), dict(PROVIDER_GPU_TAINT)]
+        node = store.create("Node", obj)
         cluster.health[name] = NodeHealth.healthy(gpus=gpus_per_node, node_index=i + 1)
         cluster.dmesg[name] = ["Linux version 6.8.0-sim (buildd@sim) #1 SMP"]
         for pod in system_pods(node, i, ds["metadata"]["uid"]):
