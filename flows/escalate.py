@@ -22,6 +22,7 @@ from tasks.approvals import request_approval
 from tasks.cluster import cordon_node, taint_node
 from tasks.gate import check_breaker
 from tasks.ledger import open_incident, requester, set_node_state, sync_fleet
+from tasks.states import final_state, run_subflow
 
 
 def _run_name() -> str:
@@ -33,7 +34,15 @@ def _run_name() -> str:
 @flow(name="escalate", flow_run_name=_run_name, log_prints=False)
 def escalate(node: str, reason: str, incident_id: int | None = None, dry_run: bool | None = None,
              quarantine: bool = True, ask_replace: bool = False,
-             approval_timeout_seconds: float | None = None) -> dict[str, Any]:
+             approval_timeout_seconds: float | None = None):
+    """Ends Failed ("Escalated"): a person must act — unless a person approved a replacement that then succeeded.
+    The message says whether anyone was told (Slack posted, failed, or not configured)."""
+    out = _escalate(node, reason, incident_id, dry_run, quarantine, ask_replace, approval_timeout_seconds)
+    return final_state(out)
+
+
+def _escalate(node: str, reason: str, incident_id: int | None, dry_run: bool | None, quarantine: bool,
+              ask_replace: bool, approval_timeout_seconds: float | None) -> dict[str, Any]:
     log = get_run_logger()
     settings = runtime.settings()
     dry_run = settings.dry_run if dry_run is None else dry_run
@@ -64,8 +73,11 @@ def escalate(node: str, reason: str, incident_id: int | None = None, dry_run: bo
                        incident_id=incident_id)
     out["quarantined"] = quarantine
 
-    # 3. Tell people (best effort: Slack down must not stop the escalation).
+    # 3. Tell people (best effort: Slack down must not stop the escalation). The run says who was told.
     out["slack"] = _notify(node, reason, incident_id, quarantine, dry_run)
+    if out["slack"] != "posted":
+        log.warning("%s: escalated, but nobody was notified (Slack %s): watch the Prefect UI", node, out["slack"])
+    out["why"] = f"{reason} — Slack: {out['slack']}" + ("; node quarantined" if quarantine else "; node left in service")
 
     # 4. What a human must look at, on the run.
     create_markdown_artifact(key=f"escalate-{node}".lower(), description="Needs a human", markdown="\n".join([
@@ -94,8 +106,8 @@ def escalate(node: str, reason: str, incident_id: int | None = None, dry_run: bo
             runtime.ledger().set_incident_status(incident_id, IncidentStatus.ACTING,
                                                  detail=f"replacement approved by {answer.by}",
                                                  flow_run_id=str(flow_run.id or requester()))
-            res = replace_node(node=node, cause=f"escalated, approved by {answer.by}", incident_id=incident_id,
-                               dry_run=dry_run)
+            res = run_subflow(replace_node, node=node, cause=f"escalated, approved by {answer.by}",
+                              incident_id=incident_id, dry_run=dry_run)
             out["replacement"] = res.get("replacement")
             out["status"] = res.get("status", "escalated")
         else:

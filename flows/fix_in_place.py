@@ -23,20 +23,21 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from remedy import runtime
+from remedy.domain.outcome import Outcome, outcome_of
 from remedy.approvals.open_loop import is_open_loop, node_pool
 from remedy.domain.model import Action, ActionOutcome, IncidentStatus
 from remedy.domain.timeline import Timeline
-from remedy.safety.scopes import NOT_A_NEW_FAILURE
 from remedy.domain.xid import RemediationPath, Resolution, lookup
 from remedy.ledger.errors import LedgerConflict
 from remedy.safety.ladder import LADDERS, Attempt, AttemptOutcome, LadderExhausted, Step, backoff_schedule, next_step
 from tasks.approvals import propose_open_loop
 from tasks.cluster import check_drift
-from tasks.gate import check_breaker, record_remediation_outcome
+from tasks.gate import record_remediation_outcome
 from tasks.fixes import (
     drain_for_fix, quarantine_node, reboot_node, release_node, reset_gpu, restart_app, verify_gpus, wait_job_back,
     wait_node_ready,
 )
+from tasks.states import final_state, run_subflow
 from tasks.ledger import claim_remediation, open_incident, requester, sync_fleet
 
 P = RemediationPath
@@ -91,7 +92,14 @@ class OperatorWins(Exception):
 @flow(name="fix-in-place", flow_run_name=_run_name, log_prints=False)
 def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int | None = None,
                  dry_run: bool | None = None, detected_at: str | None = None,
-                 ask_replace_on_escalation: bool = False) -> dict[str, Any]:
+                 ask_replace_on_escalation: bool = False):
+    """Completed when the fault is fixed (or nothing was needed); Failed/Cancelled, named for what happened,
+    otherwise (remedy.domain.outcome). The result dict is the state's data."""
+    return final_state(_fix(node, xid, gpu, incident_id, dry_run, detected_at, ask_replace_on_escalation))
+
+
+def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run: bool | None,
+         detected_at: str | None, ask_replace_on_escalation: bool) -> dict[str, Any]:
     log = get_run_logger()
     settings = runtime.settings()
     dry_run = settings.dry_run if dry_run is None else dry_run
@@ -148,19 +156,13 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
 
         # 4. Gate (once per incident): circuit breakers and capacity budget; a restart takes no capacity.
         if gate is None:
-            gate = check_breaker(node, incident_id, signal=f"XID {xid}", detected_at=detected,
-                                 dry_run=dry_run, needs_spare=step.kind is P.REPLACE,
-                                 takes_node_out=step.kind is not P.RESTART_APP)
-            out["gate"] = gate["explain"]
-            if not gate["act"]:
-                if gate["skip"] in NOT_A_NEW_FAILURE:  # another incident on this node has it in hand
-                    return _finish(out | {"status": "duplicate", "why": gate["explain"]})
-                from flows.replace_node import ask_to_proceed  # one way to ask about a held gate
+            from flows.replace_node import pass_gate  # one gate, asked the same way for every remediation
 
-                answer = ask_to_proceed(gate, node, incident_id, dry_run)
-                out["approval"] = answer
-                if answer["decision"] != "approve":
-                    return _finish(out | {"status": "held", "why": gate["explain"]})
+            gate = pass_gate(node, incident_id, f"XID {xid}", detected, dry_run, needs_spare=step.kind is P.REPLACE,
+                             takes_node_out=step.kind is not P.RESTART_APP)
+            out |= {k: v for k, v in gate.items() if k in ("gate", "approval", "approvals")}
+            if gate["status"] is not None:
+                return _finish(out | {"status": gate["status"].value, "why": gate["gate"]})
 
         # 5. The step itself, recorded as one ladder attempt.
         attempt = _start_attempt(led, node, incident_id, step, xid, gpu, dry_run)
@@ -191,9 +193,9 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
         out["steps"][-1]["result"] = result
         status = "planned" if dry_run else result.pop("status")
         timeline.mark(f"{step.kind.value} {status}")
-        if status in ("fixed", "restarted", "planned") and step.kind is not P.REPLACE:
+        if status in (Outcome.FIXED, Outcome.RESTARTED, Outcome.PLANNED) and step.kind is not P.REPLACE:
             record_remediation_outcome(node, succeeded=True, incident_id=incident_id, dry_run=dry_run)
-        if not dry_run and status in ("fixed", "restarted"):
+        if not dry_run and status in (Outcome.FIXED, Outcome.RESTARTED):
             led.set_incident_status(incident_id, IncidentStatus.RESOLVED, detail=f"{step.kind.value}: {status}")
         return _finish(out | result | {"status": status})
     raise RuntimeError(f"{node}: ladder did not settle within {MAX_STEPS} steps: {out['steps']}")
@@ -217,11 +219,12 @@ def _do_step(step: Step, node: str, gpu: int | None, attempt_id: int, incident_i
     if step.kind is P.REPLACE:
         from flows.replace_node import replace_node
 
-        res = replace_node(node=node, cause=f"XID {xid}: {step.reason}", signal="xid", xid=xid, gpu=gpu,
-                           incident_id=incident_id, dry_run=dry_run)
-        if res.get("status") not in ("replaced", "replaced-job-not-full", "planned"):
+        res = run_subflow(replace_node, node=node, cause=f"XID {xid}: {step.reason}", signal="xid", xid=xid, gpu=gpu,
+                          incident_id=incident_id, dry_run=dry_run)
+        done = outcome_of(res)
+        if done is None or not done.fixed or done is Outcome.DUPLICATE:
             raise StepFailed(f"replace_node ended {res.get('status')}: {res.get('why', '')}")
-        return {"status": "replaced" if not dry_run else "planned", "replacement": res.get("replacement")}
+        return {"status": done.value, "replacement": res.get("replacement")}
 
     # reset GPU / reboot: take the node out, act, verify, bring it back
     quarantine_node(node, why, attempt_id, dry_run, incident_id)
@@ -267,8 +270,8 @@ def _escalate(node: str, reason: str, incident_id: int, dry_run: bool, history: 
 
     took_out = any(a.kind in (P.RESET_GPU, P.REBOOT, P.REPLACE) for a in history) or \
         entry.resolution is not Resolution.CHECK_MECHANICALS
-    return escalate(node=node, reason=reason, incident_id=incident_id, dry_run=dry_run, quarantine=took_out,
-                    ask_replace=ask_replace)
+    return run_subflow(escalate, node=node, reason=reason, incident_id=incident_id, dry_run=dry_run,
+                       quarantine=took_out, ask_replace=ask_replace)
 
 
 # ---------------------------------------------------------------------------------------------- ledger

@@ -22,6 +22,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from remedy import runtime
 from remedy.approvals.open_loop import is_open_loop, node_pool
 from remedy.domain.model import IncidentStatus, NodeState
+from remedy.domain.outcome import Outcome
 from remedy.domain.timeline import Timeline
 from remedy.safety.scopes import NOT_A_NEW_FAILURE
 from tasks.approvals import propose_open_loop
@@ -29,12 +30,13 @@ from tasks.cluster import (
     check_drift, cordon_node, drain_node, label_node, resize_workload, taint_node, verify_joined, wait_for_workload,
 )
 from tasks.gate import (
-    check_breaker, close_breaker, find_open_question, record_remediation_outcome, wait_for_decision,
+    check_breaker, close_breaker, find_open_question, held_on, record_remediation_outcome, wait_for_decision,
 )
 from tasks.ledger import claim_remediation, open_incident, set_incident_status, set_node_state, sync_fleet
 from tasks.preemption import plan_preemption, preempt
 from tasks.spares import select_spare, validate_spare
 from tasks.notify import post_notice
+from tasks.states import final_state
 
 
 def _run_name() -> str:
@@ -54,7 +56,15 @@ def replace_node(
     incident_id: int | None = None,
     detected_at: str | None = None,
     dry_run: bool | None = None,
-) -> dict[str, Any]:
+):
+    """The run ends Completed when the node was replaced (or nothing was needed), and Failed/Cancelled, named for
+    what happened, when it was held, escalated, had no spare or was stopped by the operator (remedy.domain.outcome);
+    the result dict is the state's data either way."""
+    return final_state(_replace(node, cause, signal, xid, gpu, incident_id, detected_at, dry_run))
+
+
+def _replace(node: str, cause: str, signal: str, xid: int | None, gpu: int | None, incident_id: int | None,
+             detected_at: str | None, dry_run: bool | None) -> dict[str, Any]:
     log = get_run_logger()
     settings = runtime.settings()
     dry_run = settings.dry_run if dry_run is None else dry_run
@@ -85,18 +95,15 @@ def replace_node(
             return _report(outcome | {"status": "proposed-not-executed",
                                       "why": f"open-loop pool {node_pool(live)}: {go.decision}"}, timeline)
 
-    # 3. Gate: circuit breakers per rack/switch/PDU/cluster, capacity budget, spare reserve.
-    gate = check_breaker(node, incident_id, signal=cause or signal, detected_at=timeline.detected_at.isoformat(),
-                         dry_run=dry_run)
-    outcome["gate"] = gate["explain"]
-    if not gate["act"]:
-        if gate["skip"] in NOT_A_NEW_FAILURE:  # another incident on this node is (or was) dealt with it
-            return _report(outcome | {"status": "duplicate", "why": gate["explain"]}, timeline)
-        decision = ask_to_proceed(gate, node, incident_id, dry_run)
-        outcome["approval"] = decision
-        if decision["decision"] != "approve":
-            set_incident_status(incident_id, IncidentStatus.ESCALATED.value, detail=gate["explain"])
-            return _report(outcome | {"status": "held"}, timeline)
+    # 3. Gate: circuit breakers per rack/switch/PDU/cluster, capacity budget, spare reserve. An approval answers
+    #    one question; the whole gate then runs again.
+    passed = pass_gate(node, incident_id, cause or signal, timeline.detected_at.isoformat(), dry_run)
+    outcome |= {k: v for k, v in passed.items() if k in ("gate", "approval", "approvals")}
+    if passed["status"] is not None:
+        if passed["status"] == Outcome.HELD:
+            set_incident_status(incident_id, IncidentStatus.ESCALATED.value, detail=passed["gate"])
+        return _report(outcome | {"status": passed["status"].value, "why": passed["gate"]}, timeline)
+    if passed.get("approvals"):
         timeline.mark("approved")
 
     # 4. Cordon and quarantine: nothing new lands on the node.
@@ -105,13 +112,10 @@ def replace_node(
     set_node_state(node, NodeState.QUARANTINED.value, reason=cause or signal, dry_run=dry_run, incident_id=incident_id)
     timeline.mark("cordoned")
 
-    # 5. Drain with a grace period so the job can checkpoint. A person who uncordoned the node meanwhile wins.
-    drift = check_drift(node)
-    if drift and not dry_run:
-        log.warning("%s: %s — stopping, the operator's change stands", node, drift["what"])
-        set_incident_status(incident_id, IncidentStatus.ESCALATED.value, detail=f"operator: {drift['detail']}")
-        record_remediation_outcome(node, succeeded=False, incident_id=incident_id, dry_run=dry_run)
-        return _report(outcome | {"status": "stopped-by-operator", "drift": drift}, timeline)
+    # 5. Drain with a grace period so the job can checkpoint. A person who uncordoned the node meanwhile wins,
+    #    here and before every later step that touches the node or spends a spare.
+    if (stood_down := _operator_wins(node, incident_id, dry_run, outcome, timeline, "before the drain")):
+        return stood_down
     drained = drain_node(node, grace_period_seconds=settings.drain.grace_period_seconds,
                          deadline_seconds=settings.drain.eviction_deadline_seconds, dry_run=dry_run,
                          incident_id=incident_id)
@@ -119,6 +123,8 @@ def replace_node(
     timeline.mark("drained")
 
     # 6. Select a spare: same GPU model, validated, not a lemon, away from a correlated failure.
+    if (stood_down := _operator_wins(node, incident_id, dry_run, outcome, timeline, "after the drain")):
+        return stood_down
     choice = select_spare(node, incident_id=incident_id, dry_run=dry_run)
     if not choice["spare"]:
         return _no_spare(node, choice["why"], incident_id, dry_run, outcome, timeline)
@@ -132,7 +138,10 @@ def replace_node(
             return _no_spare(node, f"{spare} failed validation: {check['summary']}", incident_id, dry_run,
                              outcome, timeline)
 
-    # 8. Promote the spare: untaint, label into the job's pool, and check it really joined.
+    # 8. Promote the spare: untaint, label into the job's pool, and check it really joined. Not if the operator
+    #    took the failed node back meanwhile: the claim lapses with the incident and the spare stays in the pool.
+    if (stood_down := _operator_wins(node, incident_id, dry_run, outcome, timeline, "before promoting the spare")):
+        return stood_down | {"spare_released": spare}
     taint_node(spare, dry_run=dry_run, remove=[settings.taints.spare], incident_id=incident_id)
     label_node(spare, {settings.labels.pool: settings.labels.job_pool_value}, dry_run=dry_run,
                incident_id=incident_id)
@@ -147,7 +156,11 @@ def replace_node(
     outcome["workload"] = size
     timeline.mark("job resumed" if size["full"] else "spare working")
 
-    # 10. Hand the failed node to repair; the remediation is over for the breaker.
+    # 10. Hand the failed node to repair; the remediation is over for the breaker. A node the operator put back
+    #     in service is not recorded as in repair.
+    if (stood_down := _operator_wins(node, incident_id, dry_run, outcome | {"replacement": spare}, timeline,
+                                     "before sending the node to repair")):
+        return stood_down
     set_node_state(node, NodeState.REPAIR.value, reason=f"replaced by {spare}", dry_run=dry_run,
                    incident_id=incident_id)
     ok = joined["joined"] and size["on_node"]
@@ -159,6 +172,46 @@ def replace_node(
     return _report(outcome | {"status": status}, timeline)
 
 
+def _operator_wins(node: str, incident_id: int, dry_run: bool, outcome: dict[str, Any], timeline: Timeline,
+                   when: str) -> dict[str, Any] | None:
+    """The operator's manual change (e.g. an uncordon) stops the run here; it is recorded, never undone."""
+    drift = check_drift(node)
+    if not drift or dry_run:
+        return None
+    get_run_logger().warning("%s: %s %s — stopping, the operator's change stands", node, drift["what"], when)
+    set_incident_status(incident_id, IncidentStatus.ESCALATED.value, detail=f"operator ({when}): {drift['detail']}")
+    record_remediation_outcome(node, succeeded=False, incident_id=incident_id, dry_run=dry_run)
+    timeline.mark("stopped by operator")
+    return _report(outcome | {"status": Outcome.STOPPED_BY_OPERATOR.value, "drift": drift,
+                              "why": f"{drift['what']} {when}: the operator's change stands"}, timeline)
+
+
+def pass_gate(node: str, incident_id: int, signal: str, detected_at: str, dry_run: bool, *,
+              needs_spare: bool = True, takes_node_out: bool = True) -> dict[str, Any]:
+    """Run the gate until it acts, stands down or is held. Each hold asks its one question; an approval answers
+    only that one (a scope, the budget or the reserve) and the gate runs again, so every other open scope, the
+    node's other incidents, the budget and the reserve still apply. `status` is None when the node may be acted on,
+    else the Outcome (DUPLICATE: another incident has the node; HELD: a question was denied or not answered)."""
+    approved: list[str] = []
+    approvals: list[dict[str, Any]] = []
+    while True:
+        gate = check_breaker(node, incident_id, signal=signal, detected_at=detected_at, dry_run=dry_run,
+                             needs_spare=needs_spare, takes_node_out=takes_node_out, approved=tuple(approved))
+        out: dict[str, Any] = {"gate": gate["explain"], "approvals": approvals,
+                               "approval": approvals[-1] if approvals else None}
+        if gate["act"]:
+            return out | {"status": None}
+        if gate["skip"] in NOT_A_NEW_FAILURE:  # another incident on this node is (or was) dealt with it
+            return out | {"status": Outcome.DUPLICATE}
+        token = gate["scope"] or gate["skip"]
+        decision = ask_to_proceed(gate, node, incident_id, dry_run)
+        approvals.append(decision | {"answers": token})
+        out["approval"] = decision
+        if decision["decision"] != "approve" or token in approved:
+            return out | {"status": Outcome.HELD}
+        approved.append(token)
+
+
 def ask_to_proceed(gate: dict[str, Any], node: str, incident_id: int, dry_run: bool) -> dict[str, Any]:
     """One approval per tripped scope: the failure that tripped it asks, the others held there wait on its answer."""
     if dry_run:
@@ -166,10 +219,11 @@ def ask_to_proceed(gate: dict[str, Any], node: str, incident_id: int, dry_run: b
     settings = runtime.settings()
     scope = gate.get("scope")
     kind = f"breaker:{scope}" if scope else f"hold:{gate['skip']}"
-    if scope and gate["skip"] == "breaker-open":
+    if scope and gate["skip"] in ("breaker-open", "probe-in-flight"):
         # the failure that tripped this breaker asks; wait for its question rather than asking again
         asked = find_open_question(kind, within_seconds=30.0)
         if asked is not None:
+            get_run_logger().info("%s waits on approval %s (%s): %s", node, asked, kind, gate["explain"])
             return wait_for_decision(asked, settings.approvals.timeout_seconds)
     from tasks.approvals import request_approval
 
@@ -190,11 +244,17 @@ def ask_to_proceed(gate: dict[str, Any], node: str, incident_id: int, dry_run: b
 
 
 def _hold_summary(gate: dict[str, Any], node: str) -> str:
+    token = gate.get("scope") or gate.get("skip") or ""
+    waiting = held_on(token) or [node]
     lines = [f"**{node}**: {gate['explain']}", ""]
     for t in gate.get("transitions", []):
         lines.append(f"- breaker {t['scope_kind']} {t['scope']}: {t['from']} → {t['to']} — {t['reason']}")
-    lines += ["", "Approve to let automation act on the held failures (and re-close the breaker); deny or no "
-              "answer leaves the nodes as they are for a person to investigate."]
+    lines.append(f"- waiting on this answer: {', '.join(waiting)}")
+    others = [s for s in gate.get("open_scopes", []) if s != token]
+    lines.append(f"- other scopes not closed: {', '.join(others) if others else 'none'}")
+    lines += ["", "Approve answers this question only: the held failures then go through the rest of the gate "
+              "(other scopes, capacity budget, spare reserve) and may ask again. Deny or no answer leaves the nodes "
+              "as they are for a person to investigate."]
     return "\n".join(lines)
 
 

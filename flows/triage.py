@@ -18,6 +18,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from remedy import runtime
 from remedy.domain.model import IncidentStatus, utcnow
+from remedy.domain.outcome import Outcome, outcome_of
 from remedy.domain.xid import RemediationPath
 from remedy.receiver.triage_policy import (
     Decision,
@@ -27,10 +28,11 @@ from remedy.receiver.triage_policy import (
     parse_time,
 )
 from remedy.settings.triage import triage_settings
+from tasks.states import final_state, run_subflow
 from tasks.triage import claim_incident, close_incident, read_incident, read_live_node
 
-FIXED = {"replaced", "replaced-job-not-full", "preempted", "planned", "fixed", "resolved", "restarted", "isolated",
-         "infrastructure"}  # isolate_fault's verdict "infrastructure": the bad nodes are found and held
+# isolate_fault ends with a verdict, not an Outcome: "infrastructure" means the bad nodes are found and held
+ISOLATE_FIXED = {"isolated", "infrastructure"}
 
 
 def _run_name() -> str:
@@ -56,7 +58,7 @@ def triage(
     detected_at: str = "",
     event_id: str = "",
     dry_run: bool | None = None,
-) -> dict[str, Any]:
+):
     log = get_run_logger()
     settings = runtime.settings()
     t = triage_settings(settings)
@@ -105,20 +107,24 @@ def triage(
     with tagged(node, stage=decision.path.value, xid=incident.get("xid")):
         outcome = _dispatch(decision, incident, detected_at or incident["first_seen"].isoformat(), dry_run, log)
     status = str((outcome or {}).get("status", ""))
+    done = outcome_of(outcome)
     if decision.path is RemediationPath.ESCALATE or (outcome or {}).get("escalated"):
         final, detail = IncidentStatus.ESCALATED, f"escalated: {(outcome or {}).get('reason', decision.reason)}"
-    elif status in FIXED:
+    elif done is not None:
+        final = done.incident_status
+        why = (outcome or {}).get("why") or ("the operator's change stands" if done is Outcome.STOPPED_BY_OPERATOR
+                                             else done.value)
+        detail = f"{decision.path.value}: {why}" if final is not IncidentStatus.ESCALATED else \
+            f"{decision.path.value} ended {done.label.lower()}: a person decides ({why})"
+    elif status in ISOLATE_FIXED:
         final, detail = IncidentStatus.RESOLVED, f"{decision.path.value}: {status}"
-    elif status == "duplicate":  # the node is already being (or was) dealt with under another incident
-        final, detail = IncidentStatus.IGNORED, f"{decision.path.value}: {(outcome or {}).get('why') or 'duplicate'}"
-    elif status == "stopped-by-operator":
-        final, detail = IncidentStatus.IGNORED, f"{decision.path.value}: the operator's change stands"
     elif status == "code":
         final, detail = IncidentStatus.IGNORED, "isolate: every batch diverges — user code or data, not the hardware"
     else:
         final, detail = IncidentStatus.ESCALATED, f"{decision.path.value} ended {status or 'without a status'}: a human decides"
     closed = close_incident(incident_id, final.value, detail, only_if_acting=True)
-    return result | {"status": status or "done", "incident_status": closed["status"], "outcome": outcome}
+    return final_state(result | {"status": status or "done", "incident_status": closed["status"], "outcome": outcome,
+                                 "why": detail})
 
 
 def _explain(incident: dict[str, Any], decision: Decision, outcome: str = "") -> None:
@@ -147,11 +153,11 @@ def _dispatch(decision: Decision, incident: dict[str, Any], detected_at: str, dr
         decision_reason = decision.reason
     if path is RemediationPath.REPLACE:
         cause = f"XID {xid}" if xid is not None else incident["signal"]
-        return fn(node=node, cause=cause, signal=incident["signal"], xid=xid, gpu=gpu, incident_id=incident_id,
-                  detected_at=detected_at, dry_run=dry_run)
+        return run_subflow(fn, node=node, cause=cause, signal=incident["signal"], xid=xid, gpu=gpu,
+                           incident_id=incident_id, detected_at=detected_at, dry_run=dry_run)
     if path in (RemediationPath.RESTART_APP, RemediationPath.RESET_GPU, RemediationPath.REBOOT):
         if xid is not None:
-            return fn(node, xid, gpu, incident_id=incident_id, dry_run=dry_run, detected_at=detected_at)
+            return run_subflow(fn, node, xid, gpu, incident_id=incident_id, dry_run=dry_run, detected_at=detected_at)
         # fix-in-place walks the XID's ladder; a non-XID signal (row remap pending, NVLink) has none yet
         decision_reason = f"{path.value} for signal {incident['signal']} needs a human: fix-in-place takes an XID"
         path, fn = RemediationPath.ESCALATE, _flow("flows.escalate:escalate")
@@ -164,5 +170,6 @@ def _dispatch(decision: Decision, incident: dict[str, Any], detected_at: str, dr
     if fn is None:
         log.error("%s: escalating to a human (no escalate flow yet): %s", node, decision_reason)
         return {"status": "escalated", "escalated": True, "reason": decision_reason}
-    out = fn(node, decision_reason, incident_id=incident_id, dry_run=dry_run, quarantine=decision.quarantine)
-    return (out if isinstance(out, dict) else {"status": str(out)}) | {"escalated": True, "reason": decision_reason}
+    out = run_subflow(fn, node, decision_reason, incident_id=incident_id, dry_run=dry_run,
+                      quarantine=decision.quarantine)
+    return out | {"escalated": True, "reason": decision_reason}

@@ -35,6 +35,19 @@ class ApprovalInput(RunInput):
     approver: str = Field("", description="Who decides (Slack user or your name).")
 
 
+def _running_again(flow_run_id) -> None:
+    """After an unanswered pause the server still shows the run Paused (with a live Resume button), and would turn
+    whatever the run ends with into "never resumed": the safe default is taken, so the run is running again."""
+    from prefect.client.orchestration import get_client
+    from prefect.states import Running
+
+    try:
+        with get_client(sync_client=True) as client:
+            client.set_flow_run_state(flow_run_id, Running(message="no answer in time: safe default"), force=True)
+    except Exception as exc:  # the ledger already has the timeout; the run's state is cosmetic here
+        get_run_logger().warning("could not set the run back to Running after the approval timed out: %s", exc)
+
+
 def request_approval(*, kind: str, title: str, summary_markdown: str, incident_id: int | None, node: str | None,
                      timeout_seconds: float, default_on_timeout: str = "deny", slack: bool = True,
                      consequence: str = "nothing was changed") -> ApprovalOutcome:
@@ -74,7 +87,7 @@ def request_approval(*, kind: str, title: str, summary_markdown: str, incident_i
             answer = pause_flow_run(wait_for_input=form, timeout=max(1, math.ceil(timeout_seconds)), poll_interval=1,
                                     key=f"approval-{rec.id}")
         except FlowPauseTimeout:
-            pass
+            _running_again(flow_run.id)
         finally:
             if nudge is not None:
                 nudge.cancel()

@@ -13,7 +13,7 @@ import fcntl
 import threading
 import time
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -118,10 +118,15 @@ def _emit_breaker_event(t: BreakerTransition) -> None:
 @task(name="check_breaker", task_run_name="breaker-gate-{node}", cache_policy=NO_CACHE, retries=2,
       retry_delay_seconds=1, retry_condition_fn=transient_only)
 def check_breaker(node: str, incident_id: int | None, signal: str, detected_at: str, dry_run: bool,
-                  needs_spare: bool = True, takes_node_out: bool = True) -> dict[str, Any]:
-    """ACT or HOLD for this failure, with the reason in plain words and the breaker transitions it caused."""
+                  needs_spare: bool = True, takes_node_out: bool = True,
+                  approved: tuple[str, ...] = ()) -> dict[str, Any]:
+    """ACT or HOLD for this failure, with the reason in plain words and the breaker transitions it caused.
+
+    `approved`: what people already said yes to for this incident (remedy.safety.breaker.approval_token); the
+    whole gate runs again with only those questions answered. Each (incident, approvals) is decided once."""
     led = runtime.ledger()
-    key = f"incident-{incident_id}:{GATE_KIND}" + (":dry-run" if dry_run else "")
+    key = f"incident-{incident_id}:{GATE_KIND}" + (f":approved={','.join(sorted(approved))}" if approved else "") \
+        + (":dry-run" if dry_run else "")
     with breaker_lock():
         earlier = led.find_action(key)
         if earlier is not None:  # a re-run (or a concurrent duplicate) of this incident: decided once
@@ -132,8 +137,9 @@ def check_breaker(node: str, incident_id: int | None, signal: str, detected_at: 
         topo: Topology = led.get_node(node).topology
         at = min(datetime.fromisoformat(detected_at), now)
         failure = FailureEvent(node, at, topo, needs_spare=needs_spare, signal=signal, takes_node_out=takes_node_out)
-        decision = decide(failure, board, fleet_view(board), now)
-        detail = {"act": decision.acted, "explain": decision.explain(),
+        decision = decide(failure, board, fleet_view(board), now, approved=frozenset(approved))
+        detail = {"act": decision.acted, "explain": decision.explain(), "approved": sorted(approved),
+                  "open_scopes": board.not_closed(),
                   "skip": decision.skip.reason.value if decision.skip else None,
                   "scope": decision.skip.scope if decision.skip else None,
                   "transitions": [t.to_dict() for t in (*cooled, *decision.transitions)],
@@ -178,6 +184,19 @@ def close_breaker(scope: str, by: str) -> list[dict]:
         transitions = board.approve_close(scope, by, datetime.now(timezone.utc))
         record_transitions(transitions)
     return [t.to_dict() for t in transitions]
+
+
+def held_on(scope_or_reason: str, within_hours: float = 24.0) -> list[str]:
+    """Nodes whose latest gate decision holds them on this scope (or gate), newest first: who waits on the answer."""
+    led = runtime.ledger()
+    since = datetime.now(timezone.utc) - timedelta(hours=within_hours)
+    latest: dict[int | None, Any] = {}
+    for a in led.actions(kind=GATE_KIND):
+        if not a.dry_run and (a.finished_at or a.started_at) >= since:
+            latest[a.incident_id] = a  # actions come oldest first: the last one per incident wins
+    held = [a for a in latest.values() if not a.detail.get("act")
+            and (a.detail.get("scope") or a.detail.get("skip")) == scope_or_reason]
+    return [a.node for a in sorted(held, key=lambda a: a.started_at, reverse=True)]
 
 
 @task(name="wait_for_decision", task_run_name="wait-approval-{approval_id}", cache_policy=NO_CACHE,

@@ -40,7 +40,8 @@ from remedy.safety.scopes import (
     split_key,
 )
 
-__all__ = ["BreakerBoard", "BreakerError", "decide"]
+__all__ = ["APPROVE_BUDGET", "APPROVE_DETECTOR", "APPROVE_RESERVE", "BreakerBoard", "BreakerError", "approval_token",
+           "decide"]
 
 _LIKELY_CAUSE = {
     "rack": "a switch, PDU or config push",
@@ -50,10 +51,25 @@ _LIKELY_CAUSE = {
 }
 
 
-def decide(failure: FailureEvent, board: BreakerBoard, fleet: FleetView, now: datetime) -> Decision:
+# What a person's approval can answer: a tripped or open scope (its key, e.g. "rack:rack-01"), or one of these.
+APPROVE_BUDGET = SkipReason.CAPACITY_BUDGET.value
+APPROVE_DETECTOR = SkipReason.DETECTOR_SUSPECT.value
+APPROVE_RESERVE = SkipReason.SPARE_RESERVE.value
+
+
+def approval_token(skip: Skip) -> str:
+    """What approving this hold answers: the scope it names, else the gate that held."""
+    return skip.scope or skip.reason.value
+
+
+def decide(failure: FailureEvent, board: BreakerBoard, fleet: FleetView, now: datetime,
+           approved: frozenset[str] = frozenset()) -> Decision:
     """ACT or HOLD on one failure. Gates in order: duplicate, breakers (domains, then cluster), capacity, spares.
 
-    Mutates `board` (windows, states, in-flight set); same inputs in the same order give the same board.
+    `approved` lists what people already said yes to for this failure (see `approval_token`): each approval
+    answers one question only, so every other gate still applies — another open scope, the node's other
+    incidents, the capacity budget, the spare reserve. Mutates `board` (windows, states, in-flight set); same
+    inputs in the same order give the same board.
     """
     require_aware(now, "decision time")
     if failure.at > now:
@@ -85,25 +101,29 @@ def decide(failure: FailureEvent, board: BreakerBoard, fleet: FleetView, now: da
     scopes = tuple(keys)
     for key in domains:
         board._record(key, failure.at, node, scopes)
-    held = _held_by(board, domains, node)
+    unapproved = [k for k in domains if k not in approved]  # a person answered for these: not asked again
+    held = _held_by(board, unapproved, node)
     if held is None:
-        held = _trip(board, domains, fleet, failure, now, transitions)
+        held = _trip(board, unapproved, fleet, failure, now, transitions)
     if held is not None:
         return hold(held[0], held[1], held[2], counted=False)
 
     # 4. the cluster-wide breaker counts only failures no domain breaker already contains
     board._record(CLUSTER, failure.at, node, scopes)
-    held = _held_by(board, [CLUSTER], node) or _trip(board, [CLUSTER], fleet, failure, now, transitions)
-    if held is not None:
-        return hold(*held)
+    if CLUSTER not in approved:
+        held = _held_by(board, [CLUSTER], node) or _trip(board, [CLUSTER], fleet, failure, now, transitions)
+        if held is not None:
+            return hold(*held)
 
     # 5. capacity budget (medik8s minimum-healthy gate); never cordon a healthy fleet
     #    (a job restart keeps its node in service: only the suspect-detector half of the gate applies to it)
     out_now = set(fleet.in_remediation) | {n for n, f in board.active.items() if f.out_of_service}
     unhealthy = out_now | set(fleet.flagged) | {node}
     budget = check_budget(fleet.total, len(out_now), min(len(unhealthy), fleet.total), board.budget)
-    if budget.detector_suspect or (not budget.ok and failure.takes_node_out):
-        return hold(SkipReason.DETECTOR_SUSPECT if budget.detector_suspect else SkipReason.CAPACITY_BUDGET, budget.detail)
+    if budget.detector_suspect and APPROVE_DETECTOR not in approved:
+        return hold(SkipReason.DETECTOR_SUSPECT, budget.detail)
+    if not budget.ok and failure.takes_node_out and APPROVE_BUDGET not in approved:
+        return hold(SkipReason.CAPACITY_BUDGET, budget.detail)
 
     # 6. spare reserve: automation never takes the ready pool below the reserve
     note = budget.detail if failure.takes_node_out else "the node stays in service (no capacity used)"
@@ -116,7 +136,7 @@ def decide(failure: FailureEvent, board: BreakerBoard, fleet: FleetView, now: da
             # apply) and the flow's no-spare path decides — preempt lower-priority work with approval, shrink an
             # elastic job, or escalate; never a half-replacement
             note += f"; no ready spare (after {len(promised)} already promised): the no-spare path decides"
-        elif ready - 1 < reserve:
+        elif ready - 1 < reserve and APPROVE_RESERVE not in approved:
             left = f"only {ready} ready spare{'s' if ready != 1 else ''}"
             return hold(
                 SkipReason.SPARE_RESERVE,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tasks.states import run_subflow
+
 import contextlib
 from datetime import datetime, timezone
 from typing import Any
@@ -24,7 +26,7 @@ def _fix(ctx: DemoContext, xid: int, gpu: int, detected_at: datetime) -> dict[st
     from flows.fix_in_place import fix_in_place
 
     with _answering(ctx):
-        return fix_in_place(node=NODE, xid=xid, gpu=gpu, detected_at=detected_at.isoformat(), dry_run=ctx.dry_run)
+        return run_subflow(fix_in_place, node=NODE, xid=xid, gpu=gpu, detected_at=detected_at.isoformat(), dry_run=ctx.dry_run)
 
 
 def xid94(ctx: DemoContext) -> dict[str, Any]:

@@ -3,6 +3,8 @@ pool runs dry; no spare is ready and a low-priority session is preempted for the
 
 from __future__ import annotations
 
+from tasks.states import run_subflow
+
 import contextlib
 import os
 import threading
@@ -51,7 +53,7 @@ def xid79(ctx: DemoContext) -> dict[str, Any]:
     inject(ctx.sim.cluster, "xid", NODE, gpu=3, code=79)
     ctx.say(f"injected XID 79 (GPU fell off the bus) on {NODE} GPU 3")
     with tagged(NODE, stage="replace", xid=79):
-        return replace_node(node=NODE, cause="XID 79", signal="xid", xid=79, gpu=3, detected_at=detected_at,
+        return run_subflow(replace_node, node=NODE, cause="XID 79", signal="xid", xid=79, gpu=3, detected_at=detected_at,
                             dry_run=ctx.dry_run)
 
 
@@ -65,7 +67,7 @@ def rack_storm(ctx: DemoContext) -> dict[str, Any]:
     runs: dict[str, dict[str, Any]] = {}
 
     def one(node: str, detected_at: str) -> None:
-        runs[node] = replace_node(node=node, cause="XID 79", signal="xid", xid=79, gpu=0, detected_at=detected_at,
+        runs[node] = run_subflow(replace_node, node=node, cause="XID 79", signal="xid", xid=79, gpu=0, detected_at=detected_at,
                                   dry_run=ctx.dry_run)
 
     with _answering(ctx):
@@ -101,7 +103,7 @@ def spares_exhausted(ctx: DemoContext) -> dict[str, Any]:
             detected_at = _now()
             inject(ctx.sim.cluster, "xid", node, gpu=1, code=79)
             ctx.say(f"injected XID 79 on {node}")
-            runs.append(replace_node(node=node, cause="XID 79", signal="xid", xid=79, gpu=1,
+            runs.append(run_subflow(replace_node, node=node, cause="XID 79", signal="xid", xid=79, gpu=1,
                                      detected_at=detected_at, dry_run=ctx.dry_run))
     last = runs[-1]
     return {"node": ", ".join(EXHAUST_NODES), "status": last["status"],
@@ -125,7 +127,7 @@ def preempt(ctx: DemoContext) -> dict[str, Any]:
         detected_at = _now()
         inject(ctx.sim.cluster, "xid", NODE, gpu=3, code=79)
         ctx.say(f"injected XID 79 on {NODE}: the 60-node job is one node short")
-        run = replace_node(node=NODE, cause="XID 79", signal="xid", xid=79, gpu=3, detected_at=detected_at,
+        run = run_subflow(replace_node, node=NODE, cause="XID 79", signal="xid", xid=79, gpu=3, detected_at=detected_at,
                            dry_run=ctx.dry_run)
     after = ctx.sim.cluster.sessions()
     status = run["status"]

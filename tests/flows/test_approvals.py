@@ -8,6 +8,8 @@ import time
 
 import httpx
 import pytest
+
+from tests.fixtures.prefect import run_to_state_result
 from prefect import flow
 
 from remedy.approvals.decide import decide_and_resume
@@ -144,7 +146,7 @@ def test_escalation_timeout_keeps_the_node_quarantined_and_replaces_nothing(pref
 
     runtime = remedy_env(sim=sim, slack=slack_stub)
     spares = _spares(sim)
-    out = escalate(node="gpu011", reason="XID 58 (CONTACT_SUPPORT)", ask_replace=True, approval_timeout_seconds=2)
+    out = run_to_state_result(escalate, node="gpu011", reason="XID 58 (CONTACT_SUPPORT)", ask_replace=True, approval_timeout_seconds=2)
     assert out["approval"]["decision"] == "timeout" and out["replacement"] is None and out["status"] == "escalated"
     with sim.cluster.lock:
         node = sim.cluster.node("gpu011")
@@ -168,7 +170,7 @@ def test_auto_approver_answers_through_the_real_path(prefect_server, sim, slack_
     with contextlib.ExitStack() as stack:
         url = stack.enter_context(run_receiver()) if via_receiver else None
         auto = stack.enter_context(AutoApprover(decision=True, receiver_url=url))
-        out = escalate(node="gpu012", reason="XID 58 (CONTACT_SUPPORT)", ask_replace=True,
+        out = run_to_state_result(escalate, node="gpu012", reason="XID 58 (CONTACT_SUPPORT)", ask_replace=True,
                        approval_timeout_seconds=60)
     assert out["approval"]["decision"] == "approve" and out["approval"]["by"] == "demo-operator"
     assert out["status"] == "replaced" and out["replacement"] in spares

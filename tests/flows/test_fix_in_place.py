@@ -11,6 +11,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from tests.fixtures.prefect import run_to_state_result
+
 from flows.fix_in_place import fix_in_place
 from remedy.sim.faults import inject
 from tests.approvals.helpers import remedy_env  # noqa: F401 - fixture
@@ -46,7 +48,7 @@ def test_xid94_restarts_the_app_without_excluding_the_node(prefect_server, sim, 
     assert len(before) == 1
     inject(sim.cluster, "xid", "gpu003", gpu=2, code=94)
     t0 = datetime.now(timezone.utc)
-    out = fix_in_place(node="gpu003", xid=94, gpu=2)
+    out = run_to_state_result(fix_in_place, node="gpu003", xid=94, gpu=2)
     assert out["status"] == "restarted"
     assert out["restarted"] == before
     assert out["workload"]["back_on_node"] and out["workload"]["full"]  # the job controller put it back here
@@ -64,7 +66,7 @@ def test_xid94_restarts_the_app_without_excluding_the_node(prefect_server, sim, 
 
     # The same XID on the same GPU again: the restart did not hold → next rung (GPU reset), which fixes it.
     inject(sim.cluster, "xid", "gpu003", gpu=2, code=94)
-    again = fix_in_place(node="gpu003", xid=94, gpu=2)
+    again = run_to_state_result(fix_in_place, node="gpu003", xid=94, gpu=2)
     assert [s["step"] for s in again["steps"]] == ["reset-gpu"]
     assert "did not hold" in again["steps"][0]["reason"]
     assert again["status"] == "fixed"
@@ -74,7 +76,7 @@ def test_xid145_gpu_reset_succeeds_and_node_returns(prefect_server, sim, remedy_
     runtime = remedy_env(sim=sim)
     inject(sim.cluster, "xid", "gpu005", gpu=3, code=145)
     assert sim.cluster.health["gpu005"].faulty()
-    out = fix_in_place(node="gpu005", xid=145, gpu=3)
+    out = run_to_state_result(fix_in_place, node="gpu005", xid=145, gpu=3)
     assert out["status"] == "fixed", out
     assert [r["step"] for r in out["timeline"]] == ["detected", "reset-gpu fixed"]
     assert out["verify"]["verdict"] != "fail"
@@ -101,7 +103,7 @@ def test_reset_fails_then_reboot_then_replace(prefect_server, sim, remedy_env):
     inject(sim.cluster, "xid", "gpu006", gpu=1, code=145)
     inject(sim.cluster, "reset-fails", "gpu006", gpu=1)
     sim.cluster.health["gpu006"].gpus[1].reboot_clears = False  # hardware: a reboot does not clear it either
-    out = fix_in_place(node="gpu006", xid=145, gpu=1)
+    out = run_to_state_result(fix_in_place, node="gpu006", xid=145, gpu=1)
     assert [s["step"] for s in out["steps"]] == ["reset-gpu", "reboot", "replace"]
     assert out["status"] == "replaced" and out["replacement"] in ("gpu015", "gpu016")
     assert [r["step"] for r in out["timeline"]] == ["detected", "reset-gpu failed", "reboot failed", "replace replaced"]
@@ -122,7 +124,7 @@ def test_dry_run_changes_nothing(prefect_server, sim, remedy_env):
     before_node, before_pods = _node(sim, "gpu007"), _training_pods(sim, "gpu007")
     with sim.cluster.lock:
         jobs_before = len(sim.cluster.store.objects("Job"))
-    out = fix_in_place(node="gpu007", xid=145, gpu=0, dry_run=True)
+    out = run_to_state_result(fix_in_place, node="gpu007", xid=145, gpu=0, dry_run=True)
     assert out["status"] == "planned"
     assert _node(sim, "gpu007") == before_node and _training_pods(sim, "gpu007") == before_pods
     assert sim.cluster.health["gpu007"].faulty()  # nothing was reset
@@ -132,13 +134,13 @@ def test_dry_run_changes_nothing(prefect_server, sim, remedy_env):
     assert actions and all(a.dry_run and a.outcome.value == "planned" for a in actions)
     assert {"cordon_node", "drain_node", "job_gpu-reset", "uncordon_node"} <= {a.kind for a in actions}
     # a dry run is not an attempt: the real run afterwards still starts at the first rung
-    real = fix_in_place(node="gpu007", xid=145, gpu=0)
+    real = run_to_state_result(fix_in_place, node="gpu007", xid=145, gpu=0)
     assert [s["step"] for s in real["steps"]] == ["reset-gpu"] and real["status"] == "fixed"
 
 
 def test_contact_support_xid_escalates_and_keeps_node_quarantined(prefect_server, sim, remedy_env):
     runtime = remedy_env(sim=sim)
-    out = fix_in_place(node="gpu008", xid=58, gpu=0)  # FB_MEMORY_ERROR: NVIDIA says contact support
+    out = run_to_state_result(fix_in_place, node="gpu008", xid=58, gpu=0)  # FB_MEMORY_ERROR: NVIDIA says contact support
     assert out["status"] == "escalated" and "a person decides" in out["why"]
     assert out["escalation"]["status"] == "escalated"
     assert _node(sim, "gpu008")["unschedulable"] is True and QUARANTINE in _node(sim, "gpu008")["taints"]
@@ -157,11 +159,11 @@ def test_duplicate_triggers_fix_once(prefect_server, sim, remedy_env):
 
     _spares_validated_at_build(runtime)  # the ledger knows the fleet (as the receiver's sync would)
     incident, _ = led.open_incident(Incident(node="gpu009", signal="xid", gpu=4, xid=145), window_seconds=600)
-    runs = [FlowThread(lambda: fix_in_place(node="gpu009", xid=145, gpu=4, incident_id=incident.id))
+    runs = [FlowThread(lambda: run_to_state_result(fix_in_place, node="gpu009", xid=145, gpu=4, incident_id=incident.id))
             for _ in range(2)]
     statuses = sorted(r.result(120)["status"] for r in runs)
     assert statuses == ["duplicate", "fixed"]
-    late = fix_in_place(node="gpu009", xid=145, gpu=4, incident_id=incident.id)  # a trigger after the fix
+    late = run_to_state_result(fix_in_place, node="gpu009", xid=145, gpu=4, incident_id=incident.id)  # a trigger after the fix
     assert late["status"] == "duplicate" and "resolved" in late["why"]
     assert [a.kind for a in led.actions(node="gpu009")].count("fix_reset-gpu") == 1
     assert [a.kind for a in led.actions(node="gpu009")].count("job_gpu-reset") == 1
@@ -173,7 +175,7 @@ def test_manual_uncordon_mid_fix_is_respected(prefect_server, sim_factory, remed
     sim = sim_factory(nodes=16, spares=2, time_scale=0.1)  # slow enough to act by hand while the reset runs
     runtime = remedy_env(sim=sim)
     inject(sim.cluster, "xid", "gpu013", gpu=1, code=145)
-    run = FlowThread(lambda: fix_in_place(node="gpu013", xid=145, gpu=1))
+    run = FlowThread(lambda: run_to_state_result(fix_in_place, node="gpu013", xid=145, gpu=1))
     led = runtime.ledger()
     wait_for("the GPU reset Job", lambda: any(a.kind == "job_gpu-reset" for a in led.actions(node="gpu013")),
              timeout=90)

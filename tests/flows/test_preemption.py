@@ -8,6 +8,8 @@ from uuid import UUID
 
 import pytest
 
+from tests.fixtures.prefect import run_to_state_result
+
 from tests.approvals.helpers import (  # noqa: F401 - remedy_env is a fixture
     FlowThread, remedy_env, wait_paused_approval,
 )
@@ -40,7 +42,7 @@ def preemptions(runtime, incident_id=None, outcome="succeeded"):
 def replace(**kw):
     from flows.replace_node import replace_node
 
-    return replace_node(node=FAILED, cause="XID 79", xid=79, gpu=0, **kw)
+    return run_to_state_result(replace_node, node=FAILED, cause="XID 79", xid=79, gpu=0, **kw)
 
 
 def test_approved_preemption_evicts_one_session_and_the_job_is_back_at_full_size(prefect_server, sim, remedy_env):

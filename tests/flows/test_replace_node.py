@@ -12,6 +12,8 @@ from datetime import datetime, timezone
 
 import pytest
 
+from tests.fixtures.prefect import run_to_state_result
+
 pytestmark = pytest.mark.prefect
 
 
@@ -54,7 +56,7 @@ def test_xid79_replaced_and_job_back_to_full_size(prefect_server, remedy_on_sim)
 
     prevalidate_spares()
     inject(remedy_on_sim.cluster, "xid", "gpu003", gpu=3, code=79)
-    out = replace_node(node="gpu003", cause="XID 79", xid=79, gpu=3)
+    out = run_to_state_result(replace_node, node="gpu003", cause="XID 79", xid=79, gpu=3)
     assert out["status"] == "replaced", out
     spare = out["replacement"]
     assert spare in ("gpu008", "gpu016")
@@ -79,7 +81,7 @@ def test_stale_spare_is_validated_before_promotion(prefect_server, remedy_on_sim
 
     monkeypatch.setenv("REMEDY_SPARES__VALIDATE_ON_PROMOTE", "true")
     runtime.reset()
-    out = replace_node(node="gpu004", cause="XID 79", xid=79, gpu=0)
+    out = run_to_state_result(replace_node, node="gpu004", cause="XID 79", xid=79, gpu=0)
     assert out["status"] == "replaced", out
     validations = runtime.ledger().validations(out["replacement"])
     assert validations and validations[-1].passed and validations[-1].level == "quick"
@@ -91,9 +93,9 @@ def test_duplicate_trigger_gives_one_replacement(prefect_server, remedy_on_sim):
     from flows.replace_node import replace_node
 
     prevalidate_spares()
-    first = replace_node(node="gpu005", cause="XID 79", xid=79, gpu=1)
+    first = run_to_state_result(replace_node, node="gpu005", cause="XID 79", xid=79, gpu=1)
     actions = len(runtime_ledger().actions())
-    again = replace_node(node="gpu005", cause="XID 79", xid=79, gpu=1, incident_id=first["incident_id"])
+    again = run_to_state_result(replace_node, node="gpu005", cause="XID 79", xid=79, gpu=1, incident_id=first["incident_id"])
     assert first["status"] == "replaced"
     # a late duplicate (event re-delivered after the incident was resolved) stands down: no re-run of any step
     assert again["status"] == "duplicate" and f"incident {first['incident_id']} is already resolved" in again["why"]
@@ -116,10 +118,10 @@ def test_second_incident_for_a_node_already_replaced_stands_down(prefect_server,
     xid = open_incident.fn("gpu009", "xid", gpu=4, xid=64)
     remap = open_incident.fn("gpu009", "row-remap-failure", gpu=4)
     assert xid["id"] != remap["id"]
-    first = replace_node(node="gpu009", cause="row-remap-failure", signal="row-remap-failure", gpu=4,
+    first = run_to_state_result(replace_node, node="gpu009", cause="row-remap-failure", signal="row-remap-failure", gpu=4,
                          incident_id=remap["id"])
     assert first["status"] == "replaced"
-    second = replace_node(node="gpu009", cause="XID 64", xid=64, gpu=4, incident_id=xid["id"])
+    second = run_to_state_result(replace_node, node="gpu009", cause="XID 64", xid=64, gpu=4, incident_id=xid["id"])
     assert second["status"] == "duplicate" and "already out of service (repair)" in second["why"], second
     led = runtime.ledger()
     assert led.get_node("gpu009").state.value == "repair"
@@ -136,7 +138,7 @@ def test_concurrent_duplicate_triggers_give_one_replacement(prefect_server, reme
     results = []
 
     def run():
-        results.append(replace_node(node="gpu006", cause="XID 79", xid=79, gpu=2, incident_id=incident["id"]))
+        results.append(run_to_state_result(replace_node, node="gpu006", cause="XID 79", xid=79, gpu=2, incident_id=incident["id"]))
 
     threads = [threading.Thread(target=run) for _ in range(3)]
     [t.start() for t in threads]
@@ -156,7 +158,7 @@ def test_crash_and_rerun_gives_one_replacement(prefect_server, remedy_on_sim, tm
     prevalidate_spares()
     incident = open_incident.fn("gpu007", "xid", gpu=4, xid=79)
     code = (f"from flows.replace_node import replace_node; "
-            f"replace_node(node='gpu007', cause='XID 79', xid=79, gpu=4, incident_id={incident['id']})")
+            f"replace_node(node='gpu007', cause='XID 79', xid=79, gpu=4, incident_id={incident['id']}, return_state=True)")
     env = os.environ | {"PREFECT_API_URL": PREFECT_API_URL.value()}
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -178,7 +180,7 @@ def test_crash_and_rerun_gives_one_replacement(prefect_server, remedy_on_sim, tm
     holder = led.get_incident(incident["id"]).flow_run_id
     with get_client(sync_client=True) as client:
         client.set_flow_run_state(UUID(holder), Crashed(message="process killed by the test"), force=True)
-    out = replace_node(node="gpu007", cause="XID 79", xid=79, gpu=4, incident_id=incident["id"])
+    out = run_to_state_result(replace_node, node="gpu007", cause="XID 79", xid=79, gpu=4, incident_id=incident["id"])
     assert out["status"] == "replaced", out
     assert len({a.node for a in led.actions(incident_id=incident["id"], kind="set_state_active")}) == 1
     assert list(pools(remedy_on_sim).values()).count("spare") == 1
@@ -208,7 +210,7 @@ def test_manual_uncordon_mid_flow_is_respected(prefect_server, remedy_on_sim):
     t = threading.Thread(target=operator)
     t.start()
     try:
-        out = replace_node(node="gpu009", cause="XID 79", xid=79, gpu=0)
+        out = run_to_state_result(replace_node, node="gpu009", cause="XID 79", xid=79, gpu=0)
     finally:
         stop.set()
         t.join()
@@ -227,7 +229,7 @@ def test_dry_run_changes_nothing(prefect_server, remedy_on_sim):
     prevalidate_spares()
     before = {n.name: (n.unschedulable, sorted(n.taints), n.labels.get("remedy.io/pool"))
               for n in runtime.cluster().list_gpu_nodes()}
-    out = replace_node(node="gpu010", cause="XID 79", xid=79, gpu=0, dry_run=True)
+    out = run_to_state_result(replace_node, node="gpu010", cause="XID 79", xid=79, gpu=0, dry_run=True)
     after = {n.name: (n.unschedulable, sorted(n.taints), n.labels.get("remedy.io/pool"))
              for n in runtime.cluster().list_gpu_nodes()}
     assert out["status"] == "planned"
@@ -244,7 +246,7 @@ def test_no_usable_spare_escalates_without_half_replacement(prefect_server, reme
     from remedy import runtime
 
     before = pools(remedy_on_sim)
-    out = replace_node(node="gpu011", cause="XID 79", xid=79, gpu=0)
+    out = run_to_state_result(replace_node, node="gpu011", cause="XID 79", xid=79, gpu=0)
     assert out["status"] == "no-spare", out
     assert "needs validation" in out["why"]
     after = pools(remedy_on_sim)
@@ -263,8 +265,8 @@ def test_escalating_a_node_already_in_repair_leaves_it_there(prefect_server, rem
     from remedy import runtime
 
     prevalidate_spares()
-    assert replace_node(node="gpu010", cause="XID 79", xid=79, gpu=0)["status"] == "replaced"
-    out = escalate(node="gpu010", reason="XID 48 recurring")
+    assert run_to_state_result(replace_node, node="gpu010", cause="XID 79", xid=79, gpu=0)["status"] == "replaced"
+    out = run_to_state_result(escalate, node="gpu010", reason="XID 48 recurring")
     assert out["quarantined"] is False and "already out of service (repair)" in out["gate"]
     assert runtime.ledger().get_node("gpu010").state.value == "repair"
 
@@ -279,15 +281,15 @@ def test_an_escalated_incident_waits_for_a_person_and_a_run_started_by_hand_acts
 
     prevalidate_spares()
     incident = open_incident.fn("gpu011", "xid", gpu=3, xid=79)
-    escalate(node="gpu011", reason="XID 79 recurring", incident_id=incident["id"])
+    run_to_state_result(escalate, node="gpu011", reason="XID 79 recurring", incident_id=incident["id"])
     led = runtime.ledger()
     assert led.get_incident(incident["id"]).status.value == "escalated"
 
-    late = replace_node(node="gpu011", cause="XID 79", xid=79, gpu=3, incident_id=incident["id"])
+    late = run_to_state_result(replace_node, node="gpu011", cause="XID 79", xid=79, gpu=3, incident_id=incident["id"])
     assert late["status"] == "duplicate" and "already escalated" in late["why"], late
     assert not promotions()
 
-    by_hand = replace_node(node="gpu011", cause="operator: replace it", xid=79, gpu=3)
+    by_hand = run_to_state_result(replace_node, node="gpu011", cause="operator: replace it", xid=79, gpu=3)
     assert by_hand["incident_id"] == incident["id"] and by_hand["status"] == "replaced", by_hand
     assert len(promotions(incident["id"])) == 1
     assert led.get_incident(incident["id"]).status.value == "resolved"

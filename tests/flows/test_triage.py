@@ -7,6 +7,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from tests.fixtures.prefect import run_to_state_result
+
 from remedy.domain.model import Incident, IncidentStatus
 
 pytestmark = pytest.mark.prefect
@@ -66,7 +68,7 @@ def test_replace_path_runs_replace_node_once_even_when_triggered_twice(prefect_s
 
     inject(fleet.cluster, "xid", "gpu003", gpu=2, code=64)
     inc = open_incident("gpu003", xid=64)
-    out = triage(incident_id=str(inc.id), node="gpu003", xid=64, detected_at=inc.first_seen.isoformat())
+    out = run_to_state_result(triage, incident_id=str(inc.id), node="gpu003", xid=64, detected_at=inc.first_seen.isoformat())
     assert (out["action"], out["path"], out["status"]) == ("remediate", "replace", "replaced"), out
     assert out["verdict"]["rule"] == "xid-catalog"
     assert runtime.cluster().get_node("gpu003").unschedulable
@@ -74,7 +76,7 @@ def test_replace_path_runs_replace_node_once_even_when_triggered_twice(prefect_s
     md = artifact(inc)
     assert "`xid-catalog` → **replace**" in md and "flows.replace_node:replace_node" in md
 
-    again = triage(incident_id=inc.id, node="gpu003", xid=64)  # the event delivered twice
+    again = run_to_state_result(triage, incident_id=inc.id, node="gpu003", xid=64)  # the event delivered twice
     assert again["status"] == "already-handled"
     assert len(cordons(inc.id)) == 1
 
@@ -85,7 +87,7 @@ def test_incident_held_by_another_run_is_a_duplicate(prefect_server, fleet) -> N
 
     inc = open_incident("gpu004", xid=64)
     assert runtime.ledger().claim_incident(inc.id, "another-triage-run")
-    out = triage(incident_id=inc.id)
+    out = run_to_state_result(triage, incident_id=inc.id)
     assert out["status"] == "already-handled"  # acting, held by someone else: never a second remediation
     assert cordons(inc.id) == [] and not runtime.cluster().get_node("gpu004").unschedulable
 
@@ -95,12 +97,12 @@ def test_watch_and_ignore_are_recorded_without_action(prefect_server, fleet) -> 
     from remedy import runtime
 
     watch = open_incident("gpu005", xid=63)  # row remap pending via XID 63: the catalog says watch
-    out = triage(incident_id=watch.id)
+    out = run_to_state_result(triage, incident_id=watch.id)
     assert (out["action"], out["status"]) == ("record", "watch")
     assert runtime.ledger().get_incident(watch.id).status is IncidentStatus.IGNORED
     assert "watch: recorded as a warning, no action" in artifact(watch)
     ignore = open_incident("gpu005", xid=14, gpu=1)
-    assert triage(incident_id=ignore.id)["status"] == "ignore"
+    assert run_to_state_result(triage, incident_id=ignore.id)["status"] == "ignore"
     assert not runtime.cluster().get_node("gpu005").unschedulable
 
 
@@ -109,7 +111,7 @@ def test_unknown_xid_escalates_to_a_human(prefect_server, fleet) -> None:
     from remedy import runtime
 
     inc = open_incident("gpu006", xid=9999)
-    out = triage(incident_id=inc.id, dry_run=True)
+    out = run_to_state_result(triage, incident_id=inc.id, dry_run=True)
     assert out["path"] == "escalate" and out["verdict"]["rule"] == "xid-unknown"
     assert out["outcome"]["escalated"] is True
     assert runtime.ledger().get_incident(inc.id).status is IncidentStatus.ESCALATED
@@ -121,7 +123,7 @@ def test_stale_incident_rereads_the_node_and_stands_down(prefect_server, fleet) 
 
     inc = open_incident("gpu007", xid=64, age_s=3600)  # the stack was down for an hour
     runtime.cluster().cordon("gpu007", reason="operator looked at it", by="operator:ana")
-    out = triage(incident_id=inc.id)
+    out = run_to_state_result(triage, incident_id=inc.id)
     assert out["stale"] and out["status"] == "skipped"
     assert "already cordoned" in out["reason"]
     assert runtime.ledger().get_incident(inc.id).status is IncidentStatus.IGNORED
@@ -136,7 +138,7 @@ def test_node_already_out_of_service_is_not_remediated_twice(prefect_server, fle
     runtime.ledger().transition("gpu009", NodeState.ACTIVE, reason="test", requested_by="test")
     runtime.ledger().transition("gpu009", NodeState.QUARANTINED, reason="earlier fault", requested_by="test")
     inc = open_incident("gpu009", signal="row-remap-failure", xid=None)
-    out = triage(incident_id=inc.id)
+    out = run_to_state_result(triage, incident_id=inc.id)
     assert out["status"] == "skipped" and "already quarantined" in out["reason"]
     assert cordons(inc.id) == []
 
@@ -157,7 +159,7 @@ def test_two_incidents_for_one_fault_give_one_replacement_and_no_false_escalatio
 
     def run(inc):
         try:
-            results[inc.id] = triage(incident_id=str(inc.id), node="gpu004", detected_at=inc.first_seen.isoformat())
+            results[inc.id] = run_to_state_result(triage, incident_id=str(inc.id), node="gpu004", detected_at=inc.first_seen.isoformat())
         except Exception as exc:  # a run that fails is what this test is about
             errors.append(exc)
 

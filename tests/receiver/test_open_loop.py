@@ -6,6 +6,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from tests.fixtures.prefect import run_to_state_result
+
 from flows.fix_in_place import fix_in_place
 from remedy.approvals.open_loop import OPEN_LOOP_KIND, PROPOSED_EVENT
 from remedy.sim.faults import inject
@@ -29,7 +31,7 @@ def test_open_loop_waits_for_the_external_go_ahead(prefect_server, sim, remedy_e
     runtime = remedy_env(sim=sim, LADDER__OPEN_LOOP_POOLS=[INSTANCE_TYPE])
     inject(sim.cluster, "xid", "gpu004", gpu=2, code=145)
     with run_receiver() as url:
-        run = FlowThread(lambda: fix_in_place(node="gpu004", xid=145, gpu=2))
+        run = FlowThread(lambda: run_to_state_result(fix_in_place, node="gpu004", xid=145, gpu=2))
         led = runtime.ledger()
         approval = wait_for("the open-loop proposal", lambda: next(
             (a for a in led.approvals(pending=True) if a.kind == OPEN_LOOP_KIND
@@ -61,7 +63,7 @@ def test_open_loop_waits_for_the_external_go_ahead(prefect_server, sim, remedy_e
 def test_open_loop_without_go_ahead_does_nothing(prefect_server, sim, remedy_env):
     runtime = remedy_env(sim=sim, LADDER__OPEN_LOOP_POOLS=["*"], LADDER__RESET_GPU_TIMEOUT_MINUTES=0.03)
     inject(sim.cluster, "xid", "gpu010", gpu=0, code=145)
-    out = fix_in_place(node="gpu010", xid=145, gpu=0)  # waits 1.8 s (the step timeout), then gives up
+    out = run_to_state_result(fix_in_place, node="gpu010", xid=145, gpu=0)  # waits 1.8 s (the step timeout), then gives up
     assert out["status"] == "proposed-not-executed" and out["open_loop"]["decision"] == "timeout"
     kinds = {a.kind for a in runtime.ledger().actions(node="gpu010")}
     assert not kinds & {"cordon_node", "drain_node", "job_gpu-reset", "fix_reset-gpu"}
@@ -80,7 +82,7 @@ def test_open_loop_replacement_waits_for_the_go_ahead_then_replaces(prefect_serv
             led.record_validation(n.name, level="standard", passed=True, summary={}, requested_by="test")
     inject(sim.cluster, "xid", "gpu005", gpu=1, code=79)
     with run_receiver() as url:
-        run = FlowThread(lambda: replace_node(node="gpu005", cause="XID 79", xid=79, gpu=1))
+        run = FlowThread(lambda: run_to_state_result(replace_node, node="gpu005", cause="XID 79", xid=79, gpu=1))
         approval = wait_for("the open-loop proposal", lambda: next(
             (a for a in led.approvals(pending=True) if a.kind == OPEN_LOOP_KIND
              and flow_state(a.flow_run_id) == "PAUSED"), None), timeout=60)

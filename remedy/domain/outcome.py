@@ -1,0 +1,101 @@
+"""What a remediation run ended with: one enum, its meaning for the incident, and how the run shows it.
+
+Every remediation flow (replace-node, fix-in-place, escalate) ends with one `Outcome`. Triage closes the incident
+from it, the demo and CLI summaries count it, and the run's final Prefect state shows it: a fixed, replaced or
+ignored run is Completed (green); a held, escalated, no-spare or stopped-by-operator run is not (Failed or
+Cancelled, named for what happened, with a one-line message), so a person scanning the UI sees what needs them.
+Plain Python: no Prefect import (`tasks.states` turns an outcome into a state).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from remedy.domain.model import IncidentStatus
+
+
+class RunLook(StrEnum):
+    """How the run's final state looks in the UI."""
+
+    DONE = "completed"  # green: nothing left for a person
+    NEEDS_A_PERSON = "failed"  # red: held, escalated, no spare, half done
+    STOOD_DOWN = "cancelled"  # grey: a person's change or decision stopped automation on purpose
+
+
+class Outcome(StrEnum):
+    # the fault is dealt with
+    REPLACED = "replaced"
+    REPLACED_JOB_NOT_FULL = "replaced-job-not-full"
+    PREEMPTED = "preempted"
+    FIXED = "fixed"
+    RESTARTED = "restarted"
+    IGNORED = "ignored"
+    PLANNED = "planned"  # dry-run: every step planned and recorded, nothing changed
+    DUPLICATE = "duplicate"  # another run or incident has this fault in hand
+    # a person must look
+    HELD = "held"
+    ESCALATED = "escalated"
+    NO_SPARE = "no-spare"
+    SHRUNK = "shrunk"
+    REPLACED_NOT_JOINED = "replaced-not-joined"
+    PREEMPTED_NOT_JOINED = "preempted-not-joined"
+    # automation stood down on purpose
+    STOPPED_BY_OPERATOR = "stopped-by-operator"
+    PROPOSED_NOT_EXECUTED = "proposed-not-executed"
+
+    @property
+    def look(self) -> RunLook:
+        return _LOOK[self]
+
+    @property
+    def fixed(self) -> bool:
+        """The fault no longer needs anything (a rung of the ladder that ends like this succeeded)."""
+        return self in _FIXED
+
+    @property
+    def label(self) -> str:
+        """The run's state name, in the operator's words."""
+        return _LABEL.get(self, self.value.replace("-", " ").capitalize())
+
+    @property
+    def incident_status(self) -> IncidentStatus:
+        """How triage closes the incident after a remediation that ended like this."""
+        if self.fixed and self is not Outcome.DUPLICATE:
+            return IncidentStatus.RESOLVED
+        if self in (Outcome.DUPLICATE, Outcome.STOPPED_BY_OPERATOR, Outcome.IGNORED):
+            return IncidentStatus.IGNORED
+        return IncidentStatus.ESCALATED
+
+
+_FIXED = frozenset({Outcome.REPLACED, Outcome.REPLACED_JOB_NOT_FULL, Outcome.PREEMPTED, Outcome.FIXED,
+                    Outcome.RESTARTED, Outcome.PLANNED, Outcome.IGNORED, Outcome.DUPLICATE})
+_LOOK = {o: RunLook.DONE for o in _FIXED} | {
+    o: RunLook.NEEDS_A_PERSON for o in (Outcome.HELD, Outcome.ESCALATED, Outcome.NO_SPARE, Outcome.SHRUNK,
+                                        Outcome.REPLACED_NOT_JOINED, Outcome.PREEMPTED_NOT_JOINED)
+} | {Outcome.STOPPED_BY_OPERATOR: RunLook.STOOD_DOWN, Outcome.PROPOSED_NOT_EXECUTED: RunLook.STOOD_DOWN}
+_LABEL = {
+    Outcome.HELD: "Held", Outcome.ESCALATED: "Escalated", Outcome.NO_SPARE: "No spare",
+    Outcome.SHRUNK: "Job shrunk", Outcome.REPLACED_NOT_JOINED: "Spare did not join",
+    Outcome.PREEMPTED_NOT_JOINED: "Freed node did not join", Outcome.STOPPED_BY_OPERATOR: "Stopped by operator",
+    Outcome.PROPOSED_NOT_EXECUTED: "Proposed, not executed", Outcome.PLANNED: "Planned (dry-run)",
+}
+
+
+def outcome_of(result: dict | None) -> Outcome | None:
+    """The Outcome a flow's result carries (None for a result without one, e.g. isolate-fault's verdicts)."""
+    try:
+        return Outcome((result or {}).get("status"))
+    except ValueError:
+        return None
+
+
+def one_line(result: dict) -> str:
+    """The state message: what happened and why, in one line."""
+    o = outcome_of(result)
+    why = str(result.get("why") or result.get("reason") or result.get("gate") or "").splitlines()
+    head = f"{result.get('node', '')}: {o.label.lower() if o else result.get('status', 'done')}"
+    if result.get("replacement"):
+        head += f" by {result['replacement']}"
+    if result.get("dry_run"):
+        head += " (dry-run: nothing changed)"
+    return (head + (f" — {why[0]}" if why and why[0] else ""))[:300]

@@ -1,0 +1,35 @@
+"""A remediation result as the run's final Prefect state (remedy.domain.outcome decides how it looks).
+
+Not a task: flows return `final_state(result)`; parents read a sub-flow's result with `run_subflow`, which never
+raises for a held or escalated child (its typed result is what the parent needs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect.states import Cancelled, Completed, Failed, State
+
+from remedy.domain.outcome import Outcome, RunLook, one_line, outcome_of
+
+
+def final_state(result: dict[str, Any]) -> State:
+    """Completed for a fault dealt with; Failed ("Held", "Escalated", "No spare" …) or Cancelled ("Stopped by
+    operator") otherwise, with a one-line message; the result dict is the state's data either way."""
+    o = outcome_of(result)
+    message = one_line(result)
+    if o is None or o.look is RunLook.DONE:
+        named = o is not None and o in (Outcome.PLANNED, Outcome.DUPLICATE, Outcome.IGNORED)
+        return Completed(message=message, data=result, **({"name": o.label} if named else {}))
+    if o.look is RunLook.STOOD_DOWN:
+        return Cancelled(message=message, data=result, name=o.label)
+    return Failed(message=message, data=result, name=o.label)
+
+
+def run_subflow(flow_fn, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """Call a remediation flow as a sub-flow and return its result dict whatever its final state."""
+    state = flow_fn(*args, return_state=True, **kwargs)
+    result = state.result(raise_on_failure=False)
+    if isinstance(result, BaseException):  # the child crashed: say so in the same shape
+        return {"status": "escalated", "escalated": True, "why": f"{flow_fn.name} failed: {result}"[:300]}
+    return result if isinstance(result, dict) else {"status": str(result)}

@@ -1,0 +1,86 @@
+"""Runs tell the truth: a replaced node is a green run; held, escalated, no-spare and stopped-by-operator runs are
+not, and say why in one line (issue 16, item 2). The operator's uncordon stops the run at every step (issue 17,
+item 3)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tests.fixtures.prefect import run_to_state
+from tests.flows.test_replace_node import prevalidate_spares, promotions
+
+pytestmark = pytest.mark.prefect
+
+
+def test_no_spare_is_a_failed_run_that_says_why(prefect_server, remedy_on_sim):
+    from flows.replace_node import replace_node
+
+    no_spare, out = run_to_state(replace_node, node="gpu011", cause="XID 79", xid=79, gpu=0)
+    assert no_spare.is_failed() and no_spare.name == "No spare"
+    assert no_spare.message.startswith("gpu011: no spare — ") and out["status"] == "no-spare"
+
+
+def test_a_replacement_is_a_completed_run(prefect_server, remedy_on_sim):
+    from flows.replace_node import replace_node
+
+    prevalidate_spares()
+    done, out = run_to_state(replace_node, node="gpu003", cause="XID 79", xid=79, gpu=3)
+    assert done.is_completed() and out["status"] == "replaced"
+    assert done.message.startswith(f"gpu003: replaced by {out['replacement']}")
+
+
+def test_an_escalation_says_nobody_was_notified(prefect_server, remedy_on_sim):
+    from flows.escalate import escalate
+
+    state, out = run_to_state(escalate, node="gpu012", reason="XID 58 (contact support)", quarantine=False)
+    assert state.is_failed() and state.name == "Escalated"
+    assert "Slack: slack not configured" in state.message and "node left in service" in state.message
+    assert out["quarantined"] is False
+
+
+@pytest.mark.parametrize(("after_kind", "when"), [
+    ("cordon_node", "before the drain"),
+    ("drain_node", "after the drain"),
+    ("claim_spare", "before promoting the spare"),
+    ("set_state_active", "before sending the node to repair"),
+])
+def test_the_operators_uncordon_stops_the_run_at_every_step(prefect_server, remedy_on_sim, after_kind, when):
+    """The operator uncordons the failed node as soon as the flow has done `after_kind`: the run stands down at the
+    next check, is not green, never re-cordons, and spends no spare it had not already handed to the job."""
+    from kubernetes import client as k8s
+
+    from flows.replace_node import replace_node
+    from remedy import runtime
+
+    prevalidate_spares()
+    api = k8s.CoreV1Api(runtime.cluster().api)
+    led = runtime.ledger()
+    stop = threading.Event()
+
+    def operator():
+        while not stop.is_set():
+            if any(a.outcome.value == "succeeded" for a in led.actions(kind=after_kind)):
+                api.patch_node("gpu009", {"spec": {"unschedulable": False}},
+                               _content_type="application/strategic-merge-patch+json")
+                return
+            time.sleep(0.002)
+
+    t = threading.Thread(target=operator)
+    t.start()
+    try:
+        state, out = run_to_state(replace_node, node="gpu009", cause="XID 79", xid=79, gpu=0)
+    finally:
+        stop.set()
+        t.join()
+    assert state.is_cancelled() and state.name == "Stopped by operator", (state, out)
+    assert when in out["why"] and out["drift"]["what"] == "uncordoned by hand"
+    assert not runtime.cluster().get_node("gpu009").unschedulable  # never re-cordoned
+    assert runtime.ledger().get_node("gpu009").state.value != "repair"
+    promoted = promotions(out["incident_id"])
+    if after_kind == "set_state_active":
+        assert len(promoted) == 1  # the job already runs on the spare; nothing is undone
+    else:
+        assert not promoted  # the claim lapsed with the incident: the spare is still a spare
