@@ -20,14 +20,10 @@ import argparse
 import statistics
 import time
 
-from remedy.lemon.attribution import NODE_ATTRIBUTABLE, CountingRule
+from remedy.lemon.attribution import EVERY_INCIDENT, NODE_ATTRIBUTABLE
 from remedy.lemon.generator import generate_fleet, precision_recall
 from remedy.lemon.scoring import score_fleet
 
-EVERY_INCIDENT = CountingRule(
-    "every incident", lambda i: "closed as ignored" if i.status == "ignored" else None,
-    dedupe_occurrences=False, count_failed_checks=False, follow_gpus=False,
-)
 RULES = (EVERY_INCIDENT, NODE_ATTRIBUTABLE)
 
 

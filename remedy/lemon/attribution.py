@@ -130,3 +130,10 @@ class CountingRule:
 
 
 NODE_ATTRIBUTABLE = CountingRule("node-attributable failures", why_not_counted)
+
+# What the lemon review did before issue 14: every incident the ledger had not closed as ignored, by node name. Kept
+# only as the baseline that bench/lemons.py and the tests measure the rule against.
+EVERY_INCIDENT = CountingRule(
+    "every incident", lambda i: "closed as ignored" if i.status in CLOSED_WITHOUT_BLAME else None,
+    dedupe_occurrences=False, count_failed_checks=False, follow_gpus=False,
+)

@@ -8,13 +8,12 @@ from dataclasses import replace
 
 import pytest
 
-from remedy.lemon.attribution import NODE_ATTRIBUTABLE, CountingRule
+from remedy.lemon.attribution import EVERY_INCIDENT as OLD
+from remedy.lemon.attribution import NODE_ATTRIBUTABLE
 from remedy.lemon.generator import generate_fleet, precision_recall
 from remedy.lemon.scoring import score_fleet
 
 SEEDS = range(10)
-OLD = CountingRule("every incident not ignored, by node name", lambda i: "ignored" if i.status == "ignored" else None,
-                   dedupe_occurrences=False, count_failed_checks=False, follow_gpus=False)
 
 
 def flagged(fleet, rule=NODE_ATTRIBUTABLE) -> set[str]:
