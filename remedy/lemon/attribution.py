@@ -33,13 +33,16 @@ from remedy.lemon.records import IncidentRecord, ValidationRecord
 # A failed health check (burn-in suite, spare cycling, post-fix verify) as a failure of its own.
 HEALTH_CHECK = "health-check"
 
+# A straggler: slower than its peers in the same job (remedy.warn.stragglers), so the slowness is the node's.
+FAIL_SLOW = "fail-slow"
+
 # Signals that are about the node's own hardware: memory rows, clocks held down by the GPU, links, the NVSwitch,
-# the node going NotReady. (Shared events, e.g. a rack losing power, are set aside separately by time.)
+# the node going NotReady or running slow. (Shared events, e.g. a rack losing power, are set aside by time.)
 HARDWARE_SIGNALS: frozenset[str] = frozenset({
     SignalKind.ROW_REMAP_FAILURE, SignalKind.ROW_REMAP_PENDING, SignalKind.UNCORRECTABLE_REMAP,
     SignalKind.HW_SLOWDOWN, SignalKind.THERMAL_THROTTLE, SignalKind.POWER_BRAKE, SignalKind.PCIE_DEGRADED,
     SignalKind.NVLINK_ERROR, SignalKind.IB_PORT_DOWN, SignalKind.IB_DOWNTIME, SignalKind.SXID,
-    SignalKind.NODE_NOT_READY, HEALTH_CHECK,
+    SignalKind.NODE_NOT_READY, HEALTH_CHECK, FAIL_SLOW,
 })
 
 # Job symptoms: every node of a job sees them when one node (or the code) fails; they name no culprit (seed 001).

@@ -58,7 +58,7 @@ def test_ledger_record_of_cause_and_closing() -> None:
 
 @pytest.mark.parametrize("signal", ["row-remap-failure", "row-remap-pending", "uncorrectable-remap", "hw-slowdown",
                                     "thermal-throttle", "power-brake", "pcie-degraded", "nvlink-error", "ib-port-down",
-                                    "ib-downtime", "sxid", "node-not-ready", HEALTH_CHECK])
+                                    "ib-downtime", "sxid", "node-not-ready", HEALTH_CHECK, "fail-slow"])
 def test_hardware_signals_count(signal: str) -> None:
     assert why_not_counted(inc(signal)) is None
 
