@@ -124,7 +124,7 @@ def budget_text(settings: LemonSettings, used: int) -> str:
 
 def verdict_row(v: LemonVerdict, decision: str = "") -> dict[str, Any]:
     return {"node": v.node, "candidate": v.candidate, "signals": ", ".join(v.fired) or "-",
-            "incidents": v.incidents_counted, "exposure_days": round(v.exposure_days, 1),
+            "incidents": v.incidents_counted, "not_counted": len(v.excluded), "exposure_days": round(v.exposure_days, 1),
             "expected": round(v.expected_incidents, 2), "p_value": float(f"{v.p_value:.3g}"),
             "decision": decision, "reason": v.reason}
 
