@@ -156,8 +156,11 @@ def isolate_fault(
         "released": [n for n in suspects if n in released_at],
         "released_at": released_at,
         "not_released": not_released,
+        "failed_batches": [list(b) for b in result.failed_batches],
         "rounds_used": result.rounds_used,
         "tests_run": result.tests_run,
+        "tests_bound": result.tests_bound,
+        "effort": result.effort,
         "rounds": rounds,
         "reason": result.reason,
         "started_at": started.isoformat(),
@@ -186,25 +189,25 @@ def _held(result: IsolationResult | None) -> tuple[str, ...]:
 
 
 def plain_verdict(r: IsolationResult) -> str:
-    """The verdict in an operator's words."""
+    """The verdict in an operator's words, with the effort beside the bound."""
     if r.verdict is Verdict.CODE:
-        return (f"Code: every batch diverges, so the cause is the training code or its data, not the hardware. "
-                f"All {len(r.released)} nodes went back to the pool ({r.rounds_used} round(s)).")
+        return (f"Code: every batch diverges, more of them than bad nodes could explain, so the cause is the training "
+                f"code or its data, not the hardware. All {len(r.released)} nodes went back to the pool ({r.effort}).")
     if r.verdict is Verdict.INFRASTRUCTURE:
         named = ", ".join(r.suspects)
         return (f"Infrastructure: the divergence follows {named}. They stay quarantined; the other "
-                f"{len(r.released)} node(s) went back to the pool ({r.rounds_used} round(s), {r.tests_run} test(s)).")
+                f"{len(r.released)} node(s) went back to the pool ({r.effort}).")
     if r.verdict is Verdict.NOT_REPRODUCED:
         return (f"Not reproduced: no batch diverged, so no node can be blamed (intermittent, or it needs the whole "
-                f"job's scale). All {len(r.released)} nodes went back to the pool.")
-    return f"Inconclusive: {r.reason}."
+                f"job's scale). All {len(r.released)} nodes went back to the pool ({r.effort}).")
+    return f"Inconclusive — {r.reason} ({r.effort})."
 
 
 def _report(out: dict[str, Any]) -> None:
     lines = [f"### Fault isolation: {out['verdict']}", "", out["verdict_text"], "",
              f"- suspects: {len(out['suspects'])}, minimum batch {out['min_nodes']} node(s), "
              f"pattern `{out['pattern']}`",
-             f"- rounds used: **{out['rounds_used']}** ({out['tests_run']} smoke tests)",
+             f"- rounds used: **{out['rounds_used']}** ({out['effort']})",
              f"- still quarantined: {', '.join(out['held']) or 'none'}", "",
              "| round | batch | nodes | outcome | detail | seconds |", "|---|---|---|---|---|---|"]
     for r in out["rounds"]:

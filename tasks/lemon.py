@@ -3,11 +3,14 @@
 Plain functions first (ledger rows → `remedy.lemon` records, the report's text; no Prefect, testable alone), then
 the Prefect tasks the flows call. What the ledger knows maps onto scoring's records like this:
 
-- incidents   → IncidentRecord (first seen, signal, XID, GPU); incidents marked `ignored` are left out;
+- incidents   → IncidentRecord (first seen, signal, XID, GPU, status, and from the evidence: GPU serial/UUID, the
+                alert's identity, the driver's text, a recorded cause); which of them count is scoring's call
+                (`remedy.lemon.attribution`), so ignored ones travel with their status and show as "not counted";
 - validations → ValidationRecord (burn-in / spare / post-fix checks, pass or fail);
 - exclusions  → every time the node left the training pool (`active` → anything but retired): it was left out of
                 the job from then on; deliberate when an operator asked for it (requested_by `operator:…`);
-- exposure    → node-days in `active` inside the lookback window, from the state transitions.
+- exposure    → node-days in `active` inside the lookback window, from the state transitions;
+- a node the ledger no longer lists, or a retired one, is not scored, but its incidents still follow their GPUs.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
-from remedy.domain.model import IncidentStatus, NodeState
+from remedy.domain.model import NodeState
 from remedy.lemon.records import ExclusionRecord, IncidentRecord, NodeHistory, ValidationRecord
 from remedy.lemon.scoring import LemonVerdict, explain, retirements_allowed, score_fleet
 from remedy.settings.lemon import LemonSettings
@@ -51,17 +54,31 @@ def active_days(transitions: list, since: datetime, now: datetime, current: Node
     return max(0.0, total) / 86400
 
 
-def node_histories(led, now: datetime, settings: LemonSettings) -> list[NodeHistory]:
-    """One NodeHistory per node the ledger knows, over the lookback window ending at `now`."""
+def incident_record(i) -> IncidentRecord:
+    """A ledger incident as scoring reads it. The evidence keys are the receiver's (`Signal.evidence`)."""
+    ev = i.evidence or {}
+    occurrence = f"{ev['alert_fingerprint']}@{ev['starts_at']}" if ev.get("alert_fingerprint") and ev.get("starts_at") else ""
+    return IncidentRecord(
+        i.first_seen, i.signal, i.xid, i.gpu, f"incident {i.id}", status=i.status.value,
+        cause="job" if str(ev.get("cause") or "").lower() == "job" else "",
+        gpu_serial=str(ev.get("gpu_serial") or ""), gpu_uuid=str(ev.get("gpu_uuid") or ""), occurrence=occurrence,
+        raw=str(ev.get("raw") or "")[:1000],
+    )
+
+
+def node_histories(led, now: datetime, settings: LemonSettings, retired: set[str] = frozenset()) -> list[NodeHistory]:
+    """One NodeHistory per node the ledger knows, over the lookback window ending at `now`; `retired` nodes and
+    nodes the ledger no longer lists come out of the fleet (in_fleet=False) but keep their GPUs' records."""
     since = now - timedelta(days=settings.lookback_days)
     by_node: dict[str, list[IncidentRecord]] = {}
     for i in led.incidents(since=since):
-        if i.status is IncidentStatus.IGNORED or i.first_seen > now:
+        if i.first_seen > now:
             continue
-        by_node.setdefault(i.node, []).append(
-            IncidentRecord(i.first_seen, i.signal, i.xid, i.gpu, f"incident {i.id}"))
+        by_node.setdefault(i.node, []).append(incident_record(i))
     out = []
+    known = set()
     for n in led.nodes():
+        known.add(n.name)
         transitions = led.transitions(n.name)
         exclusions = tuple(
             ExclusionRecord(t.at, f"left the pool: {t.reason}"[:80], t.requested_by.startswith("operator"))
@@ -74,15 +91,18 @@ def node_histories(led, now: datetime, settings: LemonSettings) -> list[NodeHist
             for v in led.validations(n.name) if since <= v.at <= now
         )
         out.append(NodeHistory(n.name, round(active_days(transitions, since, now, n.state), 3),
-                               tuple(sorted(by_node.get(n.name, ()), key=lambda r: r.time)), validations, exclusions))
+                               tuple(sorted(by_node.get(n.name, ()), key=lambda r: r.time)), validations, exclusions,
+                               in_fleet=n.name not in retired))
+    for name in sorted(set(by_node) - known):  # gone from the ledger (deleted, re-created under a new name)
+        out.append(NodeHistory(name, 0.0, tuple(sorted(by_node[name], key=lambda r: r.time)), in_fleet=False))
     return out
 
 
 def lemon_verdicts(led, now: datetime, settings: LemonSettings) -> tuple[list[LemonVerdict], set[str]]:
     """Scores of every node not yet retired (lemon review and the fleet dashboard read the same), and the retired."""
     retired = {n.name for n in led.nodes(state=NodeState.RETIRED)}
-    histories = [h for h in node_histories(led, now, settings) if h.node not in retired]
-    return (score_fleet(histories, now, settings) if histories else []), retired
+    histories = node_histories(led, now, settings, retired)
+    return (score_fleet(histories, now, settings) if any(h.in_fleet for h in histories) else []), retired
 
 
 def retirement_times(led) -> list[datetime]:
@@ -104,7 +124,7 @@ def budget_text(settings: LemonSettings, used: int) -> str:
 
 def verdict_row(v: LemonVerdict, decision: str = "") -> dict[str, Any]:
     return {"node": v.node, "candidate": v.candidate, "signals": ", ".join(v.fired) or "-",
-            "incidents": v.incidents_counted, "exposure_days": round(v.exposure_days, 1),
+            "incidents": v.incidents_counted, "not_counted": len(v.excluded), "exposure_days": round(v.exposure_days, 1),
             "expected": round(v.expected_incidents, 2), "p_value": float(f"{v.p_value:.3g}"),
             "decision": decision, "reason": v.reason}
 

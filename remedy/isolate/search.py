@@ -7,17 +7,24 @@ the flow runs one smoke-test Job per batch (in parallel), reports each batch's o
 - a diverging batch holds at least one bad node: it is split in two and both halves are tested next round, until a
   single node remains or a half would be smaller than `min_nodes` (then the whole batch is reported: a smaller run can
   OOM and look like a hardware fault);
-- round 1 splits the pool into several batches; if every one of them diverges the verdict is **code** (user code or
-  data, not hardware), otherwise **infrastructure** naming the nodes;
+- round 1 splits the pool into several batches. Every batch diverging is **code** (user code or data, not hardware)
+  only when batch size cannot explain it: more disjoint batches diverge than `max_bad_nodes` bad nodes could fill,
+  and none trained normally. Until then every diverging batch is pursued as above: with 4 bad nodes scattered over
+  the pool, round 1's 4 batches all diverge in ~8% of placements, and calling that code would release them;
+- the bad nodes found are the **infrastructure** verdict. More diverging batches than `max_bad_nodes` while others
+  train normally is **inconclusive — these batches failed**: the search stops and those batches stay held;
 - a timed-out batch (the pattern never matched before the time limit) is inconclusive: it is retested unchanged up to
   `max_retests` times, then reported as inconclusive and its nodes stay held for a person to look at.
 
 One bad node among N is found in 1 + ⌈log2(N / first_round_batches)⌉ rounds (≤ ⌈log2 N⌉ + 1); several bad nodes are
-found because every diverging group is split independently. Pure: no I/O, no Prefect, the test is a callback.
+found because every diverging group is split independently. The result reports rounds and tests beside
+⌈log2 C(N, k)⌉, the fewest tests any search needs to single out k bad nodes among N. Pure: no I/O, no Prefect, the
+test is a callback.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,10 +34,10 @@ from remedy.settings.lemon import IsolationSettings
 
 
 class Verdict(StrEnum):
-    CODE = "code"  # every round-1 batch diverged: user code/data
+    CODE = "code"  # more disjoint batches diverged than bad nodes could explain, none trained: user code/data
     INFRASTRUCTURE = "infrastructure"  # divergence follows specific nodes
     NOT_REPRODUCED = "not-reproduced"  # nothing diverged: intermittent, or needs the whole job's scale
-    INCONCLUSIVE = "inconclusive"  # only timeouts / unresolved groups left
+    INCONCLUSIVE = "inconclusive"  # failed batches that cannot be narrowed, timeouts, unresolved groups: held
 
 
 @dataclass(frozen=True)
@@ -82,11 +89,32 @@ class IsolationResult:
     tests_run: int
     rounds: tuple[RoundRecord, ...]
     reason: str
+    failed_batches: tuple[tuple[str, ...], ...] = ()  # inconclusive: the disjoint batches that diverged, all held
+    pool_size: int = 0
 
     @property
     def suspects(self) -> tuple[str, ...]:
         """Every node the infrastructure verdict points at (single nodes and unsplittable batches)."""
         return self.bad_nodes + tuple(n for b in self.narrowed_batches for n in b)
+
+    @property
+    def faults(self) -> int:
+        """Bad nodes the verdict locates (an unsplittable batch holds at least one)."""
+        return len(self.bad_nodes) + len(self.narrowed_batches) if self.verdict is Verdict.INFRASTRUCTURE else 0
+
+    @property
+    def tests_bound(self) -> int:
+        """⌈log2 C(N, k)⌉: the fewest tests any search needs to single out `faults` bad nodes among N."""
+        return math.ceil(math.log2(math.comb(self.pool_size, self.faults))) if self.pool_size else 0
+
+    @property
+    def effort(self) -> str:
+        """Rounds and tests used, beside the bound, in an operator's words."""
+        text = f"{self.rounds_used} round(s), {self.tests_run} smoke test(s)"
+        if self.faults:
+            text += (f"; any search needs at least ⌈log2 C({self.pool_size},{self.faults})⌉ = {self.tests_bound} "
+                     f"test(s) to single out {self.faults} of {self.pool_size}")
+        return text
 
 
 class FaultIsolation:
@@ -118,6 +146,7 @@ class FaultIsolation:
             )
         self.pool = tuple(pool)
         self.max_retests = s.max_retests
+        self.max_bad_nodes = s.max_bad_nodes
         self._round = 0
         self._pending: list[Batch] = []  # planned for the next round
         self._planned: dict[str, Batch] = {}  # handed out, awaiting outcomes
@@ -127,9 +156,12 @@ class FaultIsolation:
         self._narrowed: list[tuple[str, ...]] = []
         self._inconclusive: list[tuple[str, ...]] = []
         self._unresolved: list[tuple[str, ...]] = []
-        self._first: dict[tuple[str, ...], bool | None] = {}  # round-1 batch → diverged (None = not yet known)
         self._splits: dict[tuple[str, ...], tuple[str, ...]] = {}  # half → parent group
         self._half_results: dict[tuple[str, ...], dict[tuple[str, ...], bool]] = {}
+        self._diverged: list[tuple[str, ...]] = []  # every batch that diverged, in order
+        self._superseded: set[tuple[str, ...]] = set()  # diverged groups with a half that diverged too
+        self._trained = False  # some batch trained normally (code would have diverged there too)
+        self._failed: list[tuple[str, ...]] = []
         self._verdict: Verdict | None = None
         self._reason = ""
         self.tests_run = 0
@@ -137,7 +169,6 @@ class FaultIsolation:
         parts = max(1, min(s.first_round_batches, len(pool) // self.min_nodes))
         for nodes in _split(self.pool, parts):
             self._pending.append(Batch("", nodes, 1))
-            self._first[nodes] = None
 
     # -- driving -------------------------------------------------------------------------------------------------
 
@@ -184,7 +215,7 @@ class FaultIsolation:
         releases: list[Release] = []
         for batch, out in tested:
             releases += self._update(batch, out)
-        self._check_code_verdict(releases)
+        self._check_too_many(releases)
         if not self.done and not self._pending:
             self._finish()
         return releases
@@ -207,11 +238,13 @@ class FaultIsolation:
                 self._inconclusive.append(nodes)  # held: neither blamed nor released
                 self._resolve_half(nodes, None)
             return []
-        if nodes in self._first:
-            self._first[nodes] = out.diverged
         if not out.diverged:
+            self._trained = True
             self._resolve_half(nodes, False)
             return self._release(nodes, f"batch {batch.id} trained normally")
+        self._diverged.append(nodes)
+        if nodes in self._splits:
+            self._superseded.add(self._splits[nodes])
         self._resolve_half(nodes, True)
         self._narrow(nodes)
         return []
@@ -238,25 +271,47 @@ class FaultIsolation:
             # The group diverged but neither half does alone: the fault needs both halves (or is intermittent).
             self._unresolved.append(parent)
 
-    def _check_code_verdict(self, releases: list[Release]) -> None:
-        known = list(self._first.values())
-        if len(known) < 2 or any(v is None for v in known) or not all(known):
-            return
-        self._verdict = Verdict.CODE
-        self._reason = f"every batch diverges ({len(known)} of {len(known)} in round 1): user code/data, not hardware"
+    def frontier(self) -> list[tuple[str, ...]]:
+        """The disjoint diverging batches known now: each holds at least one bad node if hardware is the cause, so
+        their number is the fewest bad nodes that could explain what was seen."""
+        return [g for g in self._diverged if g not in self._superseded]
+
+    def _check_too_many(self, releases: list[Release]) -> None:
+        failed = self.frontier()
+        if len(failed) <= self.max_bad_nodes:
+            return  # bad nodes could explain every diverging batch: keep narrowing them
         self._pending = []
-        self._bad, self._narrowed, self._unresolved = [], [], []
-        releases += self._release(self.pool, "verdict code: hardware is not the cause")
+        if not self._trained:
+            # More disjoint batches diverged than the bad nodes one isolation believes in, and none trained
+            # normally: batch size cannot explain it.
+            self._verdict = Verdict.CODE
+            self._reason = (f"every batch diverges: {len(failed)} disjoint batches of ≥ {min(map(len, failed))} "
+                            f"node(s) all diverged and none trained normally, more than {self.max_bad_nodes} bad "
+                            "nodes could explain: user code/data, not hardware")
+            self._bad, self._narrowed, self._unresolved = [], [], []
+            releases += self._release(self.pool, "verdict code: hardware is not the cause")
+            return
+        self._verdict = Verdict.INCONCLUSIVE
+        self._failed = failed
+        self._reason = (f"these batches failed: {_batches_text(failed)}; {len(failed)} disjoint batches diverge while "
+                        f"others train normally, more than the {self.max_bad_nodes} bad nodes one isolation pursues "
+                        "(max_bad_nodes): they stay held for a person")
 
     def _finish(self) -> None:
-        if len(self._first) == 1 and self._first.get(self.pool) and self._narrowed == [self.pool]:
-            # One batch was all min_nodes allowed: its divergence cannot separate code from hardware.
-            self._narrowed = []
+        failed = self.frontier()
+        if failed and not self._trained:
+            # Every batch that answered diverged, but the pool could not be cut into more disjoint batches than
+            # max_bad_nodes: code and that many bad nodes look the same. Held, never released as "code".
             self._verdict = Verdict.INCONCLUSIVE
-            self._reason = (
-                f"the whole pool of {len(self.pool)} diverges and cannot be split into batches of ≥ {self.min_nodes} "
-                "nodes: cannot tell code from hardware"
-            )
+            self._failed = failed
+            self._narrowed, self._bad = [], []
+            smallest = min(map(len, failed))
+            why = (f"the whole pool of {len(self.pool)} diverges and cannot be split into batches of ≥ "
+                   f"{self.min_nodes} nodes" if failed == [self.pool] else
+                   f"every batch diverged, down to {len(failed)} disjoint batches of {smallest} node(s), "
+                   f"no more than the {self.max_bad_nodes} bad nodes one isolation pursues (max_bad_nodes)")
+            self._reason = (f"these batches failed: {_batches_text(failed)}; {why}: cannot tell code from hardware; "
+                            "they stay held for a person")
             return
         if self._bad or self._narrowed:
             self._verdict = Verdict.INFRASTRUCTURE
@@ -300,7 +355,17 @@ class FaultIsolation:
             tests_run=self.tests_run,
             rounds=tuple(self._rounds),
             reason=self._reason,
+            failed_batches=tuple(self._failed),
+            pool_size=len(self.pool),
         )
+
+
+def _batches_text(batches: Sequence[tuple[str, ...]], limit: int = 12) -> str:
+    def one(b: tuple[str, ...]) -> str:
+        return b[0] if len(b) == 1 else f"[{', '.join(b)}]" if len(b) <= 4 else f"[{b[0]} … {b[-1]} ({len(b)})]"
+
+    text = ", ".join(one(b) for b in batches[:limit])
+    return text + (f" and {len(batches) - limit} more" if len(batches) > limit else "")
 
 
 def _split(nodes: Sequence[str], parts: int) -> list[tuple[str, ...]]:

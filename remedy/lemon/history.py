@@ -23,6 +23,7 @@ from datetime import datetime, timedelta, timezone
 from remedy.lemon.records import ExclusionRecord, IncidentRecord, NodeHistory, ValidationRecord
 
 XIDS = (79, 94, 145, 149, 119, 31, 43, 48)
+NODE_LEVEL_XIDS = (79, 145, 149, 119, 48)  # a lemon fails for reasons of its own: node-level XIDs only
 START = datetime(2025, 9, 20, tzinfo=timezone.utc)
 
 
@@ -92,7 +93,8 @@ def simulate_fleet(
     for node in names:
         if node in lemon_set:
             exposure[node] = rng.uniform(30, 55)
-            bad_gpu, bad_xid = rng.randrange(8), rng.choice((79, 94, 145, 149))
+            # A node-level XID: a repeating application error (31, 43, 94) is the job's, not a lemon (attribution).
+            bad_gpu, bad_xid = rng.randrange(8), rng.choice((79, 48, 145, 149))
             # Fails again every few days of load: a renewal process (not Poisson), so a planted lemon always behaves
             # like one; the gap scales with the share of time the node spends under load.
             load_share = exposure[node] / days
@@ -102,7 +104,7 @@ def simulate_fleet(
                 fail_then_validate(
                     node,
                     day,
-                    bad_xid if same else rng.choice(XIDS),
+                    bad_xid if same else rng.choice(NODE_LEVEL_XIDS),
                     bad_gpu if same else rng.randrange(8),
                     "xid",
                     0.95,  # a lemon passes idle validation: that is how it gets back in

@@ -16,16 +16,29 @@ def _aware(what: str, t: datetime) -> None:
 
 @dataclass(frozen=True)
 class IncidentRecord:
-    """A fault seen on the node while it carried work (an XID, a remap failure, NotReady, a job crash blamed on it)."""
+    """A fault seen on the node (an XID, a remap failure, NotReady, a job crash). Whether it counts against the
+    node is decided by `remedy.lemon.attribution`; the fields below are what that decision reads."""
 
     time: datetime
     signal: str = "xid"
     xid: int | None = None
-    gpu: int | None = None
+    gpu: int | None = None  # index on the node at the time (nvidia-smi / exporter `gpu` label)
     ref: str = ""  # ledger incident id or fingerprint, for the evidence trail
+    status: str = ""  # the ledger's status when scored (IncidentStatus value): "ignored" = closed without blame
+    cause: str = ""  # "job" where the ledger records the job (user code or data) as the cause
+    gpu_serial: str = ""  # board serial (NVML nvmlDeviceGetSerial / exporter label): follows the GPU across nodes
+    gpu_uuid: str = ""  # GPU-… UUID (NVML / dcgm-exporter `UUID` label): same, where no serial is known
+    occurrence: str = ""  # alert identity (Alertmanager fingerprint + startsAt): a re-send repeats it
+    raw: str = ""  # the driver's text (XID 154's recovery action, an NVLink5 line's Fatal/Nonfatal)
+    seen_on: str = ""  # set by scoring when the incident followed its GPU here from another node
 
     def __post_init__(self) -> None:
         _aware("incident", self.time)
+
+    @property
+    def gpu_id(self) -> str:
+        """The GPU's own identity (serial, else UUID), or "" where the record has neither."""
+        return self.gpu_serial or self.gpu_uuid
 
 
 @dataclass(frozen=True)
@@ -55,13 +68,17 @@ class ExclusionRecord:
 
 @dataclass(frozen=True)
 class NodeHistory:
-    """Everything scoring knows about one node. exposure_days = node-days under load inside the lookback window."""
+    """Everything scoring knows about one node. exposure_days = node-days under load inside the lookback window.
+
+    in_fleet=False: the node name is gone (deleted, or re-created under another name). It is not scored itself, but
+    its incidents still follow their GPUs to wherever those GPUs are now."""
 
     node: str
     exposure_days: float
     incidents: tuple[IncidentRecord, ...] = field(default=())
     validations: tuple[ValidationRecord, ...] = field(default=())
     exclusions: tuple[ExclusionRecord, ...] = field(default=())
+    in_fleet: bool = True
 
     def __post_init__(self) -> None:
         if not self.node or not isinstance(self.node, str):

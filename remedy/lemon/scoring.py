@@ -9,7 +9,10 @@ failure rate from 14% to 4%). Four independent signals are scored per node over 
 - repeat XID: the same XID on the same GPU again and again;
 - exclusion share: the node holds a large share of all session exclusions (seed 002: top 3 of 63 held > 50%).
 
-Incidents that hit several nodes at once (rack power, a switch) are set aside as shared events first.
+Only node-attributable failures are scored (`remedy.lemon.attribution`: node-level XIDs, hardware signals, failed
+health checks; not application errors, job symptoms, re-sent alerts, incidents closed as ignored or duplicate, or
+those whose cause was the job), and a GPU's failures follow it to the node it is in now (`remedy.lemon.follow`).
+Incidents that hit several nodes at once (rack power, a switch) are then set aside as shared events.
 A node is a lemon candidate when at least `min_signals` signals fire: any single one also fits a busy or an
 operator-isolated healthy node. No I/O, no Prefect: `now` is passed in.
 """
@@ -17,10 +20,12 @@ operator-isolated healthy node. No I/O, no Prefect: `now` is passed in.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from remedy.lemon.attribution import NODE_ATTRIBUTABLE, RESENT, CountingRule, failed_checks
+from remedy.lemon.follow import follow_gpus
 from remedy.lemon.poisson import poisson_sf
 from remedy.lemon.records import ExclusionRecord, IncidentRecord, NodeHistory, ValidationRecord, _aware
 from remedy.settings.lemon import LemonSettings
@@ -59,6 +64,7 @@ class LemonVerdict:
     p_value: float
     set_aside: tuple[IncidentRecord, ...]  # incidents that were part of a shared (correlated) event
     reason: str
+    excluded: tuple[tuple[IncidentRecord, str], ...] = ()  # not node-attributable, with the reason
 
     @property
     def fired(self) -> tuple[str, ...]:
@@ -66,19 +72,31 @@ class LemonVerdict:
 
     @property
     def evidence(self) -> tuple[Evidence, ...]:
-        """Evidence of the signals that fired, oldest first."""
-        return tuple(sorted((e for s in self.signals if s.fired for e in s.evidence), key=lambda e: e.time))
+        """Evidence of the signals that fired, oldest first; one line per fact (the first signal's wording wins)."""
+        seen: dict[tuple, Evidence] = {}
+        for e in (e for s in self.signals if s.fired for e in s.evidence):
+            seen.setdefault((e.time, e.kind, e.ref, e.detail if not e.ref else ""), e)
+        return tuple(sorted(seen.values(), key=lambda e: e.time))
 
     def signal(self, name: str) -> Signal:
         return next(s for s in self.signals if s.name == name)
+
+
+def _gpu_text(i: IncidentRecord) -> str:
+    if i.gpu_id:
+        kind = "serial" if i.gpu_serial else "UUID"
+        return f"GPU {i.gpu} ({kind} {i.gpu_id})" if i.gpu is not None else f"GPU {kind} {i.gpu_id}"
+    return f"GPU {i.gpu}" if i.gpu is not None else ""
 
 
 def _incident_text(i: IncidentRecord) -> str:
     parts = [i.signal]
     if i.xid is not None:
         parts.append(f"XID {i.xid}")
-    if i.gpu is not None:
-        parts.append(f"GPU {i.gpu}")
+    if _gpu_text(i):
+        parts.append(_gpu_text(i))
+    if i.seen_on:
+        parts.append(f"(on {i.seen_on}, before the GPU moved here)")
     return " ".join(parts)
 
 
@@ -141,15 +159,53 @@ def retirements_allowed(recent_retirements: Iterable[datetime], now: datetime, s
     return max(0, settings.retirement_budget - used)
 
 
-def score_fleet(histories: Sequence[NodeHistory], now: datetime, settings: LemonSettings | None = None) -> list[LemonVerdict]:
-    """Score every node against the fleet; strongest candidates first."""
+def count_failures(
+    histories: Sequence[NodeHistory], rule: CountingRule, settings: LemonSettings, inventory=None
+) -> tuple[list[NodeHistory], dict[str, list[tuple[IncidentRecord, str]]]]:
+    """Histories holding only the failures `rule` counts (GPUs' records moved to where the GPUs are now), and per
+    node the incidents left out with the reason."""
+    if rule.follow_gpus:
+        histories = follow_gpus(histories, inventory)
+    else:
+        histories = [h for h in histories if h.in_fleet]
+    seen: set[str] = set()
+    out, excluded = [], {}
+    for h in histories:
+        counted, left_out = [], []
+        for i in sorted(h.incidents, key=lambda i: i.time):
+            why = rule.attribute(i)
+            if why is None and rule.dedupe_occurrences and i.occurrence:
+                why = RESENT if i.occurrence in seen else None
+                seen.add(i.occurrence)
+            (left_out.append((i, why)) if why else counted.append(i))
+        if rule.count_failed_checks:
+            counted += failed_checks(h.validations, counted, timedelta(hours=settings.check_confirms_hours))
+        out.append(NodeHistory(h.node, h.exposure_days, tuple(sorted(counted, key=lambda i: i.time)), h.validations,
+                               h.exclusions))
+        excluded[h.node] = left_out
+    return out, excluded
+
+
+def score_fleet(
+    histories: Sequence[NodeHistory],
+    now: datetime,
+    settings: LemonSettings | None = None,
+    *,
+    inventory: Mapping[str, str] | None = None,
+    rule: CountingRule = NODE_ATTRIBUTABLE,
+) -> list[LemonVerdict]:
+    """Score every node in the fleet against the rest; strongest candidates first.
+
+    `inventory`: GPU serial or UUID → the node it is in now (NVML or exporter labels), where the caller knows it;
+    without it a GPU is where its newest incident saw it. `rule`: which failures count (see `remedy.lemon.attribution`).
+    """
     settings = settings or LemonSettings()
     _aware("now", now)
     names = [h.node for h in histories]
     dupes = sorted(n for n, c in Counter(names).items() if c > 1)
     if dupes:
         raise ValueError(f"score_fleet: duplicate node histories: {', '.join(dupes)}")
-    if not histories:
+    if not any(h.in_fleet for h in histories):
         raise ValueError("score_fleet: no node histories given")
     since = now - timedelta(days=settings.lookback_days)
     windowed = [
@@ -159,9 +215,13 @@ def score_fleet(histories: Sequence[NodeHistory], now: datetime, settings: Lemon
             tuple(i for i in h.incidents if since <= i.time <= now),
             tuple(v for v in h.validations if since <= v.time <= now),
             tuple(e for e in h.exclusions if since <= e.time <= now),
+            h.in_fleet,
         )
         for h in histories
     ]
+    windowed, excluded = count_failures(windowed, rule, settings, inventory)
+    # Shared events are found among counted failures only: a lemon's fault crashes its whole job, and the job
+    # symptoms on its neighbours (already left out) must not make the lemon's own failure look like a rack event.
     shared = correlated_incidents(windowed, settings)
     counted = {h.node: [i for i in h.incidents if (h.node, i) not in shared] for h in windowed}
     total_k = sum(len(v) for v in counted.values())
@@ -174,9 +234,9 @@ def score_fleet(histories: Sequence[NodeHistory], now: datetime, settings: Lemon
         # Leave-one-out fleet rate: a lemon must not inflate the baseline it is tested against.
         rest_exposure = total_exposure - h.exposure_days
         rate = (total_k - k) / rest_exposure if rest_exposure > 0 else 0.0
-        verdicts.append(
-            _score_node(h, counted[h.node], rate, total_exclusions, [i for i in h.incidents if (h.node, i) in shared], settings)
-        )
+        v = _score_node(h, counted[h.node], rate, total_exclusions, [i for i in h.incidents if (h.node, i) in shared],
+                        settings)
+        verdicts.append(replace(v, excluded=tuple(excluded[h.node])))
     verdicts.sort(key=lambda v: (not v.candidate, -len(v.fired), v.p_value, v.node))
     return verdicts
 
@@ -222,15 +282,20 @@ def _score_node(
         tuple(_incident_evidence(i) for i in incidents),
     )
 
-    by_gpu_xid = Counter((i.gpu, i.xid) for i in incidents if i.gpu is not None and i.xid is not None)
+    # The same GPU is its serial/UUID where known (it may have sat at another index on another node), else its index.
+    def gpu_key(i: IncidentRecord) -> str | None:
+        return i.gpu_id or (f"index {i.gpu}" if i.gpu is not None else None)
+
+    by_gpu_xid = Counter((gpu_key(i), i.xid) for i in incidents if gpu_key(i) is not None and i.xid is not None)
     (top, n_top) = by_gpu_xid.most_common(1)[0] if by_gpu_xid else ((None, None), 0)
+    top_recs = [i for i in incidents if (gpu_key(i), i.xid) == top]
     repeat = Signal(
         REPEAT_XID,
         n_top >= s.repeat_xid_min,
         n_top,
         s.repeat_xid_min,
-        f"XID {top[1]} on GPU {top[0]} {n_top} time(s)" if n_top else "no XID with a GPU recorded",
-        tuple(_incident_evidence(i) for i in incidents if (i.gpu, i.xid) == top),
+        f"XID {top[1]} on {_gpu_text(top_recs[-1])} {n_top} time(s)" if n_top else "no XID with a GPU recorded",
+        tuple(_incident_evidence(i) for i in top_recs),
     )
 
     n_excl = len(_counted_exclusions(h, s))
@@ -278,6 +343,10 @@ def explain(v: LemonVerdict) -> str:
         lines.append(f"  [{'x' if sig.fired else ' '}] {sig.name}: {sig.summary}")
     if v.set_aside:
         lines.append(f"  set aside as shared events: {len(v.set_aside)} incident(s)")
+    if v.excluded:
+        why = Counter(reason for _, reason in v.excluded)
+        lines.append(f"  not counted against the node: {len(v.excluded)} incident(s): "
+                     + "; ".join(f"{n} {reason}" for reason, n in sorted(why.items(), key=lambda x: (-x[1], x[0]))))
     for e in v.evidence:
         lines.append(f"  {e.time:%Y-%m-%d %H:%M} {e.kind}: {e.detail}" + (f" ({e.ref})" if e.ref else ""))
     return "\n".join(lines)

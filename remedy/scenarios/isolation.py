@@ -35,8 +35,7 @@ def nan_loss(ctx: DemoContext) -> dict[str, Any]:
     found = out.get("bad_nodes", []) + [n for b in out.get("suspect_batches", []) for n in b]
     ctx.say(out["verdict_text"])
     if not ctx.dry_run:
-        ctx.say(f"rounds used: {out['rounds_used']} ({out['tests_run']} smoke tests); "
-                f"found {', '.join(found) or 'nothing'}, planted {', '.join(bad)}")
+        ctx.say(f"{out['effort']}; found {', '.join(found) or 'nothing'}, planted {', '.join(bad)}")
     return {
         "node": ",".join(found),
         "status": out["status"],

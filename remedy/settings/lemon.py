@@ -26,6 +26,14 @@ class IsolationSettings(BaseModel):
         description="Disjoint batches the pool is split into in round 1. 'Every batch diverges' means user code only "
         "if there are several batches: with 4, two bad nodes can never fake a code verdict (seed 004).",
     )
+    max_bad_nodes: int = Field(
+        8,
+        ge=1,
+        description="Most bad nodes one isolation pursues. 'Every batch diverges' is the code verdict only once more "
+        "than this many disjoint batches diverge and none trained normally: fewer could each hold a bad node "
+        "(with 4 scattered bad nodes, round 1's 4 batches all diverge in ~8% of placements). More diverging batches "
+        "than this, with some healthy ones, end inconclusive with those batches held, never released.",
+    )
     max_retests: int = Field(
         1,
         ge=0,
@@ -117,6 +125,12 @@ class LemonSettings(BaseModel):
         lt=1,
         description="One-sided Poisson p-value below which a node's incident count is in excess of the fleet rate × its "
         "exposure. ≈ 0.05 / 63 nodes (seed 002's fleet), a Bonferroni correction for testing every node.",
+    )
+    check_confirms_hours: float = Field(
+        48.0,
+        ge=0,
+        description="A failed health check within this many hours after a counted incident on the node confirms that "
+        "incident (a post-fix verify) rather than counting as a failure of its own: one fault, one failure.",
     )
     rate_min_incidents: int = Field(
         3, ge=1, description="Fewest incidents for the excess-rate signal (one or two are never a pattern)."

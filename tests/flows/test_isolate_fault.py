@@ -109,9 +109,11 @@ def test_two_bad_nodes_in_60_found(prefect_server, pool):
     assert all(v == (True, None) for v in live(bad).values())
 
 
-def test_every_batch_diverges_is_code(prefect_server, pool):
+def test_every_batch_diverges_is_code(prefect_server, pool, monkeypatch):
     from flows.isolate_fault import isolate_fault
 
+    # Believing in at most 3 bad nodes, round 1's 4 diverging batches are more than bad nodes could explain.
+    monkeypatch.setenv("REMEDY_LEMON__ISOLATION__MAX_BAD_NODES", "3")
     _, active, _ = pool(8)
     out = isolate_fault(suspects=active, smoke_test=job_template("test-diverging-code", {BATCH: "<batch>"}))
     assert out["verdict"] == "code", out["reason"]
@@ -120,6 +122,21 @@ def test_every_batch_diverges_is_code(prefect_server, pool):
     assert all(r["outcome"] == "diverged" for r in out["rounds"])
     assert out["verdict_text"].startswith("Code:")
     assert_all_released(active)
+
+
+def test_four_scattered_bad_nodes_are_found_not_released_as_code(prefect_server, pool):
+    """One bad node in each of round 1's four batches: every batch diverges, but four bad nodes explain that."""
+    from flows.isolate_fault import isolate_fault
+
+    _, active, bad = pool(8, bad=(0, 3, 4, 7))
+    out = isolate_fault(suspects=active)
+    assert [r["outcome"] for r in out["rounds"] if r["round"] == 1] == ["diverged"] * 4
+    assert out["verdict"] == "infrastructure", out["reason"]
+    assert sorted(out["bad_nodes"]) == sorted(bad)
+    assert (out["rounds_used"], out["tests_run"], out["tests_bound"]) == (2, 12, 7)  # ⌈log2 C(8,4)⌉ = ⌈log2 70⌉
+    assert "⌈log2 C(8,4)⌉ = 7" in out["verdict_text"]
+    assert_all_released([x for x in active if x not in bad])
+    assert all(v == (True, None) for v in live(bad).values())
 
 
 def test_minimum_node_count_is_respected(prefect_server, pool):

@@ -118,8 +118,51 @@ def test_node_history_from_ledger_transitions(tmp_path):
     # Active 50→40 (window starts at 50), 38→20, 10→0: 10 + 18 + 10 = 38 days.
     assert h.exposure_days == pytest.approx(38.0, abs=1e-3)
     assert [(round((now - e.time) / DAY), e.deliberate) for e in h.exclusions] == [(40, False), (20, True)]
-    assert [(i.xid, i.ref.startswith("incident")) for i in h.incidents] == [(79, True)]  # ignored one left out
+    # The ignored one travels with its status; scoring leaves it out and says why.
+    assert [(i.xid, i.status, i.ref.startswith("incident")) for i in h.incidents] == [(79, "open", True),
+                                                                                      (13, "ignored", True)]
     assert [(v.passed, v.check) for v in h.validations] == [(True, "quick")]
+
+
+def test_ledger_evidence_reaches_scoring_and_records_follow_the_gpu(tmp_path):
+    """GPU serial, alert identity, driver text and a recorded cause come from the incident's evidence; a node the
+    ledger no longer lists is not scored, but its GPU's failures follow the GPU to the node it is in now."""
+    from remedy.domain.model import Incident, Node, NodeState
+    from remedy.ledger import Ledger
+    from remedy.settings.lemon import LemonSettings
+    from tasks.lemon import lemon_verdicts, node_histories
+
+    led = Ledger(f"sqlite:///{tmp_path / 'l.db'}")
+    led.migrate()
+    now = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    for name in ["gpu-new"] + [f"ok{i:02d}" for i in range(20)]:
+        led.upsert_node(Node(name=name), at=now - 60 * DAY)
+        led.transition(name, NodeState.ACTIVE, reason="joined", requested_by="test", at=now - 50 * DAY)
+    for i in range(5):  # a few node-level faults: the fleet's rate, 5 in 1000 node-days
+        led.open_incident(Incident(node=f"ok{i:02d}", signal="xid", gpu=i % 8, xid=48, first_seen=now - (i + 2) * DAY,
+                                   last_seen=now - (i + 2) * DAY), window_seconds=0)
+    # XID 79 on the board with serial 1652922012345, five times on a node since re-created as gpu-new.
+    for k, d in enumerate((45, 38, 31, 24, 17)):
+        ev = {"gpu_serial": "1652922012345", "alert_fingerprint": f"fp{k}", "starts_at": f"2026-01-{k + 10}T00:00:00+00:00",
+              "raw": "NVRM: Xid (PCI:0000:1b:00): 79, pid=1234, GPU has fallen off the bus.", "labels": {}}
+        led.open_incident(Incident(node="gpu-old", signal="xid", gpu=3, xid=79, first_seen=now - d * DAY,
+                                   last_seen=now - d * DAY, evidence=ev), window_seconds=0)
+    led.open_incident(Incident(node="gpu-new", signal="xid", gpu=3, xid=31, first_seen=now - 2 * DAY,
+                               last_seen=now - 2 * DAY, evidence={"gpu_serial": "1652922012345"}), window_seconds=0)
+    led.open_incident(Incident(node="gpu-new", signal="xid", gpu=1, xid=119, first_seen=now - 3 * DAY,
+                               last_seen=now - 3 * DAY, evidence={"cause": "job"}), window_seconds=0)
+    hs = {h.node: h for h in node_histories(led, now, LemonSettings())}
+    assert not hs["gpu-old"].in_fleet and hs["gpu-new"].in_fleet
+    first = hs["gpu-old"].incidents[0]
+    assert (first.gpu_serial, first.occurrence, first.status) == ("1652922012345", "fp0@2026-01-10T00:00:00+00:00",
+                                                                  "open")
+    assert "fallen off the bus" in first.raw and hs["gpu-new"].incidents[0].cause == "job"
+    verdicts, _ = lemon_verdicts(led, now, LemonSettings())
+    assert "gpu-old" not in {v.node for v in verdicts}
+    v = next(v for v in verdicts if v.node == "gpu-new")
+    assert v.candidate and v.incidents_counted == 5
+    assert sorted(why for _, why in v.excluded) == ["application error (NVIDIA: RESTART_APP)",
+                                                    "caused by the job (user code or data), not the node"]
 
 
 @pytest.mark.prefect

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 
 import pytest
 
@@ -72,12 +73,84 @@ def test_every_batch_diverges_means_code() -> None:
     result = run_isolation(nodes, lambda batch: BatchOutcome(True, detail="loss: nan"))
     assert result.verdict is Verdict.CODE
     assert "every batch diverges" in result.reason and "not hardware" in result.reason
-    assert result.rounds_used == 1 and result.tests_run == 4
+    # 4, then 8, then 16 disjoint batches all diverge: 16 > max_bad_nodes (8) is more than bad nodes could explain.
+    assert result.rounds_used == 3 and result.tests_run == 4 + 8 + 16
+    assert "16 disjoint batches of ≥ 3 node(s) all diverged" in result.reason
     assert result.bad_nodes == () and set(result.released) == set(nodes) and result.held == ()
+    # Fewer bad nodes believed in: code is called as soon as round 1's 4 batches all diverge.
+    quick = run_isolation(nodes, lambda batch: BatchOutcome(True), settings=IsolationSettings(max_bad_nodes=3))
+    assert quick.verdict is Verdict.CODE and quick.rounds_used == 1 and quick.tests_run == 4
+
+
+def scattered(n: int, k: int, rng: random.Random) -> list[str]:
+    return rng.sample(pool(n), k)
+
+
+@pytest.mark.parametrize("n", [32, 60, 100])
+def test_scattered_bad_nodes_are_pursued_never_released_as_code(n: int) -> None:
+    """k = 4..8 bad nodes over many placements: never "code", every bad node found and held, none released."""
+    rng = random.Random(n)
+    nodes = pool(n)
+    print(f"\nN={n}   k  placements  all-round-1-diverge  rounds mean/max  tests mean/max  ⌈log2 C(N,k)⌉")
+    for k in range(4, 9):
+        placements = [scattered(n, k, rng) for _ in range(300)]
+        # The worst case for the old rule: a bad node in every round-1 batch (and in every round-2 batch for k = 8).
+        quarter = n // 4
+        placements.append([nodes[i * quarter + rng.randrange(quarter)] for i in range(4)] + placements[0][: k - 4])
+        round1 = [set(b) for b in (nodes[i * quarter:(i + 1) * quarter] for i in range(4))]
+        all_diverge = sum(all(set(bad) & b for b in round1) for bad in placements)
+        rounds, tests = [], []
+        for bad in placements:
+            bad = list(dict.fromkeys(bad))
+            result = run_isolation(nodes, diverges_if_any(*bad))
+            assert result.verdict is Verdict.INFRASTRUCTURE, (k, bad, result.reason)
+            assert set(result.bad_nodes) == set(bad) and not set(result.released) & set(bad)
+            check_invariants(result, nodes)
+            assert result.tests_bound == math.ceil(math.log2(math.comb(n, len(bad))))
+            rounds.append(result.rounds_used)
+            tests.append(result.tests_run)
+        print(f"{k:>7}  {len(placements):>10}  {all_diverge:>19}  {sum(rounds) / len(rounds):>6.1f}/{max(rounds):<3}"
+              f"   {sum(tests) / len(tests):>6.1f}/{max(tests):<4}  {math.ceil(math.log2(math.comb(n, k))):>12}")
+        assert all_diverge > 0  # the placements that used to end as "code" are among those tried
+        assert max(rounds) <= math.ceil(math.log2(n)) + 1
+
+
+def test_more_bad_nodes_than_pursued_is_inconclusive_and_held() -> None:
+    nodes = pool(60)
+    bad = scattered(60, 12, random.Random(7))
+    result = run_isolation(nodes, diverges_if_any(*bad))
+    assert result.verdict is Verdict.INCONCLUSIVE
+    assert result.reason.startswith("these batches failed: ")
+    assert "more than the 8 bad nodes one isolation pursues (max_bad_nodes)" in result.reason
+    assert len(result.failed_batches) > 8
+    assert set(bad) <= set(result.held) and not set(result.released) & set(bad)
+    assert set(result.held) == {n for b in result.failed_batches for n in b}
+    # With room to pursue them all, the same placement is narrowed to the twelve nodes.
+    full = run_isolation(nodes, diverges_if_any(*bad), settings=IsolationSettings(max_bad_nodes=12))
+    assert full.verdict is Verdict.INFRASTRUCTURE and set(full.bad_nodes) == set(bad)
+
+
+def test_small_pool_where_every_node_diverges_is_held_not_released() -> None:
+    # 8 nodes, every one diverges alone: code, or 8 bad nodes. With max_bad_nodes = 8 that cannot be told apart.
+    result = run_isolation(pool(8), lambda b: BatchOutcome(True))
+    assert result.verdict is Verdict.INCONCLUSIVE and "cannot tell code from hardware" in result.reason
+    assert result.released == () and set(result.held) == set(pool(8)) and len(result.failed_batches) == 8
+    assert run_isolation(pool(8), lambda b: BatchOutcome(True),
+                         settings=IsolationSettings(max_bad_nodes=7)).verdict is Verdict.CODE
+
+
+def test_effort_is_reported_beside_the_bound() -> None:
+    one = run_isolation(pool(60), diverges_if_any("gpu042"))
+    assert (one.faults, one.tests_bound) == (1, 6)  # ⌈log2 60⌉
+    assert one.effort == (f"{one.rounds_used} round(s), {one.tests_run} smoke test(s); any search needs at least "
+                          "⌈log2 C(60,1)⌉ = 6 test(s) to single out 1 of 60")
+    two = run_isolation(pool(60), diverges_if_any("gpu001", "gpu050"))
+    assert two.tests_bound == 11  # ⌈log2 1770⌉
+    assert run_isolation(pool(16), lambda b: BatchOutcome(False)).effort == "1 round(s), 4 smoke test(s)"
 
 
 def test_two_bad_nodes_never_fake_a_code_verdict() -> None:
-    # Round 1 uses 4 batches, so two bad nodes can make at most two of them diverge.
+    # Two bad nodes can make at most two of round 1's four batches diverge.
     nodes = pool(16)
     for a, b in itertools.combinations(nodes, 2):
         assert run_isolation(nodes, diverges_if_any(a, b)).verdict is Verdict.INFRASTRUCTURE
@@ -174,6 +247,8 @@ def test_timeout_in_round_one_then_all_diverge_is_still_code() -> None:
 
     result = run_isolation(pool(16), slow_then_nan)
     assert result.verdict is Verdict.CODE and result.held == ()
+    # Round 2: the retest beside 6 halves; round 3: its 2 halves beside 12 single nodes, 14 > 8 disjoint batches.
+    assert (result.rounds_used, result.tests_run) == (3, 4 + 7 + 14)
 
 
 def test_fault_that_needs_both_halves_is_unresolved() -> None:

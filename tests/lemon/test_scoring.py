@@ -37,7 +37,7 @@ def ordinary_fleet(n: int = 20, exposure: float = 30.0) -> list[NodeHistory]:
     """n nodes, one incident each on spread-out days and GPUs: fleet rate = 1/30 per node-day."""
     out = []
     for i in range(n):
-        inc, val = fail_pass([2 + 3 * i % 70], xid=(79, 94, 145, 149)[i % 4], gpu=i % 8)
+        inc, val = fail_pass([2 + 3 * i % 70], xid=(79, 48, 145, 149)[i % 4], gpu=i % 8)
         out.append(NodeHistory(f"ok{i:02d}", exposure, inc, val))
     return out
 
@@ -72,7 +72,7 @@ def test_lemon_signature_fires_with_evidence() -> None:
 def test_busy_but_healthy_node_is_not_a_lemon() -> None:
     # 3.5× the exposure of its peers and 3.5× the incidents (7 vs 1 each at 1/30 per node-day) is the fleet rate.
     inc, val = fail_pass([3, 12, 21, 30, 39, 48, 57], xid=94, gpu=0)
-    inc = tuple(IncidentRecord(i.time, "xid", x, g) for i, x, g in zip(inc, (94, 79, 145, 149, 94, 79, 145), range(7)))
+    inc = tuple(IncidentRecord(i.time, "xid", x, g) for i, x, g in zip(inc, (48, 79, 145, 149, 48, 79, 145), range(7)))
     busy = NodeHistory("busy", 105.0, inc, val)
     v = verdict_of(score_fleet(ordinary_fleet() + [busy], NOW), "busy")
     assert not v.candidate
@@ -89,8 +89,8 @@ def test_busy_but_healthy_node_is_not_a_lemon() -> None:
 
 
 def test_one_signal_alone_is_not_enough() -> None:
-    inc, val = fail_pass([10, 14, 18, 22], xid=43, gpu=None)  # recurrent but spread over XIDs → recurrence only
-    inc = tuple(IncidentRecord(i.time, "xid", x, None) for i, x in zip(inc, (31, 43, 48, 13)))
+    inc, val = fail_pass([10, 14, 18, 22], xid=79, gpu=None)  # recurrent but spread over XIDs → recurrence only
+    inc = tuple(IncidentRecord(i.time, "xid", x, None) for i, x in zip(inc, (79, 48, 119, 145)))
     node = NodeHistory("flaky", 120.0, inc, val)
     v = verdict_of(score_fleet(ordinary_fleet() + [node], NOW), "flaky")
     assert v.fired == (RECURRENCE,)
