@@ -70,7 +70,7 @@ class AutoApprover:
     def _through_receiver(self, approval) -> dict:
         settings = runtime.settings()
         if approval.kind == OPEN_LOOP_KIND:
-            token = settings.receiver.token.get_secret_value()
+            token = settings.receiver.execute_token.get_secret_value()
             r = httpx.post(f"{self.receiver_url}/v1/remediations/{approval.incident_id}/execute",
                            json={"approve": self.decision, "by": self.by, "reason": "AutoApprover (demo)"},
                            headers={"Authorization": f"Bearer {token}"}, timeout=15)
