@@ -5,6 +5,7 @@ its own token; `remedy up`'s stack generates its tokens and its simulator's aler
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -109,18 +110,23 @@ def test_execute_has_its_own_token(remedy_env) -> None:
 
 
 @pytest.mark.prefect
-def test_the_embedded_stack_generates_tokens_and_wires_the_simulator(prefect_server, tmp_path, monkeypatch) -> None:
+def test_the_embedded_stack_generates_tokens_and_wires_the_simulator(prefect_server, tmp_path) -> None:
     from prefect.settings import PREFECT_API_URL
 
     from remedy import runtime
     from remedy.sim.faults import inject
     from remedy.stack import start_stack
 
-    for key in ("PREFECT_API_URL", "REMEDY_CLUSTER__MODE", "REMEDY_CLUSTER__SIMULATOR_URL", "REMEDY_DB_URL",
-                "REMEDY_RECEIVER__TOKEN", "REMEDY_RECEIVER__EXECUTE_TOKEN", "REMEDY_CONFIG"):
-        monkeypatch.delenv(key, raising=False)  # monkeypatch restores whatever the stack sets
-    st = start_stack(workdir=tmp_path / "stack", api_url=PREFECT_API_URL.value(), nodes=9, spares=1, time_scale=0.01,
-                     fresh_ledger=True)
+    saved = dict(os.environ)  # the stack configures itself through the environment: restore all of it afterwards
+    for key in ("REMEDY_RECEIVER__TOKEN", "REMEDY_RECEIVER__EXECUTE_TOKEN", "REMEDY_CONFIG"):
+        os.environ.pop(key, None)
+    try:
+        st = start_stack(workdir=tmp_path / "stack", api_url=PREFECT_API_URL.value(), nodes=9, spares=1,
+                         time_scale=0.01, fresh_ledger=True)
+    except BaseException:
+        os.environ.clear()
+        os.environ.update(saved)
+        raise
     try:
         token = runtime.settings().receiver.token.get_secret_value()
         execute_token = runtime.settings().receiver.execute_token.get_secret_value()
@@ -136,4 +142,6 @@ def test_the_embedded_stack_generates_tokens_and_wires_the_simulator(prefect_ser
         assert st.ledger.incidents(node="gpu003")
     finally:
         st.stop()
+        os.environ.clear()
+        os.environ.update(saved)
         runtime.reset()
