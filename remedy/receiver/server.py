@@ -26,7 +26,8 @@ def build_receiver(settings, ledger, *, api_url: str | None, node_lister: Callab
     metrics = ReceiverMetrics()
     nodes = NodeDirectory(ledger, node_lister, refresh_seconds=t.known_nodes_refresh_seconds)
     intake = AlertIntake(ledger, nodes, window_seconds=settings.receiver.dedup_window_seconds,
-                         thresholds=settings.signals, limits=settings.receiver.limits)
+                         thresholds=settings.signals, limits=settings.receiver.limits,
+                         refresh_seconds=t.known_nodes_refresh_seconds)
     announcer = None
     if api_url:
         sink = PrefectEventSink(api_url, timeout=t.emit_timeout_seconds, api_key=api_key, auth_string=auth_string)
