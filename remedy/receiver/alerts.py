@@ -6,6 +6,11 @@ alert: an alert for a node the cluster does not know is rejected (counted, never
 by fault fingerprint (node + GPU + signal + XID) and written with one `open_incident` call per fault, so a storm
 of repeats costs one ledger transaction per distinct fault per request, and a repeat inside the dedup window
 bumps the existing incident's count instead of opening another.
+
+Limits (`receiver.limits`): more distinct faults in one request than `max_incidents_per_request` refuses the payload
+(`RequestOverLimit`, nothing written); an alert whose GPU index is not below the node's GPU count (or
+`max_gpus_per_node` when the count is unknown) is rejected, as is a new fault on a node that already has
+`max_incidents_per_node` distinct faults in the window. A ledger failure propagates (the app answers 503).
 """
 
 from __future__ import annotations
