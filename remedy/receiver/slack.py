@@ -96,7 +96,7 @@ def handle_interaction(body: str, headers: dict[str, str]) -> JSONResponse:
         return _error(401, "missing X-Slack-Request-Timestamp or X-Slack-Signature")
     try:
         age = time.time() - int(ts)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: more digits than a float holds
         return _error(401, f"X-Slack-Request-Timestamp is not a number: {ts[:20]!r}")
     if abs(age) > REPLAY_WINDOW_SECONDS:
         log.warning("slack interaction refused: timestamp %s s old (replay window %d s)", int(age), REPLAY_WINDOW_SECONDS)

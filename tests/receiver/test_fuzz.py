@@ -183,14 +183,18 @@ slack_bodies = st.one_of(
 def test_slack_interactions_never_answer_500(remedy_env) -> None:
     remedy_env()
     with run_receiver() as url, httpx.Client(timeout=30) as client:
+        header_texts = st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=450)
+
         @FUZZ
-        @given(body=slack_bodies, sign=st.booleans())
-        def check(body: str, sign: bool) -> None:
+        @given(body=slack_bodies, sign=st.booleans(), odd_ts=st.one_of(st.none(), header_texts))
+        def check(body: str, sign: bool, odd_ts: str | None) -> None:
             if sign:
                 headers = signed_headers(SECRET, body)
-            else:  # forged: signed with another secret, or stale
+            else:  # forged: signed with another secret, stale, or with a timestamp header of any text
                 stale = int((datetime.now(timezone.utc) - timedelta(minutes=10)).timestamp())
                 headers = signed_headers(SECRET + "x", body) if len(body) % 2 else signed_headers(SECRET, body, stale)
+                if odd_ts is not None:
+                    headers["X-Slack-Request-Timestamp"] = odd_ts
             r = client.post(f"{url}/v1/slack/interactions", content=body.encode("utf-8", errors="surrogatepass"),
                             headers=headers)
             _answer_ok(r)
@@ -220,6 +224,11 @@ def test_signed_odd_shapes_are_400(remedy_env) -> None:
             r = httpx.post(f"{url}/v1/slack/interactions", content=body, headers=signed_headers(SECRET, body),
                            timeout=30)
             assert r.status_code == 400, (payload, r.status_code, r.text)
+        body = form_body(good)
+        for ts in ("9" * 400, "-" + "9" * 400, "1e400", "nan"):  # unsigned-looking timestamps: refused, never 5xx
+            headers = signed_headers(SECRET, body) | {"X-Slack-Request-Timestamp": ts}
+            r = httpx.post(f"{url}/v1/slack/interactions", content=body, headers=headers, timeout=30)
+            assert r.status_code == 401, (ts, r.status_code, r.text)
         deep = "payload=" + "[" * 100_000 + "]" * 100_000
         r = httpx.post(f"{url}/v1/slack/interactions", content=deep, headers=signed_headers(SECRET, deep), timeout=30)
         assert r.status_code == 400 and "nested deeper" in r.json()["error"]
