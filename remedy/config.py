@@ -23,6 +23,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from remedy.settings.audit import NfsAuditSettings
 from remedy.settings.health import HealthCheckSettings
 from remedy.settings.lemon import LemonSettings
+from remedy.settings.receiver import ReceiverLimits
 from remedy.settings.safety import BreakerSettings, LadderSettings, SpareSettings
 from remedy.settings.signals import SignalThresholds
 from remedy.settings.triage import TriageSettings
@@ -154,7 +155,18 @@ class AwsSettings(BaseModel):
 class ReceiverSettings(BaseModel):
     host: str = Field("127.0.0.1", description="Bind address of the alert receiver.")
     port: int = Field(8686, ge=0, le=65535, description="Port of the alert receiver (0 = pick a free one).")
-    token: SecretStr = Field(SecretStr("change-me"), description="Bearer token Alertmanager must send.")
+    token: SecretStr = Field(
+        SecretStr(""),
+        description="Bearer token Alertmanager must send. No default: `remedy receiver serve` refuses to start on a "
+        "non-loopback address without one; `remedy up` generates one for its session.",
+    )
+    execute_token: SecretStr = Field(
+        SecretStr(""),
+        description="Bearer token of the open-loop go-ahead (POST /v1/remediations/{incident}/execute), held by the "
+        "break-fix system; distinct from `token` so Alertmanager's credential cannot run remediations. Empty: the "
+        "endpoint refuses every call.",
+    )
+    limits: ReceiverLimits = Field(default_factory=ReceiverLimits, description="Bounds on what the receiver accepts.")
     dedup_window_seconds: float = Field(
         600.0, gt=0, description="Hold-down: the same alert firing again this soon after it was last seen (flapping), "
         "or another alert for the same node+GPU+fault while its incident is still open, is the same incident. A "

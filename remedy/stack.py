@@ -6,6 +6,9 @@
 
 Then `remedy sim inject xid 64 --node gpu042 --url <sim>` opens an incident, whose event triggers a `triage` run
 that shows up in the Prefect UI and starts the remediation. Ctrl-C stops everything.
+
+No default secrets: `remedy up` generates the receiver's tokens for its session when none are configured (and wires
+the simulator's alerts with it); `remedy receiver serve` refuses a non-loopback address without a token.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import signal
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,6 +124,8 @@ def start_stack(*, workdir: Path, api_url: str, nodes: int = 63, spares: int = 3
         for key, value in (settings_overrides or {}).items():
             os.environ[key] = str(value)
         runtime.reset()
+        if _generate_tokens(runtime.settings()):
+            runtime.reset()
         settings = runtime.settings()
         led = runtime.ledger()
         _adopt_fleet(runtime)
@@ -127,7 +134,7 @@ def start_stack(*, workdir: Path, api_url: str, nodes: int = 63, spares: int = 3
         dispatcher = Dispatcher(flows, poll_seconds=triage_settings(settings).dispatcher_poll_seconds).start()
         parts.append(dispatcher)
         receiver = build_receiver(settings, led, api_url=api_url, on_sent=dispatcher.wake,
-                                  node_lister=lambda: [n.name for n in runtime.cluster().list_gpu_nodes()])
+                                  node_lister=lambda: runtime.cluster().list_gpu_nodes())
         if start_triage == "direct" and receiver.announcer is not None:
             from remedy.deployments import INCIDENT_TRIGGER
             from remedy.receiver.dispatcher import DirectTriageSink
@@ -144,6 +151,17 @@ def start_stack(*, workdir: Path, api_url: str, nodes: int = 63, spares: int = 3
         for part in reversed(parts):
             part.stop()
         raise
+
+
+def _generate_tokens(settings) -> bool:
+    """No default secrets: a token left unset gets a random one for this stack's session (the simulator's alerts
+    and the demo's AutoApprover read it from the settings). Returns whether any was generated."""
+    generated = False
+    for field, env in (("token", "REMEDY_RECEIVER__TOKEN"), ("execute_token", "REMEDY_RECEIVER__EXECUTE_TOKEN")):
+        if not getattr(settings.receiver, field).get_secret_value():
+            os.environ[env] = secrets.token_urlsafe(24)
+            generated = True
+    return generated
 
 
 def _adopt_fleet(runtime) -> None:
@@ -207,11 +225,17 @@ def _receiver_serve(args: argparse.Namespace) -> int:
     from remedy import runtime
     from remedy.receiver.server import ReceiverServer, build_receiver
 
+    from remedy.receiver.server import check_bind
+
     settings = runtime.settings() if not args.config else None
     if settings is None:
         os.environ["REMEDY_CONFIG"] = args.config
         runtime.reset()
         settings = runtime.settings()
+    host = args.host or settings.receiver.host
+    warning = check_bind(host, settings.receiver.token.get_secret_value())  # before anything else: one line, exit 2
+    if warning:
+        print(f"remedy: warning: {warning}", file=sys.stderr, flush=True)
     from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_KEY, PREFECT_API_URL
 
     api_url = PREFECT_API_URL.value()
@@ -223,8 +247,7 @@ def _receiver_serve(args: argparse.Namespace) -> int:
     receiver = build_receiver(settings, led, api_url=api_url,
                               api_key=key.get_secret_value() if hasattr(key, "get_secret_value") else key,
                               auth_string=auth.get_secret_value() if hasattr(auth, "get_secret_value") else auth,
-                              node_lister=lambda: [n.name for n in runtime.cluster().list_gpu_nodes()])
-    host = args.host or settings.receiver.host
+                              node_lister=lambda: runtime.cluster().list_gpu_nodes())
     port = settings.receiver.port if args.port is None else args.port
     server = ReceiverServer(receiver, host=host, port=port).start()
     print(f"alert receiver on {server.alerts_url} (metrics {server.url}/metrics); Ctrl-C stops it", flush=True)

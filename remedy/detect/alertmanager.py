@@ -13,14 +13,16 @@ Label mapping (what deployments/prometheus/rules.yml puts on its alerts):
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from remedy.detect.signals import Signal, SignalKind
+from remedy.domain.xid import XID_MAX, XID_MIN
 from remedy.errors import RemedyError
 
 # alertname → SignalKind. gpu-remedy's own rule names first, then common kube-prometheus names.
@@ -111,6 +113,8 @@ def validate_payload(payload: Any) -> WebhookPayload:
             payload = json.loads(payload)
         except json.JSONDecodeError as exc:
             raise AlertPayloadError(f"payload: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        except (RecursionError, ValueError):  # nested too deep; bytes not UTF-8; an integer past the digit limit
+            raise AlertPayloadError("payload: not valid JSON (too deeply nested, not UTF-8, or a number too long)") from None
     if not isinstance(payload, dict):
         raise AlertPayloadError(f"payload: must be a JSON object, got {type(payload).__name__}")
     try:
@@ -147,10 +151,24 @@ def _int_label(value: str | None, where: str, what: str) -> int | None:
     try:
         number = float(text)
     except ValueError:
-        raise AlertPayloadError(f"{where}: {what} must be a whole number, got {value!r}") from None
-    if number != int(number) or number < 0:
-        raise AlertPayloadError(f"{where}: {what} must be a non-negative whole number, got {value!r}")
+        raise AlertPayloadError(f"{where}: {what} must be a whole number, got {value[:40]!r}") from None
+    # inf/nan/1e400 have no integer; past 2**31 no GPU index or XID is meant (and the ledger's INTEGER overflows)
+    if not math.isfinite(number) or number != int(number) or number < 0 or number >= 2**31:
+        raise AlertPayloadError(f"{where}: {what} must be a non-negative whole number below 2^31, got {value[:40]!r}")
     return int(number)
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _time(at: datetime, where: str) -> datetime:
+    """An alert time the ledger can store and compute windows on: with a zone, not before 1970 (Go's zero time
+    0001-01-01 is what Alertmanager sends as endsAt of a firing alert, so only a resolved alert's endsAt is read)."""
+    if at.tzinfo is None or at.utcoffset() is None:
+        raise AlertPayloadError(f"{where}: must carry a time zone, got {at.isoformat()!r}")
+    if at < EPOCH:
+        raise AlertPayloadError(f"{where}: before 1970, got {at.isoformat()!r}")
+    return at
 
 
 def alert_to_signal(alert: WebhookAlert, where: str = "alert") -> Signal:
@@ -172,7 +190,9 @@ def alert_to_signal(alert: WebhookAlert, where: str = "alert") -> Signal:
         try:
             value = float(value_text)  # type: ignore[arg-type]
         except ValueError:
-            raise AlertPayloadError(f"{where}.annotations.value: not a number: {value_text!r}") from None
+            raise AlertPayloadError(f"{where}.annotations.value: not a number: {value_text[:40]!r}") from None
+        if math.isinf(value):  # NaN stays "no number" (Signal); an infinite sample is nothing a rule can compare
+            raise AlertPayloadError(f"{where}.annotations.value: must be finite, got {value_text[:40]!r}")
     gpu = _int_label(labels.get("gpu"), f"{where}.labels.gpu", "gpu")
     xid = _int_label(labels.get("xid"), f"{where}.labels.xid", "xid")
     if kind is SignalKind.XID and xid is None:
@@ -180,13 +200,15 @@ def alert_to_signal(alert: WebhookAlert, where: str = "alert") -> Signal:
             raise AlertPayloadError(f"{where}: xid alert without an xid label or a value annotation")
         xid = _int_label(value_text, f"{where}.annotations.value", "xid")
         value = None  # the value was the code, not a measurement
-    if xid is not None and not 1 <= xid <= 65535:
-        raise AlertPayloadError(f"{where}: XID {xid} out of range: must be 1..65535")
+    if xid is not None and not XID_MIN <= xid <= XID_MAX:
+        raise AlertPayloadError(f"{where}: XID {xid} out of range: must be {XID_MIN}..{XID_MAX}")
+    starts_at = _time(alert.starts_at, f"{where}.startsAt")
+    resolved = alert.status == "resolved"
+    ends_at = _time(alert.ends_at, f"{where}.endsAt") if resolved and alert.ends_at is not None else None
     return Signal(
-        node=node, kind=kind, gpu=gpu, xid=xid, value=value, at=alert.starts_at, labels=labels,
+        node=node, kind=kind, gpu=gpu, xid=xid, value=value, at=starts_at, labels=labels,
         source="alertmanager", raw=json.dumps(alert.model_dump(mode="json", by_alias=True), sort_keys=True)[:2000],
-        resolved=alert.status == "resolved", fingerprint=alert.fingerprint,
-        ended_at=alert.ends_at if alert.status == "resolved" else None,
+        resolved=resolved, fingerprint=alert.fingerprint, ended_at=ends_at,
     )
 
 

@@ -42,7 +42,8 @@ class Values(BaseModel):
     config_map: str = Field("gpu-remedy-config", description="ConfigMap holding config.yaml, mounted at /etc/gpu-remedy.")
     secret: str = Field(
         "gpu-remedy-secrets",
-        description="Secret with REMEDY_DB_URL (postgresql+psycopg://…), REMEDY_RECEIVER__TOKEN, REMEDY_SLACK__BOT_TOKEN, "
+        description="Secret with REMEDY_DB_URL (postgresql+psycopg://…), REMEDY_RECEIVER__TOKEN (required: no default), "
+        "REMEDY_RECEIVER__EXECUTE_TOKEN (open-loop go-ahead, optional), REMEDY_SLACK__BOT_TOKEN, "
         "REMEDY_SLACK__SIGNING_SECRET; loaded as environment (config layering: env overrides the file).",
     )
     prefect_database_secret: str = Field(

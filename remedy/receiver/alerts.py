@@ -6,16 +6,22 @@ alert: an alert for a node the cluster does not know is rejected (counted, never
 by fault fingerprint (node + GPU + signal + XID) and written with one `open_incident` call per fault, so a storm
 of repeats costs one ledger transaction per distinct fault per request, and a repeat inside the dedup window
 bumps the existing incident's count instead of opening another.
+
+Limits (`receiver.limits`): more distinct faults in one request than `max_incidents_per_request` refuses the payload
+(`RequestOverLimit`, nothing written); an alert whose GPU index is not below the node's GPU count (or
+`max_gpus_per_node` when the count is unknown) is rejected, as is a new fault on a node that already has
+`max_incidents_per_node` distinct faults in the window. A ledger failure propagates (the app answers 503).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from remedy.detect.alertmanager import AlertPayloadError, parse_alertmanager
@@ -23,9 +29,11 @@ from remedy.detect.signals import Signal, Verdict, classify
 from remedy.domain.model import Incident, IncidentStatus, incident_fingerprint, utcnow
 from remedy.ledger.records import IncidentRecord
 from remedy.receiver.outbox import RECEIVER_MARK, touch_resolved
+from remedy.settings.receiver import ReceiverLimits
 from remedy.settings.signals import SignalThresholds
 
 OPENED, DEDUPLICATED, RESOLVED, REJECTED = "opened", "deduplicated", "resolved", "rejected"
+log = logging.getLogger(__name__)
 
 
 def rejection_reason(message: str) -> str:
@@ -37,45 +45,55 @@ def rejection_reason(message: str) -> str:
     return "malformed"
 
 
-def count_alerts(body: bytes) -> int:
-    """How many alerts a refused payload carried (so every alert is accounted for); 1 if it cannot be told."""
+def count_alerts(payload: Any) -> int:
+    """How many alerts a refused payload (decoded, or JSON text) carried, so every alert is accounted for; 1 if it
+    cannot be told."""
     try:
-        alerts = json.loads(body).get("alerts")
-    except (ValueError, AttributeError):
+        alerts = (json.loads(payload) if isinstance(payload, (str, bytes)) else payload).get("alerts")
+    except (ValueError, AttributeError, RecursionError):
         return 1
     return len(alerts) if isinstance(alerts, list) and alerts else 1
 
 
 class NodeDirectory:
-    """Which nodes the cluster has. A miss re-reads the ledger (and the cluster, if a lister is given), at most
-    once per `refresh_seconds`, so a storm of alerts for a bogus host cannot hammer the API server."""
+    """Which nodes the cluster has, and how many GPUs each (0 = not known). A miss re-reads the ledger (and the
+    cluster, if a lister is given), at most once per `refresh_seconds`, so a storm of alerts for a bogus host cannot
+    hammer the API server. The lister yields node names or `Node`s (whose `gpu_count` then counts too)."""
 
-    def __init__(self, ledger, lister: Callable[[], Iterable[str]] | None = None, refresh_seconds: float = 10.0):
+    def __init__(self, ledger, lister: Callable[[], Iterable[Any]] | None = None, refresh_seconds: float = 10.0):
         self._ledger = ledger
         self._lister = lister
         self._refresh_seconds = refresh_seconds
-        self._names: set[str] = set()
+        self._gpus: dict[str, int] = {}
         self._last_refresh = float("-inf")
         self._lock = threading.Lock()
 
     def refresh(self) -> set[str]:
-        names = {n.name for n in self._ledger.nodes()}
+        """Re-read; a ledger failure raises (the request cannot be recorded anyway), a cluster failure is logged."""
+        gpus = {n.name: n.gpu_count for n in self._ledger.nodes()}
         if self._lister is not None:
-            names |= set(self._lister())
+            try:
+                for item in self._lister():
+                    name = item if isinstance(item, str) else item.name
+                    count = 0 if isinstance(item, str) else int(getattr(item, "gpu_count", 0) or 0)
+                    gpus[name] = max(count, gpus.get(name, 0))
+            except Exception as exc:  # cluster unreachable: judge on what the ledger knows
+                log.warning("node directory: could not list the cluster's nodes: %s", type(exc).__name__)
         with self._lock:
-            self._names = names
+            self._gpus = gpus
             self._last_refresh = time.monotonic()
-        return names
+        return set(gpus)
 
     def knows(self, node: str) -> bool:
-        if node in self._names:
+        if node in self._gpus:
             return True
         if time.monotonic() - self._last_refresh >= self._refresh_seconds:
-            try:
-                self.refresh()
-            except Exception:  # cluster unreachable: judge on what we know; the alert is rejected, not lost silently
-                self._last_refresh = time.monotonic()
-        return node in self._names
+            self.refresh()
+        return node in self._gpus
+
+    def gpu_count(self, node: str) -> int:
+        """GPUs of a known node; 0 when no source says."""
+        return self._gpus.get(node, 0)
 
 
 @dataclass(frozen=True)
@@ -88,6 +106,7 @@ class AlertOutcome:
     outcome: str  # opened | deduplicated | resolved | rejected
     reason: str = ""
     incident_id: int | None = None
+    code: str = ""  # why a rejected alert was rejected, as a metric label: unknown-node | gpu-out-of-range | node-cap
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v not in ("", None) or k in ("gpu", "xid")}
@@ -139,15 +158,23 @@ def _detail(s: Signal) -> str:
     return f"{RECEIVER_MARK} {name}" + (f": {summary}" if summary else "")
 
 
+class RequestOverLimit(AlertPayloadError):
+    """A well-formed payload over one of `receiver.limits` (answer 422, nothing written)."""
+
+
 class AlertIntake:
     """Turns one webhook body into ledger incidents. Thread-safe (the ledger serialises writers)."""
 
     def __init__(self, ledger, nodes: NodeDirectory, *, window_seconds: float,
-                 thresholds: SignalThresholds | None = None) -> None:
+                 thresholds: SignalThresholds | None = None, limits: ReceiverLimits | None = None,
+                 refresh_seconds: float = 10.0) -> None:
         self.ledger = ledger
         self.nodes = nodes
         self.window_seconds = window_seconds
         self.thresholds = thresholds or SignalThresholds()
+        self.limits = limits or ReceiverLimits()
+        self.refresh_seconds = refresh_seconds
+        self._faults: dict[str, tuple[float, set[str]]] = {}  # node → (read at, fault keys in the window)
         # One writer at a time from this process. SQLite serialises writers anyway; contending threads would wait in
         # its busy handler, which sleeps in steps of up to 100 ms (the storm's p99 went 380 ms → see bench).
         self._write_lock = threading.Lock()
@@ -155,23 +182,75 @@ class AlertIntake:
     def ingest(self, body: bytes | str | dict) -> IntakeResult:
         """Validate, then record. AlertPayloadError (nothing written) for a payload that cannot be used."""
         batch = parse_alertmanager(body, strict=True)
+        cap = self.limits.max_incidents_per_request
+        faults = {_fault_key(s) for s in batch.signals}
+        if len(faults) > cap:
+            raise RequestOverLimit(f"alerts: {len(faults)} distinct faults in one request, more than "
+                                   f"{cap} (receiver.limits.max_incidents_per_request); nothing recorded")
         result = IntakeResult(truncated_alerts=batch.truncated_alerts)
         now = utcnow()
-        firing: dict[str, list[tuple[int, Signal]]] = {}
+        accepted: list[tuple[int, Signal]] = []
         for index, s in enumerate(batch.signals):
             if not self.nodes.knows(s.node):
-                result.outcomes.append(AlertOutcome(index, s.node, s.kind.value, s.gpu, s.xid, REJECTED,
-                                                    f"unknown node {s.node!r}: not in the cluster"))
-            elif s.resolved:
-                with self._write_lock:
-                    result.outcomes.append(self._resolved(index, s, now))
+                result.outcomes.append(_rejected(index, s, "unknown-node", f"unknown node {s.node!r}: not in the cluster"))
+            elif (why := self._gpu_out_of_range(s)):
+                result.outcomes.append(_rejected(index, s, "gpu-out-of-range", why))
             else:
-                firing.setdefault(f"{_fault_key(s)}|{occurrence_of(s)}", []).append((index, s))
+                accepted.append((index, s))
+        # Read outside the write lock: two concurrent requests may overshoot the cap by what they carry, which is
+        # fine for a sanity bound, and the storm's writers do not queue behind this read.
+        accepted = self._within_node_cap(accepted, now, result)
         with self._write_lock:
+            firing: dict[str, list[tuple[int, Signal]]] = {}
+            for index, s in accepted:
+                if s.resolved:
+                    result.outcomes.append(self._resolved(index, s, now))
+                else:
+                    firing.setdefault(f"{_fault_key(s)}|{occurrence_of(s)}", []).append((index, s))
             for group in firing.values():
                 result.outcomes.extend(self._record(group, now, result))
         result.outcomes.sort(key=lambda o: o.index)
         return result
+
+    def _node_faults(self, node: str, now: datetime) -> set[str]:
+        """Fault keys seen on `node` within the window: read from the ledger at most once per `refresh_seconds`,
+        kept up to date in between with what this receiver accepts (a storm does not add a read per request)."""
+        hit = self._faults.get(node)
+        if hit is not None and time.monotonic() - hit[0] < self.refresh_seconds:
+            return hit[1]
+        since = now - timedelta(seconds=self.limits.node_window_seconds)
+        keys = {r.fingerprint for r in self.ledger.incidents(node=node, since=since)}
+        self._faults[node] = (time.monotonic(), keys)
+        return keys
+
+    def _gpu_out_of_range(self, s: Signal) -> str:
+        if s.gpu is None:
+            return ""
+        count = self.nodes.gpu_count(s.node)
+        bound = count or self.limits.max_gpus_per_node
+        if s.gpu < bound:
+            return ""
+        if count:
+            return f"GPU {s.gpu} out of range: {s.node} has {count} GPUs (0..{count - 1})"
+        return (f"GPU {s.gpu} out of range: {s.node}'s GPU count is not known and the bound is "
+                f"{bound} (receiver.limits.max_gpus_per_node)")
+
+    def _within_node_cap(self, accepted: list[tuple[int, Signal]], now: datetime,
+                         result: IntakeResult) -> list[tuple[int, Signal]]:
+        """Alerts whose fault is already known on its node in the window, or new while the node is under
+        `max_incidents_per_node` distinct faults; the rest are rejected."""
+        cap = self.limits.max_incidents_per_node
+        kept = []
+        for index, s in accepted:
+            faults, key = self._node_faults(s.node, now), _fault_key(s)
+            if key in faults or len(faults) < cap:
+                faults.add(key)
+                kept.append((index, s))
+            else:
+                result.outcomes.append(_rejected(
+                    index, s, "node-cap", f"{s.node} already has {len(faults)} distinct faults in the last "
+                    f"{self.limits.node_window_seconds:.0f} s (receiver.limits.max_incidents_per_node): not recorded"))
+        return kept
 
     def _record(self, group: list[tuple[int, Signal]], now: datetime, result: IntakeResult) -> list[AlertOutcome]:
         first = group[0][1]
@@ -205,5 +284,9 @@ class AlertIntake:
         return AlertOutcome(index, s.node, s.kind.value, s.gpu, s.xid, RESOLVED, incident_id=incident_id)
 
 
-__all__ = ["AlertIntake", "AlertOutcome", "AlertPayloadError", "IntakeResult", "NodeDirectory", "OpenedIncident",
+def _rejected(index: int, s: Signal, code: str, reason: str) -> AlertOutcome:
+    return AlertOutcome(index, s.node, s.kind.value, s.gpu, s.xid, REJECTED, reason, code=code)
+
+
+__all__ = ["AlertIntake", "AlertOutcome", "AlertPayloadError", "IntakeResult", "NodeDirectory", "OpenedIncident", "RequestOverLimit",
            "count_alerts", "rejection_reason"]

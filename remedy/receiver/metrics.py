@@ -25,7 +25,7 @@ class ReceiverMetrics:
         self.events_emitted = Counter("remedy_receiver_events_emitted", "Incident events Prefect acknowledged.", registry=r)
         self.event_emit_failures = Counter("remedy_receiver_event_emit_failures", "Incident events Prefect did not take (held and retried).", registry=r)
         self.event_emit_retries = Counter("remedy_receiver_event_emit_retries", "Held incident events delivered on a later attempt.", registry=r)
-        self.errors = Counter("remedy_receiver_internal_errors", "Requests that failed inside the receiver (answered 500).", registry=r)
+        self.errors = Counter("remedy_receiver_internal_errors", "Requests that failed inside the receiver: the ledger (answered 503) or a case validation missed (422).", registry=r)
         self.latency = Histogram("remedy_receiver_request_seconds", "Webhook request handling time.", buckets=_BUCKETS, registry=r)
 
     def render(self) -> bytes:

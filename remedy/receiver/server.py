@@ -7,30 +7,46 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from remedy.receiver.alerts import AlertIntake, NodeDirectory
-from remedy.receiver.app import ALERTS_PATH, Receiver, create_app
+from remedy.errors import RemedyError
+from remedy.receiver.app import ALERTS_PATH, Receiver, create_app, is_loopback
 from remedy.receiver.events import IncidentAnnouncer, PrefectEventSink
 from remedy.receiver.metrics import ReceiverMetrics
 from remedy.settings.triage import triage_settings
 
 
-def build_receiver(settings, ledger, *, api_url: str | None, node_lister: Callable[[], Iterable[str]] | None = None,
+def build_receiver(settings, ledger, *, api_url: str | None, node_lister: Callable[[], Iterable[Any]] | None = None,
                    on_sent: Callable[[list[int]], None] | None = None, api_key: str | None = None,
                    auth_string: str | None = None) -> Receiver:
-    """A Receiver for `settings`; with `api_url` (Prefect's, ending in /api) incidents are announced to it."""
+    """A Receiver for `settings`; with `api_url` (Prefect's, ending in /api) incidents are announced to it.
+    `node_lister` yields the cluster's node names or `Node`s (then their GPU counts bound the alerts' GPU index)."""
     t = triage_settings(settings)
     metrics = ReceiverMetrics()
     nodes = NodeDirectory(ledger, node_lister, refresh_seconds=t.known_nodes_refresh_seconds)
     intake = AlertIntake(ledger, nodes, window_seconds=settings.receiver.dedup_window_seconds,
-                         thresholds=settings.signals)
+                         thresholds=settings.signals, limits=settings.receiver.limits,
+                         refresh_seconds=t.known_nodes_refresh_seconds)
     announcer = None
     if api_url:
         sink = PrefectEventSink(api_url, timeout=t.emit_timeout_seconds, api_key=api_key, auth_string=auth_string)
         announcer = IncidentAnnouncer(ledger, sink, metrics, retry_seconds=t.emit_retry_seconds,
                                       thresholds=settings.signals, on_sent=on_sent)
     return Receiver(intake=intake, token=settings.receiver.token.get_secret_value(), metrics=metrics,
-                    announcer=announcer)
+                    announcer=announcer, limits=settings.receiver.limits)
+
+
+def check_bind(host: str, token: str) -> str:
+    """Refuse (RemedyError, one line) to serve a non-loopback address without a token; on loopback without one,
+    return the line to say so (alerts are then taken from loopback clients only); "" when a token is set."""
+    if token:
+        return ""
+    if not is_loopback(host):
+        raise RemedyError(f"receiver.token is not set: refusing to serve alerts on {host} without a bearer token "
+                          "(set REMEDY_RECEIVER__TOKEN, or bind 127.0.0.1)")
+    return (f"receiver.token is not set: taking alerts without a token, from loopback clients only ({host}); "
+            "set REMEDY_RECEIVER__TOKEN before exposing it")
 
 
 class ReceiverServer:
@@ -39,6 +55,7 @@ class ReceiverServer:
     def __init__(self, receiver: Receiver, host: str = "127.0.0.1", port: int = 0) -> None:
         import uvicorn
 
+        self.warning = check_bind(host, receiver.token)
         self.receiver = receiver
         self.host = host
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -2,12 +2,13 @@
 
 Order matters: the v0 signature (and its 5-minute replay window) is checked before the body is even parsed, the
 approver allowlist before anything is written, and the ledger (first decision wins) before Prefect is touched.
-Forged or stale → 401, not an approver → 403, and in both cases nothing is recorded or resumed.
+Forged or stale → 401, not an approver → 403, and in both cases nothing is recorded or resumed. A body over
+receiver.limits.max_body_bytes → 413 before it is read; a signed payload of any shape that is not an approval click
+→ 400; a failure inside → a generic 503 (logged), never a 500 carrying its text.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from urllib.parse import parse_qs
@@ -19,7 +20,8 @@ from starlette.concurrency import run_in_threadpool
 from remedy import runtime
 from remedy.approvals import messages
 from remedy.approvals.decide import decide_and_resume
-from remedy.approvals.model import BadInteraction, is_approver, parse_click
+from remedy.approvals.model import BadInteraction, Click, is_approver, parse_click
+from remedy.receiver.limits import BadJson, BodyTooLarge, loads_bounded, read_body
 
 router = APIRouter()
 REPLAY_WINDOW_SECONDS = 300  # Slack's documented window (and slack_sdk's SignatureVerifier default)
@@ -32,8 +34,52 @@ def _error(status: int, message: str) -> JSONResponse:
 
 @router.post("/v1/slack/interactions")
 async def slack_interactions(request: Request) -> JSONResponse:
-    body = (await request.body()).decode("utf-8", errors="replace")
-    return await run_in_threadpool(handle_interaction, body, dict(request.headers))
+    try:
+        limit = runtime.settings().receiver.limits.max_body_bytes
+        raw = await read_body(request, limit)
+    except BodyTooLarge as exc:
+        return _error(413, str(exc))
+    except Exception:  # settings unreadable: the log says why; the caller learns nothing about the host
+        log.exception("slack interaction: could not read settings or body")
+        return _error(503, UNAVAILABLE)
+    body = raw.decode("utf-8", errors="replace")
+    return await run_in_threadpool(_guarded, body, dict(request.headers))
+
+
+UNAVAILABLE = "the receiver cannot handle interactions right now; nothing was recorded"
+
+
+def _guarded(body: str, headers: dict[str, str]) -> JSONResponse:
+    """handle_interaction, but an unexpected failure is a generic 503 (logged), never a 500 with its text."""
+    try:
+        return handle_interaction(body, headers)
+    except Exception:
+        log.exception("slack interaction failed")
+        return _error(503, UNAVAILABLE)
+
+
+def _click(body: str, max_depth: int) -> Click:
+    """The button press in a verified body; BadInteraction (→ 400) for any shape that is not one."""
+    raw = parse_qs(body).get("payload", [""])[0]
+    if not raw:
+        raise BadInteraction("form field 'payload' is missing")
+    try:
+        payload = loads_bounded(raw, max_depth, what="payload")
+    except BadJson as exc:
+        raise BadInteraction(str(exc)) from None
+    try:
+        click = parse_click(payload)
+    except (TypeError, AttributeError, ValueError, KeyError, OverflowError) as exc:
+        if isinstance(exc, BadInteraction):
+            raise
+        # a field of the wrong JSON type (actions not a list, user not an object, …): not a click Slack sends
+        raise BadInteraction(f"payload is not a block_actions click Slack sends ({type(exc).__name__})") from None
+    texts = {"user.id": click.user_id, "user.name": click.user_name, "channel": click.channel_id,
+             "message.ts": click.message_ts}
+    wrong = [k for k, v in texts.items() if not isinstance(v, str)]
+    if wrong:
+        raise BadInteraction(f"payload: {', '.join(wrong)} must be text")
+    return click
 
 
 def handle_interaction(body: str, headers: dict[str, str]) -> JSONResponse:
@@ -50,7 +96,7 @@ def handle_interaction(body: str, headers: dict[str, str]) -> JSONResponse:
         return _error(401, "missing X-Slack-Request-Timestamp or X-Slack-Signature")
     try:
         age = time.time() - int(ts)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: more digits than a float holds
         return _error(401, f"X-Slack-Request-Timestamp is not a number: {ts[:20]!r}")
     if abs(age) > REPLAY_WINDOW_SECONDS:
         log.warning("slack interaction refused: timestamp %s s old (replay window %d s)", int(age), REPLAY_WINDOW_SECONDS)
@@ -61,14 +107,7 @@ def handle_interaction(body: str, headers: dict[str, str]) -> JSONResponse:
         return _error(401, "bad Slack signature")
 
     try:
-        raw = parse_qs(body).get("payload", [""])[0]
-        if not raw:
-            raise BadInteraction("form field 'payload' is missing")
-        try:
-            payload = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise BadInteraction(f"payload is not JSON: {exc.msg}") from None
-        click = parse_click(payload)
+        click = _click(body, settings.receiver.limits.max_json_depth)
     except BadInteraction as exc:
         return _error(400, str(exc))
 

@@ -112,7 +112,7 @@ def remedy_env(monkeypatch, tmp_path):
 
     def configure(sim=None, slack=None, **env: Any):
         values = {"DB_URL": f"sqlite:///{tmp_path / 'ledger.db'}", "SLACK__SIGNING_SECRET": SECRET,
-                  "SLACK__APPROVERS": json.dumps([APPROVER]), "RECEIVER__TOKEN": "open-loop-token"}
+                  "SLACK__APPROVERS": json.dumps([APPROVER]), "RECEIVER__EXECUTE_TOKEN": "open-loop-token"}
         if sim is not None:
             values |= {"CLUSTER__MODE": "simulator", "CLUSTER__SIMULATOR_URL": sim.url, "CLUSTER__API_RETRIES": "1"}
         if slack is not None:
