@@ -20,8 +20,8 @@ from typing import NamedTuple
 from remedy.errors import RemedyError
 
 
-class MountstatsError(RemedyError):
-    """A mountstats file that cannot be read as the kernel writes it; the message names the line."""
+class MountstatsError(RemedyError, ValueError):
+    """A mountstats file that cannot be read as the kernel writes it; the message names the line (a ValueError too)."""
 
 
 EVENT_FIELDS = (
