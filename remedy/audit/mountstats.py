@@ -6,7 +6,9 @@ The layout follows the kernel's printers: `nfs_show_stats` (fs/nfs/super.c) writ
 `nconnect`; formats from xs_tcp/xs_udp/xs_local_print_stats and xprt_rdma_print_stats) and the
 `per-op statistics` lines `OP: ops trans timeouts bytes_sent bytes_recv queue_ms rtt_ms execute_ms [errors]`
 (the 9th field exists on kernels ≥ 5.3). Non-NFS mounts are skipped and counted. Anything cut short raises
-`MountstatsError` naming the line.
+`MountstatsError` naming the line. A per-op table with fewer ops than the version's full table is read as it
+is (prometheus/procfs does too; its fixtures carry NFSv3 and NFSv4 mounts listing only a few ops): the ops it
+does not list are named in `NfsMount.ops_absent`, so an audit can say what it could not see.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from remedy.errors import RemedyError
+from remedy.textinput import as_text
 
 
 class MountstatsError(RemedyError, ValueError):
@@ -123,6 +126,7 @@ class NfsMount:
     transports: list[Transport] = field(default_factory=list)
     ops: dict[str, OpStats] = field(default_factory=dict)
     extra: dict[str, str] = field(default_factory=dict)  # lines we keep but do not interpret (nfsv4:, fsc:…)
+    ops_absent: tuple[str, ...] = ()  # ops of the version's table that this mount's per-op list leaves out
 
     @property
     def nfs_version(self) -> str:
@@ -228,11 +232,7 @@ def _check_complete(m: NfsMount, where: str) -> None:
     if missing:
         raise MountstatsError(f"{where}: mount {m.mountpoint} (line {m.line}) ends before {missing[0]} (truncated?)")
     expected = NFS3_OPS if m.nfs_version.startswith("3") else NFS4_FIRST_OPS
-    absent = [op for op in expected if op not in m.ops]
-    if absent:
-        raise MountstatsError(
-            f"{where}: mount {m.mountpoint} (line {m.line}) per-op statistics stop before {absent[0]} (truncated?)"
-        )
+    m.ops_absent = tuple(op for op in expected if op not in m.ops)
 
 
 _OP_LINE = re.compile(r"^[ \t]*([^:\s]+):([^\n]*)\n", re.M)
@@ -326,8 +326,9 @@ def _blocks(text: str):
         line += block.count("\n")
 
 
-def parse_mountstats(text: str, source: str = "<text>") -> Mountstats:
+def parse_mountstats(text: str | bytes, source: str = "<text>") -> Mountstats:
     """Parse the full text of a mountstats file. Raises MountstatsError on truncated or malformed input."""
+    text = as_text(text, source, MountstatsError)
     if text and not text.endswith("\n"):
         last = text.count("\n") + 1
         raise MountstatsError(f"{source}: line {last}: file ends mid-line (truncated?)")
