@@ -166,6 +166,7 @@ def judge_ib(ports: list[IbPort], t: IbThresholds, *, expected_ports: int = 0, r
 
 def check_ib(text: str, t: IbThresholds, *, counters: str | os.PathLike[str] | dict | None = None,
              expected_ports: int = 0) -> CheckResult:
+    text = as_text(text, "ibstat output", CheckOutputError)
     ports = parse_ibstat(text)
     if counters is not None:
         attach_counters(ports, read_ib_counters(counters))

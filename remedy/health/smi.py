@@ -232,4 +232,5 @@ def judge_nvidia_smi(parsed: dict[str, Any], settings: HealthCheckSettings, *, e
 
 def check_nvidia_smi(text: str, settings: HealthCheckSettings, *, expect_gpus: int | None = None,
                      expect_model: str | None = None) -> CheckResult:
+    text = as_text(text, "nvidia-smi output", CheckOutputError)
     return judge_nvidia_smi(parse_nvidia_smi(text), settings, expect_gpus=expect_gpus, expect_model=expect_model, raw=text)
