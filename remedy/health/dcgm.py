@@ -116,8 +116,9 @@ def parse_dcgm_diag(text: str | bytes) -> DcgmDiag:
     # dcgmi may print a banner before the JSON; take the outermost object.
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end < start:
-        said = f"; dcgmi said: {errors[0][:200]}" if (errors := _error_lines(text)) else ""
-        raise CheckOutputError(f"dcgm diag did not run: its output has no JSON object (-j) and no result table{said}")
+        if errors := _error_lines(text):
+            raise CheckOutputError(f"dcgm diag did not run (no JSON object, no result table): {errors[0][:200]}")
+        raise CheckOutputError("dcgm diag output has no JSON object (-j) and no result table")
     try:
         doc = json.loads(text[start : end + 1])
     except (json.JSONDecodeError, RecursionError) as exc:
