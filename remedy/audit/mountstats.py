@@ -160,7 +160,7 @@ def _ints(values: list[str], where: str) -> list[int]:
     try:
         return [int(v) for v in values]
     except ValueError:
-        raise MountstatsError(f"{where}: expected whole numbers, got {' '.join(values)!r}") from None
+        raise MountstatsError(f"{where}: expected whole numbers, got {' '.join(values)[:80]!r}") from None
 
 
 def _kv(text: str) -> dict[str, str]:
@@ -180,7 +180,7 @@ def parse_xprt(text: str, where: str) -> Transport:
         raise MountstatsError(f"{where}: empty xprt line")
     proto, values = parts[0], parts[1:]
     if proto not in XPRT_FIELDS:
-        raise MountstatsError(f"{where}: unknown transport {proto!r} (expected tcp, udp, rdma or local)")
+        raise MountstatsError(f"{where}: unknown transport {proto[:40]!r} (expected tcp, udp, rdma or local)")
     if len(values) not in XPRT_LENGTHS[proto]:
         want = " or ".join(str(n) for n in XPRT_LENGTHS[proto])
         raise MountstatsError(f"{where}: xprt {proto} has {len(values)} fields, expected {want} (truncated?)")
@@ -216,11 +216,11 @@ def _parse_op(line: str, source: str, lineno: int) -> OpStats:
     values = rest.split()
     n = len(values)
     if n != 9 and n != 8:
-        raise MountstatsError(f"{source}: line {lineno}: {name} has {n} counters, expected 8 or 9 (truncated?)")
+        raise MountstatsError(f"{source}: line {lineno}: {name[:40]} has {n} counters, expected 8 or 9 (truncated?)")
     try:
         nums = list(map(int, values))
     except ValueError:
-        raise MountstatsError(f"{source}: line {lineno}: expected whole numbers, got {rest.strip()!r}") from None
+        raise MountstatsError(f"{source}: line {lineno}: expected whole numbers, got {rest.strip()[:80]!r}") from None
     if n == 8:
         nums.append(None)
     return OpStats(name, *nums)
@@ -230,7 +230,7 @@ def _check_complete(m: NfsMount, where: str) -> None:
     missing = [n for n, ok in (("events:", m.events), ("bytes:", m.bytes), ("RPC iostats", m.rpc_version),
                                 ("xprt:", m.transports), ("per-op statistics", m.ops)) if not ok]  # fmt: skip
     if missing:
-        raise MountstatsError(f"{where}: mount {m.mountpoint} (line {m.line}) ends before {missing[0]} (truncated?)")
+        raise MountstatsError(f"{where}: mount {m.mountpoint[:120]} (line {m.line}) ends before {missing[0]} (truncated?)")
     expected = NFS3_OPS if m.nfs_version.startswith("3") else NFS4_FIRST_OPS
     m.ops_absent = tuple(op for op in expected if op not in m.ops)
 

@@ -91,7 +91,7 @@ def _tests(root: dict) -> list[tuple[str, dict]]:
     out: list[tuple[str, dict]] = []
     for cat in _dicts(root.get("test_categories")):
         for t in _dicts(cat.get("tests")):
-            out.append((str(cat.get("category", "")), t))
+            out.append((str(cat.get("category", ""))[:80], t))
     for t in _dicts(root.get("tests")):
         out.append((str(t.get("category", "")), t))
     return out
@@ -151,7 +151,7 @@ def parse_dcgm_diag(text: str | bytes) -> DcgmDiag:
             raise CheckOutputError(f"dcgm diag did not run: {str(reason)[:200]}")
         raise CheckOutputError("dcgm diag JSON lists no tests")
     for category, t in tests:
-        name = str(t.get("name") or t.get("test_name") or "?")
+        name = " ".join(str(t.get("name") or t.get("test_name") or "?").split())[:80]  # one short line
         results = _dicts(t.get("results"))
         if not results:
             summary = t.get("test_summary")
@@ -243,7 +243,7 @@ def _parse_text(text: str) -> DcgmDiag:
         elif m := _LISTED.match(shown):
             current.entities += _listed(m)
         else:
-            raise CheckOutputError(f"dcgm diag table line {lineno}: test {name!r} has no status I know: {shown[:40]!r}")
+            raise CheckOutputError(f"dcgm diag table line {lineno}: test {name[:60]!r} has no status I know: {shown[:40]!r}")
     if not tests:
         if errors := _error_lines(text):
             raise CheckOutputError(f"dcgm diag did not run: {errors[0][:200]}")

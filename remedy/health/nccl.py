@@ -75,7 +75,7 @@ def _num(token: str, what: str, lineno: int) -> float:
     try:
         return float(token)
     except ValueError:
-        raise CheckOutputError(f"nccl output line {lineno}: {what} is not a number: {token!r}") from None
+        raise CheckOutputError(f"nccl output line {lineno}: {what} is not a number: {token[:20]!r}") from None
 
 
 def _wrong(token: str, lineno: int) -> int | None:
@@ -83,7 +83,7 @@ def _wrong(token: str, lineno: int) -> int | None:
         return None
     value = _num(token, "#wrong", lineno)  # printed with %g: a million wrong elements is "1e+06"
     if not math.isfinite(value) or value < 0 or value != int(value):
-        raise CheckOutputError(f"nccl output line {lineno}: #wrong is neither a count nor N/A: {token!r}")
+        raise CheckOutputError(f"nccl output line {lineno}: #wrong is neither a count nor N/A: {token[:20]!r}")
     return int(value)
 
 
