@@ -6,7 +6,9 @@ The layout follows the kernel's printers: `nfs_show_stats` (fs/nfs/super.c) writ
 `nconnect`; formats from xs_tcp/xs_udp/xs_local_print_stats and xprt_rdma_print_stats) and the
 `per-op statistics` lines `OP: ops trans timeouts bytes_sent bytes_recv queue_ms rtt_ms execute_ms [errors]`
 (the 9th field exists on kernels ≥ 5.3). Non-NFS mounts are skipped and counted. Anything cut short raises
-`MountstatsError` naming the line.
+`MountstatsError` naming the line. A per-op table with fewer ops than the version's full table is read as it
+is (prometheus/procfs does too; its fixtures carry NFSv3 and NFSv4 mounts listing only a few ops): the ops it
+does not list are named in `NfsMount.ops_absent`, so an audit can say what it could not see.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 from remedy.errors import RemedyError
+from remedy.textinput import as_text
 
 
-class MountstatsError(RemedyError):
-    """A mountstats file that cannot be read as the kernel writes it; the message names the line."""
+class MountstatsError(RemedyError, ValueError):
+    """A mountstats file that cannot be read as the kernel writes it; the message names the line (a ValueError too)."""
 
 
 EVENT_FIELDS = (
@@ -123,6 +126,7 @@ class NfsMount:
     transports: list[Transport] = field(default_factory=list)
     ops: dict[str, OpStats] = field(default_factory=dict)
     extra: dict[str, str] = field(default_factory=dict)  # lines we keep but do not interpret (nfsv4:, fsc:…)
+    ops_absent: tuple[str, ...] = ()  # ops of the version's table that this mount's per-op list leaves out
 
     @property
     def nfs_version(self) -> str:
@@ -156,7 +160,7 @@ def _ints(values: list[str], where: str) -> list[int]:
     try:
         return [int(v) for v in values]
     except ValueError:
-        raise MountstatsError(f"{where}: expected whole numbers, got {' '.join(values)!r}") from None
+        raise MountstatsError(f"{where}: expected whole numbers, got {' '.join(values)[:80]!r}") from None
 
 
 def _kv(text: str) -> dict[str, str]:
@@ -176,7 +180,7 @@ def parse_xprt(text: str, where: str) -> Transport:
         raise MountstatsError(f"{where}: empty xprt line")
     proto, values = parts[0], parts[1:]
     if proto not in XPRT_FIELDS:
-        raise MountstatsError(f"{where}: unknown transport {proto!r} (expected tcp, udp, rdma or local)")
+        raise MountstatsError(f"{where}: unknown transport {proto[:40]!r} (expected tcp, udp, rdma or local)")
     if len(values) not in XPRT_LENGTHS[proto]:
         want = " or ".join(str(n) for n in XPRT_LENGTHS[proto])
         raise MountstatsError(f"{where}: xprt {proto} has {len(values)} fields, expected {want} (truncated?)")
@@ -212,11 +216,11 @@ def _parse_op(line: str, source: str, lineno: int) -> OpStats:
     values = rest.split()
     n = len(values)
     if n != 9 and n != 8:
-        raise MountstatsError(f"{source}: line {lineno}: {name} has {n} counters, expected 8 or 9 (truncated?)")
+        raise MountstatsError(f"{source}: line {lineno}: {name[:40]} has {n} counters, expected 8 or 9 (truncated?)")
     try:
         nums = list(map(int, values))
     except ValueError:
-        raise MountstatsError(f"{source}: line {lineno}: expected whole numbers, got {rest.strip()!r}") from None
+        raise MountstatsError(f"{source}: line {lineno}: expected whole numbers, got {rest.strip()[:80]!r}") from None
     if n == 8:
         nums.append(None)
     return OpStats(name, *nums)
@@ -226,13 +230,9 @@ def _check_complete(m: NfsMount, where: str) -> None:
     missing = [n for n, ok in (("events:", m.events), ("bytes:", m.bytes), ("RPC iostats", m.rpc_version),
                                 ("xprt:", m.transports), ("per-op statistics", m.ops)) if not ok]  # fmt: skip
     if missing:
-        raise MountstatsError(f"{where}: mount {m.mountpoint} (line {m.line}) ends before {missing[0]} (truncated?)")
+        raise MountstatsError(f"{where}: mount {m.mountpoint[:120]} (line {m.line}) ends before {missing[0]} (truncated?)")
     expected = NFS3_OPS if m.nfs_version.startswith("3") else NFS4_FIRST_OPS
-    absent = [op for op in expected if op not in m.ops]
-    if absent:
-        raise MountstatsError(
-            f"{where}: mount {m.mountpoint} (line {m.line}) per-op statistics stop before {absent[0]} (truncated?)"
-        )
+    m.ops_absent = tuple(op for op in expected if op not in m.ops)
 
 
 _OP_LINE = re.compile(r"^[ \t]*([^:\s]+):([^\n]*)\n", re.M)
@@ -326,8 +326,9 @@ def _blocks(text: str):
         line += block.count("\n")
 
 
-def parse_mountstats(text: str, source: str = "<text>") -> Mountstats:
+def parse_mountstats(text: str | bytes, source: str = "<text>") -> Mountstats:
     """Parse the full text of a mountstats file. Raises MountstatsError on truncated or malformed input."""
+    text = as_text(text, source, MountstatsError)
     if text and not text.endswith("\n"):
         last = text.count("\n") + 1
         raise MountstatsError(f"{source}: line {last}: file ends mid-line (truncated?)")

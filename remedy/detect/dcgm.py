@@ -21,6 +21,7 @@ import pandas as pd
 from remedy.detect.schemas import DCGM_SAMPLES
 from remedy.detect.signals import Signal, SignalKind
 from remedy.settings.signals import SignalThresholds
+from remedy.textinput import as_text
 
 # DCGM blank sentinels (dcgm_structs.h): BLANK, NOT_FOUND, NOT_SUPPORTED, NOT_PERMISSIONED = BLANK + 0..3.
 DCGM_INT32_BLANK = 0x7FFFFFF0  # 2147483632
@@ -62,6 +63,11 @@ def _labels(text: str) -> dict[str, str] | None:
     return out if pos == len(text) else None
 
 
+def _index(text: str) -> int | None:
+    """A GPU index label as an int; None for anything that is not a plain small number (ASCII digits only)."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 6 else None
+
+
 def _value(text: str) -> float | None:
     try:
         return float(text)  # accepts NaN, +Inf, -Inf as the exposition format spells them
@@ -90,6 +96,7 @@ class DcgmParseResult:
 
 def parse_dcgm_metrics(text: str, *, max_samples: int = 20) -> DcgmParseResult:
     """Parse exposition text into the DCGM_SAMPLES long frame; bad lines are counted and sampled."""
+    text = as_text(text, "dcgm-exporter metrics")
     rows: list[dict[str, Any]] = []
     res = DcgmParseResult(samples=pd.DataFrame())
 
@@ -121,7 +128,7 @@ def parse_dcgm_metrics(text: str, *, max_samples: int = 20) -> DcgmParseResult:
         gpu_text = labels.get("gpu", "")
         rows.append({
             "hostname": labels.get("Hostname"),
-            "gpu": int(gpu_text) if gpu_text.isdigit() else None,
+            "gpu": _index(gpu_text),
             "uuid": labels.get("UUID"),
             "model": labels.get("modelName"),
             "device": labels.get("device"),
@@ -208,15 +215,15 @@ def signals_from_dcgm(
 
     for r in df.itertuples(index=False):
         v = r.value
-        if v is None or math.isnan(v):
-            continue  # blank: no data, never a number
+        if v is None or not math.isfinite(v):
+            continue  # blank (NaN) or ±Inf: no usable number
         host, gpu = _key(r)
         where = dict(node=host or node or "unknown", gpu=gpu)
         base = {k: r.labels[k] for k in ("UUID", "modelName", "pci_bus_id") if k in r.labels}
         raw = f"{r.metric}{{gpu={gpu}}} {v:g}"
         if r.metric == XID_METRIC and v > 0:
             out.append(Signal(kind=SignalKind.XID, xid=int(v), labels=base, source="dcgm", raw=raw, **where))
-        elif r.metric == XID_COUNT_METRIC and v > 0 and str(r.labels.get("xid", "")).isdigit():
+        elif r.metric == XID_COUNT_METRIC and v > 0 and _index(str(r.labels.get("xid", ""))) is not None:
             x = int(r.labels["xid"])
             out.append(Signal(kind=SignalKind.XID, xid=x, value=v, labels=base, source="dcgm", raw=raw, **where))
         elif r.metric in REMAP_METRICS and v > 0:

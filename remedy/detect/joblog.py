@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from remedy.detect.signals import Signal, SignalKind
+from remedy.textinput import as_text
 
 _WATCHDOG = re.compile(r"Watchdog caught collective operation timeout")
 _WORK = re.compile(r"SeqNum=(?P<seq>\d+).*?OpType=(?P<op>[A-Z_]+)")
-_RAN_FOR = re.compile(r"ran for (?P<ms>\d+) milliseconds")
+_RAN_FOR = re.compile(r"ran for (?P<ms>\d{1,15}) milliseconds")
 _RANK = re.compile(r"\[Rank (?P<rank>\d+)\]|\[rank(?P<rank2>\d+)\]")
 _LOSS = re.compile(
     r"""(?<![A-Za-z0-9_])['"]?loss['"]?\s*[:=]\s*(?P<v>[-+]?(?:nan|inf(?:inity)?|\d+(?:\.\d*)?(?:e[-+]?\d+)?))\b""",
@@ -52,6 +53,7 @@ class JobLogResult:
 
 def parse_job_log(text: str, *, node: str = "unknown", job: str = "", max_samples: int = 20) -> JobLogResult:
     """Scan a job log; `node` is where the log came from (logs rarely name it), `job` is kept as a label."""
+    text = as_text(text, "job log")
     if not node:
         raise ValueError("parse_job_log: node must be non-empty (use 'unknown' if the log's node is not known)")
     res = JobLogResult(signals=[])

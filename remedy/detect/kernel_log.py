@@ -7,7 +7,11 @@ Handles the variants real drivers and log tools print:
     NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: New row marked for remapping, reset gpu to activate.
     NVRM: Xid (PCI:0000:3b:00): 13, pid='<unknown>', name=<unknown>, Graphics Exception: ...
     NVRM: Xid (0000:3b:00): 13, Graphics Exception: ...                          (older drivers: no "PCI:")
+    NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=7194, Contained: CE User Channel (0x9). RST: No, D-RST: No
+    NVRM: Xid (PCI:0000:3b:00 GPU-I:01 GPU-CI:02): 13, ...                       (MIG: GPU / compute instance)
+    NVRM: Xid (PCI:0000:3f:00): 46                                               (no message at all)
     [12345.678901] NVRM: Xid ...                                                 (dmesg uptime stamp)
+    [Sun Feb 23 16:24:18 2025] NVRM: Xid ...                                     (dmesg -T / --ctime)
     Nov 21 10:00:01 gpu-node-17 kernel: [ 966.503025] NVRM: Xid ...            (syslog / journalctl short)
     2026-11-21T10:00:01.123456+00:00 gpu-node-17 kernel: NVRM: Xid ...         (journalctl -o short-iso)
     nvidia-nvswitch2: SXid (PCI:0000:c5:00.0): 20034, Fatal, Link 47 LTSSM Fault Up
@@ -27,25 +31,31 @@ import pandas as pd
 
 from remedy.detect.schemas import KERNEL_EVENTS
 from remedy.detect.signals import Signal, SignalKind
+from remedy.textinput import as_text
 
 _BUS = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
+# The driver (src/nvidia/src/kernel/gpu/rc/kernel_rc.c) adds " GPU-I:%02u" and " GPU-CI:%02u" inside the
+# parenthesis when a MIG instance is to blame. Codes and pids are bounded so a garbage line of digits is
+# "unparsed", never a huge-int conversion error.
 _XID = re.compile(
-    r"NVRM: Xid \((?:PCI:)?(?P<bus>" + _BUS + r")\):\s*(?P<code>\d+)\s*(?:,\s*(?P<rest>.*?))?\s*$"
+    r"NVRM: Xid \((?:PCI:)?(?P<bus>" + _BUS + r")(?:\s+GPU-I:(?P<gi>\d{1,4}))?(?:\s+GPU-CI:(?P<ci>\d{1,4}))?\):"
+    r"\s*(?P<code>\d{1,9})(?:(?:,|\s)\s*(?P<rest>.*?))?\s*$"
 )
 _SXID = re.compile(
-    r"(?P<dev>nvidia-nvswitch\d+): SXid \((?:PCI:)?(?P<bus>" + _BUS + r")\):\s*(?P<code>\d+)\s*,\s*"
+    r"(?P<dev>nvidia-nvswitch\d{1,4}): SXid \((?:PCI:)?(?P<bus>" + _BUS + r")\):\s*(?P<code>\d{1,9})\s*,\s*"
     r"(?P<sev>Fatal|Non-fatal|Nonfatal|Non-Fatal)\s*,\s*(?P<rest>.*?)\s*$",
     re.IGNORECASE,
 )
 _MENTION = re.compile(r"\bS?Xid\b", re.IGNORECASE)
 _PID = re.compile(r"^pid=(?P<pid>'?<?[^,]*?>?'?)\s*(?:,\s*|$)")
+_CTIME = re.compile(r"^\[(?P<ts>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})\]")
 _NAME = re.compile(r"^name=(?P<name>[^,]*?)\s*(?:,\s*|$)")
 _ISO = re.compile(
     r"^(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)\s+(?P<host>\S+)\s+kernel:"
 )
 _SYSLOG = re.compile(r"^(?P<ts>[A-Z][a-z]{2}\s+\d{1,2}\s+\d{2}:\d{2}:\d{2})\s+(?P<host>\S+)\s+kernel:")
 _UPTIME = re.compile(r"\[\s*(?P<up>\d+\.\d+)\]")
-_LINK = re.compile(r"\bLink (?P<link>\d+)\b")
+_LINK = re.compile(r"\bLink (?P<link>\d{1,6})\b")
 
 
 def normalize_bus_id(bus: str) -> str:
@@ -80,11 +90,13 @@ class KernelLogResult:
         }
 
 
-def _parse_time(prefix: re.Match[str] | None, iso: bool, year: int | None) -> datetime | None:
+def _parse_time(prefix: re.Match[str] | None, iso: bool, year: int | None, ctime: bool = False) -> datetime | None:
     if prefix is None:
         return None
     ts = prefix.group("ts")
     try:
+        if ctime:  # dmesg -T prints the host's local time; like syslog stamps it is taken as UTC
+            return datetime.strptime(" ".join(ts.split()), "%a %b %d %H:%M:%S %Y").replace(tzinfo=timezone.utc)
         if iso:
             dt = datetime.fromisoformat(ts.replace(",", ".").replace("Z", "+00:00"))
             return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
@@ -101,7 +113,7 @@ def _split_rest(rest: str) -> tuple[int | None, str | None, str]:
     m = _PID.match(rest)
     if m:
         raw = m.group("pid").strip("'")
-        pid = int(raw) if raw.isdigit() else None
+        pid = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 10 else None
         rest = rest[m.end():]
     m = _NAME.match(rest)
     if m:
@@ -125,6 +137,7 @@ def parse_kernel_log(
     bus_to_gpu: PCI bus id → GPU index (any common spelling of the bus id); without it gpu stays None.
     year: year for syslog-style stamps that omit it (else `at` is None for those lines).
     """
+    text = as_text(text, "kernel log")
     gpu_map: dict[str, int] = {}
     for bus, idx in (bus_to_gpu or {}).items():
         if isinstance(idx, bool) or not isinstance(idx, int) or idx < 0:
@@ -161,6 +174,8 @@ def parse_kernel_log(
         prefix = iso or _SYSLOG.match(line)
         host = prefix.group("host") if prefix else node
         at = _parse_time(prefix, iso is not None, year)
+        if prefix is None and (ct := _CTIME.match(line)):
+            at = _parse_time(ct, False, None, ctime=True)
         up = _UPTIME.search(line[: m.start()])
         bus = normalize_bus_id(m.group("bus"))
         gpu = gpu_map.get(bus)
@@ -170,6 +185,10 @@ def parse_kernel_log(
             pid, name, message = _split_rest(rest)
             row = dict(kind="xid", severity=None, pid=pid, process=name, message=message)
             labels = {"bus_id": bus}
+            if m.group("gi") is not None:  # MIG: the error is attributed to this GPU (and compute) instance
+                labels["gpu_instance"] = str(int(m.group("gi")))
+            if m.group("ci") is not None:
+                labels["compute_instance"] = str(int(m.group("ci")))
             if pid is not None:
                 labels["pid"] = str(pid)
             if name:
@@ -185,7 +204,7 @@ def parse_kernel_log(
             labels = {"bus_id": bus, "sxid": str(code), "severity": severity, "device": m.group("dev")}
             link = _LINK.search(rest)
             if link:
-                labels["link"] = link.group("link")
+                labels["link"] = str(int(link.group("link")))  # "Link 04" and "Link 4" are one link
             signals.append(Signal(
                 node=host or "unknown", kind=SignalKind.SXID, at=at, labels=labels, source="kernel-log",
                 raw=line.strip(),

@@ -1,24 +1,40 @@
-"""`dcgmi diag -r 1|2|3|4 -j` JSON: per-test, per-GPU results for DCGM 3.x and 4.x layouts.
+"""`dcgmi diag -r 1|2|3|4`: per-test, per-GPU results from its JSON (`-j`, DCGM 3.x and 4.x) or its table.
 
-DCGM 3.x: {"DCGM GPU Diagnostic": {"version", "Driver Version Detected", "test_categories": [
+JSON, DCGM 3.x: {"DCGM GPU Diagnostic": {"version", "Driver Version Detected", "test_categories": [
               {"category", "tests": [{"name", "results": [{"gpu_id"|"gpu_ids", "status", "info", "warnings"}]}]}]}}
-DCGM 4.x: {"DCGM Diagnostic": {"test_categories": [... results with "entity_group", "entity_id", "status",
-              "info": [..], "warnings": [{"warning", "error_id", "error_severity"}]} ...]},
+   3.x builds leave `null` entries in a `tests` array (dcgmi/Diag.cpp skips a retired deployment check without
+   compacting; NVIDIA's own test "JsonResult: Deserialize real output" carries them). They are skipped.
+JSON, DCGM 4.x: {"DCGM Diagnostic": {"test_categories": [... results with "entity_group", "entity_id", "status",
+              "info": [..], "warnings": [{"warning", "error_id", "error_severity"}]}, "test_summary": {"status"} ...]},
            "entity_groups": [...], "metadata": {"version", "Driver Version Detected"}}
-Some 4.x builds print the tests flat (`"tests": [{"name", "results": [... "errors": [{"error", "error_id"}]]}]`);
-that is read too. Status is Pass / Fail / Warn / Skip (any case). Any Fail fails the check.
+   Some 4.x builds print the tests flat (`"tests": [{"name", "results": [... "errors": [{"error", "error_id"}]]}]`).
+Text (no -j), both generations:
+    |-----  Metadata  ----------+------------------------------------------------|
+    | DCGM Version              | 4.4.1                                          |
+    +-----  Integration  -------+------------------------------------------------+
+    | pcie                      | Fail                                           |     4.x: a summary line, then
+    |                           | GPU0: Fail                                     |     one line per entity
+    | Warning                   | There was an internal error during the test:   |     -v: messages, cut into
+    |                           | 'A child process (2378806) exited with non-ze  |     45-character pieces
+    | PCIe                      | Pass - All                                     |     3.x: "Pass - All",
+    | SM Stress                 | Fail - GPUs: 0, 2                              |     "Fail - GPUs: 0, 2", ...
+Status is Pass / Fail / Warn / Skip / Not Run (any case). Any Fail fails the check. A run that could not start
+("Error: Unable to complete diagnostic ...", a JSON `runtime_error`) is a clear CheckOutputError quoting dcgmi.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from remedy.health.result import CheckOutputError, CheckResult, Judgement, tail
+from remedy.textinput import as_text
 
 CHECK = "dcgm-diag"
 _STATUSES = {"pass", "fail", "warn", "skip", "not run"}
+_DATA_INFO_LEN = 45  # dcgmi/Diag.cpp DATA_INFO_TAG_LEN: a message is printed in slices of this many characters
 
 
 @dataclass
@@ -32,7 +48,7 @@ class DcgmTestResult:
 
 @dataclass
 class DcgmDiag:
-    layout: str  # "dcgm3" | "dcgm4"
+    layout: str  # "dcgm3" | "dcgm4" (JSON) | "text"
     dcgm_version: str = ""
     driver_version: str = ""
     results: list[DcgmTestResult] = field(default_factory=list)
@@ -66,26 +82,47 @@ def _entity(result: dict) -> str:
     return "all"
 
 
+def _dicts(value: Any) -> list[dict]:
+    """The objects in a JSON array; `null` entries (3.x) and any non-object are skipped, a non-array is empty."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
 def _tests(root: dict) -> list[tuple[str, dict]]:
     out: list[tuple[str, dict]] = []
-    for cat in root.get("test_categories") or []:
-        for t in cat.get("tests") or []:
-            out.append((str(cat.get("category", "")), t))
-    for t in root.get("tests") or []:
+    for cat in _dicts(root.get("test_categories")):
+        for t in _dicts(cat.get("tests")):
+            out.append((str(cat.get("category", ""))[:80], t))
+    for t in _dicts(root.get("tests")):
         out.append((str(t.get("category", "")), t))
     return out
 
 
-def parse_dcgm_diag(text: str) -> DcgmDiag:
-    """Parse dcgmi diag JSON (3.x or 4.x layout); raise CheckOutputError naming what is missing."""
+def _status(value: Any, test: str) -> str:
+    status = str(value if value is not None else "").strip().lower()
+    if status not in _STATUSES:
+        raise CheckOutputError(f"dcgm diag test {test!r}: unknown status {str(value)[:40]!r}")
+    return status
+
+
+def _error_lines(text: str) -> list[str]:
+    return [ln.strip() for ln in text.splitlines() if ln.strip().startswith("Error:")]
+
+
+def parse_dcgm_diag(text: str | bytes) -> DcgmDiag:
+    """Parse dcgmi diag output (JSON 3.x/4.x or the text table); raise CheckOutputError naming what is missing."""
+    text = as_text(text, "dcgm diag output", CheckOutputError)
+    if _TABLE_ROW.search(text) and not text.lstrip().startswith("{"):
+        return _parse_text(text)
     # dcgmi may print a banner before the JSON; take the outermost object.
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end < start:
-        raise CheckOutputError("dcgm diag output has no JSON object (was it run with -j?)")
+        if errors := _error_lines(text):
+            raise CheckOutputError(f"dcgm diag did not run (no JSON object, no result table): {errors[0][:200]}")
+        raise CheckOutputError("dcgm diag output has no JSON object (-j) and no result table")
     try:
         doc = json.loads(text[start : end + 1])
-    except json.JSONDecodeError as exc:
-        raise CheckOutputError(f"dcgm diag output is not valid JSON: {exc}") from None
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise CheckOutputError(f"dcgm diag output is not valid JSON: {str(exc)[:120]}") from None
     if not isinstance(doc, dict):
         raise CheckOutputError("dcgm diag JSON top level is not an object")
     if "DCGM GPU Diagnostic" in doc:
@@ -98,7 +135,10 @@ def parse_dcgm_diag(text: str) -> DcgmDiag:
         raise CheckOutputError(
             "dcgm diag JSON has neither 'DCGM GPU Diagnostic' (3.x) nor 'DCGM Diagnostic'/'tests' (4.x)"
         )
-    meta = {str(k).lower(): v for k, v in (doc.get("metadata") or {}).items()}
+    if not isinstance(root, dict):
+        raise CheckOutputError(f"dcgm diag JSON: the diagnostic section is a {type(root).__name__}, not an object")
+    meta_raw = doc.get("metadata")
+    meta = {str(k).lower(): v for k, v in meta_raw.items()} if isinstance(meta_raw, dict) else {}
     diag = DcgmDiag(
         layout=layout,
         dcgm_version=str(meta.get("version") or meta.get("dcgm version") or root.get("version") or ""),
@@ -106,23 +146,124 @@ def parse_dcgm_diag(text: str) -> DcgmDiag:
     )
     tests = _tests(root)
     if not tests:
+        reason = root.get("runtime_error") or doc.get("runtime_error") or next(iter(_error_lines(text[:start])), "")
+        if reason:
+            raise CheckOutputError(f"dcgm diag did not run: {str(reason)[:200]}")
         raise CheckOutputError("dcgm diag JSON lists no tests")
     for category, t in tests:
-        name = str(t.get("name") or t.get("test_name") or "?")
-        results = t.get("results")
-        if not isinstance(results, list) or not results:
-            summary = (t.get("test_summary") or {}).get("status")
-            if summary:
-                results = [{"status": summary}]
-            else:
+        name = " ".join(str(t.get("name") or t.get("test_name") or "?").split())[:80]  # one short line
+        results = _dicts(t.get("results"))
+        if not results:
+            summary = t.get("test_summary")
+            status = summary.get("status") if isinstance(summary, dict) else None
+            if not status:
                 raise CheckOutputError(f"dcgm diag test {name!r} has no results")
+            results = [{"status": status}]
         for r in results:
-            status = str(r.get("status", "")).strip().lower()
-            if status not in _STATUSES:
-                raise CheckOutputError(f"dcgm diag test {name!r}: unknown status {r.get('status')!r}")
             messages = _texts(r.get("warnings")) + _texts(r.get("errors")) + _texts(r.get("info"))
-            diag.results.append(DcgmTestResult(name, category, status, _entity(r), messages))
+            diag.results.append(DcgmTestResult(name, category, _status(r.get("status"), name), _entity(r), messages))
     return diag
+
+
+# --- the text table -------------------------------------------------------------------------------
+
+_TABLE_ROW = re.compile(r"^\s*\|[^|\n]*\|[^\n]*\|\s*$", re.M)
+_SECTION = re.compile(r"^[|+]-{3,}\s+(?P<name>[A-Za-z][A-Za-z ]*?)\s+-+\+")
+_STATUS_WORD = r"(?P<status>Pass|Fail|Warn|Skip|Not Run)"
+_PLAIN = re.compile(rf"^{_STATUS_WORD}$", re.I)
+_ALL = re.compile(rf"^{_STATUS_WORD}\s+-\s+All$", re.I)
+_LISTED = re.compile(rf"^{_STATUS_WORD}\s+-\s+(?P<group>GPU|Switch|CPU)s?:\s*(?P<ids>\d[\d,\s]*)$", re.I)
+_ENTITY = re.compile(rf"^(?P<group>GPU|Switch|NvSwitch|CPU|Link)\s*(?P<id>\d+):\s*{_STATUS_WORD}$", re.I)
+_MESSAGE_NAMES = {"warning", "info", "error"}
+_META = {"dcgm version": "dcgm_version", "driver version detected": "driver_version"}
+
+
+@dataclass
+class _TextTest:
+    name: str
+    category: str
+    summary: str | None
+    entities: list[tuple[str, str]] = field(default_factory=list)  # (entity, status)
+    messages: list[list[str]] = field(default_factory=list)  # each message as its printed slices
+
+
+def _cell(line: str) -> tuple[str, str]:
+    """(name, value) of a `| name | value |` row; the value keeps its inner spacing (messages are sliced)."""
+    inner = line.strip()[1:-1]
+    name, _, value = inner.partition("|")
+    return name.strip(), value[1:] if value.startswith(" ") else value
+
+
+def _parse_text(text: str) -> DcgmDiag:
+    diag = DcgmDiag(layout="text")
+    category = ""
+    tests: list[_TextTest] = []
+    current: _TextTest | None = None
+    message: list[str] | None = None  # the message whose slices are being read
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if m := _SECTION.match(line):
+            category, message = m.group("name").strip(), None
+            continue
+        if not (line.startswith("|") and line.endswith("|") and line.count("|") >= 3):
+            continue  # banners, borders, "...", shell prompts
+        name, value = _cell(line)
+        shown = value.strip()
+        if name == "Diagnostic" and shown == "Result":
+            continue
+        if category.lower() == "metadata":
+            if key := _META.get(name.lower()):
+                setattr(diag, key, shown)
+            continue
+        if name.lower() in _MESSAGE_NAMES:
+            if current is None:
+                continue  # a system-level message before any test: not a test result
+            message = [value]
+            current.messages.append(message)
+            continue
+        if not name:
+            if current is None:
+                continue
+            if m := _ENTITY.match(shown):
+                current.entities.append((f"{_group(m.group('group'))} {m.group('id')}", m.group("status").lower()))
+                message = None
+            elif m := _LISTED.match(shown):
+                current.entities += _listed(m)
+                message = None
+            elif message is not None:
+                message.append(value)
+            # else: "Code: (000000000000)" and other detail lines under a test
+            continue
+        # a test row
+        message = None
+        current = _TextTest(name=name, category=category, summary=None)
+        tests.append(current)
+        if m := (_PLAIN.match(shown) or _ALL.match(shown)):
+            current.summary = m.group("status").lower()
+        elif m := _LISTED.match(shown):
+            current.entities += _listed(m)
+        else:
+            raise CheckOutputError(f"dcgm diag table line {lineno}: test {name[:60]!r} has no status I know: {shown[:40]!r}")
+    if not tests:
+        if errors := _error_lines(text):
+            raise CheckOutputError(f"dcgm diag did not run: {errors[0][:200]}")
+        raise CheckOutputError("dcgm diag table lists no tests")
+    for t in tests:
+        messages = [" ".join("".join(p.ljust(_DATA_INFO_LEN)[:_DATA_INFO_LEN] for p in msg).split()) for msg in t.messages]
+        rows = t.entities or [("all", t.summary or "not run")]
+        bad = [i for i, (_, status) in enumerate(rows) if status not in ("pass", "skip")] or [0]
+        for i, (entity, status) in enumerate(rows):
+            diag.results.append(DcgmTestResult(t.name, t.category, status, entity, messages if i in bad else []))
+    return diag
+
+
+def _group(name: str) -> str:
+    return {"gpu": "GPU", "switch": "Switch", "nvswitch": "Switch", "cpu": "CPU", "link": "Link"}[name.lower()]
+
+
+def _listed(m: re.Match[str]) -> list[tuple[str, str]]:
+    status, group = m.group("status").lower(), _group(m.group("group"))
+    return [(f"{group} {i}", status) for i in re.findall(r"\d+", m.group("ids"))]
 
 
 def judge_dcgm_diag(diag: DcgmDiag, *, warn_fails: bool = False, raw: str = "") -> CheckResult:
@@ -156,5 +297,6 @@ def judge_dcgm_diag(diag: DcgmDiag, *, warn_fails: bool = False, raw: str = "") 
     )
 
 
-def check_dcgm_diag(text: str, *, warn_fails: bool = False) -> CheckResult:
+def check_dcgm_diag(text: str | bytes, *, warn_fails: bool = False) -> CheckResult:
+    text = as_text(text, "dcgm diag output", CheckOutputError)
     return judge_dcgm_diag(parse_dcgm_diag(text), warn_fails=warn_fails, raw=text)

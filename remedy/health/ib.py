@@ -9,6 +9,10 @@
                     Rate: 400
                     Link layer: InfiniBand
 
+Ports whose link layer is not the fabric's (`ib.link_layer`, InfiniBand by default) are Ethernet (RoCE) NICs
+or the like sharing the host: they are listed in the measurements but their state, rate and counters are not
+judged as fabric failures. A missing fabric port still shows as a port-count failure.
+
 Counters come from /sys/class/infiniband/<dev>/ports/<n>/counters/<name>, given as that directory
 tree, as a dict {(dev, port): {name: value}}, or as `<path>: <value>` lines the ib Job prints after
 ibstat (`for f in /sys/class/infiniband/*/ports/*/counters/{symbol_error,...}; do echo "$f: $(cat $f)"; done`).
@@ -23,12 +27,14 @@ from pathlib import Path
 
 from remedy.health.result import CheckOutputError, CheckResult, Judgement, tail
 from remedy.settings.health import IbThresholds
+from remedy.textinput import as_text
 
 CHECK = "ib"
 COUNTERS = ("symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors")
 _CA = re.compile(r"^CA '([^']+)'")
-_PORT = re.compile(r"^Port (\d+):\s*$")
-_COUNTER_LINE = re.compile(r"^\S*/sys/class/infiniband/([^/]+)/ports/(\d+)/counters/(\w+):\s*(\d+)\s*$")
+_PORT = re.compile(r"^Port (\d{1,4}):\s*$")
+_RATE = re.compile(r"^\d{1,7}$")
+_COUNTER_LINE = re.compile(r"^\S*/sys/class/infiniband/([^/]+)/ports/(\d{1,4})/counters/(\w+):\s*(\d{1,20})\s*$")
 
 
 @dataclass
@@ -48,6 +54,7 @@ class IbPort:
 
 def parse_ibstat(text: str) -> list[IbPort]:
     """Ports from ibstat output (counter lines, if present, are attached to their ports)."""
+    text = as_text(text, "ibstat output", CheckOutputError)
     ports: list[IbPort] = []
     device, port = "", None
     counters: dict[tuple[str, int], dict[str, int]] = {}
@@ -69,7 +76,7 @@ def parse_ibstat(text: str) -> list[IbPort]:
             elif key == "Physical state":
                 port.physical_state = value
             elif key == "Rate":
-                port.rate_gbps = int(value) if value.isdigit() else None
+                port.rate_gbps = int(value) if _RATE.match(value) else None
             elif key == "Link layer":
                 port.link_layer = value
     if not ports and not counters:
@@ -90,8 +97,8 @@ def read_ib_counters(source: str | os.PathLike[str] | dict) -> dict[tuple[str, i
         if f.name not in COUNTERS:
             continue
         dev, port = f.parts[-5], int(f.parts[-3])
-        text = f.read_text().strip()
-        if not text.isdigit():
+        text = f.read_text(errors="replace").strip()
+        if not (text.isascii() and text.isdigit() and len(text) <= 20):
             raise CheckOutputError(f"{f}: counter is not a number: {text!r}")
         out.setdefault((dev, port), {})[f.name] = int(text)
     return out
@@ -108,11 +115,17 @@ def attach_counters(ports: list[IbPort], counters: dict[tuple[str, int], dict[st
         port.counters.update(values)
 
 
+def on_fabric(port: IbPort, t: IbThresholds) -> bool:
+    """True when the port is on the fabric being judged: its link layer is the expected one, or unknown."""
+    return not t.link_layer or not port.link_layer or port.link_layer.lower() == t.link_layer.lower()
+
+
 def judge_ib(ports: list[IbPort], t: IbThresholds, *, expected_ports: int = 0, raw: str = "") -> CheckResult:
     j = Judgement()
-    listed = [p for p in ports if p.state != "(not in ibstat)"]
+    fabric = [p for p in ports if on_fabric(p, t)]
+    listed = [p for p in fabric if p.state != "(not in ibstat)"]
     if expected_ports and len(listed) != expected_ports:
-        j.fail(f"{len(listed)} InfiniBand ports found, expected {expected_ports}")
+        j.fail(f"{len(listed)} {t.link_layer or 'fabric'} ports found, expected {expected_ports}")
     for p in listed:
         if p.state != "Active":
             j.fail(f"{p.name}: state {p.state or 'unknown'} (physical {p.physical_state or 'unknown'})")
@@ -120,9 +133,7 @@ def judge_ib(ports: list[IbPort], t: IbThresholds, *, expected_ports: int = 0, r
             j.fail(f"{p.name}: physical state {p.physical_state}")
         if p.rate_gbps is not None and p.rate_gbps < t.expected_rate_gbps and p.state == "Active":
             j.fail(f"{p.name}: rate {p.rate_gbps} Gb/s below {t.expected_rate_gbps}")
-        if t.link_layer and p.link_layer and p.link_layer != t.link_layer:
-            j.fail(f"{p.name}: link layer {p.link_layer}, expected {t.link_layer}")
-    for p in ports:
+    for p in fabric:
         c = p.counters
         for name, warn, fail in (
             ("symbol_error", t.symbol_error_warn, t.symbol_error_fail),
@@ -145,6 +156,7 @@ def judge_ib(ports: list[IbPort], t: IbThresholds, *, expected_ports: int = 0, r
                 for p in ports
             },
             "active_ports": sum(1 for p in listed if p.state == "Active"),
+            "not_judged": sorted(p.name for p in ports if not on_fabric(p, t)),  # e.g. RoCE NICs on an IB node
         },
         thresholds={"expected_ports": expected_ports, **t.model_dump()},
         reasons=j.reasons,
@@ -154,6 +166,7 @@ def judge_ib(ports: list[IbPort], t: IbThresholds, *, expected_ports: int = 0, r
 
 def check_ib(text: str, t: IbThresholds, *, counters: str | os.PathLike[str] | dict | None = None,
              expected_ports: int = 0) -> CheckResult:
+    text = as_text(text, "ibstat output", CheckOutputError)
     ports = parse_ibstat(text)
     if counters is not None:
         attach_counters(ports, read_ib_counters(counters))

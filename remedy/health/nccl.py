@@ -9,6 +9,9 @@ Output shape (nccl-tests 2.x), one row per payload size:
 
 The first four numbers after `root` are the out-of-place half, the next four the in-place half.
 `#wrong` is `N/A` when validation is off (-c 0). Multi-node group runs print the same table.
+Also read: nccl-tests 2.x with per-iteration columns (`i_min i_max i_p99 i_cv%` after each half, told by the
+header) and a trailing timestamp column (-T); and the old table without `root` whose fourth column per half
+is `error`, the largest relative error as a float (`1e-06`), not a count of wrong elements.
 
 "p95 latency": one run gives one time per size and half. With several runs (several outputs, or the
 sweep repeated inside one output with -N) the p95 is taken, nearest-rank, over every time measured
@@ -25,6 +28,7 @@ from dataclasses import dataclass, field
 
 from remedy.health.result import CheckOutputError, CheckResult, Judgement, tail
 from remedy.settings.health import NcclCriteriaProfile
+from remedy.textinput import as_text
 
 CHECK = "nccl"
 
@@ -34,7 +38,8 @@ class NcclHalf:
     time_us: float
     algbw_gbps: float
     busbw_gbps: float
-    wrong: int | None  # None when the tool printed N/A (validation off)
+    wrong: int | None  # None when the tool printed N/A (validation off) or only an old-style error
+    max_error: float | None = None  # old tables: largest relative error (a tolerance, not a failure count)
 
 
 @dataclass
@@ -61,7 +66,7 @@ class NcclRun:
 
 
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
-_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)")
+_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d{1,12})")
 _RANK = re.compile(r"^#\s*Rank\s+\d+\s")
 _ERROR = re.compile(r"(NCCL (WARN|failure|error)|Test failure|Test NCCL failure|CUDA failure)", re.I)
 
@@ -70,55 +75,84 @@ def _num(token: str, what: str, lineno: int) -> float:
     try:
         return float(token)
     except ValueError:
-        raise CheckOutputError(f"nccl output line {lineno}: {what} is not a number: {token!r}") from None
+        raise CheckOutputError(f"nccl output line {lineno}: {what} is not a number: {token[:20]!r}") from None
 
 
 def _wrong(token: str, lineno: int) -> int | None:
     if token.upper() == "N/A":
         return None
-    try:
-        return int(token)
-    except ValueError:
-        raise CheckOutputError(f"nccl output line {lineno}: #wrong is neither a count nor N/A: {token!r}") from None
+    value = _num(token, "#wrong", lineno)  # printed with %g: a million wrong elements is "1e+06"
+    if not math.isfinite(value) or value < 0 or value != int(value):
+        raise CheckOutputError(f"nccl output line {lineno}: #wrong is neither a count nor N/A: {token[:20]!r}")
+    return int(value)
 
 
-def _half(tokens: list[str], lineno: int) -> NcclHalf:
+def _half(tokens: list[str], lineno: int, old: bool = False) -> NcclHalf:
     return NcclHalf(
         time_us=_num(tokens[0], "time", lineno),
         algbw_gbps=_num(tokens[1], "algbw", lineno),
         busbw_gbps=_num(tokens[2], "busbw", lineno),
-        wrong=_wrong(tokens[3], lineno),
+        wrong=None if old else _wrong(tokens[3], lineno),
+        max_error=_num(tokens[3], "error", lineno) if old and tokens[3].upper() != "N/A" else None,
+    )
+
+
+_NUMERIC = re.compile(r"^(?:-?\d+(?:\.\d*)?(?:e[-+]?\d+)?|N/A)$", re.I)
+_INT = re.compile(r"^-?\d{1,12}$")
+_SIZE = re.compile(r"^\d{1,20}$")
+
+
+def _row(tokens: list[str], lineno: int, header: set[str]) -> NcclRow | None:
+    """One result row, or None when the line is not one. `header`: the column names of the last table header."""
+    if len(tokens) < 8 or not _SIZE.match(tokens[0]) or not _SIZE.match(tokens[1]):
+        return None
+    # New tables have a root column; the old ones put the time there. Trust the header, else the shape.
+    new = "root" in header if header else (_INT.match(tokens[4]) is not None and len(tokens) not in (8, 12))
+    rest = tokens[5:] if new else tokens[4:]
+    nums: list[str] = []
+    for t in rest:  # a trailing timestamp (-T) is not a number and ends the row
+        if not _NUMERIC.match(t):
+            break
+        nums.append(t)
+    step = 8 if "i_min" in header else 4  # per-iteration columns follow each half's four
+    if len(nums) < 4:
+        bad = rest[len(nums)] if len(nums) < len(rest) else "(missing)"
+        what = ("time", "algbw", "busbw", "#wrong")[len(nums)]
+        raise CheckOutputError(f"nccl output line {lineno}: {what} is not a number: {bad[:20]!r}")
+    return NcclRow(
+        size_bytes=int(tokens[0]),
+        count=int(tokens[1]),
+        dtype=tokens[2],
+        redop=tokens[3],
+        root=int(tokens[4]) if new and _INT.match(tokens[4]) else -1,
+        out_of_place=_half(nums[0:4], lineno, old=not new),
+        in_place=_half(nums[step : step + 4], lineno, old=not new) if len(nums) >= step + 4 else None,
     )
 
 
 def parse_nccl(text: str) -> NcclRun:
     """Read one all_reduce_perf (or any nccl-tests) output; raise CheckOutputError if it has no table."""
+    text = as_text(text, "nccl output", CheckOutputError)
     run = NcclRun()
+    header: set[str] = set()
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line:
             continue
         if line.startswith("#"):
-            if m := _AVG.match(line):
+            words = set(line.lstrip("#").split())
+            if {"size", "count", "type"} <= words or {"bytes", "type"} <= words:
+                header = words
+            elif m := _AVG.match(line):
                 run.avg_busbw_gbps = _num(m.group(1), "Avg bus bandwidth", lineno)
             elif m := _OOB.match(line):
-                run.out_of_bounds = int(m.group(1))
+                run.out_of_bounds = int(m.group(1)[:12])
             elif _RANK.match(line):
                 run.ranks += 1
             continue
         tokens = line.split()
-        if len(tokens) in (9, 13) and tokens[0].isdigit():
-            run.rows.append(
-                NcclRow(
-                    size_bytes=int(tokens[0]),
-                    count=int(_num(tokens[1], "count", lineno)),
-                    dtype=tokens[2],
-                    redop=tokens[3],
-                    root=int(_num(tokens[4], "root", lineno)),
-                    out_of_place=_half(tokens[5:9], lineno),
-                    in_place=_half(tokens[9:13], lineno) if len(tokens) == 13 else None,
-                )
-            )
+        if row := _row(tokens, lineno, header):
+            run.rows.append(row)
         elif _ERROR.search(line):
             run.errors.append(line)
     if not run.rows and not run.errors:
@@ -208,8 +242,12 @@ def judge_nccl(runs: list[NcclRun], criteria: NcclCriteriaProfile, *, require_al
     )
 
 
-def check_nccl(outputs: list[str] | str, criteria: NcclCriteriaProfile, *, require_all_sizes: bool = True) -> CheckResult:
+def check_nccl(outputs: list[str] | str | bytes, criteria: NcclCriteriaProfile, *, require_all_sizes: bool = True) -> CheckResult:
     """Parse one or several all_reduce_perf outputs of the same group and judge them."""
-    texts = [outputs] if isinstance(outputs, str) else list(outputs)
+    if isinstance(outputs, (str, bytes, bytearray)):
+        outputs = [outputs]
+    elif not isinstance(outputs, (list, tuple)):
+        raise CheckOutputError(f"nccl output: expected text or bytes, got {type(outputs).__name__}")
+    texts = [as_text(t, "nccl output", CheckOutputError) for t in outputs]
     runs = [parse_nccl(t) for t in texts]
     return judge_nccl(runs, criteria, require_all_sizes=require_all_sizes, raw=texts[-1] if texts else "")

@@ -28,8 +28,10 @@ def worst(verdicts: list[Verdict] | tuple[Verdict, ...]) -> Verdict:
     return max(verdicts, key=lambda v: v.rank, default=Verdict.PASS)
 
 
-class CheckOutputError(RemedyError):
-    """A tool's output could not be read (wrong format, truncated, empty); the message says which and where."""
+class CheckOutputError(RemedyError, ValueError):
+    """A tool's output could not be read (wrong format, truncated, empty); the message says which and where.
+
+    A ValueError too, so callers that guard any parser with `except ValueError` catch it."""
 
 
 @dataclass

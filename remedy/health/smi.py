@@ -5,10 +5,11 @@ The report is `Key : Value` lines and bare section headers, nested by indentatio
     Attached GPUs                         : 8
     GPU 00000000:18:00.0
         Product Name                      : NVIDIA H100 80GB HBM3
-        GPU Link Info
-            PCIe Generation
-                Max                       : 5
-                Current                   : 5
+        PCI
+            GPU Link Info                         (under "PCI" in every driver's -q; older
+                PCIe Generation                    parsers looked for it one level up)
+                    Max                   : 5
+                    Current               : 5
 
 A line that has a value *and* deeper lines under it (e.g. `HW Slowdown : Not Active` with
 `HW Thermal Slowdown` indented below it) keeps its value; the deeper lines join its parent section,
@@ -22,6 +23,7 @@ from typing import Any
 
 from remedy.health.result import CheckOutputError, CheckResult, Judgement, same_gpu_model, tail
 from remedy.settings.health import HealthCheckSettings
+from remedy.textinput import as_text
 
 CHECK = "nvidia-smi"
 _GPU_HEADER = re.compile(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]$")
@@ -38,6 +40,7 @@ CLOCK_EVENT_KEYS = {
 
 def parse_smi_tree(text: str) -> dict[str, Any]:
     """Nested dicts of the report; repeated keys in one section get ' #2', ' #3' suffixes."""
+    text = as_text(text, "nvidia-smi output", CheckOutputError)
     root: dict[str, Any] = {}
     stack: list[tuple[int, dict[str, Any]]] = [(-1, root)]
     for raw in text.splitlines():
@@ -68,10 +71,21 @@ def _put(d: dict[str, Any], key: str, value: Any) -> None:
     d[k] = value
 
 
+def _section(d: Any, key: str) -> dict[str, Any]:
+    """d[key] when it is a section; {} when missing or a plain value (a mangled report never raises here)."""
+    v = d.get(key) if isinstance(d, dict) else None
+    return v if isinstance(v, dict) else {}
+
+
+def _text(d: dict[str, Any], key: str) -> str:
+    v = d.get(key, "")
+    return v if isinstance(v, str) else ""
+
+
 def _int(value: Any) -> int | None:
     if not isinstance(value, str):
         return None
-    m = re.match(r"^\s*(-?\d+)", value)
+    m = re.match(r"^\s*(-?\d{1,18})(?!\d)", value)
     return int(m.group(1)) if m else None
 
 
@@ -105,20 +119,20 @@ def _sum_ints(section: Any, want: str) -> int:
 
 def gpu_summary(block: dict[str, Any]) -> dict[str, Any]:
     """The fields gpu-remedy judges, from one GPU block of the tree."""
-    link = block.get("GPU Link Info", {})
-    gen, width = link.get("PCIe Generation", {}), link.get("Link Width", {})
-    events = block.get("Clocks Event Reasons") or block.get("Clocks Throttle Reasons") or {}
-    ecc = block.get("ECC Errors", {})
-    remap = block.get("Remapped Rows", {})
-    temp = block.get("Temperature", {})
-    power = block.get("GPU Power Readings") or block.get("Power Readings") or {}
+    link = _section(_section(block, "PCI"), "GPU Link Info") or _section(block, "GPU Link Info")
+    gen, width = _section(link, "PCIe Generation"), _section(link, "Link Width")
+    events = _section(block, "Clocks Event Reasons") or _section(block, "Clocks Throttle Reasons")
+    ecc = _section(block, "ECC Errors")
+    remap = _section(block, "Remapped Rows")
+    temp = _section(block, "Temperature")
+    power = _section(block, "GPU Power Readings") or _section(block, "Power Readings")
+    reset = _section(block, "GPU Reset Status")
     return {
-        "product_name": block.get("Product Name", ""),
-        "serial": block.get("Serial Number", ""),
-        "uuid": block.get("GPU UUID", ""),
-        "vbios_version": block.get("VBIOS Version", ""),
-        "inforom_version": block.get("Inforom Version", {}).get("Image Version", "")
-        if isinstance(block.get("Inforom Version"), dict) else "",
+        "product_name": _text(block, "Product Name"),
+        "serial": _text(block, "Serial Number"),
+        "uuid": _text(block, "GPU UUID"),
+        "vbios_version": _text(block, "VBIOS Version"),
+        "inforom_version": _text(_section(block, "Inforom Version"), "Image Version"),
         "pcie_gen_max": _int(gen.get("Max")),
         "pcie_gen_current": _int(gen.get("Current")),
         "pcie_width_max": _int(width.get("Max")),
@@ -126,27 +140,35 @@ def gpu_summary(block: dict[str, Any]) -> dict[str, Any]:
         "clock_events": sorted(
             name for label, name in CLOCK_EVENT_KEYS.items() if str(events.get(label, "")).strip() == "Active"
         ),
-        "ecc_volatile_uncorrected": _sum_ints(ecc.get("Volatile", {}), "uncorrectable"),
-        "ecc_volatile_corrected": _sum_ints(ecc.get("Volatile", {}), "correctable"),
-        "ecc_aggregate_uncorrected": _sum_ints(ecc.get("Aggregate", {}), "uncorrectable"),
+        "ecc_volatile_uncorrected": _sum_ints(_section(ecc, "Volatile"), "uncorrectable"),
+        "ecc_volatile_corrected": _sum_ints(_section(ecc, "Volatile"), "correctable"),
+        "ecc_aggregate_uncorrected": _sum_ints(_section(ecc, "Aggregate"), "uncorrectable"),
         "remapped_correctable": _int(remap.get("Correctable Error")) or 0,
         "remapped_uncorrectable": _int(remap.get("Uncorrectable Error")) or 0,
         "remap_pending": str(remap.get("Pending", "No")).strip() == "Yes",
         "remap_failure": str(remap.get("Remapping Failure Occurred", "No")).strip() == "Yes",
         "temperature_c": _int(temp.get("GPU Current Temp")),
+        "performance_state": _text(block, "Performance State"),
         "power_w": _float(power.get("Power Draw") or power.get("Average Power Draw") or power.get("Instantaneous Power Draw")),
+        # the driver's own verdict (NVML GPU_RECOVERY_ACTION, drivers >= 565); "" when the report predates it
+        "recovery_action": _text(block, "GPU Recovery Action"),
+        "reset_required": _text(reset, "Reset Required") == "Yes",
+        "drain_and_reset_recommended": _text(reset, "Drain and Reset Recommended") == "Yes",
     }
 
 
 def parse_nvidia_smi(text: str) -> dict[str, Any]:
     """{"driver_version", "attached_gpus", "gpus": {bus_id: summary}, "tree": the full nested dicts}."""
     tree = parse_smi_tree(text)
-    blocks = {k[4:]: v for k, v in tree.items() if k.startswith("GPU ") and isinstance(v, dict)}
+    blocks = {k[4:]: v for k, v in tree.items() if _GPU_HEADER.match(k) and isinstance(v, dict)}
     if "Attached GPUs" not in tree and not blocks:
         raise CheckOutputError("nvidia-smi output has no 'Attached GPUs' line and no GPU blocks (is it `nvidia-smi -q`?)")
+    attached = _int(tree.get("Attached GPUs")) if "Attached GPUs" in tree else len(blocks)
+    if attached is None:
+        raise CheckOutputError(f"nvidia-smi output: 'Attached GPUs' is not a number: {str(tree.get('Attached GPUs'))[:40]!r}")
     return {
-        "driver_version": tree.get("Driver Version", ""),
-        "attached_gpus": _int(tree.get("Attached GPUs")) if "Attached GPUs" in tree else len(blocks),
+        "driver_version": _text(tree, "Driver Version"),
+        "attached_gpus": attached,
         "gpus": {bus: gpu_summary(b) for bus, b in blocks.items()},
         "tree": tree,
     }
@@ -169,7 +191,11 @@ def judge_nvidia_smi(parsed: dict[str, Any], settings: HealthCheckSettings, *, e
             j.fail(f"{at}: VBIOS {g['vbios_version']} differs from fleet baseline {p.vbios_version}")
         if None not in (g["pcie_width_current"], g["pcie_width_max"]) and g["pcie_width_current"] < g["pcie_width_max"]:
             j.fail(f"{at}: PCIe link width x{g['pcie_width_current']} below max x{g['pcie_width_max']}")
-        if None not in (g["pcie_gen_current"], g["pcie_gen_max"]) and g["pcie_gen_current"] < g["pcie_gen_max"]:
+        # An idle GPU (P8 and below) lowers its link generation to save power, as DCGM sees too; only a busy
+        # GPU's generation is judged. Width does not downshift and is always judged.
+        idle = (_int(g.get("performance_state", "").lstrip("P")) or 0) >= 5
+        if (None not in (g["pcie_gen_current"], g["pcie_gen_max"]) and g["pcie_gen_current"] < g["pcie_gen_max"]
+                and not idle):
             msg = f"{at}: PCIe gen {g['pcie_gen_current']} below max gen {g['pcie_gen_max']}"
             j.fail(msg) if p.pcie_gen_below_max == "fail" else j.warn(msg)
         for ev in g["clock_events"]:
@@ -206,4 +232,5 @@ def judge_nvidia_smi(parsed: dict[str, Any], settings: HealthCheckSettings, *, e
 
 def check_nvidia_smi(text: str, settings: HealthCheckSettings, *, expect_gpus: int | None = None,
                      expect_model: str | None = None) -> CheckResult:
+    text = as_text(text, "nvidia-smi output", CheckOutputError)
     return judge_nvidia_smi(parse_nvidia_smi(text), settings, expect_gpus=expect_gpus, expect_model=expect_model, raw=text)

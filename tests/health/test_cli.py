@@ -76,7 +76,7 @@ def test_operator_errors_are_one_line_exit_2(capsys, tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_text("dcgmi: command not found\n")
     code, _, err = run(capsys, "health", "parse", "dcgm-diag", str(bad))
-    assert code == 2 and err == "remedy: error: dcgm diag output has no JSON object (was it run with -j?)\n"
+    assert code == 2 and err == "remedy: error: dcgm diag output has no JSON object (-j) and no result table\n"
     code, _, err = run(capsys, "health", "parse", "fio", str(bad), str(bad))
     assert code == 2 and "give one file" in err
 
