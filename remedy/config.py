@@ -113,6 +113,12 @@ class ApprovalSettings(BaseModel):
     reminder_after_seconds: float = Field(
         900.0, gt=0, description="Post a reminder when an approval is still open after this long."
     )
+    approvers: list[str] = Field(
+        default_factory=list,
+        description="Names of the people who may answer an approval in the Prefect UI form (Slack approvers are "
+        "slack.approvers, by user id). The Prefect API has no authentication of its own: put it behind one "
+        "(docs/operations.md), or anyone who reaches it can type a name from this list.",
+    )
 
 
 class WorkloadSettings(BaseModel):

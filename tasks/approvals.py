@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import logging
 import math
+import time
+from typing import Literal
 
 from prefect import get_run_logger
 from prefect.input import RunInput
@@ -28,11 +30,14 @@ from remedy.errors import RemedyError
 from remedy.ledger.errors import LedgerConflict
 
 class ApprovalInput(RunInput):
-    """What a person answers (Prefect UI form, or the Slack receiver on a button press)."""
+    """What a person answers (Prefect UI form, or the Slack receiver on a button press).
 
-    approve: bool = Field(False, description="Approve the proposed action (unticked = deny).")
+    No defaults for the decision or the approver: submitting the form without choosing is refused by the form,
+    never read as a silent deny."""
+
+    decision: Literal["approve", "deny"] = Field(description="Approve or deny the proposed action.")
+    approver: str = Field(min_length=1, description="Your name, as listed in approvals.approvers.")
     reason: str = Field("", description="Why, in a few words (kept in the ledger).")
-    approver: str = Field("", description="Who decides (Slack user or your name).")
 
 
 def _running_again(flow_run_id) -> None:
@@ -80,21 +85,29 @@ def request_approval(*, kind: str, title: str, summary_markdown: str, incident_i
     if decided.pending:  # a very fast answer may already be in the ledger: then there is nothing to wait for
         form = ApprovalInput.with_initial_data(
             description=f"**{title}**\n\n{summary_markdown}\n\nNo answer within {timeout_seconds:g} s → "
-                        f"**{default_on_timeout}**.", approve=False, reason="", approver="")
-        answer = None
+                        f"**{default_on_timeout}**. Only a listed approver's answer counts.", reason="")
         nudge = _nudge_later(notifier, led, rec.id, title, timeout_seconds, default_on_timeout, node, incident_id)
+        deadline = time.monotonic() + timeout_seconds
+        attempt, answer = 0, None
         try:
-            answer = pause_flow_run(wait_for_input=form, timeout=max(1, math.ceil(timeout_seconds)), poll_interval=1,
-                                    key=f"approval-{rec.id}")
-        except FlowPauseTimeout:
-            _running_again(flow_run.id)
+            while answer is None and (left := deadline - time.monotonic()) > 0:
+                attempt += 1
+                try:
+                    answer = pause_flow_run(wait_for_input=form, timeout=max(1, math.ceil(left)), poll_interval=1,
+                                            key=f"approval-{rec.id}-{attempt}")
+                except FlowPauseTimeout:
+                    _running_again(flow_run.id)
+                    break
+                if led.get_approval(rec.id).pending and not _approver_ok(answer):
+                    # The Slack receiver and the open-loop endpoint write the ledger before resuming; a resume
+                    # with no ledger answer came through the Prefect form or its API, so the name must be listed.
+                    _refuse(led, rec.id, answer, node, incident_id)
+                    answer = None
         finally:
             if nudge is not None:
                 nudge.cancel()
         if answer is not None:
-            by = answer.approver or "prefect-ui"
-            decision = "approve" if answer.approve else "deny"
-            _record(led, rec.id, decision, by, answer.reason)
+            _record(led, rec.id, answer.decision, answer.approver.strip(), answer.reason)
         else:
             _record(led, rec.id, "timeout", "timeout", f"no answer within {timeout_seconds:g} s")
         decided = led.get_approval(rec.id)
@@ -145,6 +158,23 @@ def _nudge_later(notifier, led, approval_id: int, title: str, timeout_seconds: f
     timer.daemon = True
     timer.start()
     return timer
+
+
+def _approver_ok(answer: ApprovalInput) -> bool:
+    from remedy.approvals.model import may_answer
+
+    settings = runtime.settings()
+    return may_answer(answer.approver, settings.approvals.approvers, settings.slack.approvers)
+
+
+def _refuse(led, approval_id: int, answer: ApprovalInput, node: str | None, incident_id: int | None) -> None:
+    """An answer from someone not on the approver lists: logged, recorded, and the run waits again."""
+    who = (answer.approver or "").strip()[:80] or "(no name)"
+    get_run_logger().warning("approval %s: answer %r by %s refused: not on approvals.approvers or slack.approvers; "
+                             "still waiting for an approver", approval_id, answer.decision, who)
+    led.start_action(Action(kind="approval_refused", node=node or "fleet", outcome=ActionOutcome.FAILED,
+                            incident_id=incident_id, error=f"{who} is not an approver",
+                            detail={"approval_id": approval_id, "decision": answer.decision, "approver": who}))
 
 
 def _record(led, approval_id: int, decision: str, by: str, reason: str) -> None:

@@ -38,7 +38,7 @@ def decide_and_resume(ledger, approval_id: int, *, decision: str, by: str, reaso
     if decision == "timeout":
         return out
     try:
-        resume(rec.flow_run_id, {"approve": decision == "approve", "reason": reason, "approver": by},
+        resume(rec.flow_run_id, {"decision": decision, "reason": reason, "approver": by},
                wait_seconds=resume_wait_seconds)
         out.resumed = True
     except Exception as exc:  # the decision stands in the ledger; the flow reads it when it next looks

@@ -104,9 +104,16 @@ def parse_click(payload: dict) -> Click:
 
 
 def is_approver(click: Click, approvers: list[str]) -> bool:
-    """Approvers are Slack user ids (or user names); an empty list lets nobody approve from Slack."""
-    allowed = {a.strip().lstrip("@") for a in approvers if a.strip()}
-    return click.user_id in allowed or (bool(click.user_name) and click.user_name in allowed)
+    """Approvers are Slack user ids, never names: a user name is chosen by its owner and can be anyone's, the id
+    cannot. An empty list lets nobody approve from Slack."""
+    allowed = {a.strip() for a in approvers if a.strip()}
+    return click.user_id in allowed
+
+
+def may_answer(approver: str, ui_approvers: list[str], slack_approvers: list[str]) -> bool:
+    """Whether an answer that reached the paused run (the Prefect UI form, or its API) names an approver."""
+    name = (approver or "").strip()
+    return bool(name) and name in {a.strip() for a in [*ui_approvers, *slack_approvers] if a.strip()}
 
 
 def wait_phases(timeout_seconds: float, reminder_after_seconds: float | None) -> list[float]:

@@ -123,8 +123,9 @@ def handle_interaction(body: str, headers: dict[str, str]) -> JSONResponse:
         return _error(404, f"no approval {click.value.approval_id}")
     if rec.flow_run_id != click.value.flow_run_id:
         return _error(400, f"approval {rec.id} belongs to another flow run")
-    result = decide_and_resume(led, rec.id, decision=click.action.decision, by=click.who,
-                               reason=f"Slack button by {click.user_id}")
+    # the id is what is recorded: it is the identity Slack vouches for; the display name is only shown
+    result = decide_and_resume(led, rec.id, decision=click.action.decision, by=click.user_id,
+                               reason=f"Slack button by {click.who}")
     if not result.first:
         text = f"already decided by {result.by}: {result.decision}"
         return JSONResponse({"ok": True, "text": text, "decision": result.decision, "by": result.by})

@@ -103,6 +103,9 @@ SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 APPROVER = "U0ALICE"
 
 
+UI_APPROVER = "bob"  # answers in the Prefect UI form
+
+
 @pytest.fixture
 def remedy_env(monkeypatch, tmp_path):
     """Point gpu-remedy's runtime at a fresh SQLite ledger and the given simulator / Slack stub.
@@ -112,7 +115,8 @@ def remedy_env(monkeypatch, tmp_path):
 
     def configure(sim=None, slack=None, **env: Any):
         values = {"DB_URL": f"sqlite:///{tmp_path / 'ledger.db'}", "SLACK__SIGNING_SECRET": SECRET,
-                  "SLACK__APPROVERS": json.dumps([APPROVER]), "RECEIVER__EXECUTE_TOKEN": "open-loop-token"}
+                  "SLACK__APPROVERS": json.dumps([APPROVER]),
+                  "APPROVALS__APPROVERS": json.dumps([UI_APPROVER]), "RECEIVER__EXECUTE_TOKEN": "open-loop-token"}
         if sim is not None:
             values |= {"CLUSTER__MODE": "simulator", "CLUSTER__SIMULATOR_URL": sim.url, "CLUSTER__API_RETRIES": "1"}
         if slack is not None:

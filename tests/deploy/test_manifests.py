@@ -88,6 +88,13 @@ def test_values_reach_the_objects():
                   ["containers"][0]["env"]}
     assert server_env["PREFECT_SERVER_DATABASE_CONNECTION_URL"]["valueFrom"]["secretKeyRef"] == {
         "name": "pg-url", "key": "connection-url"}
+    # approvals are answered through the Prefect API: the server requires basic auth and every client sends it
+    auth = {"name": "gpu-remedy-secrets", "key": "PREFECT_API_AUTH_STRING"}
+    assert server_env["PREFECT_SERVER_API_AUTH_STRING"]["valueFrom"]["secretKeyRef"] == auth
+    assert env["PREFECT_API_AUTH_STRING"]["valueFrom"]["secretKeyRef"] == auth
+    worker_env = {e["name"]: e for e in _by(docs, "Deployment", "prefect-worker")["spec"]["template"]["spec"]
+                  ["containers"][0]["env"]}
+    assert worker_env["PREFECT_API_AUTH_STRING"]["valueFrom"]["secretKeyRef"] == auth
     binding = _by(docs, "ClusterRoleBinding", "gpu-remedy")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gr", "namespace": "ops"}]
     worker = _by(docs, "Deployment", "prefect-worker")["spec"]["template"]["spec"]["containers"][0]

@@ -67,10 +67,69 @@ def test_deny_from_the_prefect_ui_input(prefect_server, remedy_env):
 
     from prefect.flow_runs import resume_flow_run
 
-    resume_flow_run(UUID(pending.flow_run_id), run_input={"approve": False, "reason": "busy", "approver": "bob"})
+    resume_flow_run(UUID(pending.flow_run_id), run_input={"decision": "deny", "reason": "busy", "approver": "bob"})
     out = run.result(60)
     assert out["decision"] == "deny" and out["by"] == "bob" and not out["approved"]
     assert runtime.ledger().get_approval(pending.id).reason == "busy"
+
+
+def test_an_answer_by_someone_not_listed_is_refused_and_the_run_keeps_waiting(prefect_server, remedy_env):
+    """The embedded Prefect API has no auth: a resume through it with a made-up approver must not count."""
+    from uuid import UUID
+
+    from prefect.flow_runs import resume_flow_run
+
+    runtime = remedy_env()
+    run = FlowThread(lambda: needs_approval(60))
+    led = runtime.ledger()
+    pending = wait_paused_approval(led)
+    resume_flow_run(UUID(pending.flow_run_id), run_input={"decision": "approve", "approver": "mallory"})
+    refused = wait_for_refusal(led)
+    assert refused.detail["approver"] == "mallory" and refused.error == "mallory is not an approver"
+    assert led.get_approval(pending.id).pending  # nothing decided: the run paused again for a real answer
+    wait_paused(pending.flow_run_id)
+    resume_flow_run(UUID(pending.flow_run_id), run_input={"decision": "deny", "approver": "bob", "reason": "no"})
+    out = run.result(60)
+    assert (out["decision"], out["by"]) == ("deny", "bob")
+
+
+def test_the_form_has_no_default_decision_and_requires_an_approver(prefect_server, remedy_env):
+    """Resume → Submit without a choice is refused by Prefect's own input validation, not read as a deny."""
+    from uuid import UUID
+
+    from prefect.flow_runs import resume_flow_run
+
+    runtime = remedy_env()
+    run = FlowThread(lambda: needs_approval(60))
+    led = runtime.ledger()
+    pending = wait_paused_approval(led)
+    for missing in ({"approver": "bob"}, {"decision": "approve"}, {"decision": "approve", "approver": ""}):
+        with contextlib.suppress(Exception):
+            resume_flow_run(UUID(pending.flow_run_id), run_input=missing)
+        time.sleep(0.5)
+        assert led.get_approval(pending.id).pending, missing
+        wait_paused(pending.flow_run_id)
+    resume_flow_run(UUID(pending.flow_run_id), run_input={"decision": "approve", "approver": "bob"})
+    assert run.result(60)["decision"] == "approve"
+
+
+def wait_for_refusal(led, timeout: float = 30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = led.actions(kind="approval_refused")
+        if found:
+            return found[-1]
+        time.sleep(0.1)
+    raise AssertionError("no approval_refused action recorded")
+
+
+def wait_paused(flow_run_id: str, timeout: float = 30) -> None:
+    from remedy.approvals.decide import is_paused
+
+    deadline = time.monotonic() + timeout
+    while not is_paused(flow_run_id):
+        assert time.monotonic() < deadline, "the run did not pause again"
+        time.sleep(0.1)
 
 
 def test_timeout_takes_the_safe_default_and_posts_a_reminder(prefect_server, slack_stub, remedy_env):

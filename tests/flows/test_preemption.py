@@ -101,7 +101,7 @@ def test_denied_preemption_keeps_the_sessions_and_escalates(prefect_server, sim,
     # 13 nodes run the job's other pods, 2 run sessions; the failed node left the pool (quarantined)
     assert message.startswith("0/16 nodes are available: 15 Insufficient nvidia.com/gpu, 1 node(s) didn't match")
     assert waiting["status"]["phase"] == "Pending"
-    resume_flow_run(UUID(pending.flow_run_id), run_input={"approve": False, "reason": "demo day", "approver": "bob"})
+    resume_flow_run(UUID(pending.flow_run_id), run_input={"decision": "deny", "reason": "demo day", "approver": "bob"})
     out = run.result(120)
     assert out["status"] == "no-spare", out
     assert "preemption not approved (deny by bob)" in out["why"]

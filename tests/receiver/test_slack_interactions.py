@@ -29,9 +29,9 @@ def held(timeout: float = 60) -> dict:
 
 
 def _post(url: str, approval, *, user: str = APPROVER, secret: str = SECRET, ts: int | None = None,
-          approve: bool = True) -> httpx.Response:
+          approve: bool = True, user_name: str = "") -> httpx.Response:
     body = form_body(click_payload(approval_id=approval.id, flow_run_id=approval.flow_run_id, approve=approve,
-                                   user_id=user, channel_id="C0REMEDY1"))
+                                   user_id=user, user_name=user_name, channel_id="C0REMEDY1"))
     return httpx.post(f"{url}/v1/slack/interactions", content=body, headers=signed_headers(secret, body, ts),
                       timeout=30)
 
@@ -82,6 +82,18 @@ def test_approver_not_on_the_list_is_forbidden_then_an_approver_resumes(paused):
     ok = _post(url, approval, approve=True)
     assert ok.status_code == 200 and ok.json()["decision"] == "approve" and ok.json()["resumed"] is True
     assert run.result(60) == {"decision": "approve", "by": APPROVER}
+
+
+def test_a_user_name_that_spells_an_approver_is_not_an_approver(paused):
+    """Slack user names are chosen by their owners; only the id on slack.approvers counts, and it is recorded."""
+    url, approval, run, led = paused
+    r = _post(url, approval, user="U0MALLORY", user_name=APPROVER)
+    assert r.status_code == 403
+    _nothing_happened(led, approval)
+    ok = _post(url, approval, approve=False, user_name="alice")
+    assert ok.status_code == 200 and "alice" in ok.json()["text"]
+    assert run.result(60) == {"decision": "deny", "by": APPROVER}
+    assert led.get_approval(approval.id).decided_by == APPROVER  # the id, not the display name
 
 
 def test_bad_payloads_are_400(prefect_server, remedy_env):
