@@ -38,7 +38,7 @@ def escalate(node: str, reason: str, incident_id: int | None = None, dry_run: bo
     """Ends Failed ("Escalated"): a person must act — unless a person approved a replacement that then succeeded.
     The message says whether anyone was told (Slack posted, failed, or not configured)."""
     out = _escalate(node, reason, incident_id, dry_run, quarantine, ask_replace, approval_timeout_seconds)
-    return final_state(out)
+    return final_state(out, node=node)
 
 
 def _escalate(node: str, reason: str, incident_id: int | None, dry_run: bool | None, quarantine: bool,

@@ -95,7 +95,7 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
                  ask_replace_on_escalation: bool = False):
     """Completed when the fault is fixed (or nothing was needed); Failed/Cancelled, named for what happened,
     otherwise (remedy.domain.outcome). The result dict is the state's data."""
-    return final_state(_fix(node, xid, gpu, incident_id, dry_run, detected_at, ask_replace_on_escalation))
+    return final_state(_fix(node, xid, gpu, incident_id, dry_run, detected_at, ask_replace_on_escalation), node=node)
 
 
 def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run: bool | None,

@@ -60,7 +60,7 @@ def replace_node(
     """The run ends Completed when the node was replaced (or nothing was needed), and Failed/Cancelled, named for
     what happened, when it was held, escalated, had no spare or was stopped by the operator (remedy.domain.outcome);
     the result dict is the state's data either way."""
-    return final_state(_replace(node, cause, signal, xid, gpu, incident_id, detected_at, dry_run))
+    return final_state(_replace(node, cause, signal, xid, gpu, incident_id, detected_at, dry_run), node=node)
 
 
 def _replace(node: str, cause: str, signal: str, xid: int | None, gpu: int | None, incident_id: int | None,

@@ -15,6 +15,7 @@ Design choices worth knowing:
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import logging
 import socket
@@ -579,12 +580,18 @@ class KubernetesCluster:
 
     # ------------------------------------------------------------------ events
     def record_event(self, node: str, *, reason: str, message: str, type: str = "Normal") -> None:
-        """Best effort: an event that cannot be written is logged, never fails the action it describes."""
+        """Best effort: an event that cannot be written is logged, never fails the action it describes.
+
+        The same reason and message on the same node is one Event whose count grows, as client-go's
+        EventCorrelator aggregates (tools/record/events_cache.go): a name derived from them makes a second
+        writer — another run of the same incident, a retried task — bump the count instead of adding a twin."""
         if self.dry_run:
             return
         now = datetime.now(timezone.utc)
+        digest = hashlib.sha1(f"{self.actor}\0{reason}\0{message}".encode()).hexdigest()[:16]
+        name = f"{node}.{digest}"
         event = k8s.CoreV1Event(
-            metadata=k8s.V1ObjectMeta(name=f"{node}.{uuid.uuid4().hex[:12]}", namespace=EVENT_NAMESPACE),
+            metadata=k8s.V1ObjectMeta(name=name, namespace=EVENT_NAMESPACE),
             involved_object=k8s.V1ObjectReference(kind="Node", name=node, api_version="v1", uid=node),  # as the kubelet
             reason=reason,
             message=message[:1024],
@@ -597,7 +604,15 @@ class KubernetesCluster:
             reporting_instance=socket.gethostname(),
         )
         try:
-            self._call(f"record event on {node}", self.core.create_namespaced_event, EVENT_NAMESPACE, event)
+            try:
+                self._call(f"record event on {node}", self.core.create_namespaced_event, EVENT_NAMESPACE, event)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                seen = self._json(f"read event {name}", self.core.read_namespaced_event, name, EVENT_NAMESPACE)
+                self._call(f"update event on {node}", self.core.patch_namespaced_event, name, EVENT_NAMESPACE,
+                           {"count": int(seen.get("count") or 1) + 1,
+                            "lastTimestamp": now.strftime("%Y-%m-%dT%H:%M:%SZ")})
         except (ApiException, ClusterUnreachable) as exc:
             log.warning("could not record event %s on %s: %s", reason, node, exc)
 

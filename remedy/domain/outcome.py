@@ -98,4 +98,21 @@ def one_line(result: dict) -> str:
         head += f" by {result['replacement']}"
     if result.get("dry_run"):
         head += " (dry-run: nothing changed)"
-    return (head + (f" — {why[0]}" if why and why[0] else ""))[:300]
+    first = why[0] if why else ""
+    if o and first.lower().startswith(o.label.lower() + ":"):  # "no spare — no spare: …" says it twice
+        first = first[len(o.label) + 1:].strip()
+    return (head + (f" — {first}" if first else ""))[:300]
+
+
+def node_event(result: dict) -> tuple[str, str] | None:
+    """(Event reason, message) to leave on the Node when a run stopped short of fixing it: held, escalated, no
+    spare, stopped by the operator… None when the fault was dealt with (the action's own events say so)."""
+    o = outcome_of(result)
+    if o is None or o.look is RunLook.DONE:
+        return None
+    return note_reason(o), one_line(result)
+
+
+def note_reason(o: Outcome) -> str:
+    """The Event reason for a run that ended like this: RemedyHeld, RemedyNoSpare, RemedyStoppedByOperator…"""
+    return "Remedy" + "".join(w.capitalize() for w in o.label.replace(",", "").split())

@@ -45,6 +45,17 @@ def test_cordon_is_idempotent_and_recorded_as_event(cluster):
     assert not node.unschedulable and "remedy.io/cordoned-by" not in node.annotations
 
 
+def test_the_same_note_twice_is_one_event_with_a_count(cluster):
+    """client-go's EventCorrelator aggregates identical events (tools/record/events_cache.go): `kubectl describe
+    node` shows one line with its count, not a twin per retry or per run of the same incident."""
+    for _ in range(2):
+        cluster.record_event("gpu005", reason="RemedyHeld", message="gpu005: held — rack rack-1 breaker open",
+                             type="Warning")
+    cluster.record_event("gpu005", reason="RemedyHeld", message="gpu005: held — cluster breaker open", type="Warning")
+    held = sorted((e["message"], e["count"]) for e in cluster.node_events("gpu005") if e["reason"] == "RemedyHeld")
+    assert held == [("gpu005: held — cluster breaker open", 1), ("gpu005: held — rack rack-1 breaker open", 2)]
+
+
 def test_taints_merge_by_key(cluster):
     cluster.set_taints("gpu004", add=[Taint("team.example/owner", "NoSchedule", "ml")])
     cluster.set_taints("gpu004", add=[Taint("remedy.io/quarantine", "NoSchedule")])

@@ -21,6 +21,20 @@ def test_no_spare_is_a_failed_run_that_says_why(prefect_server, remedy_on_sim):
     no_spare, out = run_to_state(replace_node, node="gpu011", cause="XID 79", xid=79, gpu=0)
     assert no_spare.is_failed() and no_spare.name == "No spare"
     assert no_spare.message.startswith("gpu011: no spare — ") and out["status"] == "no-spare"
+    # the on-call engineer with only kubectl sees why the node sits cordoned
+    notes = remedy_notes("gpu011")
+    assert len(notes) == 1, [(n["reason"], n["message"]) for n in notes]
+    (note,) = notes
+    assert (note["reason"], note["type"], note["message"]) == ("RemedyNoSpare", "Warning", no_spare.message)
+
+
+def remedy_notes(node: str) -> list[dict]:
+    """The Warning Events gpu-remedy left on the Node about a run that stopped short (not its action events)."""
+    from remedy import runtime
+    from remedy.domain.outcome import Outcome, RunLook, note_reason
+
+    reasons = {note_reason(o) for o in Outcome if o.look is not RunLook.DONE}
+    return [e for e in runtime.cluster().node_events(node) if e["reason"] in reasons]
 
 
 def test_a_replacement_is_a_completed_run(prefect_server, remedy_on_sim):
@@ -39,6 +53,7 @@ def test_an_escalation_says_nobody_was_notified(prefect_server, remedy_on_sim):
     assert state.is_failed() and state.name == "Escalated"
     assert "Slack: slack not configured" in state.message and "node left in service" in state.message
     assert out["quarantined"] is False
+    assert [n["reason"] for n in remedy_notes("gpu012")] == ["RemedyEscalated"]
 
 
 @pytest.mark.parametrize(("after_kind", "when"), [
@@ -76,6 +91,7 @@ def test_the_operators_uncordon_stops_the_run_at_every_step(prefect_server, reme
         stop.set()
         t.join()
     assert state.is_cancelled() and state.name == "Stopped by operator", (state, out)
+    assert [n["reason"] for n in remedy_notes("gpu009")] == ["RemedyStoppedByOperator"]
     assert when in out["why"] and out["drift"]["what"] == "uncordoned by hand"
     assert not runtime.cluster().get_node("gpu009").unschedulable  # never re-cordoned
     assert runtime.ledger().get_node("gpu009").state.value != "repair"
