@@ -37,6 +37,7 @@ from tasks.fixes import (
     drain_for_fix, quarantine_node, reboot_node, release_node, reset_gpu, restart_app, verify_gpus, wait_job_back,
     wait_node_ready,
 )
+from tasks.health import reconfirm_fault
 from tasks.states import final_state, run_subflow
 from tasks.ledger import claim_remediation, open_incident, requester, sync_fleet
 
@@ -164,7 +165,21 @@ def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run:
             if gate["status"] is not None:
                 return _finish(out | {"status": gate["status"].value, "why": gate["gate"]})
 
-        # 5. The step itself, recorded as one ladder attempt.
+        # 5. A reset or reboot stops the job: first make sure the fault still holds and is not a failed monitor
+        #    (once per run; a later rung follows a failed attempt, which is evidence enough).
+        if step.kind in (P.RESET_GPU, P.REBOOT) and not out.get("recheck") and settings.reconfirm.enabled:
+            out["recheck"] = check = reconfirm_fault(node, incident_id, "xid", dry_run)
+            if not check["act"]:
+                log.warning("%s: %s — not acting", node, check["why"])
+                status = Outcome.CLEARED if check["verdict"] == "cleared" else Outcome.MONITOR_FAILURE
+                record_remediation_outcome(node, succeeded=True, incident_id=incident_id, dry_run=dry_run)
+                if not dry_run:
+                    led.set_incident_status(incident_id, status.incident_status,
+                                            detail=f"{status.label.lower()}: {check['why']}")
+                timeline.mark(status.label.lower())
+                return _finish(out | {"status": status.value, "why": check["why"]})
+
+        # 6. The step itself, recorded as one ladder attempt.
         attempt = _start_attempt(led, node, incident_id, step, xid, gpu, dry_run)
         try:
             result = _do_step(step, node, gpu, attempt.id, incident_id, dry_run, xid)

@@ -27,13 +27,14 @@ from remedy.domain.timeline import Timeline
 from remedy.safety.scopes import NOT_A_NEW_FAILURE
 from tasks.approvals import propose_open_loop
 from tasks.cluster import (
-    check_drift, cordon_node, drain_node, label_node, resize_workload, taint_node, verify_joined, wait_for_workload,
+    check_drift, cordon_node, drain_node, label_node, resize_workload, taint_node, uncordon_node, verify_joined, wait_for_workload,
 )
 from tasks.gate import (
     check_breaker, close_breaker, find_open_question, held_on, record_remediation_outcome, wait_for_decision,
 )
 from tasks.ledger import claim_remediation, open_incident, set_incident_status, set_node_state, sync_fleet
 from tasks.preemption import plan_preemption, preempt
+from tasks.health import reconfirm_fault
 from tasks.spares import select_spare, validate_spare
 from tasks.notify import post_notice
 from tasks.states import final_state
@@ -116,6 +117,9 @@ def _replace(node: str, cause: str, signal: str, xid: int | None, gpu: int | Non
     #    here and before every later step that touches the node or spends a spare.
     if (stood_down := _operator_wins(node, incident_id, dry_run, outcome, timeline, "before the drain")):
         return stood_down
+    #    The drain stops the job: first make sure the fault still holds and is not a monitor that failed.
+    if (not_needed := recheck_fault(node, incident_id, signal, dry_run, outcome, timeline)):
+        return not_needed
     drained = drain_node(node, grace_period_seconds=settings.drain.grace_period_seconds,
                          deadline_seconds=settings.drain.eviction_deadline_seconds, dry_run=dry_run,
                          incident_id=incident_id)
@@ -170,6 +174,27 @@ def _replace(node: str, cause: str, signal: str, xid: int | None, gpu: int | Non
     timeline.mark("to repair")
     status = "planned" if dry_run else ("replaced" if ok else "replaced-not-joined")
     return _report(outcome | {"status": status}, timeline)
+
+
+def recheck_fault(node: str, incident_id: int, signal: str, dry_run: bool, outcome: dict[str, Any],
+                  timeline: Timeline) -> dict[str, Any] | None:
+    """Re-check just before acting (remedy.detect.reconfirm). A fault that no longer holds, or a monitor failure,
+    puts the cordoned node back in service and ends the run, with the evidence; None: go on."""
+    if not runtime.settings().reconfirm.enabled:
+        return None
+    check = reconfirm_fault(node, incident_id, signal, dry_run)
+    outcome["recheck"] = check
+    if check["act"]:
+        return None
+    settings = runtime.settings()
+    get_run_logger().warning("%s: %s — not acting; the node goes back in service", node, check["why"])
+    taint_node(node, dry_run=dry_run, remove=[settings.taints.quarantine], incident_id=incident_id)
+    uncordon_node(node, reason=check["why"], dry_run=dry_run, incident_id=incident_id)
+    set_node_state(node, NodeState.ACTIVE.value, reason=check["why"], dry_run=dry_run, incident_id=incident_id)
+    status = Outcome.CLEARED if check["verdict"] == "cleared" else Outcome.MONITOR_FAILURE
+    set_incident_status(incident_id, status.incident_status.value, detail=f"{status.label.lower()}: {check['why']}")
+    timeline.mark(status.label.lower())
+    return _report(outcome | {"status": status.value, "why": check["why"]}, timeline)
 
 
 def _operator_wins(node: str, incident_id: int, dry_run: bool, outcome: dict[str, Any], timeline: Timeline,

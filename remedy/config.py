@@ -121,6 +121,18 @@ class ApprovalSettings(BaseModel):
     )
 
 
+class ReconfirmSettings(BaseModel):
+    """Just before a drain for replacement, a reboot or a retirement: does the fault still hold?"""
+
+    enabled: bool = Field(True, description="Re-check the alert and probe the GPUs before anything destructive.")
+    probe_timeout_seconds: int = Field(
+        120, gt=0, le=3600, description="The NVML probe Job's time limit (a probe that cannot run is no verdict).")
+    recheck_after_seconds: float = Field(
+        10.0, ge=0, le=600,
+        description="When the probe finds no GPU at all (the driver may still be loading after a boot), probe once "
+        "more after this long; GPUs present then means a monitor artefact, not a fault.")
+
+
 class WorkloadSettings(BaseModel):
     """The gang-scheduled training job whose nodes gpu-remedy keeps at full size."""
 
@@ -203,6 +215,7 @@ class RemedySettings(BaseSettings):
     lemon: LemonSettings = Field(default_factory=LemonSettings)
     nfs: NfsAuditSettings = Field(default_factory=NfsAuditSettings)
     approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
+    reconfirm: ReconfirmSettings = Field(default_factory=ReconfirmSettings)
     workload: WorkloadSettings = Field(default_factory=WorkloadSettings)
     slack: SlackSettings = Field(default_factory=SlackSettings)
     aws: AwsSettings = Field(default_factory=AwsSettings)

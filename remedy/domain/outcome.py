@@ -32,6 +32,7 @@ class Outcome(StrEnum):
     IGNORED = "ignored"
     PLANNED = "planned"  # dry-run: every step planned and recorded, nothing changed
     DUPLICATE = "duplicate"  # another run or incident has this fault in hand
+    CLEARED = "cleared-before-acting"  # re-checked just before acting: the alert resolved, the probe sees nothing
     # a person must look
     HELD = "held"
     ESCALATED = "escalated"
@@ -39,6 +40,7 @@ class Outcome(StrEnum):
     SHRUNK = "shrunk"
     REPLACED_NOT_JOINED = "replaced-not-joined"
     PREEMPTED_NOT_JOINED = "preempted-not-joined"
+    MONITOR_FAILURE = "monitor-failure"  # the monitor failed, not the GPU: node back in service, monitor needs a person
     # automation stood down on purpose
     STOPPED_BY_OPERATOR = "stopped-by-operator"
     PROPOSED_NOT_EXECUTED = "proposed-not-executed"
@@ -62,22 +64,24 @@ class Outcome(StrEnum):
         """How triage closes the incident after a remediation that ended like this."""
         if self.fixed and self is not Outcome.DUPLICATE:
             return IncidentStatus.RESOLVED
-        if self in (Outcome.DUPLICATE, Outcome.STOPPED_BY_OPERATOR, Outcome.IGNORED):
+        if self in (Outcome.DUPLICATE, Outcome.STOPPED_BY_OPERATOR, Outcome.IGNORED, Outcome.MONITOR_FAILURE):
             return IncidentStatus.IGNORED
         return IncidentStatus.ESCALATED
 
 
 _FIXED = frozenset({Outcome.REPLACED, Outcome.REPLACED_JOB_NOT_FULL, Outcome.PREEMPTED, Outcome.FIXED,
-                    Outcome.RESTARTED, Outcome.PLANNED, Outcome.IGNORED, Outcome.DUPLICATE})
+                    Outcome.RESTARTED, Outcome.PLANNED, Outcome.IGNORED, Outcome.DUPLICATE, Outcome.CLEARED})
 _LOOK = {o: RunLook.DONE for o in _FIXED} | {
     o: RunLook.NEEDS_A_PERSON for o in (Outcome.HELD, Outcome.ESCALATED, Outcome.NO_SPARE, Outcome.SHRUNK,
-                                        Outcome.REPLACED_NOT_JOINED, Outcome.PREEMPTED_NOT_JOINED)
+                                        Outcome.REPLACED_NOT_JOINED, Outcome.PREEMPTED_NOT_JOINED,
+                                        Outcome.MONITOR_FAILURE)
 } | {Outcome.STOPPED_BY_OPERATOR: RunLook.STOOD_DOWN, Outcome.PROPOSED_NOT_EXECUTED: RunLook.STOOD_DOWN}
 _LABEL = {
     Outcome.HELD: "Held", Outcome.ESCALATED: "Escalated", Outcome.NO_SPARE: "No spare",
     Outcome.SHRUNK: "Job shrunk", Outcome.REPLACED_NOT_JOINED: "Spare did not join",
     Outcome.PREEMPTED_NOT_JOINED: "Freed node did not join", Outcome.STOPPED_BY_OPERATOR: "Stopped by operator",
     Outcome.PROPOSED_NOT_EXECUTED: "Proposed, not executed", Outcome.PLANNED: "Planned (dry-run)",
+    Outcome.CLEARED: "Cleared before acting", Outcome.MONITOR_FAILURE: "Monitor failure",
 }
 
 
