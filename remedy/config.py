@@ -141,6 +141,10 @@ class WorkloadSettings(BaseModel):
     resume_timeout_seconds: float = Field(
         600.0, gt=0, description="How long to wait for the job to be back at full size after a promotion."
     )
+    reload_minutes: float = Field(
+        31.0, ge=0,
+        description="Minutes the job needs to load its checkpoint and train again after any restart (seed 002 "
+        "§4.2.3: median 31 min). Every option pays it; it is why a fix that may not hold costs more than a spare.")
     min_nodes: int | None = Field(
         None, ge=1,
         description="Elastic jobs (torchrun --nnodes=MIN:MAX): the fewest nodes the job may run with. None = not elastic.",
