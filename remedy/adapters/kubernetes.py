@@ -4,8 +4,8 @@ Same code against a real API server (kubeconfig / in-cluster) and the embedded s
 Design choices worth knowing:
 - Reads go through the client with `_preload_content=False` and are parsed as JSON dicts: deserialising 2,048
   V1Node models costs seconds, the JSON a few tens of milliseconds.
-- Node.spec.taints is an atomic list on the API server, so taints are merged by key here and written with a
-  resourceVersion precondition; a 409 means someone else wrote first: re-read and merge again.
+- Node.spec.taints is an atomic list on the API server, so taints are merged by (key, effect) here and written with
+  a resourceVersion precondition; a 409 means someone else wrote first: re-read and merge again.
 - Every mutation is idempotent ("already cordoned" is success, `changed=False`) and records a Kubernetes Event on
   the Node so `kubectl describe node` tells the story. In dry-run nothing is written, not even events.
 - gpu-remedy marks what it did in annotations (`remedy.io/cordoned-by` …); a node that carries the mark but is
@@ -212,9 +212,9 @@ class KubernetesCluster:
         if node.unschedulable:
             problems.append("cordoned")
         tolerated = set(self.settings.taints.tolerated)  # provider GPU taints: GPU pods tolerate them
-        blocking = [k for k, e in node.taints.items() if e in ("NoSchedule", "NoExecute") and k not in tolerated]
+        blocking = sorted({f"{k}:{e}" for k, e in node.taints if e in ("NoSchedule", "NoExecute") and k not in tolerated})
         if blocking:
-            problems.append("tainted " + ", ".join(sorted(blocking)))
+            problems.append("tainted " + ", ".join(blocking))
         if node.gpu_count and node.allocatable_gpus < node.gpu_count:
             problems.append(f"only {node.allocatable_gpus}/{node.gpu_count} GPUs allocatable")
         return (not problems, "; ".join(problems) or "Ready, schedulable, all GPUs allocatable")
@@ -245,7 +245,7 @@ class KubernetesCluster:
             provider_id=spec.get("providerID", ""),
             ready=conditions.get("Ready") == "True",
             unschedulable=bool(spec.get("unschedulable")),
-            taints={t["key"]: t.get("effect", "") for t in spec.get("taints") or []},
+            taints={(t["key"], t.get("effect", "")): t.get("value") or "" for t in spec.get("taints") or []},
             labels=labels,
             annotations=meta.get("annotations") or {},
             allocatable_gpus=int((status.get("allocatable") or {}).get("nvidia.com/gpu", 0) or 0),
@@ -290,12 +290,16 @@ class KubernetesCluster:
         return Change(name, "uncordon", changed=True, detail=reason)
 
     def set_taints(self, name: str, *, add: list[Taint] | None = None, remove: list[str] | None = None) -> Change:
-        """Merge taints by key (add replaces a same-key taint; remove by key), with a resourceVersion precondition."""
+        """Merge taints as `kubectl taint` does: a taint is its (key, effect), so add replaces the same key and effect
+        (its value) and keeps the key's other effects; remove drops every effect of a key. Written with a
+        resourceVersion precondition."""
         add, remove = list(add or []), set(remove or [])
+        replaced = {(a.key, a.effect) for a in add}
         for attempt in range(5):
             obj = self._node_json(name)
             current = list((obj.get("spec") or {}).get("taints") or [])
-            wanted = [t for t in current if t.get("key") not in remove and t.get("key") not in {a.key for a in add}]
+            wanted = [t for t in current
+                      if t.get("key") not in remove and (t.get("key"), t.get("effect")) not in replaced]
             wanted += [a.to_k8s() for a in add]
             if _taint_set(wanted) == _taint_set(current):
                 return Change(name, "taint", changed=False, dry_run=self.dry_run, detail="taints already as wanted")

@@ -28,7 +28,7 @@ def test_lists_gpu_nodes_with_topology(cluster):
     assert n.topology.rack and n.topology.switch and n.topology.pdu
     spares = [n for n in nodes if n.state and n.state.value == "spare"]
     assert len(spares) == 2
-    assert all("remedy.io/spare" in s.taints for s in spares)
+    assert all(s.has_taint("remedy.io/spare") for s in spares)
     assert len({s.topology.rack for s in spares}) == 2  # spread across racks
 
 
@@ -45,17 +45,34 @@ def test_cordon_is_idempotent_and_recorded_as_event(cluster):
     assert not node.unschedulable and "remedy.io/cordoned-by" not in node.annotations
 
 
-def test_taints_merge_by_key(cluster):
+def test_taints_merge_by_key_and_effect(cluster):
     cluster.set_taints("gpu004", add=[Taint("team.example/owner", "NoSchedule", "ml")])
     cluster.set_taints("gpu004", add=[Taint("remedy.io/quarantine", "NoSchedule")])
-    # same key again with another effect replaces, never duplicates
+    # the same key and effect again replaces its value, never duplicates
+    assert cluster.set_taints("gpu004", add=[Taint("team.example/owner", "NoSchedule", "infra")]).changed
+    # the same key with another effect is another taint (as `kubectl taint` has it): both stay
     cluster.set_taints("gpu004", add=[Taint("remedy.io/quarantine", "NoExecute")])
-    taints = cluster.get_node("gpu004").taints
-    assert taints == {"team.example/owner": "NoSchedule", "remedy.io/quarantine": "NoExecute"}
-    change = cluster.set_taints("gpu004", remove=["remedy.io/quarantine"])
-    assert change.changed
-    assert cluster.get_node("gpu004").taints == {"team.example/owner": "NoSchedule"}
+    node = cluster.get_node("gpu004")
+    assert node.taints == {("team.example/owner", "NoSchedule"): "infra", ("remedy.io/quarantine", "NoSchedule"): "true",
+                           ("remedy.io/quarantine", "NoExecute"): "true"}
+    assert node.taint_effect("remedy.io/quarantine") == "NoExecute"  # the strongest of the key's effects
+    assert node.has_taint("remedy.io/quarantine", "NoSchedule") and not node.has_taint("remedy.io/spare")
+    # remove drops every effect of the key (`kubectl taint node gpu004 remedy.io/quarantine-`)
+    assert cluster.set_taints("gpu004", remove=["remedy.io/quarantine"]).changed
+    assert cluster.get_node("gpu004").taints == {("team.example/owner", "NoSchedule"): "infra"}
     assert not cluster.set_taints("gpu004", remove=["remedy.io/quarantine"]).changed
+
+
+def test_a_key_with_two_effects_blocks_joining_on_either(cluster):
+    """A provider's `nvidia.com/gpu:NoSchedule` is tolerated; the same key with NoExecute on top is a second taint
+    that the tolerated set covers too, but an operator key with two effects is reported once per effect."""
+    cluster.set_taints("gpu006", add=[Taint("nvidia.com/gpu", "NoSchedule", "present"),
+                                      Taint("nvidia.com/gpu", "NoExecute", "present")])
+    assert cluster.joined("gpu006") == (True, "Ready, schedulable, all GPUs allocatable")
+    cluster.set_taints("gpu006", add=[Taint("team.example/hold", "NoSchedule"),
+                                      Taint("team.example/hold", "NoExecute")])
+    ok, why = cluster.joined("gpu006")
+    assert not ok and why == "tainted team.example/hold:NoExecute, team.example/hold:NoSchedule"
 
 
 def test_concurrent_taint_writers_both_land(cluster):
@@ -72,7 +89,7 @@ def test_concurrent_taint_writers_both_land(cluster):
     [t.start() for t in threads]
     [t.join() for t in threads]
     assert not errors
-    assert {f"example.com/t{i}" for i in range(6)} <= set(cluster.get_node("gpu005").taints)
+    assert {f"example.com/t{i}" for i in range(6)} <= {k for k, _ in cluster.get_node("gpu005").taints}
 
 
 def test_labels_set_and_removed(cluster):
@@ -95,7 +112,7 @@ def test_dry_run_changes_nothing(sim):
         report = dry.drain("gpu007", grace_period_seconds=30, deadline_seconds=5)
         assert report.dry_run and report.evicted
         node = dry.get_node("gpu007")
-        assert not node.unschedulable and "remedy.io/quarantine" not in node.taints
+        assert not node.unschedulable and not node.has_taint("remedy.io/quarantine")
         assert dry.pods_on_node("gpu007")  # nothing evicted
         assert dry.node_events("gpu007") == []
 

@@ -68,7 +68,7 @@ def live(nodes: list[str]) -> dict[str, tuple[bool, str | None]]:
     from remedy import runtime
 
     by_name = {n.name: n for n in runtime.cluster().list_gpu_nodes()}
-    return {n: (QUARANTINE in by_name[n].taints, by_name[n].labels.get(BATCH)) for n in nodes}
+    return {n: (by_name[n].has_taint(QUARANTINE), by_name[n].labels.get(BATCH)) for n in nodes}
 
 
 def assert_all_released(nodes: list[str]) -> None:
