@@ -36,6 +36,7 @@ class Reply:
     code: int
     body: bytes | Iterator[bytes]
     content_type: str = JSON
+    headers: dict[str, str] | None = None
 
 
 def ok(obj, code: int = 200) -> Reply:
@@ -136,7 +137,7 @@ def _handle(cluster, method, path, query, headers, body, server_address) -> Repl
         return Reply(200, entry.raw())
     dry_run = "dryRun" in query
     if method == "POST":
-        if sub == "eviction":
+        if sub == "eviction":  # the create handler writes whatever Status Create returns under 201
             return ok(evict(cluster, ns or "", name, _json_body(body)), 201)
         if name is not None:
             raise ApiError(405, "MethodNotAllowed", f"POST is not supported on a named {res.plural} path")

@@ -87,8 +87,14 @@ def sync_budgets(cluster: "Cluster") -> None:
                              lambda p: p.__setitem__("status", status))
 
 
+MULTIPLE_BUDGETS = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+
+
 def evict(cluster: "Cluster", namespace: str, name: str, eviction: dict) -> dict:
-    """POST pods/<name>/eviction: delete the pod unless a matching budget forbids it (429)."""
+    """POST pods/<name>/eviction: delete the pod unless a matching budget forbids it (429). Returns the Status the
+    real EvictionREST.Create returns (pkg/registry/core/pod/storage/eviction.go): Success, or, for a pod under more
+    than one budget, Status{Failure, code 500} — returned, not raised, so the create handler writes it under its
+    usual 201 (handlers/create.go sets the HTTP code to 201 and only fills a Status's code when it is 0)."""
     if not isinstance(eviction, dict):
         raise ApiError(400, "BadRequest", "eviction body must be a policy/v1 Eviction object")
     options = eviction.get("deleteOptions") or {}
@@ -108,8 +114,8 @@ def evict(cluster: "Cluster", namespace: str, name: str, eviction: dict) -> dict
                     if p.get("spec", {}).get("selector") is not None
                     and label_match(p["spec"]["selector"], labels)]
             if len(pdbs) > 1:
-                raise ApiError(500, "InternalError", "This pod has more than one PodDisruptionBudget, "
-                               "which the eviction subresource does not support.")
+                return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                        "message": MULTIPLE_BUDGETS, "code": 500}
             if pdbs:
                 numbers = budget_status(cluster, pdbs[0])
                 unhealthy_ok = not pod_ready(pod) and numbers["currentHealthy"] >= numbers["desiredHealthy"]

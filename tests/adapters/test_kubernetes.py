@@ -226,3 +226,51 @@ def test_conflict_on_stale_resource_version(cluster):
         api.patch_node("gpu014", {"metadata": {"resourceVersion": node.resource_version, "labels": {"x": "2"}}},
                        _content_type="application/strategic-merge-patch+json")
     assert err.value.status == 409
+
+
+def test_a_pod_under_two_budgets_is_refused_at_once_with_their_names(cluster, sim):
+    """The Eviction API refuses a pod covered by two PodDisruptionBudgets on every attempt: the drain reports it as
+    such, naming both budgets, without retrying it to the deadline, and tells on-call on the node."""
+    from kubernetes import client as k8s
+
+    policy = k8s.PolicyV1Api(cluster.api)
+    for name, labels in (("train-a", {"app": "llm-pretrain"}), ("train-b", {"job-name": "llm-pretrain"})):
+        policy.create_namespaced_pod_disruption_budget("training", {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name},
+            "spec": {"maxUnavailable": 5, "selector": {"matchLabels": labels}}})
+    cluster.cordon("gpu011", reason="drain test", by="test")
+    start = time.monotonic()
+    report = cluster.drain("gpu011", grace_period_seconds=30, deadline_seconds=20)
+    assert time.monotonic() - start < 5  # not retried until the 20 s deadline
+    (key, why), = report.refused.items()
+    assert key.startswith("training/llm-pretrain-") and report.not_evicted == {key: why}
+    assert "more than one PodDisruptionBudget (train-a, train-b)" in why and "a person must" in why
+    assert report.blocked_retries == 0 and not report.complete
+    assert any(p["metadata"]["name"] == key.split("/")[1] for p in cluster.pods_on_node("gpu011"))  # still there
+    events = [e for e in cluster.node_events("gpu011") if e["reason"] == "RemedyEvictionRefused"]
+    assert len(events) == 1 and "train-a, train-b" in events[0]["message"] and events[0]["type"] == "Warning"
+
+
+def test_a_throttled_call_waits_what_the_server_asks_then_succeeds(sim):
+    """API Priority and Fairness turns requests away with 429 and Retry-After; the adapter waits that long and
+    tries again (the default back-off, 0.2 s, would be turned away a second time)."""
+    from remedy.sim.throttle import Throttle
+
+    with KubernetesCluster(settings_for(sim)) as c:  # api_retries=1: two attempts in all
+        sim.cluster.throttle = gate = Throttle(qps=0.5, burst=1)  # one request per 2 s
+        assert gate.admit() is None  # someone else took the only seat
+        start = time.monotonic()
+        node = c.get_node("gpu003")
+    assert node.name == "gpu003" and gate.rejected == 1
+    assert time.monotonic() - start >= 1.5  # Retry-After: 2, honoured
+
+
+def test_throttling_that_outlasts_the_retries_is_a_clear_error(sim):
+    from remedy.sim.throttle import Throttle
+
+    with KubernetesCluster(settings_for(sim, cluster={"api_retries": 0})) as c:
+        sim.cluster.throttle = Throttle(qps=0.01, burst=1)
+        sim.cluster.throttle.admit()
+        with pytest.raises(ClusterUnreachable, match=r"failed to read node gpu003 after 1 attempts: HTTP 429: "
+                                                     r"Too many requests, please try again later\."):
+            c.get_node("gpu003")

@@ -233,7 +233,7 @@ def test_error_mid_search_releases_every_node(prefect_server, pool):
     _, active, _ = pool(8, bad=(0,))
     template = job_template("smoke-test", {BATCH: "x"})
     del template["spec"]["template"]["spec"]["containers"][0]["image"]  # the API server answers 422
-    with pytest.raises(RemedyError, match=r"cannot create job [\w-]+/smoke-\w+: HTTP 422: .*image: Required"):
+    with pytest.raises(RemedyError, match=r"create job [\w-]+/smoke-\w+ rejected by the API server: .*image: Required"):
         isolate_fault(suspects=active, smoke_test=template)
     assert_all_released(active)
     taints = [a for a in runtime.ledger().actions(kind="taint_node") if a.outcome.value == "succeeded"]
