@@ -75,6 +75,13 @@ class Cluster:
         self.job_started: dict[str, float] = {}
         self.eligible_cache: dict[str, dict[str, tuple]] = {}  # Job uid -> node -> (rv, ready, why not)
         self.job_settled: dict[str, bool] = {}  # Job uid -> every pod it needs is placed
+        # Job failure counting (remedy.sim.jobs): pods already seen ending, failures not yet in status, FailJob
+        self.job_counted: dict[str, set[str]] = {}
+        self.job_new_failures: dict[str, int] = {}
+        self.job_fail_reason: dict[str, tuple[str, str]] = {}
+        # True: deleted pods count toward backoffLimit as on a real cluster; False: only pods that end Failed while
+        # present count (the simulator before issue 18, for tests that want the lenient controller)
+        self.count_deleted_pods = True
         self._pod_ips = itertools.count(1)
         self.booted = time.monotonic()
         self._timers: list[tuple[float, int, Callable[[], None]]] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from remedy.sim.controller import delete_pod, finished, pod_ready, terminating
+from remedy.sim.controller import BY_EVICTION_API, delete_pod, finished, pod_ready, terminating
 from remedy.sim.selectors import label_match
 from remedy.sim.store import ApiError, now_iso
 
@@ -118,7 +118,11 @@ def evict(cluster: "Cluster", namespace: str, name: str, eviction: dict) -> dict
                         "message": MULTIPLE_BUDGETS, "code": 500}
             if pdbs:
                 numbers = budget_status(cluster, pdbs[0])
-                unhealthy_ok = not pod_ready(pod) and numbers["currentHealthy"] >= numbers["desiredHealthy"]
+                # an unready pod does not count as healthy: evicting it disrupts nothing if the budget is met
+                # (or the budget says AlwaysAllow)
+                always = (pdbs[0].get("spec") or {}).get("unhealthyPodEvictionPolicy") == "AlwaysAllow"
+                unhealthy_ok = not pod_ready(pod) and (always or (
+                    numbers["currentHealthy"] >= numbers["desiredHealthy"] and numbers["desiredHealthy"] > 0))
                 if numbers["disruptionsAllowed"] <= 0 and not unhealthy_ok:
                     pdb_name = pdbs[0]["metadata"]["name"]
                     raise ApiError(429, "TooManyRequests",
@@ -127,6 +131,6 @@ def evict(cluster: "Cluster", namespace: str, name: str, eviction: dict) -> dict
                                                 f"The disruption budget {pdb_name} needs "
                                                 f"{numbers['desiredHealthy']} healthy pods and has "
                                                 f"{numbers['currentHealthy']} currently"}]})
-        delete_pod(cluster, namespace, name, grace)
+        delete_pod(cluster, namespace, name, grace, disruption=BY_EVICTION_API)
         cluster.reconcile(set())
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}

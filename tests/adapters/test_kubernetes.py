@@ -274,3 +274,32 @@ def test_throttling_that_outlasts_the_retries_is_a_clear_error(sim):
         with pytest.raises(ClusterUnreachable, match=r"failed to read node gpu003 after 1 attempts: HTTP 429: "
                                                      r"Too many requests, please try again later\."):
             c.get_node("gpu003")
+
+
+def test_a_check_evicted_midway_is_run_again_not_failed(cluster, sim):
+    """gpu-remedy's Jobs carry a podFailurePolicy that ignores disruptions: a drain that evicts a check's pod (the
+    DisruptionTarget condition) does not fail the check (backoffLimit 0); the Job runs it again."""
+    from kubernetes import client as k8s
+
+    spec = NodeJobSpec(name="sleep-gpu012", node="gpu012", check="sleep", env=(("SECONDS", "60"),),
+                       timeout_seconds=120)
+    manifest = cluster.render_node_job(spec)
+    assert manifest["spec"]["podFailurePolicy"] == {"rules": [{"action": "Ignore", "onPodConditions": [
+        {"type": "DisruptionTarget", "status": "True"}]}]}
+    result: list = []
+    runner = threading.Thread(target=lambda: result.append(cluster.run_node_job(spec)))
+    runner.start()
+    core = k8s.CoreV1Api(cluster.api)
+    deadline = time.monotonic() + 10
+    while not (pods := [p for p in cluster.job_pods("sleep-gpu012") if p["status"].get("phase") == "Running"]):
+        assert time.monotonic() < deadline, "the check never started"
+        time.sleep(0.05)
+    first = pods[0]["metadata"]["name"]
+    core.create_namespaced_pod_eviction(first, "gpu-remedy", k8s.V1Eviction(
+        metadata=k8s.V1ObjectMeta(name=first, namespace="gpu-remedy")))
+    runner.join(timeout=30)
+    assert result and result[0].phase == "Succeeded", result
+    names = {p["metadata"]["name"] for p in cluster.job_pods("sleep-gpu012")}
+    assert first not in names and len(names) == 1  # a second pod ran the check
+    status = cluster.job_status("sleep-gpu012")
+    assert not status.get("failed") and status["succeeded"] == 1
