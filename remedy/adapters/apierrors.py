@@ -120,22 +120,6 @@ def classify(exc: ApiException, what: str) -> RemedyError:
     return err
 
 
-def failure_in_body(data: bytes, what: str) -> RemedyError | None:
-    """The error a `Status` body reports even under a 2xx, as client-go reads it (rest/request.go,
-    transformResponse: a Status response whose status is not Success is an error). The eviction subresource
-    returns its "more than one PodDisruptionBudget" answer as a Status{Failure, code 500} object from Create
-    (pkg/registry/core/pod/storage/eviction.go), and the create handler writes returned objects under 201
-    (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/create.go): the Python client would call that success."""
-    try:
-        body = json.loads(data or b"{}")
-    except ValueError:
-        return None
-    if not isinstance(body, dict) or body.get("kind") != "Status" or body.get("status") in (None, "Success"):
-        return None
-    return classify(ApiException(status=int(body.get("code") or 500), reason=body.get("reason") or "Failure",
-                                 body=json.dumps(body)), what)
-
-
 def connection_reason(exc: BaseException) -> str:
     reason = getattr(exc, "reason", None) or exc
     text = str(reason)

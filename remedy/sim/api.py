@@ -137,7 +137,7 @@ def _handle(cluster, method, path, query, headers, body, server_address) -> Repl
         return Reply(200, entry.raw())
     dry_run = "dryRun" in query
     if method == "POST":
-        if sub == "eviction":  # the create handler writes whatever Status Create returns under 201
+        if sub == "eviction":
             return ok(evict(cluster, ns or "", name, _json_body(body)), 201)
         if name is not None:
             raise ApiError(405, "MethodNotAllowed", f"POST is not supported on a named {res.plural} path")

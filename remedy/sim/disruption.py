@@ -91,10 +91,10 @@ MULTIPLE_BUDGETS = "This pod has more than one PodDisruptionBudget, which the ev
 
 
 def evict(cluster: "Cluster", namespace: str, name: str, eviction: dict) -> dict:
-    """POST pods/<name>/eviction: delete the pod unless a matching budget forbids it (429). Returns the Status the
-    real EvictionREST.Create returns (pkg/registry/core/pod/storage/eviction.go): Success, or, for a pod under more
-    than one budget, Status{Failure, code 500} — returned, not raised, so the create handler writes it under its
-    usual 201 (handlers/create.go sets the HTTP code to 201 and only fills a Status's code when it is 0)."""
+    """POST pods/<name>/eviction: delete the pod unless a matching budget forbids it (429). For a pod under more
+    than one budget EvictionREST.Create (pkg/registry/core/pod/storage/eviction.go) returns Status{Failure, code
+    500} with no reason; the request finisher turns a non-Success Status into an error (staging/src/k8s.io/
+    apiserver/pkg/endpoints/handlers/finisher/finisher.go), so the client gets HTTP 500 with exactly that body."""
     if not isinstance(eviction, dict):
         raise ApiError(400, "BadRequest", "eviction body must be a policy/v1 Eviction object")
     options = eviction.get("deleteOptions") or {}
@@ -114,8 +114,7 @@ def evict(cluster: "Cluster", namespace: str, name: str, eviction: dict) -> dict
                     if p.get("spec", {}).get("selector") is not None
                     and label_match(p["spec"]["selector"], labels)]
             if len(pdbs) > 1:
-                return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                        "message": MULTIPLE_BUDGETS, "code": 500}
+                raise ApiError(500, None, MULTIPLE_BUDGETS)
             if pdbs:
                 numbers = budget_status(cluster, pdbs[0])
                 # an unready pod does not count as healthy: evicting it disrupts nothing if the budget is met

@@ -153,10 +153,9 @@ def test_the_simulators_answers_classify_as_the_real_ones_do(sim):
         assert isinstance(k8s.BatchV1Api(c.api).read_namespaced_job("twice", "gpu-remedy"), k8s.V1Job)
 
 
-def test_two_budgets_answered_as_a_500_are_refused_too(scripted):
-    """The simulator answers a pod under two budgets as EvictionREST.Create returns it (a Failure Status under 201);
-    the Kubernetes docs describe it as a 500 (which is what client-go makes of it). Either way: refused, named,
-    asked once."""
+def test_two_budgets_are_named_from_their_selectors(scripted):
+    """The eviction's 500 names no budget: the adapter reads the pod's labels and the namespace's budgets and names
+    those that select it (policy/v1: an empty selector selects every pod, a missing one none). Asked once."""
     pod = {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "w-0", "namespace": "ml", "labels": {"app": "w"}}}
     budgets = {"kind": "PodDisruptionBudgetList", "apiVersion": "policy/v1", "metadata": {}, "items": [
         {"metadata": {"name": name}, "spec": {"selector": selector}}
