@@ -8,6 +8,8 @@ Design choices worth knowing:
   a resourceVersion precondition; a 409 means someone else wrote first: re-read and merge again.
 - Every mutation is idempotent ("already cordoned" is success, `changed=False`) and records a Kubernetes Event on
   the Node so `kubectl describe node` tells the story. In dry-run nothing is written, not even events.
+- Every call goes through one retry policy (remedy.adapters.apierrors): busy answers (429, 503, ...) and
+  connection errors are retried honouring Retry-After; every other answer raises an error named by its meaning.
 - gpu-remedy marks what it did in annotations (`remedy.io/cordoned-by` …); a node that carries the mark but is
   schedulable again was uncordoned by a person. `detect_drift` reports it and the flows never fight it.
 """
