@@ -348,6 +348,6 @@ def populate(cluster: "Cluster", *, nodes: int, spares: int, gpus_per_node: int,
 
         job = make_training_job(nodes - spares - sessions)
         default(cluster, "Job", job)
-        job["metadata"]["uid"] = str(uuid.uuid4())
+        job["metadata"]["uid"], job["metadata"]["generation"] = str(uuid.uuid4()), 1
         fix_job_selector(job)
         store.create("Job", job)

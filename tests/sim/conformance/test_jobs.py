@@ -173,3 +173,17 @@ def test_the_training_job_declares_what_operations_md_asks(sim, api_client):
     wait_for(lambda: raw(sim, "GET", f"/api/v1/namespaces/training/pods/{pods[0].metadata.name}")[0] == 404)
     j = strict(api_client, "V1Job", raw(sim, "GET", "/apis/batch/v1/namespaces/training/jobs/llm-pretrain")[2])
     assert not j.status.failed and not condition(j, "Failed")
+
+
+def test_patching_parallelism_resizes_the_job(sim, api_client):
+    """pkg/registry/batch/job/strategy.go (PrepareForUpdate: a spec change bumps metadata.generation) and
+    job_controller.go (manageJob: more active pods than parallelism → the surplus is deleted, unscheduled and
+    unready ones first) — how the adapter shrinks an elastic training Job."""
+    path = "/apis/batch/v1/namespaces/training/jobs/llm-pretrain"
+    before = strict(api_client, "V1Job", raw(sim, "GET", path)[2])
+    code, _, body = raw(sim, "PATCH", path, {"spec": {"parallelism": 12}}, SMP)
+    after = strict(api_client, "V1Job", body)
+    assert code == 200 and after.spec.parallelism == 12
+    assert after.metadata.generation == before.metadata.generation + 1
+    wait_for(lambda: strict(api_client, "V1Job", raw(sim, "GET", path)[2]).status.active == 12)
+    assert not strict(api_client, "V1Job", raw(sim, "GET", path)[2]).status.failed  # removed, not failed

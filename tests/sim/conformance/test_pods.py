@@ -145,3 +145,20 @@ def test_a_pods_log_is_plain_text(sim, api_client):
     """pkg/registry/core/pod/rest/log.go: GET pods/NAME/log answers text/plain (the container's output)."""
     code, headers, body = raw(sim, "GET", "/api/v1/namespaces/kube-system/pods/nvidia-device-plugin-gpu001/log")
     assert code == 200 and headers["content-type"].startswith("text/plain") and isinstance(body, bytes)
+
+
+def test_a_budgets_status_is_kept_by_the_disruption_controller(sim, api_client):
+    """pkg/controller/disruption/disruption.go (updatePdbStatus) with staging/src/k8s.io/api/policy/v1/types.go:
+    currentHealthy, desiredHealthy, expectedPods, disruptionsAllowed and the DisruptionAllowed condition
+    (SufficientPods / InsufficientPods) — what a drain's 429s follow."""
+    _budget(sim, "half", {"matchLabels": {"app": "llm-pretrain"}}, minAvailable="50%")
+    pdb = wait_for(lambda: (p := strict(api_client, "V1PodDisruptionBudget", raw(
+        sim, "GET", "/apis/policy/v1/namespaces/training/poddisruptionbudgets/half")[2])).status and p)
+    s = pdb.status
+    assert (s.current_healthy, s.desired_healthy, s.expected_pods, s.disruptions_allowed) == (14, 7, 14, 7)
+    (cond,) = s.conditions
+    assert (cond.type, cond.status, cond.reason) == ("DisruptionAllowed", "True", "SufficientPods")
+    _budget(sim, "all", {"matchLabels": {"job-name": "llm-pretrain"}}, minAvailable="100%")
+    pdb = wait_for(lambda: (p := strict(api_client, "V1PodDisruptionBudget", raw(
+        sim, "GET", "/apis/policy/v1/namespaces/training/poddisruptionbudgets/all")[2])).status and p)
+    assert pdb.status.disruptions_allowed == 0 and pdb.status.conditions[0].reason == "InsufficientPods"
