@@ -200,7 +200,8 @@ class KubernetesCluster:
         if node.unschedulable:
             problems.append("cordoned")
         tolerated = set(self.settings.taints.tolerated)  # provider GPU taints: GPU pods tolerate them
-        blocking = sorted({f"{k}:{e}" for k, e in node.taints if e in ("NoSchedule", "NoExecute") and k not in tolerated})
+        blocking = sorted({f"{k}:{e}" for k, e in node.taints
+                           if e in ("NoSchedule", "NoExecute") and k not in tolerated})
         if blocking:
             problems.append("tainted " + ", ".join(blocking))
         if node.gpu_count and node.allocatable_gpus < node.gpu_count:
@@ -407,9 +408,10 @@ class KubernetesCluster:
         def until_deadline(state: RetryCallState) -> float:
             return min(backoff(state), max(0.0, deadline_seconds - (time.monotonic() - start)))
 
-        Retrying(retry=retry_if_result(bool), stop=stop_after_delay(max(0.0, deadline_seconds - (time.monotonic()
-                                                                                               - start))),
-                 wait=until_deadline, retry_error_callback=lambda state: state.outcome.result())(one_round)
+        # rounds over the pods still pending, until none is or the deadline has passed
+        remaining = max(0.0, deadline_seconds - (time.monotonic() - start))
+        Retrying(retry=retry_if_result(bool), stop=stop_after_delay(remaining), wait=until_deadline,
+                 retry_error_callback=lambda state: state.outcome.result())(one_round)
         for key in evicted:
             not_evicted.pop(key, None)
         return evicted, not_evicted, blocked, refused

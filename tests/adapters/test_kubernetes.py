@@ -53,7 +53,8 @@ def test_taints_merge_by_key_and_effect(cluster):
     # the same key with another effect is another taint (as `kubectl taint` has it): both stay
     cluster.set_taints("gpu004", add=[Taint("remedy.io/quarantine", "NoExecute")])
     node = cluster.get_node("gpu004")
-    assert node.taints == {("team.example/owner", "NoSchedule"): "infra", ("remedy.io/quarantine", "NoSchedule"): "true",
+    assert node.taints == {("team.example/owner", "NoSchedule"): "infra",
+                           ("remedy.io/quarantine", "NoSchedule"): "true",
                            ("remedy.io/quarantine", "NoExecute"): "true"}
     assert node.taint_effect("remedy.io/quarantine") == "NoExecute"  # the strongest of the key's effects
     assert node.has_taint("remedy.io/quarantine", "NoSchedule") and not node.has_taint("remedy.io/spare")
