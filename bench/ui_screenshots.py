@@ -54,7 +54,9 @@ def walk(stack: UiStack, page, shots: Shots) -> dict[str, str]:
     wait_until("the refusal", lambda: stack.ledger().actions(kind="approval_refused"), timeout=60)
     wait_until("the run to pause again", lambda: stack.run(run_id)["state_type"] == "PAUSED", timeout=60)
     open_run(page, stack, run_id, "Paused")
-    page.get_by_text("refused").first.wait_for(timeout=UI_WAIT_MS)
+    refusal = page.get_by_text("by mallory refused").first  # the run's log says why it is waiting again
+    refusal.wait_for(timeout=UI_WAIT_MS)
+    refusal.scroll_into_view_if_needed()
     shots(page, "unlisted-approver-refused")
     dialog = open_resume_form(page)
     fill_form(dialog, decision="approve", approver=APPROVER, reason="reserve may go: the job is at risk")

@@ -97,7 +97,9 @@ def test_an_approval_answered_in_the_form_lets_the_replacement_finish(stack, out
     ui.wait_until("the run to pause again", lambda: pause_key(stack, run_id) not in (None, first_pause))
     assert led.get_approval(asked.id).pending
     ui.open_run(page, stack, run_id, "Paused")
-    page.get_by_text("by mallory refused").first.wait_for(timeout=ui.UI_WAIT_MS)  # the run's log says so
+    refusal = page.get_by_text("by mallory refused").first
+    refusal.wait_for(timeout=ui.UI_WAIT_MS)  # the run's log says so
+    refusal.scroll_into_view_if_needed()
     taken.append(shots(page, "unlisted-approver-refused"))
 
     # a listed approver answers: the run resumes and finishes the replacement
