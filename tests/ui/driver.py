@@ -36,6 +36,8 @@ class UiStack:
     sim: object  # remedy.sim.server.SimServer
     home: Path
     flows: list[subprocess.Popen] = field(default_factory=list)
+    sims: list = field(default_factory=list)  # more simulators, stopped with the stack
+    _ledger: object = None
 
     @property
     def db_url(self) -> str:
@@ -53,12 +55,18 @@ class UiStack:
                                        "PREFECT_LOGGING_TO_API_BATCH_INTERVAL": "0.3"} | \
             {f"REMEDY_{k}": v for k, v in values.items()}
 
+    def start_sim(self):
+        """Another 16-node, 2-spare simulator (its own cluster), stopped with the stack."""
+        sim = _sim()
+        self.sims.append(sim)
+        return sim
+
     def start_flow(self, code: str, name: str, **remedy: object) -> subprocess.Popen:
         """Run `code` (Python that calls flows) in a process of its own, as a served flow would run; its output goes
         to home/<name>.log."""
-        log = open(self.home / f"{name}.log", "w")
-        proc = subprocess.Popen([sys.executable, "-c", code], env=self.env(**remedy), cwd=ROOT, stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        with open(self.home / f"{name}.log", "w") as log:  # the child keeps its own copy of the descriptor
+            proc = subprocess.Popen([sys.executable, "-c", code], env=self.env(**remedy), cwd=ROOT, stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.flows.append(proc)
         return proc
 
@@ -82,20 +90,21 @@ class UiStack:
         return r.json()
 
     def ledger(self):
+        """The ledger the stack's flows write (read it once a flow has started: the flow creates it)."""
         from remedy.ledger import Ledger
 
-        return Ledger(self.db_url)
+        if self._ledger is None:
+            self._ledger = Ledger(self.db_url)
+        return self._ledger
 
 
 @contextlib.contextmanager
 def ui_stack(home: Path) -> Iterator[UiStack]:
     """Start a Prefect server (API + UI) and a 16-node, 2-spare simulator; stop both (and any flow left) at the end."""
-    from remedy.sim.cluster import build_cluster
-    from remedy.sim.server import SimServer
     from tests.fixtures.prefect import prefect_server_process
 
     home.mkdir(parents=True, exist_ok=True)
-    sim = SimServer(build_cluster(nodes=16, spares=2, time_scale=0.01)).start()
+    sim = _sim()
     stack = None
     try:
         with prefect_server_process(home / "prefect-server") as api:
@@ -106,7 +115,16 @@ def ui_stack(home: Path) -> Iterator[UiStack]:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(10)
+        for other in stack.sims if stack else []:
+            other.stop()
         sim.stop()
+
+
+def _sim():
+    from remedy.sim.cluster import build_cluster
+    from remedy.sim.server import SimServer
+
+    return SimServer(build_cluster(nodes=16, spares=2, time_scale=0.01)).start()
 
 
 def wait_until(what: str, fn, timeout: float = 60.0, every: float = 0.25):
@@ -153,12 +171,10 @@ class OutcomeRuns:
     (an XID that needs the vendor). OUTCOME_RUNS names the state each should end in."""
 
     def __init__(self, stack: UiStack) -> None:
-        from remedy.sim.cluster import build_cluster
         from remedy.sim.faults import inject
-        from remedy.sim.server import SimServer
 
         self.stack, self.name = stack, "needs-a-person"
-        self.sim = SimServer(build_cluster(nodes=16, spares=2, time_scale=0.01)).start()
+        self.sim = stack.start_sim()
         inject(self.sim.cluster, "xid", "gpu011", gpu=0, code=79)
         inject(self.sim.cluster, "xid", "gpu005", gpu=1, code=79)
         code = ("from flows.replace_node import replace_node; from flows.escalate import escalate\n"
@@ -172,11 +188,8 @@ class OutcomeRuns:
 
     def wait(self, timeout: float = 180) -> dict[str, str]:
         """{run name: run id} once the flows have finished."""
-        try:
-            if self.proc.wait(timeout) != 0:
-                raise RuntimeError(f"the flows exited {self.proc.returncode}:\n{self.stack.log(self.name)[-3000:]}")
-        finally:
-            self.sim.stop()
+        if self.proc.wait(timeout) != 0:
+            raise RuntimeError(f"the flows exited {self.proc.returncode}:\n{self.stack.log(self.name)[-3000:]}")
         return {r["name"]: r["id"] for r in self.stack.runs(name={"any_": list(OUTCOME_RUNS)})}
 
 
@@ -230,8 +243,8 @@ def open_run(page, stack: UiStack, run_id: str, state: str | None = None) -> Non
 
 
 def badge(page):
-    """The run's state badge in the page header."""
-    return page.locator(".page-heading .state-badge, .flow-run-header .state-badge, .state-badge").first
+    """The run's state badge in the page header (the first on a run's page)."""
+    return page.locator(".state-badge").first
 
 
 def wait_badge(page, state: str, timeout_ms: int = UI_WAIT_MS) -> None:
@@ -272,7 +285,7 @@ def submit(dialog) -> None:
     dialog.get_by_role("button", name="Submit").click()
 
 
-# -------------------------------------------------------------------------------------------------- the walk
+# ------------------------------------------------------------------------------------------ tabs and pictures
 def png_size(path: Path) -> tuple[int, int]:
     """(width, height) from a PNG's header."""
     head = path.read_bytes()[:24]
