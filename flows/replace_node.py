@@ -38,6 +38,7 @@ from tasks.health import reconfirm_fault
 from tasks.spares import select_spare, validate_spare
 from tasks.notify import post_notice
 from tasks.states import final_state
+from tasks.tags import tag_this_run
 
 
 def _run_name() -> str:
@@ -69,6 +70,7 @@ def _replace(node: str, cause: str, signal: str, xid: int | None, gpu: int | Non
     log = get_run_logger()
     settings = runtime.settings()
     dry_run = settings.dry_run if dry_run is None else dry_run
+    tag_this_run(node, stage="replace", xid=xid, dry_run=dry_run)
     work = settings.workload
     timeline = Timeline.starting(detected_at)
     outcome: dict[str, Any] = {"node": node, "dry_run": dry_run, "replacement": None}

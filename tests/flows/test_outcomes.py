@@ -44,6 +44,12 @@ def test_a_replacement_is_a_completed_run(prefect_server, remedy_on_sim):
     done, out = run_to_state(replace_node, node="gpu003", cause="XID 79", xid=79, gpu=3)
     assert done.is_completed() and out["status"] == "replaced"
     assert done.message.startswith(f"gpu003: replaced by {out['replacement']}")
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:  # an operator filters runs by node and rack in the UI
+        tags = client.read_flow_run(done.state_details.flow_run_id).tags
+    assert {"node:gpu003", "stage:replace", "xid:79"} <= set(tags) and any(t.startswith("rack:") for t in tags)
+    assert "dry-run" not in tags
 
 
 def test_an_escalation_says_nobody_was_notified(prefect_server, remedy_on_sim):
@@ -51,7 +57,7 @@ def test_an_escalation_says_nobody_was_notified(prefect_server, remedy_on_sim):
 
     state, out = run_to_state(escalate, node="gpu012", reason="XID 58 (contact support)", quarantine=False)
     assert state.is_failed() and state.name == "Escalated"
-    assert "Slack: slack not configured" in state.message and "node left in service" in state.message
+    assert "Slack: not configured, nobody was notified" in state.message and "node left in service" in state.message
     assert out["quarantined"] is False
     assert [n["reason"] for n in remedy_notes("gpu012")] == ["RemedyEscalated"]
 
