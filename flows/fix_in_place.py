@@ -38,8 +38,8 @@ from tasks.fixes import (
     wait_node_ready,
 )
 from tasks.health import reconfirm_fault
-from tasks.states import final_state
-from tasks.tags import tag_this_run, run_subflow
+from tasks.states import final_state, run_subflow
+from tasks.tags import tag_this_run
 from tasks.ledger import claim_remediation, open_incident, requester, sync_fleet
 
 P = RemediationPath
