@@ -127,6 +127,11 @@ def _replace(node: str, cause: str, signal: str, xid: int | None, gpu: int | Non
                          incident_id=incident_id)
     outcome["drain"] = {k: drained[k] for k in ("evicted", "skipped", "not_evicted", "complete")}
     timeline.mark("drained")
+    if drained.get("refused"):  # e.g. a pod under two PodDisruptionBudgets: no retry helps, a person must fix it
+        why = "the API refused to evict " + "; ".join(f"{pod}: {w}" for pod, w in drained["refused"].items())
+        set_incident_status(incident_id, IncidentStatus.ESCALATED.value, detail=why[:500])
+        record_remediation_outcome(node, succeeded=False, incident_id=incident_id, dry_run=dry_run)
+        return _report(outcome | {"status": Outcome.ESCALATED.value, "escalated": True, "why": why}, timeline)
 
     # 6. Select a spare: same GPU model, validated, not a lemon, away from a correlated failure.
     if (stood_down := _operator_wins(node, incident_id, dry_run, outcome, timeline, "after the drain")):

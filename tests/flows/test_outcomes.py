@@ -106,3 +106,23 @@ def test_the_operators_uncordon_stops_the_run_at_every_step(prefect_server, reme
         assert len(promoted) == 1  # the job already runs on the spare; nothing is undone
     else:
         assert not promoted  # the claim lapsed with the incident: the spare is still a spare
+
+
+def test_a_pod_under_two_budgets_escalates_with_their_names(prefect_server, remedy_on_sim):
+    """The real API answers 500 "more than one PodDisruptionBudget" for such a pod on every attempt: the run
+    escalates at once, naming the budgets, instead of retrying or spending a spare on a job that cannot move."""
+    from kubernetes import client as k8s
+
+    from flows.replace_node import replace_node
+    from remedy import runtime
+
+    prevalidate_spares()
+    policy = k8s.PolicyV1Api(runtime.cluster().api)
+    for name, labels in (("train-a", {"app": "llm-pretrain"}), ("train-b", {"job-name": "llm-pretrain"})):
+        policy.create_namespaced_pod_disruption_budget("training", {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name},
+            "spec": {"maxUnavailable": 5, "selector": {"matchLabels": labels}}})
+    state, out = run_to_state(replace_node, node="gpu010", cause="XID 79", xid=79, gpu=0)
+    assert state.is_failed() and state.name == "Escalated", (state, out)
+    assert "more than one PodDisruptionBudget (train-a, train-b)" in state.message
+    assert out["replacement"] is None and not promotions(out["incident_id"])
