@@ -28,7 +28,7 @@ from remedy.approvals.open_loop import is_open_loop, node_pool
 from remedy.domain.model import Action, ActionOutcome, IncidentStatus
 from remedy.domain.timeline import Timeline
 from remedy.domain.xid import RemediationPath, Resolution, lookup
-from remedy.ledger.errors import LedgerConflict
+from remedy.ledger.errors import LeaseLost, LedgerConflict
 from remedy.safety.ladder import LADDERS, Attempt, AttemptOutcome, LadderExhausted, Step, backoff_schedule, next_step
 from tasks.approvals import propose_open_loop
 from tasks.cluster import check_drift
@@ -39,6 +39,7 @@ from tasks.fixes import (
 )
 from tasks.states import final_state, run_subflow
 from tasks.ledger import claim_remediation, open_incident, requester, sync_fleet
+from tasks.leases import keeps_lease
 
 P = RemediationPath
 ATTEMPT_PREFIX = "fix_"
@@ -90,6 +91,7 @@ class OperatorWins(Exception):
 
 
 @flow(name="fix-in-place", flow_run_name=_run_name, log_prints=False)
+@keeps_lease  # alive while it runs; a killed run's incident is taken over (tasks.leases)
 def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int | None = None,
                  dry_run: bool | None = None, detected_at: str | None = None,
                  ask_replace_on_escalation: bool = False):
@@ -181,6 +183,8 @@ def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run:
             if dry_run:
                 return _finish(out | {"status": "planned"})
             continue
+        except LeaseLost:  # another run has this incident now: stop, do not climb the ladder next to it
+            raise
         except Exception as exc:  # a task that gave up after its retries: this rung failed, try the next
             log.warning("%s: %s raised %s: %s — falling back", node, step.kind.value, type(exc).__name__, exc)
             _finish_attempt(led, attempt.id, ActionOutcome.FAILED, error=f"{type(exc).__name__}: {exc}"[:500])

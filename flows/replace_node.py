@@ -37,6 +37,7 @@ from tasks.preemption import plan_preemption, preempt
 from tasks.spares import select_spare, validate_spare
 from tasks.notify import post_notice
 from tasks.states import final_state
+from tasks.leases import keeps_lease
 
 
 def _run_name() -> str:
@@ -47,6 +48,7 @@ def _run_name() -> str:
 
 
 @flow(name="replace-node", flow_run_name=_run_name)
+@keeps_lease  # alive while it runs; a killed run's incident is taken over (tasks.leases)
 def replace_node(
     node: str,
     cause: str = "",
