@@ -1,0 +1,181 @@
+"""Dead runs are taken over: the flow runs in its own process and is killed with SIGKILL at each step of
+replace-node and fix-in-place; then a new run (a person's, or the next trigger's) or the watchdog's re-announce
+takes the incident over. Exactly one spare is used, the node is never left cordoned without a live owner, and the
+incident ends settled. Nothing marks the dead run Crashed by hand: its lease (1.5 s here) runs out.
+
+Real parts: a Prefect server (test harness), the cluster simulator over HTTP, a SQLite ledger shared by the killed
+process and this one, the receiver's lease watchdog with the trigger's own parameter mapping."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import pytest
+
+from remedy.domain.model import ActionOutcome, IncidentStatus, NodeState
+from remedy.sim.faults import inject
+from tests.approvals.helpers import flow_state, remedy_env, wait_for  # noqa: F401 - fixture
+from tests.fixtures.prefect import run_to_state_result
+
+pytestmark = pytest.mark.prefect
+
+LEASES = {"LEASES__TTL_SECONDS": 1.5, "LEASES__RENEW_SECONDS": 0.25, "LEASES__WATCHDOG_SECONDS": 0.2}
+SPARES = 2  # the simulator's sim fixture: 16 nodes, 2 spares
+
+
+def _acts(led, incident_id: int, kind: str, outcome: ActionOutcome | None = None, *, not_node: str | None = None):
+    return [a for a in led.actions(incident_id=incident_id, kind=kind)
+            if (outcome is None or a.outcome is outcome) and (not_node is None or a.node != not_node)]
+
+
+# what the ledger shows at the moment to kill (the flow writes each action's row before it acts)
+REPLACE_STEPS: dict[str, Callable] = {
+    "after cordon": lambda led, i, node: _acts(led, i, "cordon_node", ActionOutcome.SUCCEEDED),
+    "during drain": lambda led, i, node: _acts(led, i, "drain_node", ActionOutcome.RUNNING),
+    "after spare claim": lambda led, i, node: _acts(led, i, "claim_spare"),
+    "during promotion": lambda led, i, node: _acts(led, i, "untaint_node", not_node=node),
+}
+
+
+def start(code: str, log_path) -> subprocess.Popen:
+    """The flow in a process of its own (environment: this test's REMEDY_* settings and Prefect API)."""
+    import os
+
+    from prefect.settings import PREFECT_API_URL
+
+    env = os.environ | {"PREFECT_API_URL": PREFECT_API_URL.value()}
+    log = open(log_path, "wb")
+    return subprocess.Popen([sys.executable, "-c", code], env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def kill_when(proc: subprocess.Popen, ready: Callable[[], object], log_path, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if proc.poll() is not None:
+            pytest.fail(f"the flow process ended before the kill point:\n{log_path.read_text()[-3000:]}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"kill point not reached in {timeout:.0f} s:\n{log_path.read_text()[-3000:]}")
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
+def recover(runtime, incident_id: int, how: str, rerun: Callable[[], dict]) -> dict:
+    """After the kill: the dead run still looks alive until its lease runs out; then a new run takes over, started
+    by a person (`rerun`) or by the watchdog's re-announce (triage with the trigger's parameters)."""
+    from remedy.deployments import INCIDENT_TRIGGER, trigger_parameters
+    from remedy.receiver.watchdog import LeaseWatchdog
+
+    led = runtime.ledger()
+    held = led.get_incident(incident_id)
+    holder = held.flow_run_id
+    assert held.status is IncidentStatus.ACTING and led.get_lease(holder) is not None
+    wait_for("the dead run's lease to run out", lambda: led.run_gone(holder), timeout=10, every=0.05)
+    if how == "rerun":
+        out = rerun()
+    else:
+        sent: list[dict] = []
+        dog = LeaseWatchdog(led, sent.extend, every_seconds=0.2, max_reannounces=3)
+        [done] = dog.sweep()
+        assert done["action"] == "reannounced" and done["from"] == holder
+        assert dog.sweep() == []  # once: the incident is open for the new run now
+        [event] = sent
+        assert event["payload"]["reannounce"] == 1 and event["payload"]["incident_id"] == incident_id
+        from flows.triage import triage
+
+        out = run_to_state_result(triage, **trigger_parameters(INCIDENT_TRIGGER, event["payload"]))
+        assert out["status"] not in ("duplicate", "already-handled", "skipped"), out
+        out = out["outcome"]
+    # the dead run is shown Crashed in Prefect, and the handover is in the ledger
+    assert flow_state(holder) == "CRASHED"
+    handed = led.actions(incident_id=incident_id, kind="take_over_incident" if how == "rerun" else "reannounce_incident")
+    assert [a.detail["from"] for a in handed] == [holder]
+    return out
+
+
+def assert_settled(runtime, incident_id: int, node: str) -> None:
+    """Settled, nothing left running, no incident stranded, and a cordoned node has an owner: a repair (replaced)
+    or a person (escalated), never a dead run."""
+    led = runtime.ledger()
+    inc = led.get_incident(incident_id)
+    assert inc.status in (IncidentStatus.RESOLVED, IncidentStatus.ESCALATED), inc
+    assert [a for a in led.actions(incident_id=incident_id) if a.outcome is ActionOutcome.RUNNING] == []
+    assert led.stranded_incidents() == []
+    if runtime.cluster().get_node(node).unschedulable:
+        assert inc.status is IncidentStatus.ESCALATED or led.get_node(node).state is NodeState.REPAIR, inc
+
+
+def spares_left(runtime) -> int:
+    return [n.labels.get("remedy.io/pool") for n in runtime.cluster().list_gpu_nodes()].count("spare")
+
+
+@pytest.mark.parametrize("step,how", [
+    ("after cordon", "rerun"),
+    ("during drain", "watchdog"),
+    ("after spare claim", "rerun"),
+    ("during promotion", "watchdog"),
+])
+def test_replace_node_killed_at_each_step_is_taken_over(prefect_server, sim, remedy_env, tmp_path, step, how):
+    from flows.replace_node import replace_node
+    from remedy.demo import _spares_validated_at_build
+    from tasks.ledger import open_incident
+
+    runtime = remedy_env(sim=sim, **LEASES)
+    _spares_validated_at_build(runtime)
+    node = "gpu007"
+    inject(sim.cluster, "xid", node, gpu=4, code=79)
+    incident_id = open_incident.fn(node, "xid", gpu=4, xid=79)["id"]
+    led = runtime.ledger()
+    log = tmp_path / "flow.log"
+    proc = start(f"from flows.replace_node import replace_node; replace_node(node='{node}', cause='XID 79', xid=79, "
+                 f"gpu=4, incident_id={incident_id}, return_state=True)", log)
+    kill_when(proc, lambda: REPLACE_STEPS[step](led, incident_id, node), log)
+    assert runtime.cluster().get_node(node).unschedulable  # cordoned, and its owner is dead
+
+    out = recover(runtime, incident_id, how, lambda: run_to_state_result(
+        replace_node, node=node, cause="XID 79", xid=79, gpu=4, incident_id=incident_id))
+    assert out["status"] == "replaced", out
+    promoted = {a.node for a in _acts(led, incident_id, "set_state_active", ActionOutcome.SUCCEEDED)}
+    assert promoted == {out["replacement"]}  # exactly one spare
+    assert spares_left(runtime) == SPARES - 1
+    assert runtime.cluster().workload_size("training", "llm-pretrain") == (14, 14)
+    assert led.get_incident(incident_id).status is IncidentStatus.RESOLVED
+    assert_settled(runtime, incident_id, node)
+
+
+@pytest.mark.parametrize("rung,how", [("reset", "watchdog"), ("reboot", "rerun")])
+def test_fix_in_place_killed_during_its_fix_is_taken_over(prefect_server, sim, remedy_env, tmp_path, rung, how):
+    from flows.fix_in_place import fix_in_place
+    from remedy.demo import _spares_validated_at_build
+    from remedy.domain.model import Incident
+
+    runtime = remedy_env(sim=sim, **LEASES)
+    _spares_validated_at_build(runtime)
+    node = "gpu005"
+    inject(sim.cluster, "xid", node, gpu=3, code=145)
+    if rung == "reboot":  # the reset does not clear it; the reboot does
+        inject(sim.cluster, "reset-fails", node, gpu=3)
+    led = runtime.ledger()
+    incident, _ = led.open_incident(Incident(node=node, signal="xid", gpu=3, xid=145), window_seconds=600)
+    log = tmp_path / "flow.log"
+    proc = start(f"from flows.fix_in_place import fix_in_place; fix_in_place(node='{node}', xid=145, gpu=3, "
+                 f"incident_id={incident.id}, return_state=True)", log)
+    job = "job_gpu-reset" if rung == "reset" else "reboot_node"
+    kill_when(proc, lambda: _acts(led, incident.id, job, ActionOutcome.RUNNING), log)
+    assert runtime.cluster().get_node(node).unschedulable
+
+    out = recover(runtime, incident.id, how, lambda: run_to_state_result(
+        fix_in_place, node=node, xid=145, gpu=3, incident_id=incident.id))
+    assert out["status"] == "fixed", out
+    abandoned = [a for a in led.actions(incident_id=incident.id) if a.error.startswith("abandoned:")]
+    assert {a.kind for a in abandoned} >= {job}  # the step the dead run was in is recorded as not finished
+    assert spares_left(runtime) == SPARES  # fixed in place: no spare spent
+    live = runtime.cluster().get_node(node)
+    assert not live.unschedulable and led.get_node(node).state is NodeState.ACTIVE
+    assert led.get_incident(incident.id).status is IncidentStatus.RESOLVED
+    assert_settled(runtime, incident.id, node)
