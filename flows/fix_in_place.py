@@ -29,6 +29,7 @@ from remedy.domain.model import Action, ActionOutcome, IncidentStatus
 from remedy.domain.timeline import Timeline
 from remedy.domain.xid import RemediationPath, Resolution, lookup
 from remedy.ledger.errors import LeaseLost, LedgerConflict
+from remedy.ledger.leases import ABANDONED
 from remedy.safety.ladder import LADDERS, Attempt, AttemptOutcome, LadderExhausted, Step, backoff_schedule, next_step
 from tasks.approvals import propose_open_loop
 from tasks.cluster import check_drift
@@ -64,10 +65,13 @@ def first_step_words(xid: int) -> str:
 
 
 def attempts_from_actions(actions: list) -> list[Attempt]:
-    """The ladder's history from the ledger's `fix_<step>` actions (dry-run and skipped rows do not count)."""
+    """The ladder's history from the ledger's `fix_<step>` actions (dry-run and skipped rows do not count, nor an
+    attempt whose run died before it ended: it says nothing about the fix, so the rung is tried again)."""
     out = []
     for a in actions:
         if not a.kind.startswith(ATTEMPT_PREFIX) or a.dry_run:
+            continue
+        if a.outcome is ActionOutcome.FAILED and a.error.startswith(ABANDONED):
             continue
         if a.outcome in (ActionOutcome.SKIPPED, ActionOutcome.PLANNED):
             continue
@@ -307,11 +311,12 @@ def _record_skip(led, node: str, incident_id: int, kind: str, why: str, dry_run:
 
 
 def _abandon_orphans(led, node: str) -> None:
-    """A fix attempt left RUNNING by a run that crashed counts as failed, so the ladder can move on."""
+    """A fix attempt left RUNNING by a run that crashed (and not settled by a takeover) is closed as abandoned, so
+    the ladder can go on: it tries that rung again."""
     me = requester()
     for a in led.actions(node=node):
         if a.kind.startswith(ATTEMPT_PREFIX) and a.outcome is ActionOutcome.RUNNING and a.requested_by != me:
-            _finish_attempt(led, a.id, ActionOutcome.FAILED, error=f"abandoned: {a.requested_by} ended without an outcome")
+            _finish_attempt(led, a.id, ActionOutcome.FAILED, error=f"{ABANDONED}{a.requested_by} ended without an outcome")
 
 
 def _finish(out: dict[str, Any], escalation: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -82,7 +82,7 @@ def request_approval(*, kind: str, title: str, summary_markdown: str, incident_i
 
     decided = led.get_approval(rec.id)
     if decided.pending:  # a very fast answer may already be in the ledger: then there is nothing to wait for
-        with keep_alive(str(flow_run.id), end=False):  # a late answer can tell a waiting run from a gone one
+        with keep_alive(str(flow_run.id)):  # a late answer can tell a waiting run from a gone one
             decided = _wait(led, rec.id, title, summary_markdown, timeout_seconds, default_on_timeout, notifier, node,
                             incident_id, flow_run.id)
 

@@ -46,9 +46,8 @@ def current_run_id() -> str:
 
 
 @contextmanager
-def keep_alive(run_id: str | None = None, *, end: bool = True) -> Iterator[str]:
-    """Hold this flow run's lease for the block. `end=False` (an approval wait inside a run that does not claim
-    incidents) stops renewing at the end without recording the run as finished."""
+def keep_alive(run_id: str | None = None) -> Iterator[str]:
+    """Hold this flow run's lease for the block (blocks nest: the lease ends with the outermost)."""
     run_id = run_id or current_run_id()
     if not run_id:  # not a flow run (a task called with .fn in a test): nothing to keep
         yield ""
@@ -62,7 +61,7 @@ def keep_alive(run_id: str | None = None, *, end: bool = True) -> Iterator[str]:
         reason = f"ended with {type(exc).__name__}: {exc}"[:500]
         raise
     finally:
-        k.release(run_id, end=end, reason=reason)
+        k.release(run_id, reason=reason)
 
 
 def keeps_lease(fn: Callable) -> Callable:

@@ -55,9 +55,11 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
 
     cluster, led, settings = runtime.cluster(), runtime.ledger(), runtime.settings()
     with breaker_lock():
-        earlier = led.find_action(_claim_key(incident_id, node)) if incident_id is not None else None
-        if earlier is not None:  # a re-run of this incident: the spare was chosen once
-            return dict(earlier.detail) | {"replayed": True}
+        key = _claim_key(incident_id, node) if incident_id is not None else None
+        earlier = led.actions(key_prefix=key) if key is not None else []
+        done = [a for a in earlier if a.outcome is ActionOutcome.SUCCEEDED and "spare" in a.detail]
+        if done:  # a re-run of this incident: the spare was chosen once
+            return dict(done[-1].detail) | {"replayed": True}
         now = datetime.now(timezone.utc)
         failed = cluster.get_node(node)
         taken = _claimed_by_others(led, incident_id)
@@ -78,9 +80,11 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
         detail = {"spare": choice.name, "needs_validation": choice.needs_validation, "why": choice.explain()}
         if dry_run or incident_id is None:  # a claim binds a spare to an incident; without one, only advise
             return detail
-        rec, new = led.start_action(Action(kind=CLAIM_KIND, node=choice.name, requested_by=requester(),
-                                           incident_id=incident_id, idempotency_key=_claim_key(incident_id, node)))
-        led.finish_action(rec.id, ActionOutcome.SUCCEEDED, detail=detail)
+        # One row, written whole: a run killed mid-way leaves either a claim with its spare or none. A key already
+        # taken by an unfinished claim from before (its run died) gets the next attempt number.
+        led.start_action(Action(kind=CLAIM_KIND, node=choice.name, requested_by=requester(), incident_id=incident_id,
+                                outcome=ActionOutcome.SUCCEEDED, detail=detail,
+                                idempotency_key=key + (f"#{len(earlier) + 1}" if earlier else "")))
         return detail
 
 

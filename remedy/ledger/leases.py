@@ -38,6 +38,7 @@ TAKEOVER_KIND = "take_over_incident"
 REANNOUNCE_KIND = "reannounce_incident"
 STRANDED_KIND = "escalate_stranded"
 SETTLED_BY = "gpu-remedy"  # who closes the approvals of a gone run
+ABANDONED = "abandoned: "  # error prefix of an action its run left unfinished (it says nothing about the step)
 
 
 def process_label() -> str:
@@ -94,12 +95,11 @@ class LeasesMixin(LedgerBase):
     @staticmethod
     def _end(conn: Connection, run_id: str, reason: str, now: datetime) -> bool:
         r = schema.run_leases.c
-        row = conn.execute(select(r.expires_at, r.ended_at).where(r.run_id == run_id)).first()
-        if row is None or row.ended_at is not None:
+        row = conn.execute(select(r.expires_at).where(r.run_id == run_id, r.ended_at.is_(None))).first()
+        if row is None:
             return False
-        conn.execute(update(schema.run_leases).where(r.run_id == run_id).values(
-            ended_at=now, end_reason=reason[:2000], expires_at=min(row.expires_at, now)))
-        return True
+        return conn.execute(update(schema.run_leases).where(r.run_id == run_id, r.ended_at.is_(None)).values(
+            ended_at=now, end_reason=reason[:2000], expires_at=min(row.expires_at, now))).rowcount == 1
 
     @staticmethod
     def _lease(conn: Connection, run_id: str) -> LeaseRecord | None:
@@ -192,7 +192,7 @@ class LeasesMixin(LedgerBase):
                                a.outcome == ActionOutcome.RUNNING.value))]
         if running:
             conn.execute(update(schema.actions).where(a.id.in_(running)).values(
-                outcome=ActionOutcome.FAILED.value, finished_at=now, error=f"abandoned: {why}"[:2000]))
+                outcome=ActionOutcome.FAILED.value, finished_at=now, error=f"{ABANDONED}{why}"[:2000]))
         runs = {gone_holder} if gone_holder else set()
         for ap in conn.execute(select(p.id, p.flow_run_id).where(p.incident_id == rec.id, p.decision.is_(None))):
             lease = self._lease(conn, ap.flow_run_id)
@@ -222,6 +222,15 @@ class LeasesMixin(LedgerBase):
              .order_by(i.id).limit(limit))
         with self._read() as conn:
             return [(incident_record(row), lease_record(row)) for row in conn.execute(q)]
+
+    def gone_runs(self, *, at: datetime | None = None, limit: int = 100) -> list[LeaseRecord]:
+        """Runs whose lease expired without the run ending it (their process died), not yet reaped."""
+        now = self._now(at)
+        r = schema.run_leases.c
+        q = (select(schema.run_leases).where(r.ended_at.is_(None), r.expires_at <= now)
+             .order_by(r.expires_at).limit(limit))
+        with self._read() as conn:
+            return [lease_record(row) for row in conn.execute(q)]
 
     def reannounces(self, incident_id: int) -> int:
         """How often the watchdog has re-announced this incident."""
@@ -303,9 +312,9 @@ class LeaseKeeper:
                 self._thread = threading.Thread(target=self._loop, name="lease-keeper", daemon=True)
                 self._thread.start()
 
-    def release(self, run_id: str, *, end: bool = False, reason: str = "finished") -> None:
-        """One hold less; at the last, stop renewing, and with `end` record the run as finished (it holds nothing:
-        an incident it leaves `acting` is taken over at once)."""
+    def release(self, run_id: str, *, reason: str = "finished") -> None:
+        """One hold less; at the last, stop renewing and end the lease: the run holds nothing from now on (an
+        incident it leaves `acting` is taken over at once), and it is not mistaken for a dead process."""
         with self._lock:
             n = self._held.get(run_id, 0) - 1
             if n > 0:
@@ -314,11 +323,10 @@ class LeaseKeeper:
             self._held.pop(run_id, None)
             self._good.pop(run_id, None)
             lost = self._lost.pop(run_id, None)
-        if end and lost is None:
-            try:
-                self.ledger.end_lease(run_id, reason=reason)
-            except Exception as exc:  # it expires by itself within ttl_seconds
-                log.warning("could not end the lease of run %s: %s", run_id, exc)
+        try:
+            self.ledger.end_lease(run_id, reason=reason if lost is None else f"{reason} after losing its lease")
+        except Exception as exc:  # it expires by itself within ttl_seconds
+            log.warning("could not end the lease of run %s: %s", run_id, exc)
 
     def holds(self, run_id: str) -> bool:
         with self._lock:

@@ -10,7 +10,8 @@ when a late approval arrives for a gone run) the receiver's outbox loop calls `s
   remediation: finished steps replay from the ledger, the one claimed spare stays the one spare;
 - an incident re-announced `leases.max_reannounces` times already is escalated to a person instead (its runs keep
   dying: another run would only die again), with a Slack notice when Slack is configured;
-- the gone runs are shown Crashed in Prefect (a run paused for an answer would otherwise show Paused for good).
+- every gone run (its lease expired and was never ended) is reaped: its lease ended, the run shown Crashed in
+  Prefect (a run paused for an answer would otherwise show Paused for good, a subflow Running).
 """
 
 from __future__ import annotations
@@ -91,12 +92,22 @@ class LeaseWatchdog:
         self._asked.clear()
         self._next = time.monotonic() + self.every_seconds
         done = []
+        self._reap()
         for record, lease in self.ledger.stranded_incidents(limit=self.batch):
             try:
                 done.append(self._one(record, lease))
             except Exception:  # noqa: BLE001 - one bad row must not stop the others; the next round retries
                 log.exception("watchdog: incident %s left by run %s could not be handed on", record.id, lease.run_id)
         return [d for d in done if d]
+
+    def _reap(self) -> None:
+        """Runs whose process died (lease expired, never ended), whatever they did: ended in the ledger, Crashed in
+        Prefect (a subflow of a dead triage run would otherwise show Running for good)."""
+        for lease in self.ledger.gone_runs(limit=self.batch):
+            why = f"gone: {gone_since(lease)}"
+            if self.ledger.end_lease(lease.run_id, reason=why):
+                log.warning("run %s is gone: %s", lease.run_id, gone_since(lease))
+                self._show_gone([lease.run_id], why)
 
     def _one(self, record, lease) -> dict[str, Any] | None:
         gone = lease.run_id

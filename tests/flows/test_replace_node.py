@@ -160,8 +160,8 @@ def test_crash_and_rerun_gives_one_replacement(prefect_server, remedy_on_sim, tm
     incident = open_incident.fn("gpu007", "xid", gpu=4, xid=79)
     code = (f"from flows.replace_node import replace_node; "
             f"replace_node(node='gpu007', cause='XID 79', xid=79, gpu=4, incident_id={incident['id']}, return_state=True)")
-    env = os.environ | {"PREFECT_API_URL": PREFECT_API_URL.value(), "REMEDY_LEASES__TTL_SECONDS": "1.5",
-                        "REMEDY_LEASES__RENEW_SECONDS": "0.25"}
+    env = os.environ | {"PREFECT_API_URL": PREFECT_API_URL.value(), "REMEDY_LEASES__TTL_SECONDS": "4",
+                        "REMEDY_LEASES__RENEW_SECONDS": "0.2"}
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     led = runtime.ledger()

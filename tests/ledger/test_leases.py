@@ -103,6 +103,17 @@ def test_an_ended_lease_is_gone_at_once(ledger: Ledger) -> None:
     assert ledger.claim(inc, "run-b", at=at(5)).claimed
 
 
+def test_gone_runs_are_the_expired_ones_nobody_ended(ledger: Ledger) -> None:
+    ledger.start_lease("dead", ttl_seconds=TTL, at=at(0))
+    ledger.start_lease("finished", ttl_seconds=TTL, at=at(0))
+    ledger.start_lease("alive", ttl_seconds=TTL, at=at(0))
+    ledger.end_lease("finished", reason="finished", at=at(5))
+    ledger.renew_lease("alive", ttl_seconds=TTL, at=at(20))
+    assert [lease.run_id for lease in ledger.gone_runs(at=at(40))] == ["dead"]
+    assert ledger.end_lease("dead", reason="gone: reaped", at=at(40))
+    assert ledger.gone_runs(at=at(40)) == []
+
+
 def test_restarting_a_lease_revives_it(ledger: Ledger) -> None:
     ledger.start_lease("run-a", ttl_seconds=TTL, at=at(0))
     ledger.end_lease("run-a", reason="finished", at=at(1))
@@ -146,7 +157,7 @@ def test_keeper_renews_in_the_background_and_notices_a_lost_lease(db_url: str) -
         time.sleep(0.5)
         assert led.get_lease("run-k").expires_at > first  # renewed
         keeper.check("run-k")
-        keeper.release("run-k", end=True)
+        keeper.release("run-k")
         assert led.get_lease("run-k").ended_at is None  # one hold left
         # another process found the run gone and ended its lease: the next renewal notices, check() refuses
         led.end_lease("run-k", reason="gone: taken over by run-z")
@@ -160,7 +171,7 @@ def test_keeper_renews_in_the_background_and_notices_a_lost_lease(db_url: str) -
             time.sleep(0.05)
         else:
             pytest.fail("the keeper never noticed the lost lease")
-        keeper.release("run-k", end=True)
+        keeper.release("run-k")
         assert not keeper.holds("run-k")
         assert led.get_lease("run-k").end_reason == "gone: taken over by run-z"  # not overwritten
         keeper.check("run-k")  # a run it does not hold: nothing to check
