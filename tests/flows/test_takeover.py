@@ -206,3 +206,56 @@ def test_fix_in_place_killed_during_its_fix_is_taken_over(prefect_server, sim, r
     assert not runtime.cluster().get_node(node).unschedulable and led.get_node(node).state is NodeState.ACTIVE
     assert led.get_incident(incident.id).status is IncidentStatus.RESOLVED
     assert_settled(runtime, incident.id, node)
+
+
+def test_a_late_approval_for_a_killed_run_says_so_and_the_incident_is_reannounced(prefect_server, sim, remedy_env,
+                                                                                   tmp_path):
+    """The run paused for an answer is killed (as when `remedy up` is stopped); a Slack click afterwards does not
+    report "resumed": it says the run is gone, and the receiver's watchdog re-announces the incident at once."""
+    import httpx
+    from prefect.settings import PREFECT_API_URL
+
+    from remedy.approvals.signing import click_payload, form_body, signed_headers
+    from remedy.demo import _spares_validated_at_build
+    from remedy.domain.model import Incident
+    from remedy.receiver.server import ReceiverServer, build_receiver
+    from tests.approvals.helpers import APPROVER, SECRET, wait_paused_approval
+
+    # no budget for automation: the gate asks a person; the watchdog runs only when woken (not on its own timer)
+    runtime = remedy_env(sim=sim, BUDGET__MAX_NODES_IN_REMEDIATION=0, APPROVALS__TIMEOUT_SECONDS=600,
+                         **(LEASES | {"LEASES__WATCHDOG_SECONDS": 3600}))
+    _spares_validated_at_build(runtime)
+    led = runtime.ledger()
+    incident, _ = led.open_incident(Incident(node="gpu009", signal="row-remap-failure", gpu=1), window_seconds=600)
+    log = tmp_path / "flow.log"
+    proc = start(f"from flows.replace_node import replace_node; replace_node(node='gpu009', signal='row-remap-failure',"
+                 f" gpu=1, incident_id={incident.id}, return_state=True)", log)
+    receiver = build_receiver(runtime.settings(), led, api_url=PREFECT_API_URL.value())
+    with ReceiverServer(receiver) as server:
+        pending = wait_paused_approval(led, timeout=90)
+        assert pending.kind.startswith("hold:")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        wait_for("the paused run's lease to run out", lambda: led.run_gone(pending.flow_run_id), timeout=30)
+
+        body = form_body(click_payload(approval_id=pending.id, flow_run_id=pending.flow_run_id, approve=True,
+                                       user_id=APPROVER, channel_id="C0REMEDY1"))
+        r = httpx.post(f"{server.url}/v1/slack/interactions", content=body, headers=signed_headers(SECRET, body),
+                       timeout=30)
+        assert r.status_code == 200, r.text
+        answer = r.json()
+        assert answer["resumed"] is False and answer["gone"] is True, answer
+        assert "The run waiting for this answer is gone" in answer["text"]
+        assert f"Incident {incident.id} on gpu009 is re-announced" in answer["text"]
+
+        reannounced = wait_for("the incident to be re-announced", lambda: led.actions(
+            incident_id=incident.id, kind="reannounce_incident"), timeout=30)
+    assert reannounced[0].detail["from"] == pending.flow_run_id
+    rec = led.get_incident(incident.id)
+    assert rec.status is IncidentStatus.OPEN and rec.flow_run_id == f"event:{reannounced[0].detail['event_id']}"
+    closed = led.get_approval(pending.id)  # nobody waits for it: closed, not approved
+    assert (closed.decision, closed.decided_by) == ("timeout", "gpu-remedy")
+    [late] = led.actions(incident_id=incident.id, kind="approval_too_late")
+    assert late.requested_by == APPROVER and late.detail["decision"] == "approve"
+    assert flow_state(pending.flow_run_id) == "CRASHED"  # not Paused with a live Resume button
+    assert runtime.cluster().get_node("gpu009").unschedulable is False  # the gate held it: never cordoned
