@@ -181,7 +181,7 @@ def took_over(claim, incident_id: int) -> dict[str, Any]:
                              "lease expired" if claim.holder_lease else "its run is over", len(claim.abandoned))
     from remedy.receiver.watchdog import show_gone_in_prefect
 
-    show_gone_in_prefect(list(claim.reaped) or [claim.took_over_from], why)
+    show_gone_in_prefect(list(claim.reaped), why)
     return {"took_over_from": claim.took_over_from, "abandoned": list(claim.abandoned)}
 
 
@@ -218,7 +218,8 @@ def claim_remediation(incident_id: int, by_person: bool = False) -> dict[str, An
         return {"claimed": False, "holder": holder, "holder_state": state}
     why = f"its run is {state.lower()}" if state else ("re-opened by a person" if claim.status in SETTLED
                                                        else "nobody holds it")
-    taken = led.take_over_incident(incident_id, me, expected_holder=holder or None, reason=why)
+    taken = led.take_over_incident(incident_id, me, expected_holder=holder or None, reason=why,
+                                   holder_over=state in FINAL_STATES or not holder)
     if not taken.claimed:  # another run took it between our reads: it is at work now
         return {"claimed": False, "holder": taken.holder, "holder_state": "just claimed"}
     return {"claimed": True, "holder": me, "took_over_from": holder, "holder_state": state,

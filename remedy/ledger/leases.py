@@ -148,21 +148,22 @@ class LeasesMixin(LedgerBase):
             return self._take_over(conn, rec, holder, lease, why, now)
 
     def take_over_incident(self, incident_id: int, holder: str, *, expected_holder: str | None, reason: str,
-                           at: datetime | None = None) -> Claim:
+                           holder_over: bool, at: datetime | None = None) -> Claim:
         """Hand the incident to `holder` if `expected_holder` still holds it (any status: a person's run re-opens a
-        settled one), settling what the previous run left running. For holders without a lease, once the caller
-        knows that run is over (Prefect says so)."""
+        settled one). For holders without a lease, judged by the caller from Prefect: `holder_over` says the
+        previous run has ended, so what it left running is settled; otherwise (a person re-opening an incident
+        whose last run may still be waiting) only the incident changes hands."""
         require_text(holder, "holder")
         now = self._now(at)
         with self._write() as conn:
             rec = self._incident(conn, incident_id)
             if (rec.flow_run_id or None) != (expected_holder or None):
                 return Claim(False, rec.flow_run_id or "", rec.status)
-            return self._take_over(conn, rec, holder, self._lease(conn, expected_holder) if expected_holder else None,
-                                   reason, now)
+            lease = self._lease(conn, expected_holder) if expected_holder else None
+            return self._take_over(conn, rec, holder, lease, reason, now, holder_over=holder_over)
 
     def _take_over(self, conn: Connection, rec: IncidentRecord, holder: str, gone: LeaseRecord | None, why: str,
-                   now: datetime) -> Claim:
+                   now: datetime, *, holder_over: bool = True) -> Claim:
         i = schema.incidents.c
         previous = rec.flow_run_id
         same = i.flow_run_id.is_(None) if previous is None else i.flow_run_id == previous
@@ -174,7 +175,8 @@ class LeasesMixin(LedgerBase):
         ).rowcount != 1:  # another claimer got there first (PostgreSQL; SQLite serialises writers)
             now_rec = self._incident(conn, rec.id)
             return Claim(False, now_rec.flow_run_id or "", now_rec.status)
-        abandoned, reaped = self._settle_gone(conn, rec, previous, f"taken over by {holder}: {why}", now)
+        abandoned, reaped = self._settle_gone(conn, rec, previous if holder_over else None,
+                                              f"taken over by {holder}: {why}", now)
         self._note(conn, rec, TAKEOVER_KIND, holder, now, {
             "from": previous, "why": why, "abandoned": list(abandoned), "reaped": list(reaped),
             "lease_expired_at": gone.expires_at.isoformat() if gone else None})
@@ -183,26 +185,35 @@ class LeasesMixin(LedgerBase):
 
     def _settle_gone(self, conn: Connection, rec: IncidentRecord, gone_holder: str | None, why: str,
                      now: datetime) -> tuple[tuple[int, ...], tuple[str, ...]]:
-        """What the incident's gone runs left behind: running actions → failed ("abandoned"), so a replay acts
-        again; pending approvals → closed (nobody waits for them); the gone runs' leases → ended. Returns
-        (abandoned action ids, ended run ids)."""
+        """What the incident's gone runs left behind. `gone_holder` (None: the previous holder may be alive) is
+        over, and so is every run whose lease has run out: their running actions → failed ("abandoned"), so a
+        replay acts again; pending approvals they wait on → closed (nobody waits any more); their leases → ended.
+        A run with a live lease is never touched. Returns (abandoned action ids, ended run ids)."""
         a, p = schema.actions.c, schema.approvals.c
-        running = [r.id for r in conn.execute(
-            select(a.id).where(a.incident_id == rec.id, a.finished_at.is_(None),
-                               a.outcome == ActionOutcome.RUNNING.value))]
+        running = []
+        if gone_holder is not None:
+            running = [r.id for r in conn.execute(
+                select(a.id).where(a.incident_id == rec.id, a.finished_at.is_(None),
+                                   a.outcome == ActionOutcome.RUNNING.value))]
         if running:
             conn.execute(update(schema.actions).where(a.id.in_(running)).values(
                 outcome=ActionOutcome.FAILED.value, finished_at=now, error=f"{ABANDONED}{why}"[:2000]))
         runs = {gone_holder} if gone_holder else set()
         for ap in conn.execute(select(p.id, p.flow_run_id).where(p.incident_id == rec.id, p.decision.is_(None))):
             lease = self._lease(conn, ap.flow_run_id)
-            if ap.flow_run_id == gone_holder or (lease is not None and not lease.live(now)):
+            if lease is not None and lease.live(now):
+                continue
+            if ap.flow_run_id == gone_holder or lease is not None:
                 conn.execute(update(schema.approvals).where(p.id == ap.id).values(
                     decision="timeout", decided_by=SETTLED_BY, decided_at=now,
                     reason=f"the run waiting for this answer ({ap.flow_run_id}) is gone: {why}"[:2000]))
                 runs.add(ap.flow_run_id)
-        reaped = tuple(sorted(r for r in runs if self._end(conn, r, f"gone: {why}", now)))
+        reaped = tuple(sorted(r for r in runs if not self._live(conn, r, now) and self._end(conn, r, f"gone: {why}", now)))
         return tuple(running), reaped
+
+    def _live(self, conn: Connection, run_id: str, now: datetime) -> bool:
+        lease = self._lease(conn, run_id)
+        return lease is not None and lease.live(now)
 
     @staticmethod
     def _note(conn: Connection, rec: IncidentRecord, kind: str, by: str, now: datetime, detail: dict) -> None:

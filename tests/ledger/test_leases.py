@@ -81,9 +81,25 @@ def test_a_holder_without_a_lease_is_left_to_the_caller(ledger: Ledger) -> None:
     assert ledger.claim_incident(inc, "cli")
     refused = ledger.claim(inc, "run-b", at=at(3600))
     assert not refused.claimed and refused.holder == "cli" and refused.holder_lease is None
-    took = ledger.take_over_incident(inc, "run-b", expected_holder="cli", reason="its Prefect run crashed")
-    assert took.claimed and took.took_over_from == "cli"
-    assert not ledger.take_over_incident(inc, "run-c", expected_holder="cli", reason="late").claimed
+    left, _ = ledger.start_action(Action(kind="drain_node", node="gpu-001", incident_id=inc, requested_by="cli"))
+    took = ledger.take_over_incident(inc, "run-b", expected_holder="cli", reason="its Prefect run crashed",
+                                     holder_over=True)
+    assert took.claimed and took.took_over_from == "cli" and took.abandoned == (left.id,)
+    assert not ledger.take_over_incident(inc, "run-c", expected_holder="cli", reason="late", holder_over=True).claimed
+
+
+def test_a_person_reopening_a_settled_incident_leaves_a_live_run_alone(ledger: Ledger) -> None:
+    """The last run of an escalated incident still waits for "Replace?"; a person starts a run by hand meanwhile:
+    the incident changes hands, the waiting run's question and lease stay as they are."""
+    inc = incident(ledger)
+    ledger.start_lease("escalate-run", ttl_seconds=TTL, at=at(0))
+    ledger.set_incident_status(inc, IncidentStatus.ESCALATED, flow_run_id="escalate-run", at=at(0))
+    asked = ledger.request_approval(incident_id=inc, flow_run_id="escalate-run", kind="replace", at=at(1))
+    took = ledger.take_over_incident(inc, "person-run", expected_holder="escalate-run", reason="re-opened by a person",
+                                     holder_over=False, at=at(2))
+    assert took.claimed and took.reaped == () and took.abandoned == ()
+    assert ledger.get_approval(asked.id).pending
+    assert ledger.get_lease("escalate-run").live(at(2))
 
 
 def test_settled_incidents_are_not_claimed(ledger: Ledger) -> None:
