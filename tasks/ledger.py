@@ -17,6 +17,8 @@ from prefect.cache_policies import NO_CACHE
 from remedy import runtime
 from remedy.domain.model import Action, ActionOutcome, Incident, IncidentStatus, NodeState, Topology
 from remedy.errors import Conflict
+from remedy.ledger.errors import LeaseLost, LedgerConflict
+from remedy.ledger.leases import ABANDONED
 from tasks.retry import transient_only
 
 DONE = (ActionOutcome.SUCCEEDED, ActionOutcome.PLANNED)
@@ -62,7 +64,14 @@ def act(kind: str, node: str, fn: Callable[[], dict[str, Any]], *, incident_id: 
     except Exception as exc:
         led.finish_action(record.id, ActionOutcome.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000])
         raise
-    led.finish_action(record.id, ActionOutcome.PLANNED if dry_run else ActionOutcome.SUCCEEDED, detail=result)
+    try:
+        led.finish_action(record.id, ActionOutcome.PLANNED if dry_run else ActionOutcome.SUCCEEDED, detail=result)
+    except LedgerConflict:
+        settled = led.get_action(record.id)
+        if settled.error.startswith(ABANDONED):  # this run was found gone while it acted: its incident is not its own
+            raise LeaseLost(f"{kind} on {node} finished, but this run had been found gone meanwhile "
+                            f"({settled.error}); it stops here") from None
+        raise
     return result
 
 
@@ -107,6 +116,10 @@ def set_node_state(node: str, state: str, reason: str, dry_run: bool, incident_i
       retries=2, retry_delay_seconds=1, retry_condition_fn=transient_only)
 def set_incident_status(incident_id: int, status: str, detail: str = "") -> None:
     from prefect.runtime import flow_run
+
+    from tasks.leases import ensure_held
+
+    ensure_held()  # a run that lost its lease does not speak for the incident any more
 
     runtime.ledger().set_incident_status(incident_id, IncidentStatus(status), detail=detail,
                                          flow_run_id=str(flow_run.id) if flow_run.id else None)

@@ -52,7 +52,9 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
                  dry_run: bool = False) -> dict:
     """Pick the warm spare that replaces `node`; the answer explains itself (chosen and rejected, with reasons)."""
     from tasks.gate import breaker_lock  # one lock for every decision that spends the shared pool
+    from tasks.leases import ensure_held
 
+    ensure_held()  # a run that lost its lease must not claim a spare: its incident may be another run's now
     cluster, led, settings = runtime.cluster(), runtime.ledger(), runtime.settings()
     with breaker_lock():
         key = _claim_key(incident_id, node) if incident_id is not None else None

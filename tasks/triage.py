@@ -73,10 +73,18 @@ def claim_incident(incident_id: int) -> bool:
 @task(name="close_incident", task_run_name="close-incident-{incident_id}-{status}", **READ)
 def close_incident(incident_id: int, status: str, detail: str, only_if_acting: bool = False) -> dict[str, Any]:
     """Set the incident's final status. `only_if_acting`: leave it alone if the remediation flow already closed it
-    (replace-node, fix-in-place and escalate record their own outcome)."""
+    (replace-node, fix-in-place and escalate record their own outcome), or if another live run holds it now (this
+    run's was found gone and the incident taken over)."""
+    from prefect.runtime import flow_run
+
+    from tasks.leases import ensure_held
+
+    ensure_held()
     led = runtime.ledger()
-    if only_if_acting and led.get_incident(incident_id).status is not IncidentStatus.ACTING:
-        rec = led.get_incident(incident_id)
-    else:
+    rec = led.get_incident(incident_id)
+    holder = rec.flow_run_id
+    lease = led.get_lease(holder) if holder and holder != str(flow_run.id or "") else None
+    taken = lease is not None and lease.live(utcnow())
+    if not (only_if_acting and (rec.status is not IncidentStatus.ACTING or taken)):
         rec = led.set_incident_status(incident_id, IncidentStatus(status), detail=detail[:2000])
     return {"id": rec.id, "status": rec.status.value}

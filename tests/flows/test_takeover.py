@@ -259,3 +259,31 @@ def test_a_late_approval_for_a_killed_run_says_so_and_the_incident_is_reannounce
     assert late.requested_by == APPROVER and late.detail["decision"] == "approve"
     assert flow_state(pending.flow_run_id) == "CRASHED"  # not Paused with a live Resume button
     assert runtime.cluster().get_node("gpu009").unschedulable is False  # the gate held it: never cordoned
+
+
+def test_a_run_that_lost_its_lease_stops_acting(prefect_server, sim_factory, remedy_env):
+    """A live run whose lease was found expired (its process stalled past it) and whose incident went to another run
+    stops before its next step: it never claims or promotes a spare next to the run that has its incident now."""
+    from flows.replace_node import replace_node
+    from remedy.demo import _spares_validated_at_build
+    from remedy.domain.model import Incident
+    from tests.approvals.helpers import FlowThread
+    from tests.fixtures.prefect import run_to_state
+
+    sim = sim_factory(nodes=16, spares=2, time_scale=0.05)  # the 30 s drain grace lasts 1.5 s: time to step in
+    runtime = remedy_env(sim=sim, **LEASES)
+    _spares_validated_at_build(runtime)
+    led = runtime.ledger()
+    incident, _ = led.open_incident(Incident(node="gpu011", signal="row-remap-failure", gpu=0), window_seconds=600)
+    run = FlowThread(lambda: run_to_state(replace_node, node="gpu011", signal="row-remap-failure", gpu=0,
+                                          incident_id=incident.id))
+    wait_for("the drain", lambda: _acts(led, incident.id, "drain_node", ActionOutcome.RUNNING), timeout=60,
+             every=0.01)
+    holder = led.get_incident(incident.id).flow_run_id
+    assert led.end_lease(holder, reason="gone: found gone by the watchdog (test)")  # as after a long stall
+    assert led.claim(incident.id, "the-run-that-took-over").took_over_from == holder
+    state, out = run.result(120)
+    assert state.is_failed() and "LeaseLost" in state.message and "it stops here" in state.message, state
+    assert _acts(led, incident.id, "claim_spare") == [] and _acts(led, incident.id, "set_state_active") == []
+    assert spares_left(runtime) == SPARES
+    assert led.get_incident(incident.id).flow_run_id == "the-run-that-took-over"  # never written over
