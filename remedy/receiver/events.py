@@ -36,8 +36,10 @@ def node_resource_id(node: str) -> str:
     return f"remedy.node.{node}"
 
 
-def event_id(record: IncidentRecord) -> str:
-    return str(uuid.uuid5(_NAMESPACE, f"{EVENT_OPENED}|{record.id}|{record.fingerprint}|{record.first_seen.isoformat()}"))
+def event_id(record: IncidentRecord, reannounce: int = 0) -> str:
+    """The incident's event id; the lease watchdog's n-th re-announce of it (`reannounce`) is an event of its own."""
+    name = f"{EVENT_OPENED}|{record.id}|{record.fingerprint}|{record.first_seen.isoformat()}"
+    return str(uuid.uuid5(_NAMESPACE, name + (f"|reannounce-{reannounce}" if reannounce else "")))
 
 
 def verdict_of(record: IncidentRecord, thresholds: SignalThresholds | None = None) -> dict[str, str]:

@@ -19,12 +19,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 from remedy.ledger.leases import gone_since
-from remedy.receiver.events import EVENT_OPENED, _NAMESPACE, incident_event, verdict_of
+from remedy.receiver.events import event_id, incident_event, verdict_of
 from remedy.settings.signals import SignalThresholds
 
 log = logging.getLogger(__name__)
@@ -35,8 +34,7 @@ def reannounce_event(record, generation: int, previous_run: str,
                      thresholds: SignalThresholds | None = None) -> dict[str, Any]:
     """The incident's `remedy.incident.opened` event, announced again for the `generation`-th time."""
     event = incident_event(record, verdict_of(record, thresholds))
-    event["id"] = str(uuid.uuid5(_NAMESPACE, f"{EVENT_OPENED}|{record.id}|{record.fingerprint}|"
-                                              f"{record.first_seen.isoformat()}|reannounce-{generation}"))
+    event["id"] = event_id(record, generation)
     event["payload"] |= {"reannounce": generation, "previous_run": previous_run}
     return event
 

@@ -49,8 +49,8 @@ def start(code: str, log_path) -> subprocess.Popen:
     from prefect.settings import PREFECT_API_URL
 
     env = os.environ | {"PREFECT_API_URL": PREFECT_API_URL.value()}
-    log = open(log_path, "wb")
-    return subprocess.Popen([sys.executable, "-c", code], env=env, stdout=log, stderr=subprocess.STDOUT)
+    with open(log_path, "wb") as log:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen([sys.executable, "-c", code], env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 def kill_when(proc: subprocess.Popen, ready: Callable[[], object], log_path, timeout: float = 90.0) -> None:
