@@ -42,15 +42,28 @@ REPLACE_STEPS: dict[str, Callable] = {
 }
 
 
-def start(code: str, log_path) -> subprocess.Popen:
-    """The flow in a process of its own (environment: this test's REMEDY_* settings and Prefect API)."""
+WARM = ("import sys\n"  # imported before the incident exists (a worker has them loaded too), then told what to do
+        "from flows.triage import triage\nfrom flows.replace_node import replace_node\n"
+        "from flows.fix_in_place import fix_in_place\nincident_id = int(sys.stdin.readline())\n")
+
+
+def start(call: str, log_path) -> subprocess.Popen:
+    """`call` (a flow call using `incident_id`) in a process of its own, with this test's REMEDY_* settings and
+    Prefect API; it imports the flows at once and waits for `go()` with the incident id."""
     import os
 
     from prefect.settings import PREFECT_API_URL
 
     env = os.environ | {"PREFECT_API_URL": PREFECT_API_URL.value()}
     with open(log_path, "wb") as log:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen([sys.executable, "-c", code], env=env, stdout=log, stderr=subprocess.STDOUT)
+        return subprocess.Popen([sys.executable, "-c", WARM + call], env=env, stdin=subprocess.PIPE, stdout=log,
+                                stderr=subprocess.STDOUT)
+
+
+def go(proc: subprocess.Popen, incident_id: int) -> subprocess.Popen:
+    proc.stdin.write(f"{incident_id}\n".encode())
+    proc.stdin.close()
+    return proc
 
 
 def kill_when(proc: subprocess.Popen, ready: Callable[[], object], log_path, timeout: float = 90.0) -> None:
@@ -143,16 +156,15 @@ def test_replace_node_killed_at_each_step_is_taken_over(prefect_server, sim, rem
     from remedy.domain.model import Incident
 
     runtime = remedy_env(sim=sim, **LEASES)
-    _spares_validated_at_build(runtime)
     node, signal_kind = "gpu007", "row-remap-failure"  # triage's path for it is replace
+    log = tmp_path / "flow.log"
+    proc = start("triage(incident_id=incident_id, return_state=True)" if how == "watchdog" else
+                 f"replace_node(node='{node}', cause='row remap failed', signal='{signal_kind}', gpu=4, "
+                 "incident_id=incident_id, return_state=True)", log)
+    _spares_validated_at_build(runtime)
     led = runtime.ledger()
     incident, _ = led.open_incident(Incident(node=node, signal=signal_kind, gpu=4), window_seconds=600)
-    call = (f"from flows.triage import triage; triage(incident_id={incident.id}, return_state=True)"
-            if how == "watchdog" else
-            f"from flows.replace_node import replace_node; replace_node(node='{node}', cause='row remap failed', "
-            f"signal='{signal_kind}', gpu=4, incident_id={incident.id}, return_state=True)")
-    log = tmp_path / "flow.log"
-    kill_when(start(call, log), lambda: REPLACE_STEPS[step](led, incident.id, node), log)
+    kill_when(go(proc, incident.id), lambda: REPLACE_STEPS[step](led, incident.id, node), log)
     assert runtime.cluster().get_node(node).unschedulable  # cordoned, and its owner is dead
 
     out = recover(runtime, incident.id, how, lambda: run_to_state_result(
@@ -175,24 +187,22 @@ def test_fix_in_place_killed_during_its_fix_is_taken_over(prefect_server, sim, r
     from remedy.domain.model import Incident
 
     runtime = remedy_env(sim=sim, **LEASES)
-    _spares_validated_at_build(runtime)
     node = "gpu005"
+    log = tmp_path / "flow.log"
+    proc = start("triage(incident_id=incident_id, return_state=True)" if how == "watchdog" else
+                 f"fix_in_place(node='{node}', xid=145, gpu=3, incident_id=incident_id, return_state=True)", log)
+    _spares_validated_at_build(runtime)
     inject(sim.cluster, "xid", node, gpu=3, code=145)
     if rung == "reboot":  # the reset does not clear it; the reboot does
         inject(sim.cluster, "reset-fails", node, gpu=3)
     led = runtime.ledger()
     incident, _ = led.open_incident(Incident(node=node, signal="xid", gpu=3, xid=145), window_seconds=600)
-    call = (f"from flows.triage import triage; triage(incident_id={incident.id}, return_state=True)"
-            if how == "watchdog" else
-            f"from flows.fix_in_place import fix_in_place; fix_in_place(node='{node}', xid=145, gpu=3, "
-            f"incident_id={incident.id}, return_state=True)")
-    log = tmp_path / "flow.log"
     if rung == "reset":  # the reset Job is running
         during = lambda: _acts(led, incident.id, "job_gpu-reset", ActionOutcome.RUNNING)  # noqa: E731
     else:  # the reboot was issued and the node is not back yet
         during = lambda: (_acts(led, incident.id, "job_reboot")  # noqa: E731 - the simulator reboots by Job
                           and _acts(led, incident.id, "fix_reboot", ActionOutcome.RUNNING))
-    kill_when(start(call, log), during, log)
+    kill_when(go(proc, incident.id), during, log)
     assert runtime.cluster().get_node(node).unschedulable
 
     out = recover(runtime, incident.id, how, lambda: run_to_state_result(
@@ -228,8 +238,8 @@ def test_a_late_approval_for_a_killed_run_says_so_and_the_incident_is_reannounce
     led = runtime.ledger()
     incident, _ = led.open_incident(Incident(node="gpu009", signal="row-remap-failure", gpu=1), window_seconds=600)
     log = tmp_path / "flow.log"
-    proc = start(f"from flows.replace_node import replace_node; replace_node(node='gpu009', signal='row-remap-failure',"
-                 f" gpu=1, incident_id={incident.id}, return_state=True)", log)
+    proc = go(start("replace_node(node='gpu009', signal='row-remap-failure', gpu=1, incident_id=incident_id, "
+                    "return_state=True)", log), incident.id)
     receiver = build_receiver(runtime.settings(), led, api_url=PREFECT_API_URL.value())
     with ReceiverServer(receiver) as server:
         pending = wait_paused_approval(led, timeout=90)
