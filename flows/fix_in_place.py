@@ -38,7 +38,9 @@ from tasks.fixes import (
     drain_for_fix, quarantine_node, reboot_node, release_node, reset_gpu, restart_app, verify_gpus, wait_job_back,
     wait_node_ready,
 )
+from tasks.health import reconfirm_fault
 from tasks.states import final_state, run_subflow
+from tasks.tags import tag_this_run
 from tasks.ledger import claim_remediation, open_incident, requester, sync_fleet
 from tasks.leases import keeps_lease
 
@@ -101,7 +103,7 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
                  ask_replace_on_escalation: bool = False):
     """Completed when the fault is fixed (or nothing was needed); Failed/Cancelled, named for what happened,
     otherwise (remedy.domain.outcome). The result dict is the state's data."""
-    return final_state(_fix(node, xid, gpu, incident_id, dry_run, detected_at, ask_replace_on_escalation))
+    return final_state(_fix(node, xid, gpu, incident_id, dry_run, detected_at, ask_replace_on_escalation), node=node)
 
 
 def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run: bool | None,
@@ -109,6 +111,7 @@ def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run:
     log = get_run_logger()
     settings = runtime.settings()
     dry_run = settings.dry_run if dry_run is None else dry_run
+    tag_this_run(node, stage="fix-in-place", xid=xid, dry_run=dry_run)
     entry = lookup(xid)
     timeline = Timeline.starting(detected_at)
     out: dict[str, Any] = {"node": node, "xid": xid, "gpu": gpu, "dry_run": dry_run, "resolution": entry.resolution.value,
@@ -170,7 +173,21 @@ def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run:
             if gate["status"] is not None:
                 return _finish(out | {"status": gate["status"].value, "why": gate["gate"]})
 
-        # 5. The step itself, recorded as one ladder attempt.
+        # 5. A reset or reboot stops the job: first make sure the fault still holds and is not a failed monitor
+        #    (once per run; a later rung follows a failed attempt, which is evidence enough).
+        if step.kind in (P.RESET_GPU, P.REBOOT) and not out.get("recheck") and settings.reconfirm.enabled:
+            out["recheck"] = check = reconfirm_fault(node, incident_id, "xid", dry_run)
+            if not check["act"]:
+                log.warning("%s: %s — not acting", node, check["why"])
+                status = Outcome.CLEARED if check["verdict"] == "cleared" else Outcome.MONITOR_FAILURE
+                record_remediation_outcome(node, succeeded=True, incident_id=incident_id, dry_run=dry_run)
+                if not dry_run:
+                    led.set_incident_status(incident_id, status.incident_status,
+                                            detail=f"{status.label.lower()}: {check['why']}")
+                timeline.mark(status.label.lower())
+                return _finish(out | {"status": status.value, "why": check["why"]})
+
+        # 6. The step itself, recorded as one ladder attempt.
         attempt = _start_attempt(led, node, incident_id, step, xid, gpu, dry_run)
         try:
             result = _do_step(step, node, gpu, attempt.id, incident_id, dry_run, xid)

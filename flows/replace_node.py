@@ -27,16 +27,18 @@ from remedy.domain.timeline import Timeline
 from remedy.safety.scopes import NOT_A_NEW_FAILURE
 from tasks.approvals import propose_open_loop
 from tasks.cluster import (
-    check_drift, cordon_node, drain_node, label_node, resize_workload, taint_node, verify_joined, wait_for_workload,
+    check_drift, cordon_node, drain_node, label_node, resize_workload, taint_node, uncordon_node, verify_joined, wait_for_workload,
 )
 from tasks.gate import (
     check_breaker, close_breaker, find_open_question, held_on, record_remediation_outcome, wait_for_decision,
 )
 from tasks.ledger import claim_remediation, open_incident, set_incident_status, set_node_state, sync_fleet
 from tasks.preemption import plan_preemption, preempt
+from tasks.health import reconfirm_fault
 from tasks.spares import select_spare, validate_spare
 from tasks.notify import post_notice
 from tasks.states import final_state
+from tasks.tags import tag_this_run
 from tasks.leases import keeps_lease
 
 
@@ -62,7 +64,7 @@ def replace_node(
     """The run ends Completed when the node was replaced (or nothing was needed), and Failed/Cancelled, named for
     what happened, when it was held, escalated, had no spare or was stopped by the operator (remedy.domain.outcome);
     the result dict is the state's data either way."""
-    return final_state(_replace(node, cause, signal, xid, gpu, incident_id, detected_at, dry_run))
+    return final_state(_replace(node, cause, signal, xid, gpu, incident_id, detected_at, dry_run), node=node)
 
 
 def _replace(node: str, cause: str, signal: str, xid: int | None, gpu: int | None, incident_id: int | None,
@@ -70,6 +72,7 @@ def _replace(node: str, cause: str, signal: str, xid: int | None, gpu: int | Non
     log = get_run_logger()
     settings = runtime.settings()
     dry_run = settings.dry_run if dry_run is None else dry_run
+    tag_this_run(node, stage="replace", xid=xid, dry_run=dry_run)
     work = settings.workload
     timeline = Timeline.starting(detected_at)
     outcome: dict[str, Any] = {"node": node, "dry_run": dry_run, "replacement": None}
@@ -118,11 +121,19 @@ def _replace(node: str, cause: str, signal: str, xid: int | None, gpu: int | Non
     #    here and before every later step that touches the node or spends a spare.
     if (stood_down := _operator_wins(node, incident_id, dry_run, outcome, timeline, "before the drain")):
         return stood_down
+    #    The drain stops the job: first make sure the fault still holds and is not a monitor that failed.
+    if (not_needed := recheck_fault(node, incident_id, signal, dry_run, outcome, timeline)):
+        return not_needed
     drained = drain_node(node, grace_period_seconds=settings.drain.grace_period_seconds,
                          deadline_seconds=settings.drain.eviction_deadline_seconds, dry_run=dry_run,
                          incident_id=incident_id)
     outcome["drain"] = {k: drained[k] for k in ("evicted", "skipped", "not_evicted", "complete")}
     timeline.mark("drained")
+    if drained.get("refused"):  # e.g. a pod under two PodDisruptionBudgets: no retry helps, a person must fix it
+        why = "the API refused to evict " + "; ".join(f"{pod}: {w}" for pod, w in drained["refused"].items())
+        set_incident_status(incident_id, IncidentStatus.ESCALATED.value, detail=why[:500])
+        record_remediation_outcome(node, succeeded=False, incident_id=incident_id, dry_run=dry_run)
+        return _report(outcome | {"status": Outcome.ESCALATED.value, "escalated": True, "why": why}, timeline)
 
     # 6. Select a spare: same GPU model, validated, not a lemon, away from a correlated failure.
     if (stood_down := _operator_wins(node, incident_id, dry_run, outcome, timeline, "after the drain")):
@@ -172,6 +183,27 @@ def _replace(node: str, cause: str, signal: str, xid: int | None, gpu: int | Non
     timeline.mark("to repair")
     status = "planned" if dry_run else ("replaced" if ok else "replaced-not-joined")
     return _report(outcome | {"status": status}, timeline)
+
+
+def recheck_fault(node: str, incident_id: int, signal: str, dry_run: bool, outcome: dict[str, Any],
+                  timeline: Timeline) -> dict[str, Any] | None:
+    """Re-check just before acting (remedy.detect.reconfirm). A fault that no longer holds, or a monitor failure,
+    puts the cordoned node back in service and ends the run, with the evidence; None: go on."""
+    if not runtime.settings().reconfirm.enabled:
+        return None
+    check = reconfirm_fault(node, incident_id, signal, dry_run)
+    outcome["recheck"] = check
+    if check["act"]:
+        return None
+    settings = runtime.settings()
+    get_run_logger().warning("%s: %s — not acting; the node goes back in service", node, check["why"])
+    taint_node(node, dry_run=dry_run, remove=[settings.taints.quarantine], incident_id=incident_id)
+    uncordon_node(node, reason=check["why"], dry_run=dry_run, incident_id=incident_id)
+    set_node_state(node, NodeState.ACTIVE.value, reason=check["why"], dry_run=dry_run, incident_id=incident_id)
+    status = Outcome.CLEARED if check["verdict"] == "cleared" else Outcome.MONITOR_FAILURE
+    set_incident_status(incident_id, status.incident_status.value, detail=f"{status.label.lower()}: {check['why']}")
+    timeline.mark(status.label.lower())
+    return _report(outcome | {"status": status.value, "why": check["why"]}, timeline)
 
 
 def _operator_wins(node: str, incident_id: int, dry_run: bool, outcome: dict[str, Any], timeline: Timeline,

@@ -52,7 +52,11 @@ class ClusterAccess(BaseModel):
     context: str | None = Field(None, description="kubeconfig context to use; default the current context.")
     jobs_namespace: str = Field("gpu-remedy", description="Namespace where health-check and fix Jobs run.")
     request_timeout_seconds: float = Field(10.0, gt=0, description="Per-request timeout against the API server.")
-    api_retries: int = Field(3, ge=0, le=10, description="Retries for connection errors and 5xx before giving up.")
+    api_retries: int = Field(
+        3, ge=0, le=10,
+        description="Retries of a Kubernetes API call that met a connection error or a busy answer (429, 502, 503, "
+        "504, or a 5xx with Retry-After; Retry-After is honoured) before giving up.",
+    )
     node_selector: str = Field(
         "nvidia.com/gpu.present=true",
         description="Label selector that picks the GPU nodes gpu-remedy manages.",
@@ -122,6 +126,18 @@ class ApprovalSettings(BaseModel):
     )
 
 
+class ReconfirmSettings(BaseModel):
+    """Just before a drain for replacement, a reboot or a retirement: does the fault still hold?"""
+
+    enabled: bool = Field(True, description="Re-check the alert and probe the GPUs before anything destructive.")
+    probe_timeout_seconds: int = Field(
+        120, gt=0, le=3600, description="The NVML probe Job's time limit (a probe that cannot run is no verdict).")
+    recheck_after_seconds: float = Field(
+        10.0, ge=0, le=600,
+        description="When the probe finds no GPU at all (the driver may still be loading after a boot), probe once "
+        "more after this long; GPUs present then means a monitor artefact, not a fault.")
+
+
 class WorkloadSettings(BaseModel):
     """The gang-scheduled training job whose nodes gpu-remedy keeps at full size."""
 
@@ -130,6 +146,10 @@ class WorkloadSettings(BaseModel):
     resume_timeout_seconds: float = Field(
         600.0, gt=0, description="How long to wait for the job to be back at full size after a promotion."
     )
+    reload_minutes: float = Field(
+        31.0, ge=0,
+        description="Minutes the job needs to load its checkpoint and train again after any restart (seed 002 "
+        "§4.2.3: median 31 min). Every option pays it; it is why a fix that may not hold costs more than a spare.")
     min_nodes: int | None = Field(
         None, ge=1,
         description="Elastic jobs (torchrun --nnodes=MIN:MAX): the fewest nodes the job may run with. None = not elastic.",
@@ -204,6 +224,7 @@ class RemedySettings(BaseSettings):
     lemon: LemonSettings = Field(default_factory=LemonSettings)
     nfs: NfsAuditSettings = Field(default_factory=NfsAuditSettings)
     approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
+    reconfirm: ReconfirmSettings = Field(default_factory=ReconfirmSettings)
     workload: WorkloadSettings = Field(default_factory=WorkloadSettings)
     slack: SlackSettings = Field(default_factory=SlackSettings)
     aws: AwsSettings = Field(default_factory=AwsSettings)

@@ -135,3 +135,10 @@ def resize_workload(namespace: str, job: str, nodes: int, dry_run: bool, inciden
     return act("resize_workload", f"{namespace}/{job}",
                lambda: runtime.cluster(dry_run).resize_workload(namespace, job, nodes),
                incident_id=incident_id, dry_run=dry_run)
+
+
+@task(name="note_on_node", task_run_name="note-{node}", timeout_seconds=60, cache_policy=NO_CACHE)
+def note_on_node(node: str, reason: str, message: str, dry_run: bool) -> None:
+    """A Warning Event on the Node saying why automation stopped, for the on-call engineer who has only kubectl.
+    Best effort (the adapter logs a failure); the same note twice is one Event with a higher count."""
+    runtime.cluster(dry_run).record_event(node, reason=reason, message=message, type="Warning")

@@ -8,6 +8,8 @@ survives restarts. Every transition is recorded in the ledger, emitted as a Pref
 
 from __future__ import annotations
 
+import logging
+
 import contextlib
 import fcntl
 import threading
@@ -111,8 +113,9 @@ def _emit_breaker_event(t: BreakerTransition) -> None:
                       "prefect.resource.name": f"{t.scope_kind} {t.scope}"},
             payload=t.to_dict(),
         )
-    except Exception:  # the ledger row is the record; the event is a notification
-        pass
+    except Exception as exc:  # noqa: BLE001 - the ledger row is the record; the event is a notification
+        logging.getLogger(__name__).warning("breaker %s:%s → %s recorded, but the Prefect event was not emitted: %s",
+                                            t.scope_kind, t.scope, t.to_state.value, exc)
 
 
 @task(name="check_breaker", task_run_name="breaker-gate-{node}", cache_policy=NO_CACHE, retries=2,

@@ -73,3 +73,36 @@ def validate_node(node: str, level: str, dry_run: bool, incident_id: int | None 
         runtime.ledger().record_validation(node, level=level, passed=passed, requested_by=requester(),
                                            summary={"checks": results})
     return {"node": node, "level": level, "passed": passed, "summary": summary, "checks": results}
+
+
+@task(name="reconfirm_fault", task_run_name="reconfirm-{node}", cache_policy=NO_CACHE, timeout_seconds=3600)
+def reconfirm_fault(node: str, incident_id: int, signal: str, dry_run: bool) -> dict[str, Any]:
+    """Just before anything destructive: is the alert still firing, does an independent NVML probe still fail, and
+    is what we saw a monitor failure? remedy.detect.reconfirm decides; this runs the probe and reads the ledger."""
+    import dataclasses
+    import time
+
+    from remedy.detect.reconfirm import PROBE_SEES, ProbeLook, reconfirm
+
+    settings = runtime.settings()
+    incident = runtime.ledger().get_incident(incident_id)
+    evidence = incident.evidence or {}
+    texts = [str(evidence.get("raw") or ""), incident.detail or ""]
+    first = probe = None
+    if signal in PROBE_SEES and not dry_run:
+        spec = next(s for s in suite_for("quick", settings.health) if s.check == "nvml-probe")
+        spec = dataclasses.replace(spec, id="reconfirm-probe", timeout_seconds=settings.reconfirm.probe_timeout_seconds)
+        gpu_model = runtime.cluster().get_node(node).gpu_model or None
+
+        def look() -> ProbeLook:
+            r = run_check(node, spec, gpu_model, dry_run)
+            return ProbeLook(passed=r["verdict"] in ("pass", "warn"), reasons=tuple(r["reasons"]))
+
+        probe = look()
+        if probe.saw_no_gpus:  # the driver may still be loading after a boot: look once more
+            first = probe
+            time.sleep(settings.reconfirm.recheck_after_seconds)
+            probe = look()
+    verdict = reconfirm(signal, alert_cleared=bool(evidence.get("alert_cleared_at")), probe=probe, first_probe=first,
+                        texts=texts)
+    return {"verdict": verdict.verdict.value, "act": verdict.act, "why": verdict.why, "evidence": verdict.evidence}

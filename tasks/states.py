@@ -10,16 +10,28 @@ from typing import Any
 
 from prefect.states import Cancelled, Completed, Failed, State
 
-from remedy.domain.outcome import Outcome, RunLook, one_line, outcome_of
+from remedy.domain.outcome import Outcome, RunLook, node_event, one_line, outcome_of
 
 
-def final_state(result: dict[str, Any]) -> State:
+def final_state(result: dict[str, Any], *, node: str | None = None) -> State:
     """Completed for a fault dealt with; Failed ("Held", "Escalated", "No spare" …) or Cancelled ("Stopped by
-    operator") otherwise, with a one-line message; the result dict is the state's data either way."""
+    operator") otherwise, with a one-line message; the result dict is the state's data either way.
+
+    With `node`, a run that stopped short also leaves a Warning Event on the Node saying why (once: a child
+    flow's note is not repeated by its parent)."""
+    note = node_event(result) if node else None
+    if note and not result.get("noted_on_node"):
+        from tasks.cluster import note_on_node
+
+        from remedy import runtime
+
+        dry_run = result.get("dry_run")
+        note_on_node(node, *note, dry_run=runtime.settings().dry_run if dry_run is None else bool(dry_run))
+        result = result | {"noted_on_node": True}
     o = outcome_of(result)
     message = one_line(result)
     if o is None or o.look is RunLook.DONE:
-        named = o is not None and o in (Outcome.PLANNED, Outcome.DUPLICATE, Outcome.IGNORED)
+        named = o is not None and o in (Outcome.PLANNED, Outcome.DUPLICATE, Outcome.IGNORED, Outcome.CLEARED, Outcome.RETURNED_TO_SPARES)
         return Completed(message=message, data=result, **({"name": o.label} if named else {}))
     if o.look is RunLook.STOOD_DOWN:
         return Cancelled(message=message, data=result, name=o.label)

@@ -32,6 +32,8 @@ class Outcome(StrEnum):
     IGNORED = "ignored"
     PLANNED = "planned"  # dry-run: every step planned and recorded, nothing changed
     DUPLICATE = "duplicate"  # another run or incident has this fault in hand
+    RETURNED_TO_SPARES = "returned-to-spares"  # repaired off the critical path and passed burn-in
+    CLEARED = "cleared-before-acting"  # re-checked just before acting: the alert resolved, the probe sees nothing
     # a person must look
     HELD = "held"
     ESCALATED = "escalated"
@@ -39,6 +41,8 @@ class Outcome(StrEnum):
     SHRUNK = "shrunk"
     REPLACED_NOT_JOINED = "replaced-not-joined"
     PREEMPTED_NOT_JOINED = "preempted-not-joined"
+    SENT_TO_REPAIR = "sent-to-repair"  # the background repair did not clear it: a person looks at the hardware
+    MONITOR_FAILURE = "monitor-failure"  # the monitor failed, not the GPU: node back in service, monitor needs a person
     # automation stood down on purpose
     STOPPED_BY_OPERATOR = "stopped-by-operator"
     PROPOSED_NOT_EXECUTED = "proposed-not-executed"
@@ -62,22 +66,26 @@ class Outcome(StrEnum):
         """How triage closes the incident after a remediation that ended like this."""
         if self.fixed and self is not Outcome.DUPLICATE:
             return IncidentStatus.RESOLVED
-        if self in (Outcome.DUPLICATE, Outcome.STOPPED_BY_OPERATOR, Outcome.IGNORED):
+        if self in (Outcome.DUPLICATE, Outcome.STOPPED_BY_OPERATOR, Outcome.IGNORED, Outcome.MONITOR_FAILURE):
             return IncidentStatus.IGNORED
         return IncidentStatus.ESCALATED
 
 
 _FIXED = frozenset({Outcome.REPLACED, Outcome.REPLACED_JOB_NOT_FULL, Outcome.PREEMPTED, Outcome.FIXED,
-                    Outcome.RESTARTED, Outcome.PLANNED, Outcome.IGNORED, Outcome.DUPLICATE})
+                    Outcome.RESTARTED, Outcome.PLANNED, Outcome.IGNORED, Outcome.DUPLICATE, Outcome.CLEARED,
+                    Outcome.RETURNED_TO_SPARES})
 _LOOK = {o: RunLook.DONE for o in _FIXED} | {
     o: RunLook.NEEDS_A_PERSON for o in (Outcome.HELD, Outcome.ESCALATED, Outcome.NO_SPARE, Outcome.SHRUNK,
-                                        Outcome.REPLACED_NOT_JOINED, Outcome.PREEMPTED_NOT_JOINED)
+                                        Outcome.REPLACED_NOT_JOINED, Outcome.PREEMPTED_NOT_JOINED,
+                                        Outcome.MONITOR_FAILURE, Outcome.SENT_TO_REPAIR)
 } | {Outcome.STOPPED_BY_OPERATOR: RunLook.STOOD_DOWN, Outcome.PROPOSED_NOT_EXECUTED: RunLook.STOOD_DOWN}
 _LABEL = {
     Outcome.HELD: "Held", Outcome.ESCALATED: "Escalated", Outcome.NO_SPARE: "No spare",
     Outcome.SHRUNK: "Job shrunk", Outcome.REPLACED_NOT_JOINED: "Spare did not join",
     Outcome.PREEMPTED_NOT_JOINED: "Freed node did not join", Outcome.STOPPED_BY_OPERATOR: "Stopped by operator",
     Outcome.PROPOSED_NOT_EXECUTED: "Proposed, not executed", Outcome.PLANNED: "Planned (dry-run)",
+    Outcome.CLEARED: "Cleared before acting", Outcome.RETURNED_TO_SPARES: "Returned to spares",
+    Outcome.SENT_TO_REPAIR: "Sent to repair", Outcome.MONITOR_FAILURE: "Monitor failure",
 }
 
 
@@ -92,10 +100,33 @@ def outcome_of(result: dict | None) -> Outcome | None:
 def one_line(result: dict) -> str:
     """The state message: what happened and why, in one line."""
     o = outcome_of(result)
-    why = str(result.get("why") or result.get("reason") or result.get("gate") or "").splitlines()
+    done = o is not None and o.look is RunLook.DONE
+    # a finished run's line says what happened; the gate's arithmetic belongs to runs the gate stopped
+    why = str(result.get("why") or ("" if done else result.get("reason") or result.get("gate")) or "").splitlines()
     head = f"{result.get('node', '')}: {o.label.lower() if o else result.get('status', 'done')}"
     if result.get("replacement"):
         head += f" by {result['replacement']}"
     if result.get("dry_run"):
         head += " (dry-run: nothing changed)"
-    return (head + (f" — {why[0]}" if why and why[0] else ""))[:300]
+    first = why[0] if why else ""
+    if o and first.lower().startswith(o.label.lower() + ":"):  # "no spare — no spare: …" says it twice
+        first = first[len(o.label) + 1:].strip()
+    node = str(result.get("node", ""))
+    for echo in (f"hold {node}:", f"held {node}:"):  # "gpu005: held — hold gpu005: …"
+        if node and first.lower().startswith(echo):
+            first = first[len(echo):].strip()
+    return (head + (f" — {first}" if first else ""))[:300]
+
+
+def node_event(result: dict) -> tuple[str, str] | None:
+    """(Event reason, message) to leave on the Node when a run stopped short of fixing it: held, escalated, no
+    spare, stopped by the operator… None when the fault was dealt with (the action's own events say so)."""
+    o = outcome_of(result)
+    if o is None or o.look is RunLook.DONE:
+        return None
+    return note_reason(o), one_line(result)
+
+
+def note_reason(o: Outcome) -> str:
+    """The Event reason for a run that ended like this: RemedyHeld, RemedyNoSpare, RemedyStoppedByOperator…"""
+    return "Remedy" + "".join(w.capitalize() for w in o.label.replace(",", "").split())

@@ -62,6 +62,9 @@ class IncidentsMixin(LedgerBase):
             row = self._same_incident(conn, incident, fp, window_seconds)
             if row is not None:
                 values = {"count": row.count + incident.count, "last_seen": max(row.last_seen, incident.last_seen)}
+                if row.evidence and "alert_cleared_at" in row.evidence and status is not IncidentStatus.RESOLVED:
+                    # it fires again: the earlier "resolved" no longer says the fault is gone
+                    values["evidence"] = {k: v for k, v in row.evidence.items() if k != "alert_cleared_at"}
                 if severity == "critical":
                     values["severity"] = "critical"
                 conn.execute(update(schema.incidents).where(schema.incidents.c.id == row.id).values(**values))
@@ -219,18 +222,25 @@ class IncidentsMixin(LedgerBase):
                 ).rowcount
         return done
 
-    def touch_incident(self, fingerprint: str, at: datetime) -> int | None:
-        """Move the newest unresolved incident of `fingerprint` to last_seen = at (never backwards); its id or None."""
+    def touch_incident(self, fingerprint: str, at: datetime, *, alert_cleared: bool = False) -> int | None:
+        """Move the newest unresolved incident of `fingerprint` to last_seen = at (never backwards); its id or None.
+        `alert_cleared`: the alert resolved; kept on the incident (evidence `alert_cleared_at`) for the re-check
+        before anything destructive (remedy.detect.reconfirm)."""
         i = schema.incidents.c
         with self._write() as conn:
             row = conn.execute(
-                select(i.id, i.last_seen)
+                select(i.id, i.last_seen, i.evidence)
                 .where(i.fingerprint == fingerprint, i.status != IncidentStatus.RESOLVED.value)
                 .order_by(i.last_seen.desc(), i.id.desc())
                 .limit(1)
             ).first()
             if row is None:
                 return None
+            values: dict = {}
             if require_aware(at, "at") > row.last_seen:
-                conn.execute(update(schema.incidents).where(i.id == row.id).values(last_seen=at))
+                values["last_seen"] = at
+            if alert_cleared:
+                values["evidence"] = dict(row.evidence or {}) | {"alert_cleared_at": at.isoformat()}
+            if values:
+                conn.execute(update(schema.incidents).where(i.id == row.id).values(**values))
             return row.id

@@ -29,4 +29,4 @@ def mark_announced(ledger, event_ids: dict[int, str]) -> int:
 
 def touch_resolved(ledger, fingerprint: str, at: datetime) -> int | None:
     """A resolved alert for an open incident: move last_seen forward, change nothing else. Returns its id or None."""
-    return ledger.touch_incident(fingerprint, at)
+    return ledger.touch_incident(fingerprint, at, alert_cleared=True)
