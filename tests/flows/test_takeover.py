@@ -186,7 +186,8 @@ def test_fix_in_place_killed_during_its_fix_is_taken_over(prefect_server, sim, r
     from remedy.demo import _spares_validated_at_build
     from remedy.domain.model import Incident
 
-    runtime = remedy_env(sim=sim, **LEASES)
+    # fixed in place, not replaced first (triage would give the job a spare and fix the node off the critical path)
+    runtime = remedy_env(sim=sim, LADDER__REPLACE_FIRST="false", **LEASES)
     node = "gpu005"
     log = tmp_path / "flow.log"
     proc = start("triage(incident_id=incident_id, return_state=True)" if how == "watchdog" else
