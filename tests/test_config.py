@@ -72,3 +72,12 @@ def test_cli_reports_config_errors_in_one_line(tmp_path, monkeypatch, capsys):
         runtime.reset()
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [err[0]] and err[0].startswith("remedy: error: cluster.mode")
+
+
+def test_lease_renewal_must_fit_well_inside_the_lease(monkeypatch):
+    monkeypatch.setenv("REMEDY_LEASES__TTL_SECONDS", "10")
+    monkeypatch.setenv("REMEDY_LEASES__RENEW_SECONDS", "6")
+    with pytest.raises(ConfigError, match=r"leases: .*renew_seconds \(6\) must be at most half of ttl_seconds \(10\)"):
+        load_settings()
+    monkeypatch.setenv("REMEDY_LEASES__RENEW_SECONDS", "5")
+    assert load_settings().leases.renew_seconds == 5
