@@ -4,6 +4,8 @@ Sources: Kubernetes v1.36.2. Bodies are read strictly through the official clien
 
 from __future__ import annotations
 
+import pytest
+
 from remedy.sim.throttle import Throttle
 from tests.sim.conformance.wire import raw, strict
 
@@ -54,6 +56,7 @@ def test_admission_adds_default_and_gpu_tolerations(sim, api_client):
             ("nvidia.com/gpu", "Exists", "NoSchedule", None)} <= tolerations
 
 
+@pytest.mark.simulator_only("switches the simulator's throttling on; a real server's APF limits are not reached by one client")
 def test_throttling_is_429_with_retry_after_in_plain_text(sim, api_client):
     """staging/src/k8s.io/apiserver/pkg/server/filters/priority-and-fairness.go (tooManyRequests): a request API
     Priority and Fairness cannot seat is answered 429 with a `Retry-After` in whole seconds and http.Error's plain

@@ -4,6 +4,8 @@ Sources: Kubernetes v1.36.2. Bodies are read strictly through the official clien
 
 from __future__ import annotations
 
+import pytest
+
 import json
 
 from tests.sim.conformance.wire import raw, strict, wait_for
@@ -117,6 +119,7 @@ def test_a_pending_pod_is_evicted_whatever_the_budget(sim, api_client):
     assert code == 201 and strict(api_client, "V1Status", body).status == "Success"
 
 
+@pytest.mark.simulator_only("edits the pod's Ready condition inside the simulator's store")
 def test_an_unready_pod_is_evicted_when_the_budget_is_met(sim, api_client):
     """eviction.go (Create): a pod that is not Ready does not count as healthy; with currentHealthy >=
     desiredHealthy > 0 (or unhealthyPodEvictionPolicy AlwaysAllow) it is evicted without spending the budget."""
@@ -141,6 +144,7 @@ def test_evicting_a_missing_pod_is_404(sim, api_client):
     assert code == 404 and status.reason == "NotFound" and status.message == 'pods "no-such-pod" not found'
 
 
+@pytest.mark.simulator_only("the apiserver proxies logs to the kubelet, and this control plane has none")
 def test_a_pods_log_is_plain_text(sim, api_client):
     """pkg/registry/core/pod/rest/log.go: GET pods/NAME/log answers text/plain (the container's output)."""
     code, headers, body = raw(sim, "GET", "/api/v1/namespaces/kube-system/pods/nvidia-device-plugin-gpu001/log")
