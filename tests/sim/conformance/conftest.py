@@ -6,17 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "simulator_only(reason): the test cannot run against a real control plane")
+from tests.fixtures.real_k8s import simulator_or_real
 
 
 @pytest.fixture(params=["simulator", "real"])
 def sim(request):
-    if request.param == "simulator":
-        yield request.getfixturevalue("sim_factory")(nodes=16, spares=2)
-        return
-    marker = request.node.get_closest_marker("simulator_only")
-    if marker:
-        pytest.skip(f"simulator only: {marker.args[0]}")
-    yield request.getfixturevalue("real_cluster")
+    return simulator_or_real(request)
