@@ -44,7 +44,9 @@ def ok(obj, code: int = 200) -> Reply:
 
 
 def error_reply(err: ApiError) -> Reply:
-    return Reply(err.code, dumps(err.status()))
+    # apiserver endpoints/handlers/responsewriters (ErrorNegotiated): Retry-After when retryAfterSeconds > 0
+    wait = (err.details or {}).get("retryAfterSeconds")
+    return Reply(err.code, dumps(err.status()), headers={"Retry-After": str(wait)} if wait else None)
 
 
 def success_status(kind: str, name: str, uid: str = "") -> dict:

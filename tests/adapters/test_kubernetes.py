@@ -158,14 +158,15 @@ def test_drain_waits_for_pdb_then_succeeds(cluster, sim):
     pdb = {
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
         "metadata": {"name": "train-pdb", "namespace": "training"},
-        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "llm-pretrain"}}},
+        # an integer minAvailable: maxUnavailable needs a controller with a scale subresource, and a Job has none
+        "spec": {"minAvailable": 14, "selector": {"matchLabels": {"app": "llm-pretrain"}}},
     }
     policy.create_namespaced_pod_disruption_budget("training", pdb)
 
     def relax():
         time.sleep(1.5)
         policy.patch_namespaced_pod_disruption_budget(
-            "train-pdb", "training", {"spec": {"maxUnavailable": 1}},
+            "train-pdb", "training", {"spec": {"minAvailable": 13}},
             _content_type="application/merge-patch+json",
         )
 
@@ -181,7 +182,7 @@ def test_drain_reports_what_a_pdb_still_blocks_at_the_deadline(cluster):
     k8s.PolicyV1Api(cluster.api).create_namespaced_pod_disruption_budget("training", {
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
         "metadata": {"name": "strict", "namespace": "training"},
-        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "llm-pretrain"}}},
+        "spec": {"minAvailable": 14, "selector": {"matchLabels": {"app": "llm-pretrain"}}},
     })
     report = cluster.drain("gpu010", grace_period_seconds=30, deadline_seconds=1.5)
     assert not report.complete
