@@ -124,7 +124,8 @@ def test_with_a_pod_failure_policy_the_replacement_waits_for_the_old_pod(sim, ap
     raw(sim, "POST", JOBS, job("patient", policy=IGNORE_DISRUPTIONS))
     pod = running_pod(sim, api_client, "patient")
     evict(sim, pod.metadata.name)
-    j = read_job(sim, api_client, "patient")
+    # the real Job controller writes its status a moment later (the simulator at once)
+    j = wait_for(lambda: (x := read_job(sim, api_client, "patient")).status.terminating and x)
     assert (j.status.active or 0, j.status.terminating) == (0, 1)
     running_pod(sim, api_client, "patient", {pod.metadata.name})  # once it has ended
 
