@@ -8,5 +8,6 @@ pytest_plugins = [
     "tests.fixtures.aws",  # moto_server: moto in server mode
     "tests.fixtures.slack",  # slack_stub: a local HTTP stub of Slack's Web API
     "tests.fixtures.sim",  # sim / sim_factory: the Kubernetes-API cluster simulator on a loopback port
+    "tests.fixtures.real_k8s",  # real_cluster: a real kube-apiserver + controller-manager (dev machines only)
     "tests.fixtures.prefect",  # prefect_server: a real Prefect server (test harness), once per session
 ]

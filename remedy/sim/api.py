@@ -23,7 +23,7 @@ from remedy.sim.objects import random_suffix
 from remedy.sim.patch import json_patch, merge_patch, strategic_merge
 from remedy.sim.selectors import parse_field_selector, parse_label_selector
 from remedy.sim.store import (
-    ApiError, bad_request, conflict, deep_copy, dumps, invalid, normalize_times, not_found,
+    ApiError, bad_request, conflict, deep_copy, dumps, invalid, normalize_times, not_found, now_iso,
 )
 from remedy.sim.tables import table
 
@@ -44,7 +44,9 @@ def ok(obj, code: int = 200) -> Reply:
 
 
 def error_reply(err: ApiError) -> Reply:
-    return Reply(err.code, dumps(err.status()))
+    # apiserver endpoints/handlers/responsewriters (ErrorNegotiated): Retry-After when retryAfterSeconds > 0
+    wait = (err.details or {}).get("retryAfterSeconds")
+    return Reply(err.code, dumps(err.status()), headers={"Retry-After": str(wait)} if wait else None)
 
 
 def success_status(kind: str, name: str, uid: str = "") -> dict:
@@ -363,6 +365,14 @@ def _delete(cluster: Cluster, res, ns: str, name: str, query, body: bytes, dry_r
             return ok(cluster.store.get("Pod", ns, name) or out)
         uid = current["metadata"]["uid"]
         cluster.store.remove(res.kind, ns, name)
+        finalizer = {None: "orphan", "Orphan": "orphan", "Foreground": "foregroundDeletion"}.get(policy) \
+            if res.kind == "Job" else None
+        if finalizer:
+            # the garbage collector's finalizer keeps the object a moment, so a real server answers 200 with the
+            # object being deleted, not a Status (checked on v1.36.2); the simulator removes it at once
+            gone = deep_copy(current)
+            gone["metadata"].update(deletionTimestamp=now_iso(), deletionGracePeriodSeconds=0,
+                                    finalizers=[*(gone["metadata"].get("finalizers") or []), finalizer])
         if res.kind == "Job":
             # batch/v1 Jobs orphan their pods unless asked otherwise (kubectl asks for Background)
             for pod in cluster.index.owned(uid):
@@ -380,4 +390,4 @@ def _delete(cluster: Cluster, res, ns: str, name: str, query, body: bytes, dry_r
                 for obj in cluster.store.objects(kind, name):
                     cluster.store.remove(kind, name, obj["metadata"]["name"])
         cluster.reconcile(set())
-    return ok(success_status(res.kind, name, uid))
+    return ok(gone if finalizer else success_status(res.kind, name, uid))

@@ -27,6 +27,13 @@ def _scaled(value, total: int, field: str, name: str) -> int:
     raise ApiError(422, "Invalid", f'PodDisruptionBudget "{name}" is invalid: spec.{field}: invalid value {value!r}')
 
 
+NO_SCALE = {"Job": "jobs.batch", "DaemonSet": "daemonsets.apps"}
+
+
+class SyncFailed(Exception):
+    """The disruption controller could not compute the budget (its status condition reason SyncFailed)."""
+
+
 def budget_status(cluster: "Cluster", pdb: dict) -> dict:
     """currentHealthy, desiredHealthy, expectedPods and disruptionsAllowed for this budget right now."""
     name = pdb["metadata"]["name"]
@@ -34,7 +41,9 @@ def budget_status(cluster: "Cluster", pdb: dict) -> dict:
     selector = spec.get("selector")
     index = cluster.index
     expected = healthy = 0
-    owners: set[str | None] = set()
+    # maxUnavailable and a percentage need the pods' controller's scale
+    needs_scale = spec.get("maxUnavailable") is not None or "%" in str(spec.get("minAvailable", ""))
+    owner_kinds: set[str | None] = set()
     if selector is not None:  # a nil selector selects nothing; an empty one ({}) selects every pod (policy/v1)
         only_labels = set(selector) <= {"matchLabels"}
         wanted = list((selector.get("matchLabels") or {}).items())
@@ -49,19 +58,25 @@ def budget_status(cluster: "Cluster", pdb: dict) -> dict:
                 continue
             expected += 1
             healthy += key in index.healthy
-            if len(owners) < 2:
-                owners.add(index.owner_of.get(key))
-    if len(owners) == 1 and None not in owners:  # the controller's scale, as for Deployments/StatefulSets
-        for job in cluster.store.objects("Job", pdb["metadata"].get("namespace", "")):
-            if job["metadata"]["uid"] in owners:
-                expected = int(job["spec"].get("parallelism", expected))
+            if needs_scale:
+                owner_kinds.add(next((o["kind"] for o in pod["metadata"].get("ownerReferences") or []
+                                      if o.get("controller")), None))
+    if needs_scale:
+        # pkg/controller/disruption/disruption.go (getExpectedScale, getScaleController): a Job or DaemonSet has no
+        # scale subresource, so the controller's sync fails (failSafe); pods with no controller are left out of
+        # the expected count — checked on a real v1.36.2 server, where the sim once used the Job's parallelism
+        for kind in sorted(k for k in owner_kinds if k):
+            raise SyncFailed(f"{NO_SCALE.get(kind, kind.lower() + 's')} does not implement the scale subresource")
+        if None in owner_kinds:
+            expected = healthy = 0
     if spec.get("maxUnavailable") is not None:
         desired = max(0, expected - _scaled(spec["maxUnavailable"], expected, "maxUnavailable", name))
     elif spec.get("minAvailable") is not None:
         desired = _scaled(spec["minAvailable"], expected, "minAvailable", name)
     else:  # neither given: policy/v1 defaults minAvailable to 1
         desired = min(1, expected)
-    allowed = max(0, healthy - desired)
+    # updatePdbStatus: a budget that expects no pods allows nothing, so it is safe when its first pods appear
+    allowed = max(0, healthy - desired) if expected > 0 else 0
     return {"currentHealthy": healthy, "desiredHealthy": desired, "expectedPods": expected,
             "disruptionsAllowed": allowed}
 
@@ -75,6 +90,18 @@ def sync_budgets(cluster: "Cluster") -> None:
             numbers = budget_status(cluster, pdb)
         except ApiError:
             continue
+        except SyncFailed as failed:  # failSafe: nothing allowed, observedGeneration left as it was
+            old = pdb.get("status") or {}
+            status = {**old, "disruptionsAllowed": 0, "conditions": [{
+                "type": "DisruptionAllowed", "status": "False", "reason": "SyncFailed", "message": str(failed),
+                "observedGeneration": old.get("observedGeneration", 0), "lastTransitionTime": now_iso()}]}
+            status.setdefault("currentHealthy", 0)
+            status.setdefault("desiredHealthy", 0)
+            status.setdefault("expectedPods", 0)
+            if old != status and (old.get("conditions") or [{}])[0].get("message") != str(failed):
+                cluster.store.mutate("PodDisruptionBudget", pdb["metadata"]["namespace"], pdb["metadata"]["name"],
+                                     lambda p, status=status: p.__setitem__("status", status))
+            continue
         old = pdb.get("status") or {}
         if all(old.get(k) == v for k, v in numbers.items()):
             continue
@@ -85,6 +112,23 @@ def sync_budgets(cluster: "Cluster") -> None:
             "observedGeneration": pdb["metadata"].get("generation", 1), "lastTransitionTime": now_iso()}])
         cluster.store.mutate("PodDisruptionBudget", pdb["metadata"]["namespace"], pdb["metadata"]["name"],
                              lambda p: p.__setitem__("status", status))
+
+
+def _sync_failed(pdb: dict, failed: SyncFailed) -> ApiError:
+    """eviction.go (checkAndDecrement): a budget whose status never caught up with its generation (failSafe leaves
+    observedGeneration alone) is "still being processed", with Retry-After 10; one observed before says why."""
+    name = pdb["metadata"]["name"]
+    observed = (pdb.get("status") or {}).get("observedGeneration", 0)
+    if observed < pdb["metadata"].get("generation", 1):
+        message, wait = f"The disruption budget {name} is still being processed by the server.", 10
+    else:
+        message, wait = (f"The disruption budget {name} does not allow evicting pods currently because it failed "
+                         f"sync: {failed}"), 0
+    details = {"causes": [{"reason": "DisruptionBudget", "message": message}]}
+    if wait:
+        details["retryAfterSeconds"] = wait
+    return ApiError(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.",
+                    details)
 
 
 MULTIPLE_BUDGETS = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
@@ -116,7 +160,10 @@ def evict(cluster: "Cluster", namespace: str, name: str, eviction: dict) -> dict
             if len(pdbs) > 1:
                 raise ApiError(500, None, MULTIPLE_BUDGETS)
             if pdbs:
-                numbers = budget_status(cluster, pdbs[0])
+                try:
+                    numbers = budget_status(cluster, pdbs[0])
+                except SyncFailed as failed:
+                    raise _sync_failed(pdbs[0], failed) from None
                 # an unready pod does not count as healthy: evicting it disrupts nothing if the budget is met
                 # (or the budget says AlwaysAllow)
                 always = (pdbs[0].get("spec") or {}).get("unhealthyPodEvictionPolicy") == "AlwaysAllow"

@@ -137,7 +137,9 @@ def invalid(kind: str, name: str, causes: list[tuple[str, str, str]]) -> ApiErro
         422,
         "Invalid",
         f'{kind} "{name}" is invalid: {text}',
-        _details(kind, name, causes=[{"reason": r, "message": m, "field": f} for f, r, m in causes]),
+        # errors.NewInvalid names the kind (Node), not the resource (nodes) as NotFound does (checked on v1.36.2)
+        {"name": name, **({"group": g} if (g := RESOURCE_OF_KIND.get(kind, ("", ""))[1]) else {}), "kind": kind,
+         "causes": [{"reason": r, "message": m, "field": f} for f, r, m in causes]},
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import re
 
 from remedy.sim.store import bad_request, invalid
@@ -85,7 +87,9 @@ def _node(obj: dict, causes: list) -> None:
         raise bad_request("json: cannot unmarshal into Go struct field NodeSpec.spec.taints of type []v1.Taint")
     seen = set()
     for i, t in enumerate(taints):
-        path = f"spec.taints[{i}]"
+        # validateNodeTaints is called with the path "metadata" (pkg/apis/core/validation/validation.go,
+        # ValidateNode): the real server names taint causes metadata.taints[i] (checked on v1.36.2)
+        path = f"metadata.taints[{i}]"
         if not isinstance(t, dict):
             raise bad_request(f"json: cannot unmarshal into Go value of type v1.Taint ({path})")
         key, effect, value = t.get("key"), t.get("effect"), t.get("value") or ""  # JSON null is ""
@@ -106,8 +110,10 @@ def _node(obj: dict, causes: list) -> None:
         if value and _label_value(value):
             causes.append((f"{path}.value", "FieldValueInvalid", f'Invalid value: "{value}": {_label_value(value)}'))
         if (key, effect) in seen:
+            taint = json.dumps({"Key": key, "Value": value, "Effect": effect, "TimeAdded": None},
+                               separators=(",", ":"))  # the internal core.Taint, as field.Duplicate prints it
             causes.append((f"{path}", "FieldValueDuplicate",
-                           f'Duplicate value: "{key}:{effect}": taints must be unique by key and effect pair'))
+                           f"Duplicate value: {taint}: taints must be unique by key and effect pair"))
         seen.add((key, effect))
 
 

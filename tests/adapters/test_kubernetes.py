@@ -1,4 +1,5 @@
-"""The Kubernetes adapter through the official client, over HTTP, against the cluster simulator."""
+"""The Kubernetes adapter through the official client, over HTTP, against the cluster simulator (and a real control
+plane where KUBE_CONTROL_PLANE_BIN points at one)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,14 @@ import pytest
 from remedy.adapters.cluster import NodeJobSpec, Taint
 from remedy.adapters.kubernetes import KubernetesCluster
 from remedy.errors import ClusterUnreachable, NodeNotFound
+from tests.fixtures.real_k8s import simulator_or_real
 from tests.fixtures.sim import settings_for
+
+
+@pytest.fixture(params=["simulator", "real"])
+def sim(request):
+    """The simulator, and a real control plane where one is built (tests/fixtures/real_k8s.py)."""
+    return simulator_or_real(request)
 
 
 @pytest.fixture
@@ -150,14 +158,15 @@ def test_drain_waits_for_pdb_then_succeeds(cluster, sim):
     pdb = {
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
         "metadata": {"name": "train-pdb", "namespace": "training"},
-        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "llm-pretrain"}}},
+        # an integer minAvailable: maxUnavailable needs a controller with a scale subresource, and a Job has none
+        "spec": {"minAvailable": 14, "selector": {"matchLabels": {"app": "llm-pretrain"}}},
     }
     policy.create_namespaced_pod_disruption_budget("training", pdb)
 
     def relax():
         time.sleep(1.5)
         policy.patch_namespaced_pod_disruption_budget(
-            "train-pdb", "training", {"spec": {"maxUnavailable": 1}},
+            "train-pdb", "training", {"spec": {"minAvailable": 13}},
             _content_type="application/merge-patch+json",
         )
 
@@ -173,7 +182,7 @@ def test_drain_reports_what_a_pdb_still_blocks_at_the_deadline(cluster):
     k8s.PolicyV1Api(cluster.api).create_namespaced_pod_disruption_budget("training", {
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
         "metadata": {"name": "strict", "namespace": "training"},
-        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "llm-pretrain"}}},
+        "spec": {"minAvailable": 14, "selector": {"matchLabels": {"app": "llm-pretrain"}}},
     })
     report = cluster.drain("gpu010", grace_period_seconds=30, deadline_seconds=1.5)
     assert not report.complete
@@ -181,6 +190,7 @@ def test_drain_reports_what_a_pdb_still_blocks_at_the_deadline(cluster):
     assert key.startswith("training/") and "disruption budget" in why
 
 
+@pytest.mark.simulator_only("the check's pod must run and log: the simulator runs checks, this control plane has no kubelet")
 def test_node_job_lifecycle(cluster):
     result = cluster.run_node_job(NodeJobSpec(name="reset-gpu011-1", node="gpu011", check="gpu-reset",
                                               env=(("GPU_INDEX", "2"),), privileged=True, timeout_seconds=30))
@@ -189,6 +199,7 @@ def test_node_job_lifecycle(cluster):
     assert cluster.job_pods("reset-gpu011-1")[0]["spec"]["nodeName"] == "gpu011"
 
 
+@pytest.mark.simulator_only("injects a fault into the simulator")
 def test_node_job_on_unready_node_times_out(cluster, sim):
     from remedy.sim.faults import inject
 
@@ -263,6 +274,7 @@ def test_a_pod_under_two_budgets_is_refused_at_once_with_their_names(cluster, si
     assert len(events) == 1 and "train-a, train-b" in events[0]["message"] and events[0]["type"] == "Warning"
 
 
+@pytest.mark.simulator_only("switches the simulator's throttling on")
 def test_a_throttled_call_waits_what_the_server_asks_then_succeeds(sim):
     """API Priority and Fairness turns requests away with 429 and Retry-After; the adapter waits that long and
     tries again (the default back-off, 0.2 s, would be turned away a second time)."""
@@ -277,6 +289,7 @@ def test_a_throttled_call_waits_what_the_server_asks_then_succeeds(sim):
     assert time.monotonic() - start >= 1.5  # Retry-After: 2, honoured
 
 
+@pytest.mark.simulator_only("switches the simulator's throttling on")
 def test_throttling_that_outlasts_the_retries_is_a_clear_error(sim):
     from remedy.sim.throttle import Throttle
 
@@ -288,6 +301,7 @@ def test_throttling_that_outlasts_the_retries_is_a_clear_error(sim):
             c.get_node("gpu003")
 
 
+@pytest.mark.simulator_only("the check's pod must run to completion: no kubelet here")
 def test_a_check_evicted_midway_is_run_again_not_failed(cluster, sim):
     """gpu-remedy's Jobs carry a podFailurePolicy that ignores disruptions: a drain that evicts a check's pod (the
     DisruptionTarget condition) does not fail the check (backoffLimit 0); the Job runs it again."""

@@ -117,7 +117,7 @@ def test_invalid_taint_is_a_422_with_causes(core):
         core.patch_node("gpu007", {"spec": {"taints": [{"key": "remedy.io/quarantine"}]}})
     status = json.loads(err.value.body)
     assert err.value.status == 422 and status["reason"] == "Invalid"
-    assert status["details"]["causes"][0]["field"] == "spec.taints[0].effect"
+    assert status["details"]["causes"][0]["field"] == "metadata.taints[0].effect"  # sic: the real server's path
     with pytest.raises(ApiException) as err:
         core.patch_node("gpu007", {"spec": {"taints": [{"key": "a", "effect": "Sometimes"}]}})
     assert err.value.status == 422 and "Unsupported value" in json.loads(err.value.body)["message"]
@@ -181,7 +181,7 @@ def test_eviction_is_blocked_by_a_pdb_then_allowed_when_relaxed(sim, core, polic
     assert body["message"] == "Cannot evict pod as it would violate the pod's disruption budget."
     assert "needs 14 healthy pods and has 14 currently" in body["details"]["causes"][0]["message"]
     assert core.read_namespaced_pod(victim, "training").metadata.deletion_timestamp is None
-    policy.patch_namespaced_pod_disruption_budget("llm-pretrain", "training", {"spec": {"minAvailable": "90%"}})
+    policy.patch_namespaced_pod_disruption_budget("llm-pretrain", "training", {"spec": {"minAvailable": 13}})
     assert policy.read_namespaced_pod_disruption_budget("llm-pretrain", "training").status.disruptions_allowed == 1
     _evict(core, victim, grace=0)
     with pytest.raises(ApiException) as err:

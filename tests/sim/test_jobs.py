@@ -194,8 +194,8 @@ def test_deleting_a_job_background_deletes_pods_orphan_keeps_them(core, batch):
         wait_for(lambda: [p for p in job_pods(core, name) if p.status.phase == "Running"])
     batch.delete_namespaced_job("bg", "gpu-remedy", propagation_policy="Background", grace_period_seconds=0)
     assert job_pods(core, "bg") == []
-    status = batch.delete_namespaced_job("orphan", "gpu-remedy")
-    assert status["kind"] == "Status" and status["status"] == "Success"
+    gone = batch.delete_namespaced_job("orphan", "gpu-remedy")  # the Job, held by the orphan finalizer (as real)
+    assert gone["kind"] == "Job" and "orphan" in gone["metadata"]["finalizers"]
     left = job_pods(core, "orphan")
     assert len(left) == 1 and not left[0].metadata.owner_references
     with pytest.raises(ApiException) as err:

@@ -69,7 +69,8 @@ def test_cordon_and_uncordon(sim):
 def test_drain_evicts_through_a_budget_that_allows_it(sim):
     """kubectl drain --ignore-daemonsets: cordons, evicts what the PodDisruptionBudget allows, leaves DaemonSet and
     mirror pods, "node/NAME drained"."""
-    budget(sim, "one-at-a-time", {"matchLabels": {"app": "llm-pretrain"}}, maxUnavailable=1)
+    # an integer minAvailable: maxUnavailable needs a controller with a scale subresource (a Job has none)
+    budget(sim, "one-at-a-time", {"matchLabels": {"app": "llm-pretrain"}}, minAvailable=13)
     out = run(sim, "drain", "gpu006", "--ignore-daemonsets", "--timeout=30s")
     assert out.returncode == 0, out.stderr
     assert "node/gpu006 cordoned" in out.stdout and "node/gpu006 drained" in out.stdout
@@ -82,7 +83,7 @@ def test_drain_evicts_through_a_budget_that_allows_it(sim):
 def test_drain_a_budget_forbids_times_out_and_says_why(sim):
     """A budget that allows no disruption: kubectl retries the 429 ("will retry after 5s") until --timeout, then
     exits 1 naming the budget's refusal; the pod still runs."""
-    budget(sim, "none", {"matchLabels": {"app": "llm-pretrain"}}, maxUnavailable=0)
+    budget(sim, "none", {"matchLabels": {"app": "llm-pretrain"}}, minAvailable=14)
     out = run(sim, "drain", "gpu007", "--ignore-daemonsets", "--timeout=3s")
     assert out.returncode == 1
     assert "Cannot evict pod as it would violate the pod's disruption budget." in out.stderr

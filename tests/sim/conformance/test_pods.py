@@ -4,6 +4,8 @@ Sources: Kubernetes v1.36.2. Bodies are read strictly through the official clien
 
 from __future__ import annotations
 
+import pytest
+
 import json
 
 from tests.sim.conformance.wire import raw, strict, wait_for
@@ -71,7 +73,9 @@ def test_an_eviction_a_budget_forbids_is_429_without_retry_after(sim, api_client
     """eviction.go (checkAndDecrement): errors.NewTooManyRequests(..., 0) with a DisruptionBudget cause naming the
     budget; retryAfterSeconds 0, so no Retry-After header (responsewriters.ErrorNegotiated sets it only when > 0)
     — which is how a client tells a budget's 429 from API throttling's."""
-    _budget(sim, "strict", {"matchLabels": {"app": "llm-pretrain"}}, maxUnavailable=0)
+    _budget(sim, "strict", {"matchLabels": {"app": "llm-pretrain"}}, minAvailable=14)
+    wait_for(lambda: json.loads(raw(sim, "GET", "/apis/policy/v1/namespaces/training/poddisruptionbudgets/strict")[2])
+             .get("status", {}).get("observedGeneration"))  # the disruption controller has seen it
     pod = _training_pod_on(sim, api_client, "gpu004")
     code, headers, body = _evict(sim, pod.metadata.name)
     status = strict(api_client, "V1Status", body)
@@ -108,7 +112,7 @@ def test_a_pod_under_two_budgets_is_a_500_whatever_the_budgets_allow(sim, api_cl
 def test_a_pending_pod_is_evicted_whatever_the_budget(sim, api_client):
     """eviction.go (canIgnorePDB): a Succeeded, Failed or Pending pod, or one already terminating, is deleted
     without asking any budget."""
-    _budget(sim, "strict", {"matchLabels": {"app": "llm-pretrain"}}, maxUnavailable=0)
+    _budget(sim, "strict", {"matchLabels": {"app": "llm-pretrain"}}, minAvailable=14)
     raw(sim, "PATCH", "/apis/batch/v1/namespaces/training/jobs/llm-pretrain", {"spec": {"parallelism": 15}},
         "application/strategic-merge-patch+json")  # one more pod than free nodes: it stays Pending
     pending = wait_for(lambda: [p for p in strict(api_client, "V1PodList", raw(sim, "GET", f"{TRAINING}/pods")[2]).items
@@ -117,6 +121,7 @@ def test_a_pending_pod_is_evicted_whatever_the_budget(sim, api_client):
     assert code == 201 and strict(api_client, "V1Status", body).status == "Success"
 
 
+@pytest.mark.simulator_only("edits the pod's Ready condition inside the simulator's store")
 def test_an_unready_pod_is_evicted_when_the_budget_is_met(sim, api_client):
     """eviction.go (Create): a pod that is not Ready does not count as healthy; with currentHealthy >=
     desiredHealthy > 0 (or unhealthyPodEvictionPolicy AlwaysAllow) it is evicted without spending the budget."""
@@ -141,6 +146,7 @@ def test_evicting_a_missing_pod_is_404(sim, api_client):
     assert code == 404 and status.reason == "NotFound" and status.message == 'pods "no-such-pod" not found'
 
 
+@pytest.mark.simulator_only("the apiserver proxies logs to the kubelet, and this control plane has none")
 def test_a_pods_log_is_plain_text(sim, api_client):
     """pkg/registry/core/pod/rest/log.go: GET pods/NAME/log answers text/plain (the container's output)."""
     code, headers, body = raw(sim, "GET", "/api/v1/namespaces/kube-system/pods/nvidia-device-plugin-gpu001/log")
@@ -151,14 +157,39 @@ def test_a_budgets_status_is_kept_by_the_disruption_controller(sim, api_client):
     """pkg/controller/disruption/disruption.go (updatePdbStatus) with staging/src/k8s.io/api/policy/v1/types.go:
     currentHealthy, desiredHealthy, expectedPods, disruptionsAllowed and the DisruptionAllowed condition
     (SufficientPods / InsufficientPods) — what a drain's 429s follow."""
-    _budget(sim, "half", {"matchLabels": {"app": "llm-pretrain"}}, minAvailable="50%")
+    _budget(sim, "half", {"matchLabels": {"app": "llm-pretrain"}}, minAvailable=7)
     pdb = wait_for(lambda: (p := strict(api_client, "V1PodDisruptionBudget", raw(
-        sim, "GET", "/apis/policy/v1/namespaces/training/poddisruptionbudgets/half")[2])).status and p)
+        sim, "GET", "/apis/policy/v1/namespaces/training/poddisruptionbudgets/half")[2])).status
+        and p.status.observed_generation and p)
     s = pdb.status
     assert (s.current_healthy, s.desired_healthy, s.expected_pods, s.disruptions_allowed) == (14, 7, 14, 7)
     (cond,) = s.conditions
     assert (cond.type, cond.status, cond.reason) == ("DisruptionAllowed", "True", "SufficientPods")
-    _budget(sim, "all", {"matchLabels": {"job-name": "llm-pretrain"}}, minAvailable="100%")
+    _budget(sim, "all", {"matchLabels": {"job-name": "llm-pretrain"}}, minAvailable=14)
     pdb = wait_for(lambda: (p := strict(api_client, "V1PodDisruptionBudget", raw(
-        sim, "GET", "/apis/policy/v1/namespaces/training/poddisruptionbudgets/all")[2])).status and p)
+        sim, "GET", "/apis/policy/v1/namespaces/training/poddisruptionbudgets/all")[2])).status
+        and p.status.observed_generation and p)
     assert pdb.status.disruptions_allowed == 0 and pdb.status.conditions[0].reason == "InsufficientPods"
+
+
+def test_a_percentage_or_max_unavailable_budget_over_job_pods_fails_sync(sim, api_client):
+    """pkg/controller/disruption/disruption.go (getExpectedScale → getScaleController, failSafe): maxUnavailable and
+    a percentage minAvailable need the pods' controller's scale, and a Job has none — the budget's status says
+    SyncFailed "jobs.batch does not implement the scale subresource", allows nothing, and keeps observedGeneration
+    unset, so an eviction is the 429 of eviction.go (createTooManyRequestsError): "still being processed", with
+    Retry-After 10. Found on a real v1.36.2 server (the simulator used to count the Job's parallelism)."""
+    _budget(sim, "pct", {"matchLabels": {"app": "llm-pretrain"}}, minAvailable="50%")
+    pdb = wait_for(lambda: (p := strict(api_client, "V1PodDisruptionBudget", raw(
+        sim, "GET", "/apis/policy/v1/namespaces/training/poddisruptionbudgets/pct")[2])).status
+        and p.status.conditions and p)
+    (cond,) = pdb.status.conditions
+    assert (cond.status, cond.reason, cond.message) == ("False", "SyncFailed",
+                                                        "jobs.batch does not implement the scale subresource")
+    assert pdb.status.disruptions_allowed == 0 and not pdb.status.observed_generation
+    pod = _training_pod_on(sim, api_client, "gpu007")
+    code, headers, body = _evict(sim, pod.metadata.name)
+    status = strict(api_client, "V1Status", body)
+    assert code == 429 and headers["retry-after"] == "10" and status.details.retry_after_seconds == 10
+    (cause,) = status.details.causes
+    assert (cause.reason, cause.message) == ("DisruptionBudget", "The disruption budget pct is still being "
+                                                                 "processed by the server.")
