@@ -1,30 +1,36 @@
 """`remedy demo`: the whole system on one laptop.
 
-Starts the cluster simulator (63 nodes: 60 active in 8 racks, 3 spares), a local Prefect server (SQLite; reused if
-one already answers, e.g. PREFECT_API_URL in tests), runs a named scenario (`remedy.scenarios`) against the
+Starts the cluster simulator (63 nodes: 60 active in 8 racks, 3 spares) and remedy's own Prefect server (SQLite;
+never one that merely answers on the port: see remedy.prefect_server.use_server; PREFECT_API_URL or --prefect-url
+names another), runs a named scenario (`remedy.scenarios`) against the
 simulator through the real Kubernetes client, and prints what happened; `--json` prints the same as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from remedy.cli_args import positive_float
 from remedy.errors import RemedyError
 from remedy.scenarios import DemoContext, Scenario, all_scenarios
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from remedy.stack import add_prefect_arguments
+
     p = sub.add_parser("demo", help="run a fault → remediation scenario on the embedded simulator")
     p.add_argument("--scenario", default="xid79", help="which scenario (default xid79; --list shows all)")
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
     p.add_argument("--json", action="store_true", help="print the outcome as JSON")
     p.add_argument("--workdir", default="var/demo", help="where the ledger and Prefect server keep their files")
-    p.add_argument("--prefect-port", type=int, default=4200, help="port of the local Prefect server (UI)")
+    add_prefect_arguments(p)
     p.add_argument("--dry-run", action="store_true", help="plan and record every step, change nothing")
     answer = p.add_mutually_exclusive_group()
     answer.add_argument("--approve", dest="approve", action="store_const", const=True,
@@ -32,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     answer.add_argument("--deny", dest="approve", action="store_const", const=False,
                         help="answer approval requests with deny (unattended)")
     p.add_argument("--bad", default="", help="nan-loss scenario: comma-separated nodes to plant as divergent")
-    p.add_argument("--time-scale", type=float, default=0.05,
+    p.add_argument("--time-scale", type=positive_float, default=0.05,
                    help="simulated durations × this (grace periods, reboots); 1.0 = real time")
     p.set_defaults(func=_main, approve=None)
 
@@ -46,7 +52,8 @@ def _main(args: argparse.Namespace) -> int:
     if args.scenario not in scenarios:
         raise RemedyError(f"unknown scenario {args.scenario!r}; known: {', '.join(sorted(scenarios))}")
     outcome = run_demo(
-        scenarios[args.scenario], workdir=Path(args.workdir), prefect_port=args.prefect_port, dry_run=args.dry_run,
+        scenarios[args.scenario], workdir=Path(args.workdir), prefect_port=args.prefect_port,
+        prefect_url=args.prefect_url, dry_run=args.dry_run,
         time_scale=args.time_scale, quiet=args.json, approve=args.approve,
         options={"bad": [b for b in args.bad.split(",") if b]},
     )
@@ -57,17 +64,32 @@ def _main(args: argparse.Namespace) -> int:
     return 0 if outcome["status"] in scenarios[args.scenario].ok_statuses else 1
 
 
-def run_demo(scenario: Scenario, *, workdir: Path, prefect_port: int = 4200, dry_run: bool = False,
-             time_scale: float = 0.05, quiet: bool = False, approve: bool | None = None,
+def run_demo(scenario: Scenario, *, workdir: Path, prefect_port: int | None = None, prefect_url: str | None = None,
+             dry_run: bool = False, time_scale: float = 0.05, quiet: bool = False, approve: bool | None = None,
              options: dict[str, Any] | None = None) -> dict[str, Any]:
-    from remedy.prefect_server import ensure_server, healthy, offline_env
-    from remedy.sim.cluster import build_cluster
-    from remedy.sim.server import SimServer
+    from remedy import processes
+    from remedy.prefect_server import offline_env, use_server
 
     workdir.mkdir(parents=True, exist_ok=True)
     ledger_file = workdir / "ledger.db"
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{ledger_file}{suffix}").unlink(missing_ok=True)  # each demo tells its story from a clean ledger
+    say = (lambda msg: None) if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    # the server first: a port in use must stop the demo before anything is started or written
+    server = use_server(workdir, port=prefect_port, named_url=prefect_url, say=say)
+    if server.owned:
+        os.environ.update(offline_env(workdir / "prefect"))
+    os.environ["PREFECT_API_URL"] = server.api_url
+    with contextlib.ExitStack() as running:
+        running.enter_context(processes.recorded(workdir, "remedy-demo"))  # before the ledger is cleared: one at a time
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{ledger_file}{suffix}").unlink(missing_ok=True)  # each demo tells its story from a clean ledger
+        return _run(scenario, workdir, ledger_file, server, dry_run=dry_run, time_scale=time_scale, quiet=quiet,
+                    approve=approve, options=options)
+
+
+def _run(scenario: Scenario, workdir: Path, ledger_file: Path, server, *, dry_run: bool, time_scale: float,
+         quiet: bool, approve: bool | None, options: dict[str, Any] | None) -> dict[str, Any]:
+    from remedy.sim.cluster import build_cluster
+    from remedy.sim.server import SimServer
 
     t0 = time.monotonic()
     sim_options = {"nodes": 63, "spares": 3, "time_scale": time_scale} | scenario.sim_options
@@ -77,20 +99,15 @@ def run_demo(scenario: Scenario, *, workdir: Path, prefect_port: int = 4200, dry
         sessions = f", {sim_options['sessions']} sessions" if sim_options.get("sessions") else ""
         ctx.say(f"cluster simulator: {sim.url} ({sim_options['nodes']} nodes, {sim_options['spares']} spares"
                 f"{sessions}) — try: kubectl --server={sim.url} get nodes")
-        api_url = os.environ.get("PREFECT_API_URL", "")
-        if not (api_url and healthy(api_url)):
-            ctx.say("starting the Prefect server (first start takes ~20 s)…")
-            api_url = ensure_server(workdir, port=prefect_port)
-            os.environ.update(offline_env(workdir / "prefect"))
-        os.environ["PREFECT_API_URL"] = api_url
         os.environ["REMEDY_CLUSTER__MODE"] = "simulator"
         os.environ["REMEDY_CLUSTER__SIMULATOR_URL"] = sim.url
         os.environ["REMEDY_DB_URL"] = f"sqlite:///{ledger_file.resolve()}"
         from remedy import runtime
 
         runtime.reset()
-        ui = api_url.removesuffix("/api")
-        ctx.say(f"Prefect UI: {ui}")
+        ui = server.ui_url
+        whose = "remedy's own server" if server.owned else f"named by {server.source}"
+        ctx.say(f"Prefect UI: {ui} ({whose})")
         _spares_validated_at_build(runtime)
 
         result = scenario.run(ctx)
@@ -107,6 +124,8 @@ def run_demo(scenario: Scenario, *, workdir: Path, prefect_port: int = 4200, dry
         "job": {"ready": ready, "desired": desired},
         **summary,
         "prefect_ui": ui,
+        "prefect_server": "remedy's own" if server.owned else f"named by {server.source}",
+        "time_scale": time_scale,
         "wall_seconds": round(time.monotonic() - t0, 2),
     }
 

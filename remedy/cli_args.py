@@ -1,0 +1,60 @@
+"""argparse types for numeric arguments: a value out of range is a usage error (one line, exit 2) at parse time,
+not a traceback or a silently absurd result later."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def _number(text: str, kind: type, what: str):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = _number(text, int, "a whole number")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = _number(text, int, "a whole number")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = _number(text, float, "a number")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {value:g}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    value = _number(text, float, "a number")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value:g}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """0 < x ≤ 1 (an efficiency, a share)."""
+    value = _number(text, float, "a number")
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 1, got {value:g}")
+    return value
+
+
+def port_number(text: str) -> int:
+    value = _number(text, int, "a port number")
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0..65535 (0 = any free port), got {value}")
+    return value
