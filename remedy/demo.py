@@ -68,16 +68,14 @@ def run_demo(scenario: Scenario, *, workdir: Path, prefect_port: int | None = No
              dry_run: bool = False, time_scale: float = 0.05, quiet: bool = False, approve: bool | None = None,
              options: dict[str, Any] | None = None) -> dict[str, Any]:
     from remedy import processes
-    from remedy.prefect_server import offline_env, use_server
+    from remedy.prefect_server import offline_env, point_clients_at, use_server
 
     workdir.mkdir(parents=True, exist_ok=True)
     ledger_file = workdir / "ledger.db"
     say = (lambda msg: None) if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     # the server first: a port in use must stop the demo before anything is started or written
     server = use_server(workdir, port=prefect_port, named_url=prefect_url, say=say)
-    if server.owned:
-        os.environ.update(offline_env(workdir / "prefect"))
-    os.environ["PREFECT_API_URL"] = server.api_url
+    point_clients_at(server.api_url, offline_env(workdir / "prefect") if server.owned else None)
     with contextlib.ExitStack() as running:
         running.enter_context(processes.recorded(workdir, "remedy-demo"))  # before the ledger is cleared: one at a time
         for suffix in ("", "-wal", "-shm"):

@@ -202,6 +202,17 @@ def offline_env(home: Path) -> dict[str, str]:
     }
 
 
+def point_clients_at(api_url: str, extra_env: dict[str, str] | None = None) -> None:
+    """Make this process's Prefect clients talk to api_url. Prefect reads its settings from the environment once,
+    when it is first imported (its global settings context): a process that imported it earlier, e.g. for the demo's
+    flows, would otherwise keep the settings of that moment and quietly start a temporary server of its own."""
+    os.environ.update(extra_env or {})
+    os.environ["PREFECT_API_URL"] = api_url
+    context = sys.modules.get("prefect.context")
+    if context is not None:
+        context.refresh_global_settings_context()
+
+
 @dataclass(frozen=True)
 class PrefectServer:
     """The Prefect API a command writes to, and why it may: remedy started it (`owned`), or the operator named it."""

@@ -164,6 +164,7 @@ def start_stack(*, workdir: Path, api_url: str, nodes: int = 63, spares: int = 3
     if start_triage not in ("direct", "trigger"):
         raise RemedyError(f"start_triage must be 'direct' or 'trigger', got {start_triage!r}")
     from remedy import runtime
+    from remedy.prefect_server import point_clients_at
     from remedy.receiver.dispatcher import Dispatcher
     from remedy.receiver.server import ReceiverServer, build_receiver
     from remedy.settings.triage import triage_settings
@@ -179,7 +180,7 @@ def start_stack(*, workdir: Path, api_url: str, nodes: int = 63, spares: int = 3
     try:
         sim = SimServer(build_cluster(nodes=nodes, spares=spares, time_scale=time_scale), port=sim_port).start()
         parts.append(sim)
-        os.environ["PREFECT_API_URL"] = api_url
+        point_clients_at(api_url)
         os.environ["REMEDY_CLUSTER__MODE"] = "simulator"
         os.environ["REMEDY_CLUSTER__SIMULATOR_URL"] = sim.url
         os.environ["REMEDY_DB_URL"] = f"sqlite:///{ledger_file.resolve()}"
@@ -241,7 +242,8 @@ def _adopt_fleet(runtime) -> None:
 def _up(args: argparse.Namespace) -> int:
     from remedy import processes
     from remedy.config import load_settings
-    from remedy.prefect_server import offline_env, port_in_use, port_taken_message, stop_server, use_server
+    from remedy.prefect_server import (offline_env, point_clients_at, port_in_use, port_taken_message, stop_server,
+                                       use_server)
 
     workdir = Path(args.workdir)
     settings = load_settings(args.config)
@@ -253,9 +255,8 @@ def _up(args: argparse.Namespace) -> int:
         os.environ["REMEDY_CONFIG"] = args.config
     with _stop_on_sigterm(), processes.recorded(workdir, UP_ROLE):
         server = use_server(workdir, port=args.prefect_port, named_url=args.prefect_url,
-                            say=lambda msg: print(msg, flush=True))
-        if server.owned:
-            os.environ.update(offline_env(workdir / "prefect"))
+                            say=lambda msg: print(msg, file=sys.stderr if args.json else sys.stdout, flush=True))
+        point_clients_at(server.api_url, offline_env(workdir / "prefect") if server.owned else None)
         stack = None
         try:
             stack = start_stack(workdir=workdir, api_url=server.api_url, nodes=args.nodes, time_scale=args.time_scale,
@@ -270,6 +271,8 @@ def _up(args: argparse.Namespace) -> int:
             if cancelled:
                 print(f"cancelled {len(cancelled)} open run(s): {', '.join(cancelled)}", flush=True)
             if server.owned:
+                # the flows' event listeners would log a traceback each when their server goes: expected here
+                logging.disable(logging.WARNING)
                 stop_server(workdir)
                 print(f"stopped remedy's Prefect server ({server.ui_url})", flush=True)
     return 0
