@@ -216,7 +216,7 @@ def test_down_stops_up_which_cancels_its_paused_runs_and_stops_its_server(tmp_pa
     env = clean_env(tmp_path) | {"PYTHONPATH": str(ROOT)}
     up = subprocess.Popen([sys.executable, "-m", "remedy.cli", "up", "--json", "--prefect-port", "0", "--sim-port", "0",
                            "--receiver-port", "0"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.DEVNULL, text=True)
+                          stderr=open(tmp_path / "up.err", "w"), text=True)
     try:
         urls = json.loads(up.stdout.readline())
         record = json.loads((tmp_path / "var" / "stack" / "running.json").read_text())["prefect-server"]
@@ -237,11 +237,12 @@ def test_down_stops_up_which_cancels_its_paused_runs_and_stops_its_server(tmp_pa
         def watch():
             while up.poll() is None:
                 try:
-                    for r in httpx.post(f"{api}/flow_runs/filter", json={}, timeout=5).json():
+                    query = {"flow_runs": {"id": {"any_": paused}}}
+                    for r in httpx.post(f"{api}/flow_runs/filter", json=query, timeout=5).json():
                         states[r["id"]] = r["state_type"]
                 except (httpx.HTTPError, ValueError):
                     pass
-                time.sleep(0.2)
+                time.sleep(0.5)
 
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
@@ -250,7 +251,7 @@ def test_down_stops_up_which_cancels_its_paused_runs_and_stops_its_server(tmp_pa
         assert "stopped `remedy up` for var/stack" in down.stdout
         up.wait(timeout=30)
         watcher.join(10)
-        assert up.returncode == 0
+        assert up.returncode == 0, (tmp_path / "up.err").read_text()[-3000:]
         assert {states[r] for r in paused} == {"CANCELLED"}
         assert _ours(record["nonce"], record["pid"]) == []
         assert not (tmp_path / "var" / "stack" / "running.json").exists()
