@@ -1,0 +1,184 @@
+"""Every `remedy` command, given bad input, answers with one line on stderr and exit code 2: never a traceback, never
+a silently absurd result. The commands are found by walking the argparse tree, so a new command is covered (and
+must pass) the day it is added; each gets the generic bad inputs (an unknown flag, a non-number where a number goes,
+a negative count), the bad inputs its argument kinds call for (a missing, binary or directory file; an unwritable
+output; a malformed URL or duration), and the cases operators hit (docs/operations.md, issue 16)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from remedy.cli import build_parser, main
+
+BINARY = bytes(range(256)) * 64  # NULs, control bytes, invalid UTF-8
+
+
+def leaves(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield path, parser
+    for action in subs:
+        for name, sub in action.choices.items():
+            yield from leaves(sub, (*path, name))
+
+
+PARSER = build_parser()
+COMMANDS = dict(leaves(PARSER))
+
+# Option dests by kind of value: what is bad input for them.
+FILE_IN = {"file", "files", "values", "state", "mountstats", "delta", "counters", "gpu_map", "scenario_file"}
+FILE_OUT = {"out", "plot"}
+URLS = {"url", "prometheus", "alert_url", "prefect_url"}
+DURATIONS = {"window", "before", "mtbf", "checkpoint_every", "checkpoint_cost", "remediation", "restart_loading",
+             "interval"}
+# numeric options where a negative value means something (none yet); everything else must refuse one
+NEGATIVE_OK: set[tuple[tuple[str, ...], str]] = set()
+
+# Minimal valid positionals per command, so a case exercises the option it is about (not a missing positional).
+POSITIONALS: dict[tuple[str, ...], list[str]] = {
+    ("sim", "inject"): ["xid", "79", "--node", "gpu042"],
+    ("sim", "save"): ["out.json"],
+    ("ledger", "history"): ["gpu042"],
+    ("xid", "explain"): ["79"],
+    ("signals", "parse"): ["dcgm", "{good}"],
+    ("health", "parse"): ["nccl", "{good}"],
+    ("health", "suite"): ["quick"],
+    ("deploy", "job"): ["triage"],
+    ("breaker", "open"): ["rack:rack-1"],
+    ("breaker", "close"): ["rack:rack-1"],
+}
+
+# The cases an operator hit (issue 16), each with what its one line must say.
+NAMED_CASES = [
+    (["audit", "nfs", "--link-gbps", "-5"], "--link-gbps"),
+    (["goodput", "--gpus", "-3"], "--gpus"),
+    (["deploy", "render", "--values", "{malformed}"], "not valid YAML"),
+    (["deploy", "render", "--out", "{unwritable}/x.yaml"], "{unwritable}"),
+    (["signals", "parse", "dcgm", "{binary}"], "binary"),
+    (["breaker", "open", "rack:rack-99", "--db", "{ledger}"], "rack-99"),
+    (["breaker", "open", "pdu:nope-7", "--db", "{ledger}"], "nope-7"),
+    (["breaker", "close", "rack:rack-99", "--db", "{ledger}"], "rack-99"),
+    (["breaker", "open", "galaxy:far", "--db", "{ledger}"], "galaxy"),
+    (["ledger", "history", "gpu042", "--db", "sqlite:///{tmp}/none.db"], "does not exist"),
+    (["xid", "explain", "seventy-nine"], "seventy-nine"),
+    (["xid", "explain", "70000"], "70000"),
+    (["demo", "--scenario", "no-such"], "no-such"),
+    (["demo", "--time-scale", "0"], "--time-scale"),
+    (["up", "--nodes", "0"], "--nodes"),
+    (["sim", "inject", "xid", "79", "--node", "gpu042", "--gpu", "99", "--url", "http://127.0.0.1:9"], ""),
+    (["simulate", "--days", "-1"], "--days"),
+    (["checkpoint", "interval", "--failures", "-2"], "--failures"),
+    (["health", "suite", "extreme"], "extreme"),
+    (["signals", "parse", "dcgm", "{directory}"], "directory"),
+]
+
+
+def generic_cases():
+    for path, parser in COMMANDS.items():
+        base = list(path) + POSITIONALS.get(path, [])
+        yield path, [*base, "--no-such-flag"], "--no-such-flag"
+        for action in parser._actions:
+            if not action.option_strings or action.nargs == 0 or isinstance(action, argparse._HelpAction):
+                continue
+            flag = action.option_strings[-1]
+            numeric = action.type in (int, float) or getattr(action.type, "__module__", "") == "remedy.cli_args"
+            if numeric:
+                yield path, [*base, flag, "lots"], flag
+                if (path, action.dest) not in NEGATIVE_OK:
+                    yield path, [*base, flag, "-5"], flag
+            elif action.dest in FILE_IN:
+                yield path, [*base, flag, "{tmp}/missing.file"], "missing.file"
+                yield path, [*base, flag, "{binary}"], ""
+                yield path, [*base, flag, "{directory}"], ""
+            elif action.dest in FILE_OUT:
+                yield path, [*base, flag, "{unwritable}/out"], ""
+            elif action.dest in URLS:
+                yield path, [*base, flag, "not a url"], ""
+            elif action.dest in DURATIONS:
+                yield path, [*base, flag, "soonish"], "soonish"
+                yield path, [*base, flag, "-5h"], ""
+        for action in parser._actions:  # positionals that name an input file
+            if not action.option_strings and action.dest in FILE_IN:
+                args = [a if a != "{good}" else "{binary}" for a in base]
+                if args != base:
+                    yield path, args, ""
+                    yield path, [a if a != "{good}" else "{tmp}/missing.file" for a in base], "missing.file"
+
+
+CASES = [pytest.param(argv, expect, id=" ".join(argv)) for _, argv, expect in generic_cases()]
+CASES += [pytest.param(argv, expect, id="named: " + " ".join(argv)) for argv, expect in NAMED_CASES]
+
+
+@pytest.fixture
+def places(tmp_path, monkeypatch):
+    for key in list(os.environ):
+        if key.startswith("REMEDY_") or key == "PREFECT_API_URL":
+            monkeypatch.delenv(key)
+    monkeypatch.chdir(tmp_path)
+    binary = tmp_path / "binary.bin"
+    binary.write_bytes(BINARY)
+    malformed = tmp_path / "malformed.yaml"
+    malformed.write_text("image: [unclosed\n  tag: {\n")
+    good = tmp_path / "good.txt"
+    good.write_text("")
+    directory = tmp_path / "a-directory"
+    directory.mkdir()
+    unwritable = tmp_path / "not-a-dir"  # a file: nothing can be created under it, whoever runs the test
+    unwritable.write_text("")
+    from remedy.ledger import Ledger
+
+    ledger = tmp_path / "ledger.db"
+    Ledger(f"sqlite:///{ledger}").migrate()
+    from remedy import runtime
+
+    runtime.reset()
+    yield {"tmp": str(tmp_path), "binary": str(binary), "malformed": str(malformed), "good": str(good),
+           "directory": str(directory), "unwritable": str(unwritable), "ledger": f"sqlite:///{ledger}"}
+    runtime.reset()
+
+
+def run(argv: list[str], capsys) -> tuple[int, str, str]:
+    """main(argv) in this process (a case must finish in seconds: bad input is refused before anything starts)."""
+    result: dict[str, object] = {}
+
+    def target():
+        try:
+            result["rc"] = main(argv)
+        except SystemExit as exc:
+            result["rc"] = exc.code
+        except BaseException as exc:  # noqa: BLE001 — the test reports it as the traceback an operator would see
+            result["error"] = exc
+
+    worker = threading.Thread(target=target, daemon=True)
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive(), f"remedy {' '.join(argv)} still running after 60 s: bad input must stop it at once"
+    out, err = capsys.readouterr()
+    if "error" in result:
+        raise AssertionError(f"remedy {' '.join(argv)} raised {result['error']!r} (a traceback for the operator)")
+    return result["rc"], out, err
+
+
+@pytest.mark.parametrize("argv, expect", CASES)
+def test_bad_input_is_one_line_and_exit_2(argv, expect, places, capsys):
+    argv = [a.format(**places) for a in argv]
+    expect = expect.format(**places)
+    rc, out, err = run(argv, capsys)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 2, f"exit {rc}; stdout {out[-500:]!r}; stderr {err[-500:]!r}"
+    assert len(lines) == 1, f"one line on stderr, got {len(lines)}:\n{err[-2000:]}"
+    assert lines[0].startswith("remedy") and ": error: " in lines[0], lines[0]
+    assert "Traceback" not in err and len(lines[0]) < 400, lines[0]
+    assert expect in lines[0], f"{expect!r} not in {lines[0]!r}"
+    assert "\\x" not in lines[0] and all(ch.isprintable() for ch in lines[0]), "raw bytes in the error line"
+
+
+def test_every_command_is_covered():
+    covered = {tuple(p.values[0][: len(path)]) for p in CASES for path in COMMANDS if p.values[0][: len(path)] == list(path)}
+    assert set(COMMANDS) <= covered
+    assert len(COMMANDS) >= 28, sorted(COMMANDS)
