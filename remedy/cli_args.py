@@ -58,3 +58,35 @@ def port_number(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"a port is 0..65535 (0 = any free port), got {value}")
     return value
+
+
+def http_url(text: str) -> str:
+    """An http(s) URL with a host: a typo here otherwise surfaces as a library's error much later."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(text.strip())
+        parts.port  # noqa: B018 — raises ValueError for a port that is not a number or out of range
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http(s) URL (e.g. http://127.0.0.1:8001)")
+    return text.strip()
+
+
+def writable_file(text: str) -> str:
+    """An output file that can be written: checked before the work, not after it ('-' is standard output)."""
+    import os
+    from pathlib import Path
+
+    if text == "-":
+        return text
+    path = Path(text)
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: is a directory")
+    if not parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: cannot write here: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise argparse.ArgumentTypeError(f"{text}: cannot write here: permission denied")
+    return text

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 from remedy.errors import RemedyError
+from remedy.textinput import printable, read_input_file
 
 PARSE_KINDS = ("dmesg", "dcgm", "alertmanager", "joblog")
 
@@ -32,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parse.add_argument("file", help="path, or - for standard input")
     parse.add_argument("--json", action="store_true", help="machine-readable output")
     parse.add_argument("--node", help="node name when the input does not carry one (dmesg without prefix, job logs)")
-    parse.add_argument("--year", type=int, help="year for syslog time stamps that omit it (dmesg)")
+    parse.add_argument("--year", type=_year, help="year for syslog time stamps that omit it (dmesg)")
     parse.add_argument(
         "--gpu-map", default="", help="PCI bus id → GPU index for dmesg, e.g. 0000:3b:00=3,0000:5e:00=4"
     )
@@ -60,16 +59,14 @@ def _xid_explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
-    p = Path(path)
-    if not p.is_file():
-        raise RemedyError(f"file not found: {path}")
+def _year(text: str) -> int:
     try:
-        return p.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise RemedyError(f"{path}: cannot read: {exc.strerror}") from None
+        year = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a year") from None
+    if not 1970 <= year <= 9999:
+        raise argparse.ArgumentTypeError(f"a year is 1970..9999, got {year}")
+    return year
 
 
 def _gpu_map(text: str) -> dict[str, int]:
@@ -87,13 +84,14 @@ def _signals_parse(args: argparse.Namespace) -> int:
     from remedy.detect.signals import classify
 
     thresholds = load_settings(getattr(args, "config", None)).signals
-    text = _read(args.file)
+    bus_to_gpu = _gpu_map(args.gpu_map)
+    text = read_input_file(args.file, args.kind)
     summary: dict[str, Any]
     try:
         if args.kind == "dmesg":
             from remedy.detect.kernel_log import parse_kernel_log
 
-            r = parse_kernel_log(text, node=args.node, bus_to_gpu=_gpu_map(args.gpu_map), year=args.year)
+            r = parse_kernel_log(text, node=args.node, bus_to_gpu=bus_to_gpu, year=args.year)
             signals, summary, bad = r.signals, r.summary(), r.unparsed
         elif args.kind == "dcgm":
             from remedy.detect.dcgm import parse_dcgm_metrics, signals_from_dcgm
@@ -128,5 +126,5 @@ def _signals_parse(args: argparse.Namespace) -> int:
         for key in ("unparsed_samples", "problems"):
             for item in summary.get(key, []):
                 where = f"line {item['line']}: {item['text']}" if isinstance(item, dict) else item
-                print(f"  unparsed: {where}")
+                print(f"  unparsed: {printable(str(where))}")
     return 1 if bad else 0
