@@ -9,6 +9,7 @@ imported when needed, so triage works for the paths whose flow exists; a missing
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import re
 from typing import Any
@@ -21,6 +22,7 @@ from remedy.domain.model import IncidentStatus, utcnow
 from remedy.domain.outcome import Outcome, outcome_of
 from remedy.domain.xid import RemediationPath
 from remedy.receiver.triage_policy import (
+    PATH_FLOWS,
     Decision,
     decide,
     explain_markdown,
@@ -29,7 +31,7 @@ from remedy.receiver.triage_policy import (
 )
 from remedy.settings.triage import triage_settings
 from tasks.states import final_state, run_subflow
-from tasks.triage import claim_incident, close_incident, read_incident, read_live_node
+from tasks.triage import choose_remediation, claim_incident, close_incident, read_incident, read_live_node
 
 # isolate_fault ends with a verdict, not an Outcome: "infrastructure" means the bad nodes are found and held
 ISOLATE_FIXED = {"isolated", "infrastructure"}
@@ -100,7 +102,25 @@ def triage(
         _explain(incident, decision, decision.plan)
         return result | {"status": decision.path.value}
 
-    # 5. Remediate: the path's flow as a subflow (visible under this run in the UI).
+    # 5. Choose by expected cost where the catalog allows an in-place fix: with a spare ready, replacing first
+    #    usually costs the job less, and the failed node is then fixed off the critical path (recover-node).
+    recover_after = False
+    if decision.path in (RemediationPath.RESET_GPU, RemediationPath.REBOOT) and incident.get("xid") is not None \
+            and settings.ladder.replace_first:
+        choice = choose_remediation(node, incident["xid"], incident_id)
+        result["choice"] = {k: choice[k] for k in ("option", "reason", "options", "spares_ready")}
+        create_markdown_artifact(key=f"{artifact_key(incident)}-options", markdown=choice["markdown"],
+                                 description="The options compared by expected job downtime, and the choice")
+        if choice["option"] == RemediationPath.REPLACE.value:
+            entrypoint, plan = PATH_FLOWS[RemediationPath.REPLACE]
+            decision = dataclasses.replace(
+                decision, path=RemediationPath.REPLACE, entrypoint=entrypoint,
+                plan=f"{plan}; then {decision.path.value} off the critical path, burn-in, back to the spares",
+                reason=f"{decision.reason}; replace first: {choice['reason']}")
+            result |= {"path": decision.path.value, "plan": decision.plan, "reason": decision.reason}
+            recover_after = True
+
+    # 6. Remediate: the path's flow as a subflow (visible under this run in the UI).
     _explain(incident, decision)
     from tasks.tags import tagged
 
@@ -123,6 +143,12 @@ def triage(
     else:
         final, detail = IncidentStatus.ESCALATED, f"{decision.path.value} ended {status or 'without a status'}: a human decides"
     closed = close_incident(incident_id, final.value, detail, only_if_acting=True)
+    # 7. Replaced first: fix the failed node in the background (the job already runs on the spare).
+    if recover_after and done in (Outcome.REPLACED, Outcome.REPLACED_JOB_NOT_FULL):
+        from flows.recover_node import recover_node
+
+        result["recovery"] = run_subflow(recover_node, node, xid=incident.get("xid"), gpu=incident.get("gpu"),
+                                         incident_id=incident_id, dry_run=dry_run)
     return final_state(result | {"status": status or "done", "incident_status": closed["status"], "outcome": outcome,
                                  "why": detail})
 

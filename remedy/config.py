@@ -53,7 +53,11 @@ class ClusterAccess(BaseModel):
     context: str | None = Field(None, description="kubeconfig context to use; default the current context.")
     jobs_namespace: str = Field("gpu-remedy", description="Namespace where health-check and fix Jobs run.")
     request_timeout_seconds: float = Field(10.0, gt=0, description="Per-request timeout against the API server.")
-    api_retries: int = Field(3, ge=0, le=10, description="Retries for connection errors and 5xx before giving up.")
+    api_retries: int = Field(
+        3, ge=0, le=10,
+        description="Retries of a Kubernetes API call that met a connection error or a busy answer (429, 502, 503, "
+        "504, or a 5xx with Retry-After; Retry-After is honoured) before giving up.",
+    )
     node_selector: str = Field(
         "nvidia.com/gpu.present=true",
         description="Label selector that picks the GPU nodes gpu-remedy manages.",
@@ -143,6 +147,10 @@ class WorkloadSettings(BaseModel):
     resume_timeout_seconds: float = Field(
         600.0, gt=0, description="How long to wait for the job to be back at full size after a promotion."
     )
+    reload_minutes: float = Field(
+        31.0, ge=0,
+        description="Minutes the job needs to load its checkpoint and train again after any restart (seed 002 "
+        "§4.2.3: median 31 min). Every option pays it; it is why a fix that may not hold costs more than a spare.")
     min_nodes: int | None = Field(
         None, ge=1,
         description="Elastic jobs (torchrun --nnodes=MIN:MAX): the fewest nodes the job may run with. None = not elastic.",

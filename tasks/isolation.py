@@ -125,7 +125,7 @@ def quarantine_pool(nodes: list[str], run_id: str, dry_run: bool, incident_id: i
     already = []
     for node in nodes:
         n = cluster.get_node(node)
-        if key in n.taints or n.unschedulable:
+        if n.has_taint(key) or n.unschedulable:
             already.append(node)  # someone else took it out: we leave it as we found it at the end
         act("taint_node", node, lambda node=node: asdict(cluster.set_taints(node, add=[Taint(key)])),
             incident_id=incident_id, dry_run=dry_run, key=f"isolate-{run_id}:quarantine:{node}")

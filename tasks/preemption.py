@@ -56,7 +56,7 @@ def _unusable(failed: str, incident_id: int | None) -> dict[str, str]:
             out[name] = "cordoned"
         elif state in NOT_FOR_THE_JOB:
             out[name] = f"in {state.value}"
-        elif settings.taints.quarantine in n.taints:
+        elif n.has_taint(settings.taints.quarantine):
             out[name] = "quarantined"
         elif model and n.gpu_model != model:
             out[name] = f"{n.gpu_model or 'unknown GPU'}, not {model}"

@@ -60,3 +60,26 @@ def close_incident(incident_id: int, status: str, detail: str, only_if_acting: b
     else:
         rec = led.set_incident_status(incident_id, IncidentStatus(status), detail=detail[:2000])
     return {"id": rec.id, "status": rec.status.value}
+
+
+@task(name="choose_remediation", task_run_name="choose-for-{node}", **READ)
+def choose_remediation(node: str, xid: int, incident_id: int) -> dict[str, Any]:
+    """Compare restart / reset / reboot / replace / escalate by expected job downtime (remedy.remediate.choice),
+    with the fleet's own recorded fix outcomes for this fault class and whether a validated spare is ready."""
+    from remedy.domain.model import NodeState
+    from remedy.domain.xid import lookup
+    from remedy.remediate.choice import ATTEMPT_OPTIONS, Durations, Situation, choose, odds_for
+
+    led = runtime.ledger()
+    resolution = lookup(xid).resolution
+    attempts = []
+    for kind in ATTEMPT_OPTIONS:
+        for a in led.actions(kind=kind):
+            if a.outcome.value not in ("succeeded", "failed") or a.dry_run or a.detail.get("xid") is None:
+                continue
+            attempts.append((kind, lookup(int(a.detail["xid"])).resolution, a.outcome.value == "succeeded"))
+    spares = [n for n in led.nodes(NodeState.SPARE) if n.name != node]
+    durations = Durations(reload=runtime.settings().workload.reload_minutes)
+    choice = choose(Situation(resolution=resolution, odds=odds_for(resolution, attempts), spare_ready=bool(spares),
+                              durations=durations))
+    return choice.to_dict() | {"markdown": choice.markdown(), "spares_ready": len(spares)}

@@ -41,6 +41,9 @@ class DrainReport:
     skipped: list[str] = field(default_factory=list)  # DaemonSet, mirror and finished pods, with why
     not_evicted: dict[str, str] = field(default_factory=dict)  # namespace/name -> reason
     blocked_retries: int = 0  # 429s from PodDisruptionBudgets
+    # pods the Eviction API refuses whatever the wait (covered by more than one PodDisruptionBudget), with why and
+    # the budgets' names: a person must act; also in not_evicted
+    refused: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     dry_run: bool = False
 

@@ -4,10 +4,12 @@ Same code against a real API server (kubeconfig / in-cluster) and the embedded s
 Design choices worth knowing:
 - Reads go through the client with `_preload_content=False` and are parsed as JSON dicts: deserialising 2,048
   V1Node models costs seconds, the JSON a few tens of milliseconds.
-- Node.spec.taints is an atomic list on the API server, so taints are merged by key here and written with a
-  resourceVersion precondition; a 409 means someone else wrote first: re-read and merge again.
+- Node.spec.taints is an atomic list on the API server, so taints are merged by (key, effect) here and written with
+  a resourceVersion precondition; a 409 means someone else wrote first: re-read and merge again.
 - Every mutation is idempotent ("already cordoned" is success, `changed=False`) and records a Kubernetes Event on
   the Node so `kubectl describe node` tells the story. In dry-run nothing is written, not even events.
+- Every call goes through one retry policy (remedy.adapters.apierrors): busy answers (429, 503, ...) and
+  connection errors are retried honouring Retry-After; every other answer raises an error named by its meaning.
 - gpu-remedy marks what it did in annotations (`remedy.io/cordoned-by` …); a node that carries the mark but is
   schedulable again was uncordoned by a person. `detect_drift` reports it and the flows never fight it.
 """
@@ -27,16 +29,21 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import jinja2
-import urllib3
 import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
-from kubernetes.client.exceptions import ApiException
+from tenacity import (
+    RetryCallState, Retrying, retry_if_exception_type, retry_if_result, stop_after_attempt, stop_after_delay,
+    wait_exponential, wait_random,
+)
 
+from remedy.adapters.apierrors import ApiRetry, DisruptionRefused, MultipleBudgets
 from remedy.adapters.cluster import Change, DrainReport, Drift, JobResult, NodeJobSpec, Taint
 from remedy.config import ClusterMode, RemedySettings
 from remedy.domain.model import Node, NodeState, Topology
-from remedy.errors import ClusterUnreachable, Conflict, NodeNotFound, RemedyError
+from remedy.errors import (
+    AlreadyExists, ClusterUnreachable, Conflict, NodeNotFound, ObjectNotFound, RemedyError,
+)
 from remedy.spares.preemption import Workload
 
 log = logging.getLogger(__name__)
@@ -63,7 +70,7 @@ def _api_configuration(settings: RemedySettings) -> k8s.Configuration:
         k8s_config.load_kube_config(config_file=access.kubeconfig, context=access.context, client_configuration=cfg)
     else:
         k8s_config.load_incluster_config(client_configuration=cfg)
-    cfg.retries = False  # retries are ours (`_call`), with a clear error at the end
+    cfg.retries = False  # retries are ours (`ApiRetry`: Retry-After honoured, a clear error at the end)
     cfg.connection_pool_maxsize = 64  # burn-in polls one Job per node from many threads at once
     return cfg
 
@@ -79,7 +86,9 @@ class KubernetesCluster:
         self.api = k8s.ApiClient(self._cfg)
         self.core = k8s.CoreV1Api(self.api)
         self.batch = k8s.BatchV1Api(self.api)
+        self.policy = k8s.PolicyV1Api(self.api)
         self._timeout = settings.cluster.request_timeout_seconds
+        self._retry = ApiRetry(settings.cluster.api_retries + 1)
         self._templates = jinja2.Environment(
             loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined, autoescape=False
         )
@@ -95,24 +104,11 @@ class KubernetesCluster:
 
     # ------------------------------------------------------------------ plumbing
     def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Call the API; retry connection errors and 5xx with backoff, then fail with one clear line."""
+        """Call the API through the one retry policy (remedy.adapters.apierrors): busy answers and connection
+        errors are retried, honouring Retry-After; the rest raise an error named by its meaning (ObjectNotFound,
+        Conflict, Rejected, Forbidden, ...) that says what we tried, in one line."""
         kwargs.setdefault("_request_timeout", self._timeout)
-        attempts = self.settings.cluster.api_retries + 1
-        last = ""
-        for attempt in range(attempts):
-            try:
-                return fn(*args, **kwargs)
-            except ApiException as exc:
-                if exc.status and exc.status < 500:
-                    raise
-                last = f"HTTP {exc.status}: {_status_message(exc)}"
-            except (urllib3.exceptions.HTTPError, OSError) as exc:
-                last = _connection_reason(exc)
-            if attempt + 1 < attempts:
-                time.sleep(min(0.2 * 2**attempt, 2.0))
-        raise ClusterUnreachable(
-            f"Kubernetes API at {self._cfg.host} failed to {what} after {attempts} attempts: {last}"
-        )
+        return self._retry.call(what, self._cfg.host, fn, *args, **kwargs)
 
     def _json(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict:
         resp = self._call(what, fn, *args, _preload_content=False, **kwargs)
@@ -121,23 +117,16 @@ class KubernetesCluster:
     def _node_json(self, name: str) -> dict:
         try:
             return self._json(f"read node {name}", self.core.read_node, name)
-        except ApiException as exc:
-            if exc.status == 404:
-                raise NodeNotFound(name) from None
-            raise
+        except ObjectNotFound:
+            raise NodeNotFound(name) from None
 
     def _patch_node(self, name: str, body: dict, what: str) -> dict:
         try:
-            resp = self._call(what, self.core.patch_node, name, body, _content_type=SMP, _preload_content=False)
+            resp = self._call(f"{what} on {name}", self.core.patch_node, name, body, _content_type=SMP,
+                              _preload_content=False)
             return json.loads(resp.data)
-        except ApiException as exc:
-            if exc.status == 404:
-                raise NodeNotFound(name) from None
-            if exc.status == 409:
-                raise Conflict(f"{name}: {what}: node changed underneath us ({_status_message(exc)})") from None
-            if exc.status == 422:
-                raise RemedyError(f"{name}: {what} rejected by the API server: {_status_message(exc)}") from None
-            raise
+        except ObjectNotFound:
+            raise NodeNotFound(name) from None
 
     # ------------------------------------------------------------------ reads
     def list_gpu_nodes(self) -> list[Node]:
@@ -173,9 +162,8 @@ class KubernetesCluster:
         for name in names:
             try:
                 self._call(f"delete pod {namespace}/{name}", self.core.delete_namespaced_pod, name, namespace)
-            except ApiException as exc:
-                if exc.status != 404:  # already gone: the goal is reached
-                    raise
+            except ObjectNotFound:  # already gone: the goal is reached
+                pass
         self.record_event(node, reason="RemedyRestartApp",
                           message=f"Restarted {len(names)} pod(s) in {namespace}; the node stays in service")
         return names
@@ -213,9 +201,10 @@ class KubernetesCluster:
         if node.unschedulable:
             problems.append("cordoned")
         tolerated = set(self.settings.taints.tolerated)  # provider GPU taints: GPU pods tolerate them
-        blocking = [k for k, e in node.taints.items() if e in ("NoSchedule", "NoExecute") and k not in tolerated]
+        blocking = sorted({f"{k}:{e}" for k, e in node.taints
+                           if e in ("NoSchedule", "NoExecute") and k not in tolerated})
         if blocking:
-            problems.append("tainted " + ", ".join(sorted(blocking)))
+            problems.append("tainted " + ", ".join(blocking))
         if node.gpu_count and node.allocatable_gpus < node.gpu_count:
             problems.append(f"only {node.allocatable_gpus}/{node.gpu_count} GPUs allocatable")
         return (not problems, "; ".join(problems) or "Ready, schedulable, all GPUs allocatable")
@@ -246,7 +235,7 @@ class KubernetesCluster:
             provider_id=spec.get("providerID", ""),
             ready=conditions.get("Ready") == "True",
             unschedulable=bool(spec.get("unschedulable")),
-            taints={t["key"]: t.get("effect", "") for t in spec.get("taints") or []},
+            taints={(t["key"], t.get("effect", "")): t.get("value") or "" for t in spec.get("taints") or []},
             labels=labels,
             annotations=meta.get("annotations") or {},
             allocatable_gpus=int((status.get("allocatable") or {}).get("nvidia.com/gpu", 0) or 0),
@@ -291,27 +280,35 @@ class KubernetesCluster:
         return Change(name, "uncordon", changed=True, detail=reason)
 
     def set_taints(self, name: str, *, add: list[Taint] | None = None, remove: list[str] | None = None) -> Change:
-        """Merge taints by key (add replaces a same-key taint; remove by key), with a resourceVersion precondition."""
+        """Merge taints as `kubectl taint` does: a taint is its (key, effect), so add replaces the same key and effect
+        (its value) and keeps the key's other effects; remove drops every effect of a key. Written with a
+        resourceVersion precondition."""
         add, remove = list(add or []), set(remove or [])
-        for attempt in range(5):
+        replaced = {(a.key, a.effect) for a in add}
+        summary = _taint_summary(add, remove)
+
+        def once() -> Change:
             obj = self._node_json(name)
             current = list((obj.get("spec") or {}).get("taints") or [])
-            wanted = [t for t in current if t.get("key") not in remove and t.get("key") not in {a.key for a in add}]
+            wanted = [t for t in current
+                      if t.get("key") not in remove and (t.get("key"), t.get("effect")) not in replaced]
             wanted += [a.to_k8s() for a in add]
             if _taint_set(wanted) == _taint_set(current):
                 return Change(name, "taint", changed=False, dry_run=self.dry_run, detail="taints already as wanted")
-            summary = _taint_summary(add, remove)
             if self.dry_run:
                 return Change(name, "taint", changed=True, dry_run=True, detail=f"would set taints: {summary}")
             body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": {"taints": wanted}}
-            try:
-                self._patch_node(name, body, "set taints")
-            except Conflict:
-                log.info("%s: taints changed concurrently, re-reading (attempt %d)", name, attempt + 1)
-                continue
-            self.record_event(name, reason="RemedyTaint", message=f"Taints changed by {self.actor}: {summary}")
+            self._patch_node(name, body, "set taints")
             return Change(name, "taint", changed=True, detail=summary)
-        raise Conflict(f"{name}: taints kept changing underneath us; gave up after 5 attempts")
+
+        try:
+            change = _on_conflict(f"{name}: taints changed concurrently, re-reading")(once)
+        except Conflict:
+            raise Conflict(f"{name}: taints kept changing underneath us; gave up after "
+                           f"{CONFLICT_ATTEMPTS} attempts") from None
+        if change.changed and not change.dry_run:
+            self.record_event(name, reason="RemedyTaint", message=f"Taints changed by {self.actor}: {summary}")
+        return change
 
     def set_labels(self, name: str, labels: dict[str, str | None]) -> Change:
         node = self.get_node(name)
@@ -353,9 +350,12 @@ class KubernetesCluster:
             report.evicted = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in to_evict]
             return report
         keys = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in to_evict]
-        report.evicted, report.not_evicted, report.blocked_retries = self._evict(
+        report.evicted, report.not_evicted, report.blocked_retries, report.refused = self._evict(
             keys, grace_period_seconds, start, deadline_seconds)
         self._wait_pods_gone(name, report, start, deadline_seconds, grace_period_seconds)
+        for key, why in report.refused.items():  # no wait helps these: say so where on-call looks
+            self.record_event(name, reason="RemedyEvictionRefused", type="Warning",
+                              message=f"Cannot evict {key}: {why}")
         report.seconds = time.monotonic() - start
         self.record_event(
             name,
@@ -366,16 +366,20 @@ class KubernetesCluster:
         )
         return report
 
-    def _evict(self, keys: list[str], grace_period_seconds: int, start: float,
-               deadline_seconds: float) -> tuple[list[str], dict[str, str], int]:
-        """Evict "namespace/name" pods through the Eviction API; a PodDisruptionBudget's 429 is retried with backoff
-        until the deadline, then reported. Returns (evicted, not evicted with why, 429s seen)."""
+    def _evict(self, keys: list[str], grace_period_seconds: int, start: float, deadline_seconds: float
+               ) -> tuple[list[str], dict[str, str], int, dict[str, str]]:
+        """Evict "namespace/name" pods through the Eviction API. A PodDisruptionBudget's 429 is retried with back-off
+        (`drain.pdb_backoff_seconds`, doubling to 30 s) until the deadline, then reported; a pod under more than one
+        budget is refused by the API on every attempt, so it is reported at once with the budgets' names, never
+        retried. Returns (evicted, not evicted with why, 429s seen, refused with why)."""
         evicted: list[str] = []
         not_evicted: dict[str, str] = {}
+        refused: dict[str, str] = {}
         blocked = 0
-        backoff = self.settings.drain.pdb_backoff_seconds
         pending = list(keys)
-        while pending:
+
+        def one_round() -> list[str]:
+            nonlocal blocked
             for key in list(pending):
                 ns, pod_name = key.split("/", 1)
                 body = k8s.V1Eviction(
@@ -385,24 +389,50 @@ class KubernetesCluster:
                 try:
                     self._call(f"evict {key}", self.core.create_namespaced_pod_eviction, pod_name, ns, body)
                     evicted.append(key)
-                    pending.remove(key)
-                except ApiException as exc:
-                    if exc.status == 404:  # already gone: the goal is reached
-                        evicted.append(key)
-                        pending.remove(key)
-                    elif exc.status == 429:
-                        blocked += 1
-                        not_evicted[key] = _status_message(exc)
-                    else:
-                        not_evicted[key] = f"HTTP {exc.status}: {_status_message(exc)}"
-                        pending.remove(key)
-            if not pending or time.monotonic() - start >= deadline_seconds:
-                break
-            time.sleep(min(backoff, max(0.0, deadline_seconds - (time.monotonic() - start))))
-            backoff = min(backoff * 2, 30.0)
+                except ObjectNotFound:  # already gone: the goal is reached
+                    evicted.append(key)
+                except DisruptionRefused as exc:  # the budget may allow it later: keep it pending
+                    blocked += 1
+                    not_evicted[key] = str(exc)
+                    continue
+                except MultipleBudgets:
+                    refused[key] = not_evicted[key] = self._multiple_budgets(ns, pod_name)
+                except ClusterUnreachable:
+                    raise
+                except RemedyError as exc:
+                    not_evicted[key] = str(exc)
+                pending.remove(key)
+            return pending
+
+        backoff = wait_exponential(multiplier=self.settings.drain.pdb_backoff_seconds, max=30.0)
+
+        def until_deadline(state: RetryCallState) -> float:
+            return min(backoff(state), max(0.0, deadline_seconds - (time.monotonic() - start)))
+
+        # rounds over the pods still pending, until none is or the deadline has passed
+        remaining = max(0.0, deadline_seconds - (time.monotonic() - start))
+        Retrying(retry=retry_if_result(bool), stop=stop_after_delay(remaining), wait=until_deadline,
+                 retry_error_callback=lambda state: state.outcome.result())(one_round)
         for key in evicted:
             not_evicted.pop(key, None)
-        return evicted, not_evicted, blocked
+        return evicted, not_evicted, blocked, refused
+
+    def _multiple_budgets(self, namespace: str, pod: str) -> str:
+        """Why the Eviction API refuses `pod`, naming the budgets (the API's 500 does not: it says only "more than
+        one PodDisruptionBudget"). Best effort: a failed look-up still gives the API's words."""
+        names: list[str] = []
+        try:
+            labels = (self._json(f"read pod {namespace}/{pod}", self.core.read_namespaced_pod, pod, namespace)
+                      .get("metadata") or {}).get("labels") or {}
+            budgets = self._json(f"list PodDisruptionBudgets in {namespace}",
+                                 self.policy.list_namespaced_pod_disruption_budget, namespace).get("items", [])
+            names = sorted(b["metadata"]["name"] for b in budgets if _selects((b.get("spec") or {}).get("selector"),
+                                                                              labels))
+        except RemedyError as exc:
+            log.warning("could not name the budgets covering %s/%s: %s", namespace, pod, exc)
+        which = f" ({', '.join(names)})" if names else ""
+        return (f"covered by more than one PodDisruptionBudget{which}: the Eviction API refuses such a pod every "
+                "time; a person must merge the budgets or delete the pod")
 
     def _wait_pods_gone(self, name: str, report: DrainReport, start: float, deadline: float, grace: int) -> None:
         """Evicted pods terminate within their grace period; wait for that (bounded by grace + deadline)."""
@@ -472,14 +502,13 @@ class KubernetesCluster:
             try:
                 self._call(f"suspend job {name}", self.batch.patch_namespaced_job, short, ns, body,
                            _content_type=SMP, _preload_content=False)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise RemedyError(f"cannot suspend job {name}: {_status_message(exc)}") from None
+            except ObjectNotFound:  # deleted meanwhile: its pods go with it
+                pass
             out["detail"] = f"suspended job {name}; the Job controller deletes its {len(keys)} pod(s)"
         else:
-            evicted, not_evicted, blocked = self._evict(keys, grace_period_seconds, start,
-                                                        self.settings.drain.eviction_deadline_seconds)
-            out |= {"not_evicted": not_evicted, "blocked_retries": blocked}
+            evicted, not_evicted, blocked, refused = self._evict(keys, grace_period_seconds, start,
+                                                                 self.settings.drain.eviction_deadline_seconds)
+            out |= {"not_evicted": not_evicted, "blocked_retries": blocked, "refused": refused}
             out["detail"] = f"evicted {len(evicted)}/{len(keys)} pod(s) of {name}" + (
                 f" (owned by {kind}: it may recreate them)" if kind else "")
         stuck = {_node_of(pods, k) for k in out["not_evicted"]}
@@ -528,10 +557,8 @@ class KubernetesCluster:
         try:
             self._call(f"create job {ns}/{name}", self.batch.create_namespaced_job, ns, manifest)
             return True
-        except ApiException as exc:
-            if exc.status == 409:
-                return False
-            raise RemedyError(f"cannot create job {ns}/{name}: HTTP {exc.status}: {_status_message(exc)}") from None
+        except AlreadyExists:
+            return False
 
     def job_status(self, job: str) -> dict:
         """The Job's status block (succeeded, failed, active, conditions) in the jobs namespace."""
@@ -556,8 +583,10 @@ class KubernetesCluster:
             try:
                 resp = self._call(f"read log of {name}", self.core.read_namespaced_pod_log, name, ns, _preload_content=False)
                 parts.append(resp.data.decode(errors="replace"))
-            except ApiException as exc:
-                parts.append(f"[log of {name} unavailable: {_status_message(exc)}]\n")
+            except ClusterUnreachable:
+                raise
+            except RemedyError as exc:
+                parts.append(f"[log of {name} unavailable: {exc}]\n")
         return "".join(parts)
 
     def stream_pod_log(self, pod: str, *, namespace: str | None = None, timeout: float = 600) -> Iterator[str]:
@@ -574,9 +603,8 @@ class KubernetesCluster:
                 f"delete job {job}", self.batch.delete_namespaced_job, job, ns,
                 body=k8s.V1DeleteOptions(propagation_policy="Background"),
             )
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+        except ObjectNotFound:
+            pass
 
     # ------------------------------------------------------------------ events
     def record_event(self, node: str, *, reason: str, message: str, type: str = "Normal") -> None:
@@ -606,14 +634,12 @@ class KubernetesCluster:
         try:
             try:
                 self._call(f"record event on {node}", self.core.create_namespaced_event, EVENT_NAMESPACE, event)
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise
+            except AlreadyExists:
                 seen = self._json(f"read event {name}", self.core.read_namespaced_event, name, EVENT_NAMESPACE)
                 self._call(f"update event on {node}", self.core.patch_namespaced_event, name, EVENT_NAMESPACE,
                            {"count": int(seen.get("count") or 1) + 1,
                             "lastTimestamp": now.strftime("%Y-%m-%dT%H:%M:%SZ")})
-        except (ApiException, ClusterUnreachable) as exc:
+        except RemedyError as exc:
             log.warning("could not record event %s on %s: %s", reason, node, exc)
 
     def node_events(self, node: str) -> list[dict]:
@@ -723,19 +749,32 @@ def _taint_summary(add: list[Taint], remove: set[str]) -> str:
     return " ".join(parts)
 
 
-def _status_message(exc: ApiException) -> str:
-    try:
-        body = json.loads(exc.body or "{}")
-        return body.get("message") or exc.reason or str(exc.status)
-    except (ValueError, TypeError):
-        return (exc.reason or str(exc.status)).strip()
+def _selects(selector: dict | None, labels: dict[str, str]) -> bool:
+    """Does a PodDisruptionBudget's selector select these labels? policy/v1: a missing selector selects nothing,
+    an empty one ({}) every pod of the namespace."""
+    if selector is None:
+        return False
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), set(expr.get("values") or [])
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
 
 
-def _connection_reason(exc: BaseException) -> str:
-    reason = getattr(exc, "reason", None) or exc
-    text = str(reason)
-    if "Connection refused" in text or isinstance(reason, ConnectionRefusedError):
-        return "connection refused (is the API server running?)"
-    if "timed out" in text.lower():
-        return "timed out"
-    return text.splitlines()[0][:200]
+CONFLICT_ATTEMPTS = 5
+
+
+def _on_conflict(note: str) -> Retrying:
+    """Re-run a read-merge-write whose resourceVersion precondition lost a race (409), a few times, with a little
+    jitter so two writers do not collide again in lockstep."""
+    return Retrying(retry=retry_if_exception_type(Conflict), stop=stop_after_attempt(CONFLICT_ATTEMPTS),
+                    wait=wait_random(0, 0.05), reraise=True,
+                    before_sleep=lambda state: log.info("%s (attempt %d)", note, state.attempt_number))

@@ -78,6 +78,9 @@ class Topology:
         return out
 
 
+_EFFECT_STRENGTH = {"PreferNoSchedule": 0, "NoSchedule": 1, "NoExecute": 2}
+
+
 @dataclass
 class Node:
     """A GPU node as gpu-remedy sees it (live view from the cluster + lifecycle state)."""
@@ -91,7 +94,9 @@ class Node:
     provider_id: str = ""
     ready: bool = True
     unschedulable: bool = False
-    taints: dict[str, str] = field(default_factory=dict)  # key -> effect
+    # (key, effect) -> value: one key may carry several effects (`k:NoSchedule` and `k:NoExecute` are two taints on
+    # the API server), so keying by key alone would lose one
+    taints: dict[tuple[str, str], str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     allocatable_gpus: int = 0
@@ -100,8 +105,17 @@ class Node:
     @property
     def schedulable(self) -> bool:
         return self.ready and not self.unschedulable and not any(
-            effect in ("NoSchedule", "NoExecute") for effect in self.taints.values()
+            effect in ("NoSchedule", "NoExecute") for _, effect in self.taints
         )
+
+    def has_taint(self, key: str, effect: str | None = None) -> bool:
+        return any(k == key and (effect is None or e == effect) for k, e in self.taints)
+
+    def taint_effect(self, key: str) -> str | None:
+        """The effect of `key`'s taint, the strongest if it has several (NoExecute > NoSchedule > PreferNoSchedule);
+        None when the node does not carry `key`."""
+        effects = [e for k, e in self.taints if k == key]
+        return max(effects, key=lambda e: _EFFECT_STRENGTH.get(e, -1)) if effects else None
 
 
 class IncidentStatus(StrEnum):

@@ -32,6 +32,7 @@ class Outcome(StrEnum):
     IGNORED = "ignored"
     PLANNED = "planned"  # dry-run: every step planned and recorded, nothing changed
     DUPLICATE = "duplicate"  # another run or incident has this fault in hand
+    RETURNED_TO_SPARES = "returned-to-spares"  # repaired off the critical path and passed burn-in
     CLEARED = "cleared-before-acting"  # re-checked just before acting: the alert resolved, the probe sees nothing
     # a person must look
     HELD = "held"
@@ -40,6 +41,7 @@ class Outcome(StrEnum):
     SHRUNK = "shrunk"
     REPLACED_NOT_JOINED = "replaced-not-joined"
     PREEMPTED_NOT_JOINED = "preempted-not-joined"
+    SENT_TO_REPAIR = "sent-to-repair"  # the background repair did not clear it: a person looks at the hardware
     MONITOR_FAILURE = "monitor-failure"  # the monitor failed, not the GPU: node back in service, monitor needs a person
     # automation stood down on purpose
     STOPPED_BY_OPERATOR = "stopped-by-operator"
@@ -70,18 +72,20 @@ class Outcome(StrEnum):
 
 
 _FIXED = frozenset({Outcome.REPLACED, Outcome.REPLACED_JOB_NOT_FULL, Outcome.PREEMPTED, Outcome.FIXED,
-                    Outcome.RESTARTED, Outcome.PLANNED, Outcome.IGNORED, Outcome.DUPLICATE, Outcome.CLEARED})
+                    Outcome.RESTARTED, Outcome.PLANNED, Outcome.IGNORED, Outcome.DUPLICATE, Outcome.CLEARED,
+                    Outcome.RETURNED_TO_SPARES})
 _LOOK = {o: RunLook.DONE for o in _FIXED} | {
     o: RunLook.NEEDS_A_PERSON for o in (Outcome.HELD, Outcome.ESCALATED, Outcome.NO_SPARE, Outcome.SHRUNK,
                                         Outcome.REPLACED_NOT_JOINED, Outcome.PREEMPTED_NOT_JOINED,
-                                        Outcome.MONITOR_FAILURE)
+                                        Outcome.MONITOR_FAILURE, Outcome.SENT_TO_REPAIR)
 } | {Outcome.STOPPED_BY_OPERATOR: RunLook.STOOD_DOWN, Outcome.PROPOSED_NOT_EXECUTED: RunLook.STOOD_DOWN}
 _LABEL = {
     Outcome.HELD: "Held", Outcome.ESCALATED: "Escalated", Outcome.NO_SPARE: "No spare",
     Outcome.SHRUNK: "Job shrunk", Outcome.REPLACED_NOT_JOINED: "Spare did not join",
     Outcome.PREEMPTED_NOT_JOINED: "Freed node did not join", Outcome.STOPPED_BY_OPERATOR: "Stopped by operator",
     Outcome.PROPOSED_NOT_EXECUTED: "Proposed, not executed", Outcome.PLANNED: "Planned (dry-run)",
-    Outcome.CLEARED: "Cleared before acting", Outcome.MONITOR_FAILURE: "Monitor failure",
+    Outcome.CLEARED: "Cleared before acting", Outcome.RETURNED_TO_SPARES: "Returned to spares",
+    Outcome.SENT_TO_REPAIR: "Sent to repair", Outcome.MONITOR_FAILURE: "Monitor failure",
 }
 
 

@@ -96,6 +96,18 @@ def estimate_odds(prior: FixOdds, outcomes: Iterable[tuple[Option, bool]], prior
     return FixOdds(est[Option.RESTART], est[Option.RESET], est[Option.REBOOT], samples=n)
 
 
+# How a ladder attempt is recorded in the ledger (fix-in-place's `fix_<step>` actions) → the option it tried.
+ATTEMPT_OPTIONS = {"fix_restart-app": Option.RESTART, "fix_reset-gpu": Option.RESET, "fix_reboot": Option.REBOOT}
+
+
+def odds_for(resolution: Resolution, attempts: Iterable[tuple[str, Resolution, bool]]) -> FixOdds:
+    """The odds for a fault class: its prior, updated by the ledger's finished attempts `(action kind, the attempted
+    fault's resolution bucket, cleared?)` of the same class."""
+    outcomes = [(ATTEMPT_OPTIONS[kind], ok) for kind, res, ok in attempts
+                if res is resolution and kind in ATTEMPT_OPTIONS]
+    return estimate_odds(PRIORS.get(resolution, PRIORS[Resolution.UNKNOWN]), outcomes)
+
+
 @dataclass(frozen=True)
 class Durations:
     """Minutes each step keeps the job down. Defaults: seed 000's automated replacement (30 s detect, 30 s grace,

@@ -104,6 +104,12 @@ class LadderSettings(BaseModel):
     restart_app_timeout_minutes: float = Field(
         60.0, gt=0, description="Time for a restarted job to train again (seed 002 §4.2.3: checkpoint load median 31 min)."
     )
+    replace_first: bool = Field(
+        True,
+        description="When a fault could be fixed in place (reset, reboot) and a spare is ready, compare the options by "
+        "expected job downtime (remedy.remediate.choice) and, when replacing costs the job less, give it the spare "
+        "at once and fix the failed node off the critical path (recover-node: fix, burn-in, back to the spares).",
+    )
     reset_gpu_timeout_minutes: float = Field(10.0, gt=0, description="Drain, nvidia-smi -r and verify one GPU.")
     reboot_timeout_minutes: float = Field(30.0, gt=0, description="Drain, reboot, wait Ready and verify.")
     replace_timeout_minutes: float = Field(

@@ -63,6 +63,8 @@ def default(cluster: "Cluster", kind: str, obj: dict) -> None:
         spec.setdefault("backoffLimit", 6)
         spec.setdefault("completionMode", "NonIndexed")
         spec.setdefault("suspend", False)
+        # pkg/apis/batch/v1/defaults.go: only failed pods are replaced when a podFailurePolicy is given
+        spec.setdefault("podReplacementPolicy", "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed")
         uid_label = "batch.kubernetes.io/controller-uid"
         spec.setdefault("selector", {"matchLabels": {uid_label: "pending"}})
         obj["status"] = {}

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs
 
 from remedy.sim import admission, discovery, validation
 from remedy.sim.cluster import Cluster
-from remedy.sim.controller import delete_pod
+from remedy.sim.controller import BY_POD_GC, delete_pod
 from remedy.sim.disruption import evict
 from remedy.sim.logs import pod_log
 from remedy.sim.objects import random_suffix
@@ -36,6 +36,7 @@ class Reply:
     code: int
     body: bytes | Iterator[bytes]
     content_type: str = JSON
+    headers: dict[str, str] | None = None
 
 
 def ok(obj, code: int = 200) -> Reply:
@@ -371,9 +372,9 @@ def _delete(cluster: Cluster, res, ns: str, name: str, query, body: bytes, dry_r
                 else:
                     cluster.store.mutate("Pod", *key, lambda p: p["metadata"].pop("ownerReferences", None))
             cluster.job_targets.pop(uid, None)
-        elif res.kind == "Node":
+        elif res.kind == "Node":  # PodGC: the node's pods go at once, marked as disrupted
             for pod in cluster.index.on_node(name):
-                delete_pod(cluster, pod["metadata"]["namespace"], pod["metadata"]["name"], 0)
+                delete_pod(cluster, pod["metadata"]["namespace"], pod["metadata"]["name"], 0, disruption=BY_POD_GC)
         elif res.kind == "Namespace":
             for kind in cluster.store.kinds():
                 for obj in cluster.store.objects(kind, name):

@@ -20,6 +20,7 @@ from remedy.sim.health import NodeHealth
 from remedy.sim.index import ClusterIndex
 from remedy.sim.objects import WORKLOAD_ANNOTATION  # noqa: F401  (the Job controller imports it from here)
 from remedy.sim.store import ObjectStore, deep_copy
+from remedy.sim.throttle import Throttle
 
 TRAINING_NAMESPACE = "training"
 TRAINING_JOB = "llm-pretrain"
@@ -74,6 +75,13 @@ class Cluster:
         self.job_started: dict[str, float] = {}
         self.eligible_cache: dict[str, dict[str, tuple]] = {}  # Job uid -> node -> (rv, ready, why not)
         self.job_settled: dict[str, bool] = {}  # Job uid -> every pod it needs is placed
+        # Job failure counting (remedy.sim.jobs): pods already seen ending, failures not yet in status, FailJob
+        self.job_counted: dict[str, set[str]] = {}
+        self.job_new_failures: dict[str, int] = {}
+        self.job_fail_reason: dict[str, tuple[str, str]] = {}
+        # True: deleted pods count toward backoffLimit as on a real cluster; False: only pods that end Failed while
+        # present count (the simulator before issue 18, for tests that want the lenient controller)
+        self.count_deleted_pods = True
         self._pod_ips = itertools.count(1)
         self.booted = time.monotonic()
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
@@ -83,6 +91,7 @@ class Cluster:
         self._stopping = False
         self._reconciling = False
         self._again: set[str] | None = None
+        self.throttle: Throttle | None = None  # API throttling (429 + Retry-After under load); off by default
 
     # -- time --
     def scaled(self, seconds: float) -> float:
@@ -354,11 +363,13 @@ def build_cluster(
     training_job: bool = True,
     sessions: int = 0,
     gpu_taint: bool = False,
+    throttle: Throttle | None = None,
 ) -> Cluster:
     """A GPU cluster of `nodes` nodes in total (seed 002: 63 B200 nodes, 60 of them training), of which
     `spares` are warm spares, with its workloads; `sessions` of the training pool's nodes run one low-priority
     single-node interactive session each instead of the training job (parallelism = nodes - spares - sessions).
     `gpu_taint` puts the provider's nvidia.com/gpu=present:NoSchedule taint on every GPU node, as GKE does.
+    `throttle` turns on API throttling (remedy.sim.throttle): 429 with Retry-After beyond its rate.
     See remedy/sim/objects.py for the exact objects."""
     from remedy.sim.objects import populate
 
@@ -379,6 +390,7 @@ def build_cluster(
              nodes_per_rack=nodes_per_rack, prefix=prefix, training_job=training_job, sessions=sessions,
              gpu_taint=gpu_taint)
     cluster.reconcile()
+    cluster.throttle = throttle
     return cluster
 
 

@@ -32,6 +32,13 @@ def pod_key(pod: dict) -> tuple[str, str]:
     return pod["metadata"].get("namespace", ""), pod["metadata"]["name"]
 
 
+def controller_kind(obj: dict) -> str | None:
+    for ref in obj["metadata"].get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref.get("kind")
+    return None
+
+
 def controller_uid(obj: dict) -> str | None:
     for ref in obj["metadata"].get("ownerReferences") or []:
         if ref.get("controller"):
@@ -116,7 +123,7 @@ def reconcile(cluster: "Cluster", nodes: set[str] | None) -> None:
     nodes_changed, index.nodes_changed = index.nodes_changed, False
     for job in store.objects("Job"):
         uid = job["metadata"]["uid"]
-        dirty = uid in index.dirty_owners or uid in cluster.job_started
+        dirty = uid in index.dirty_owners or uid in cluster.job_started or uid in cluster.job_new_failures
         if dirty or (nodes_changed and not job_done(job)):
             sync_job(cluster, job, dirty)
     index.dirty_owners.clear()
@@ -188,11 +195,24 @@ def _mark_ready(pod: dict, ready: bool) -> None:
 
 
 # ---------------------------------------------------------------- deletion
-def delete_pod(cluster: "Cluster", namespace: str, name: str, grace: int | None = None) -> dict:
+# DisruptionTarget condition reasons and messages, as the components that set them word them (v1.36):
+# pkg/registry/core/pod/storage/eviction.go, pkg/controller/tainteviction/taint_eviction.go,
+# pkg/controller/podgc/gc_controller.go. A Job's podFailurePolicy can ignore failures that carry it.
+BY_EVICTION_API = ("EvictionByEvictionAPI", "Eviction API: evicting")
+BY_TAINT_MANAGER = ("DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint")
+BY_POD_GC = ("DeletionByPodGC", "PodGC: node no longer exists")
+
+
+def delete_pod(cluster: "Cluster", namespace: str, name: str, grace: int | None = None,
+               disruption: tuple[str, str] | None = None) -> dict:
     """Graceful pod deletion: set deletionTimestamp; the pod is gone after its (scaled) grace period.
-    Unbound or finished pods and grace 0 go at once. Returns the pod as the API returns it."""
+    Unbound or finished pods and grace 0 go at once. `disruption` (reason, message): first add the
+    DisruptionTarget condition, as the eviction subresource, the taint manager and PodGC do. Returns the pod as
+    the API returns it."""
     store = cluster.store
     pod = store.require("Pod", namespace, name)
+    if disruption is not None and not terminating(pod):
+        pod = store.mutate("Pod", namespace, name, lambda p: _disruption_target(p, *disruption))
     if grace is None:
         grace = int(pod.get("spec", {}).get("terminationGracePeriodSeconds", 30))
     if grace <= 0 or not pod.get("spec", {}).get("nodeName") or finished(pod):
@@ -211,8 +231,20 @@ def delete_pod(cluster: "Cluster", namespace: str, name: str, grace: int | None 
     return out
 
 
+def _disruption_target(pod: dict, reason: str, message: str) -> None:
+    conds = pod.setdefault("status", {}).setdefault("conditions", [])
+    conds[:] = [c for c in conds if c.get("type") != "DisruptionTarget"]
+    conds.append({"type": "DisruptionTarget", "status": "True", "reason": reason, "message": message,
+                  "lastProbeTime": None, "lastTransitionTime": now_iso()})
+
+
 def _remove_pod(cluster: "Cluster", namespace: str, name: str) -> None:
-    if cluster.store.get("Pod", namespace, name) is not None:
+    pod = cluster.store.get("Pod", namespace, name)
+    if pod is not None:
+        if controller_kind(pod) == "Job":  # the Job controller sees how it ended before the object goes
+            from remedy.sim.jobs import pod_gone
+
+            pod_gone(cluster, pod)
         cluster.store.remove("Pod", namespace, name)
     cluster.deletions.pop((namespace, name), None)
     cluster.runs.pop((namespace, name), None)
@@ -252,7 +284,7 @@ def _noexecute_evictions(cluster: "Cluster") -> None:
                     continue
                 wait = 0.0 if tol is None else cluster.scaled(max(0, int(tol["tolerationSeconds"])))
                 if now >= since + wait:
-                    delete_pod(cluster, *pod_key(pod))
+                    delete_pod(cluster, *pod_key(pod), disruption=BY_TAINT_MANAGER)
                     break
                 timer = (name, taint.get("key"), pod["metadata"]["uid"])
                 if timer not in cluster.eviction_timers:

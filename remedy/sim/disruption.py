@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from remedy.sim.controller import delete_pod, finished, pod_ready, terminating
+from remedy.sim.controller import BY_EVICTION_API, delete_pod, finished, pod_ready, terminating
 from remedy.sim.selectors import label_match
 from remedy.sim.store import ApiError, now_iso
 
@@ -87,8 +87,14 @@ def sync_budgets(cluster: "Cluster") -> None:
                              lambda p: p.__setitem__("status", status))
 
 
+MULTIPLE_BUDGETS = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+
+
 def evict(cluster: "Cluster", namespace: str, name: str, eviction: dict) -> dict:
-    """POST pods/<name>/eviction: delete the pod unless a matching budget forbids it (429)."""
+    """POST pods/<name>/eviction: delete the pod unless a matching budget forbids it (429). For a pod under more
+    than one budget EvictionREST.Create (pkg/registry/core/pod/storage/eviction.go) returns Status{Failure, code
+    500} with no reason; the request finisher turns a non-Success Status into an error (staging/src/k8s.io/
+    apiserver/pkg/endpoints/handlers/finisher/finisher.go), so the client gets HTTP 500 with exactly that body."""
     if not isinstance(eviction, dict):
         raise ApiError(400, "BadRequest", "eviction body must be a policy/v1 Eviction object")
     options = eviction.get("deleteOptions") or {}
@@ -108,11 +114,14 @@ def evict(cluster: "Cluster", namespace: str, name: str, eviction: dict) -> dict
                     if p.get("spec", {}).get("selector") is not None
                     and label_match(p["spec"]["selector"], labels)]
             if len(pdbs) > 1:
-                raise ApiError(500, "InternalError", "This pod has more than one PodDisruptionBudget, "
-                               "which the eviction subresource does not support.")
+                raise ApiError(500, None, MULTIPLE_BUDGETS)
             if pdbs:
                 numbers = budget_status(cluster, pdbs[0])
-                unhealthy_ok = not pod_ready(pod) and numbers["currentHealthy"] >= numbers["desiredHealthy"]
+                # an unready pod does not count as healthy: evicting it disrupts nothing if the budget is met
+                # (or the budget says AlwaysAllow)
+                always = (pdbs[0].get("spec") or {}).get("unhealthyPodEvictionPolicy") == "AlwaysAllow"
+                unhealthy_ok = not pod_ready(pod) and (always or (
+                    numbers["currentHealthy"] >= numbers["desiredHealthy"] and numbers["desiredHealthy"] > 0))
                 if numbers["disruptionsAllowed"] <= 0 and not unhealthy_ok:
                     pdb_name = pdbs[0]["metadata"]["name"]
                     raise ApiError(429, "TooManyRequests",
@@ -121,6 +130,6 @@ def evict(cluster: "Cluster", namespace: str, name: str, eviction: dict) -> dict
                                                 f"The disruption budget {pdb_name} needs "
                                                 f"{numbers['desiredHealthy']} healthy pods and has "
                                                 f"{numbers['currentHealthy']} currently"}]})
-        delete_pod(cluster, namespace, name, grace)
+        delete_pod(cluster, namespace, name, grace, disruption=BY_EVICTION_API)
         cluster.reconcile(set())
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}

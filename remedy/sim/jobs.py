@@ -1,5 +1,14 @@
 """The Job controller: pods for each Job, their runs, and the Job's status.
 
+Failed pods count toward `backoffLimit` as the real Job controller counts them (pkg/controller/job/
+job_controller.go v1.36, isPodFailed and trackJobStatusAndRemoveFinalizers; pod_failure_policy.go): a pod that
+ends Failed counts, and so does a pod deleted before it succeeded — evicted by a drain, deleted by a person, by the
+taint manager or PodGC — unless the Job has a podFailurePolicy, which then waits for the pod's terminal phase (the
+kubelet marks a deleted pod Failed) and applies its rules: `Ignore` on the DisruptionTarget condition (set by the
+eviction subresource, the taint manager, PodGC) keeps disruptions off the count. Pods the controller deletes
+itself (suspend, scale-down) never count. With a podFailurePolicy a replacement waits until the old pod has ended
+(podReplacementPolicy defaults to Failed).
+
 Two shapes of Job:
 - the training job (annotation `remedy.io/sim-workload: training`): a gang of `parallelism` pods, one
   per eligible node, that run until deleted; a missing pod is recreated on an eligible node or stays Pending;
@@ -16,9 +25,9 @@ from typing import TYPE_CHECKING
 
 from remedy.sim.cluster import CHECK_LABEL, WORKLOAD_ANNOTATION, PodRun
 from remedy.sim.controller import (
-    HOSTNAME, SIM_NODES, _bind, _candidates, _pending_status, add_default_tolerations, add_extended_resource_tolerations, create_generated, delete_pod,
-    finished,
-    new_job_pod, pod_key, terminating,
+    HOSTNAME, SIM_NODES, _bind, _candidates, _pending_status, add_default_tolerations,
+    add_extended_resource_tolerations, controller_uid, create_generated, delete_pod, finished, new_job_pod, pod_key,
+    terminating,
 )
 from remedy.sim.runners import RunResult, get_runner, spread_times
 from remedy.sim.store import deep_copy, now_iso
@@ -38,13 +47,118 @@ def job_done(job: dict) -> bool:
                for c in (job.get("status") or {}).get("conditions") or [])
 
 
+# ---------------------------------------------------------------- failure counting
+def only_replace_failed(job: dict) -> bool:
+    """onlyReplaceFailedPods: podReplacementPolicy Failed, or any podFailurePolicy (which requires it)."""
+    spec = job["spec"]
+    return spec.get("podReplacementPolicy") == "Failed" or spec.get("podFailurePolicy") is not None
+
+
+def is_pod_failed(job: dict, pod: dict) -> bool:
+    """isPodFailed: Failed, or — unless only failed pods are replaced — deleted before it succeeded."""
+    phase = (pod.get("status") or {}).get("phase")
+    if phase == "Failed":
+        return True
+    if only_replace_failed(job):
+        return False
+    return terminating(pod) and phase != "Succeeded"
+
+
+def match_pod_failure_policy(job: dict, pod: dict) -> tuple[bool, str | None]:
+    """matchPodFailurePolicy: (count it toward backoffLimit, FailJob message) for a failed pod; the first matching
+    rule decides; no rule matching counts it."""
+    policy = job["spec"].get("podFailurePolicy")
+    if not policy:
+        return True, None
+    status = pod.get("status") or {}
+    for i, rule in enumerate(policy.get("rules") or []):
+        matched = None
+        if rule.get("onExitCodes") is not None:
+            req = rule["onExitCodes"]
+            values = set(req.get("values") or [])
+            for cs in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
+                code = ((cs.get("state") or {}).get("terminated") or {}).get("exitCode")
+                if code in (None, 0) or req.get("containerName") not in (None, cs.get("name")):
+                    continue
+                if (req.get("operator") == "In") == (code in values):
+                    matched = f"Container {cs.get('name')} for pod {pod_key(pod)[0]}/{pod_key(pod)[1]} failed with " \
+                              f"exit code {code} matching FailJob rule at index {i}"
+                    break
+        elif rule.get("onPodConditions") is not None:
+            for c in status.get("conditions") or []:
+                if any(c.get("type") == pat.get("type") and c.get("status") == pat.get("status", "True")
+                       for pat in rule["onPodConditions"]):
+                    matched = f"Pod {pod_key(pod)[0]}/{pod_key(pod)[1]} has condition {c.get('type')} matching " \
+                              f"FailJob rule at index {i}"
+                    break
+        if matched is None:
+            continue
+        action = rule.get("action")
+        if action == "Ignore":
+            return False, None
+        if action == "FailJob":
+            return True, matched
+        return True, None  # Count, FailIndex
+    return True, None
+
+
+def _count(cluster: "Cluster", job: dict, pod: dict) -> None:
+    """Count a failed pod once (the real controller's tracking finalizer makes it see each pod's end once)."""
+    uid, pod_uid = job["metadata"]["uid"], pod["metadata"].get("uid", pod["metadata"]["name"])
+    seen = cluster.job_counted.setdefault(uid, set())
+    if pod_uid in seen:
+        return
+    seen.add(pod_uid)
+    counts, fail_job = match_pod_failure_policy(job, pod)
+    if counts:
+        cluster.job_new_failures[uid] = cluster.job_new_failures.get(uid, 0) + 1
+    if fail_job:
+        cluster.job_fail_reason.setdefault(uid, ("PodFailurePolicy", fail_job))
+    cluster.index.dirty_owners.add(uid)
+
+
+def _forget(cluster: "Cluster", job: dict, pod: dict) -> None:
+    """The controller deletes this pod itself (suspend, scale-down, a finished Job): it removes the tracking
+    finalizer first, so the pod's end is never counted."""
+    cluster.job_counted.setdefault(job["metadata"]["uid"], set()).add(pod["metadata"].get("uid", ""))
+
+
+def pod_gone(cluster: "Cluster", pod: dict) -> None:
+    """A Job's pod is about to leave the store. On a real cluster its tracking finalizer holds it until the Job
+    controller has seen how it ended: Failed, for a pod deleted before it succeeded (the kubelet, or PodGC, marks
+    it so)."""
+    owner = controller_uid(pod)
+    job = next((j for j in cluster.store.objects("Job", pod["metadata"].get("namespace"))
+                if j["metadata"]["uid"] == owner), None)
+    if job is None or job_done(job) or (pod.get("status") or {}).get("phase") == "Succeeded":
+        return
+    if (pod.get("status") or {}).get("phase") != "Failed" and cluster.count_deleted_pods:
+        pod = deep_copy(pod)
+        pod["status"]["phase"] = "Failed"
+        for cs in pod["status"].get("containerStatuses") or []:
+            if "terminated" not in (cs.get("state") or {}):  # SIGTERM at the end of the grace period
+                cs["state"] = {"terminated": {"exitCode": 143, "reason": "Error"}}
+    if is_pod_failed(job, pod):
+        _count(cluster, job, pod)
+
+
+def _failed_so_far(cluster: "Cluster", job: dict) -> int:
+    return int((job.get("status") or {}).get("failed", 0)) + cluster.job_new_failures.get(job["metadata"]["uid"], 0)
+
+
+# ---------------------------------------------------------------- sync
 def sync_job(cluster: "Cluster", job: dict, dirty: bool = True) -> None:
     """dirty: the Job or its pods changed since the last pass (else only Node changes brought us here)."""
     uid = job["metadata"]["uid"]
     index = cluster.index
+    dirty = dirty or uid in cluster.job_new_failures
     if not dirty and cluster.job_settled.get(uid):
         return  # all its pods are placed: a Node change cannot give it anything to do
     index.dirty_owners.discard(uid)
+    if not job_done(job) and cluster.count_deleted_pods:
+        for pod in index.owned(uid):
+            if is_pod_failed(job, pod):
+                _count(cluster, job, pod)
     if job["spec"].get("suspend") and not job_done(job):
         cluster.job_settled[uid] = _suspend(cluster, job)
         dirty = True
@@ -64,6 +178,7 @@ def _suspend(cluster: "Cluster", job: dict) -> bool:
     Job controller's behaviour, and how Kueue preempts a Job. True: nothing left to do."""
     for pod in cluster.index.owned(job["metadata"]["uid"]):
         if not terminating(pod) and not finished(pod):
+            _forget(cluster, job, pod)
             delete_pod(cluster, *pod_key(pod))
     return True
 
@@ -80,11 +195,17 @@ def _sync_gang(cluster: "Cluster", job: dict) -> bool:
     uid = job["metadata"]["uid"]
     index = cluster.index
     stats = index.stats(uid)
-    missing = int(job["spec"].get("parallelism", 1)) - stats.live
+    if _failed_so_far(cluster, job) > int(job["spec"].get("backoffLimit", DEFAULT_BACKOFF_LIMIT)) \
+            or uid in cluster.job_fail_reason:
+        return True  # _update_status marks it Failed
+    # terminating pods are replaced at once, unless only failed pods are (then they still take a slot)
+    missing = int(job["spec"].get("parallelism", 1)) - stats.live - (stats.terminating if only_replace_failed(job)
+                                                                      else 0)
     if missing < 0:  # scaled down: remove the surplus, unplaced pods first (as the Job controller does)
         surplus = sorted((p for p in index.owned(uid) if not finished(p) and not terminating(p)),
                          key=lambda p: (bool(p["spec"].get("nodeName")), p["metadata"]["name"]))[:-missing]
         for p in surplus:
+            _forget(cluster, job, p)
             delete_pod(cluster, *pod_key(p))
         return True
     if missing == 0 and not stats.pending:
@@ -135,9 +256,8 @@ def _index(pod: dict) -> int:
 
 def _sync_finite(cluster: "Cluster", job: dict, pods: list[dict]) -> bool:
     targets = _targets(cluster, job, pods)
-    status = job.get("status") or {}
-    failed = max(int(status.get("failed", 0)), sum(1 for p in pods if p["status"].get("phase") == "Failed"))
-    if failed > int(job["spec"].get("backoffLimit", DEFAULT_BACKOFF_LIMIT)):
+    if _failed_so_far(cluster, job) > int(job["spec"].get("backoffLimit", DEFAULT_BACKOFF_LIMIT)) \
+            or job["metadata"]["uid"] in cluster.job_fail_reason:
         return True  # _update_status marks it Failed
     if _deadline_passed(cluster, job):
         return True
@@ -147,7 +267,8 @@ def _sync_finite(cluster: "Cluster", job: dict, pods: list[dict]) -> bool:
         if any(p["status"].get("phase") == "Succeeded" for p in mine):
             continue
         live = [p for p in mine if not terminating(p) and not finished(p)]
-        if not live:
+        ending = only_replace_failed(job) and any(terminating(p) and not finished(p) for p in mine)
+        if not live and not ending:
             pod = new_job_pod(job, index=index, node=node)
             settled &= _place_finite(cluster, job, pod, created=False)
         for pod in live:
@@ -257,29 +378,38 @@ def _suspended_condition(job: dict, status: dict) -> None:
 
 def _update_status(cluster: "Cluster", job: dict) -> None:
     old = job.get("status") or {}
-    stats = cluster.index.stats(job["metadata"]["uid"])
+    uid = job["metadata"]["uid"]
+    stats = cluster.index.stats(uid)
     status = dict(old)
     status["active"], status["ready"], status["terminating"] = stats.live, stats.ready, stats.terminating
     status["succeeded"] = max(int(old.get("succeeded", 0)), stats.succeeded)
-    status["failed"] = max(int(old.get("failed", 0)), stats.failed)
+    if cluster.count_deleted_pods:
+        status["failed"] = int(old.get("failed", 0)) + cluster.job_new_failures.pop(uid, 0)
+    else:  # the old simulator: only pods present and Failed count
+        status["failed"] = max(int(old.get("failed", 0)), stats.failed)
     status.setdefault("startTime", now_iso())
     _suspended_condition(job, status)
-    if not is_training(job) and not job_done(job) and not job["spec"].get("suspend"):
+    if not job_done(job) and not job["spec"].get("suspend"):
         conditions = list(status.get("conditions") or [])
-        targets = cluster.job_targets.get(job["metadata"]["uid"], [(0, None)])
+        targets = cluster.job_targets.get(uid, [(0, None)])
         reason = None
-        if status["failed"] > int(job["spec"].get("backoffLimit", DEFAULT_BACKOFF_LIMIT)):
+        if uid in cluster.job_fail_reason:
+            reason = cluster.job_fail_reason[uid]
+        elif status["failed"] > int(job["spec"].get("backoffLimit", DEFAULT_BACKOFF_LIMIT)):
             reason = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
-        elif _deadline_passed(cluster, job):
+        elif not is_training(job) and _deadline_passed(cluster, job):
             reason = ("DeadlineExceeded", "Job was active longer than specified deadline")
         if reason:
             ts = now_iso()
             conditions += [{"type": t, "status": "True", "reason": reason[0], "message": reason[1],
                             "lastProbeTime": ts, "lastTransitionTime": ts} for t in ("FailureTarget", "Failed")]
-            for p in cluster.index.owned(job["metadata"]["uid"]):
+            for p in cluster.index.owned(uid):
                 if not terminating(p) and not finished(p):
+                    _forget(cluster, job, p)
                     delete_pod(cluster, *pod_key(p))
             status["active"] = status["ready"] = 0
+        elif is_training(job):
+            pass  # runs until deleted
         elif status["succeeded"] >= len(targets) and not stats.live:
             ts = now_iso()
             conditions += [{"type": t, "status": "True", "reason": "CompletionsReached",

@@ -200,7 +200,9 @@ def system_pods(node: dict, index: int, ds_uid: str) -> list[dict]:
 
 
 def make_training_job(parallelism: int) -> dict:
-    """The gang-scheduled pretraining Job: one pod per active node, nodeSelector on the active pool."""
+    """The gang-scheduled pretraining Job: one pod per active node, nodeSelector on the active pool. It declares
+    what docs/operations.md asks of a training Job: a podFailurePolicy that ignores disruptions (drains,
+    NoExecute taints, PodGC), so the default backoffLimit (6) counts only real crashes."""
     return {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": "llm-pretrain", "namespace": "training", "labels": {"app": "llm-pretrain"},
@@ -208,12 +210,14 @@ def make_training_job(parallelism: int) -> dict:
         "spec": {
             "parallelism": parallelism,
             "completions": parallelism,
-            "backoffLimit": 1000,
             "completionMode": "NonIndexed",
+            "podFailurePolicy": {"rules": [
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+            ]},
             "template": {
                 "metadata": {"labels": {"app": "llm-pretrain"}},
                 "spec": {
-                    "restartPolicy": "OnFailure",
+                    "restartPolicy": "Never",  # a podFailurePolicy requires it
                     "priorityClassName": TRAINING_PRIORITY_CLASS[0],
                     "nodeSelector": {POOL_LABEL: LABELS.job_pool_value},
                     "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
@@ -339,5 +343,11 @@ def populate(cluster: "Cluster", *, nodes: int, spares: int, gpus_per_node: int,
         store.create("PriorityClass", priority_class(name, value, policy, description))
     for i in sorted(_pick(members, sessions, set(spare_idx))):
         store.create("Pod", make_session(f"{prefix}{i + 1:0{width}d}"))
-    if training_job:
-        store.create("Job", make_training_job(nodes - spares - sessions))
+    if training_job:  # as if created through the API: defaulted, its selector bound to its uid
+        from remedy.sim.admission import default, fix_job_selector
+
+        job = make_training_job(nodes - spares - sessions)
+        default(cluster, "Job", job)
+        job["metadata"]["uid"], job["metadata"]["generation"] = str(uuid.uuid4()), 1
+        fix_job_selector(job)
+        store.create("Job", job)

@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from remedy.errors import NodeNotFound, RemedyError
-from remedy.sim import api, faults, metrics
+from remedy.sim import api, faults, metrics, throttle
 from remedy.sim.cluster import Cluster, build_cluster
 
 log = logging.getLogger(__name__)
@@ -67,6 +67,9 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if parts.path == "/metrics" or parts.path.startswith("/sim/"):
                 reply = _sim_route(cluster, method, parts.path, parts.query, body)
+            elif (wait := _throttled(cluster, parts.path, parts.query)) is not None:
+                reply = api.Reply(429, throttle.MESSAGE, "text/plain; charset=utf-8",
+                                  {"Retry-After": str(wait), "X-Content-Type-Options": "nosniff"})
             else:
                 host = f"{self.server.server_address[0]}:{self.server.server_address[1]}"
                 reply = api.handle(cluster, method, parts.path, parts.query, headers, body, host)
@@ -81,6 +84,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response(reply.code)
             self.send_header("Content-Type", reply.content_type)
             self.send_header("Cache-Control", "no-cache, private")
+            for name, value in (reply.headers or {}).items():
+                self.send_header(name, value)
             if isinstance(reply.body, (bytes, bytearray)):
                 self.send_header("Content-Length", str(len(reply.body)))
                 self._headers_buffer.append(b"\r\n")  # headers and body in one write
@@ -96,6 +101,18 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+
+
+EXEMPT = ("/healthz", "/readyz", "/livez")  # APF's "probes" flow schema is exempt
+
+
+def _throttled(cluster: Cluster, path: str, query: str) -> int | None:
+    """Retry-After seconds if the throttle turns this API request away. Long-running requests (a followed log)
+    are not seated by APF, so never turned away."""
+    gate = cluster.throttle
+    if gate is None or path.rstrip("/") in EXEMPT or "follow=true" in query:
+        return None
+    return gate.admit()
 
 
 def _json(obj, code: int = 200) -> api.Reply:

@@ -79,7 +79,7 @@ def dumps(value) -> bytes:
 class ApiError(RemedyError):
     """An API failure that the HTTP layer turns into a real `Status` object."""
 
-    def __init__(self, code: int, reason: str, message: str, details: dict | None = None) -> None:
+    def __init__(self, code: int, reason: str | None, message: str, details: dict | None = None) -> None:
         super().__init__(message)
         self.code, self.reason, self.message, self.details = code, reason, message, details
 
@@ -90,7 +90,7 @@ class ApiError(RemedyError):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
+            **({"reason": self.reason} if self.reason else {}),  # a StatusReason is omitempty
             "code": self.code,
         }
         if self.details is not None:

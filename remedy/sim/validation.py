@@ -153,9 +153,39 @@ def _job(obj: dict, causes: list) -> None:
         return
     tspec = template["spec"]
     _containers(tspec, "spec.template.spec", causes)
-    if tspec.get("restartPolicy") not in ("OnFailure", "Never"):
+    restart = tspec.get("restartPolicy")
+    if restart in (None, "", "Always"):
         causes.append(("spec.template.spec.restartPolicy", "FieldValueRequired",
                        'Required value: valid values: "OnFailure", "Never"'))
+    elif restart not in ("OnFailure", "Never"):
+        causes.append(("spec.template.spec.restartPolicy", "FieldValueNotSupported",
+                       f'Unsupported value: "{restart}": supported values: "OnFailure", "Never"'))
+    elif spec.get("podFailurePolicy") is not None and restart != "Never":
+        causes.append(("spec.template.spec.restartPolicy", "FieldValueInvalid",
+                       f'Invalid value: "{restart}": only "Never" is supported when podFailurePolicy is specified'))
+    _pod_failure_policy(spec, causes)
+    replacement = spec.get("podReplacementPolicy")
+    if replacement is not None and spec.get("podFailurePolicy") is not None and replacement != "Failed":
+        causes.append(("spec.podReplacementPolicy", "FieldValueNotSupported",
+                       f'Unsupported value: "{replacement}": supported values: "Failed"'))
+
+
+def _pod_failure_policy(spec: dict, causes: list) -> None:
+    """pkg/apis/batch/validation/validation.go, validatePodFailurePolicyRule (the parts a Job here can get wrong)."""
+    policy = spec.get("podFailurePolicy")
+    if policy is None:
+        return
+    for i, rule in enumerate((policy or {}).get("rules") or []):
+        path = f"spec.podFailurePolicy.rules[{i}]"
+        if rule.get("action") not in ("Count", "FailIndex", "FailJob", "Ignore"):
+            causes.append((f"{path}.action", "FieldValueRequired" if not rule.get("action") else
+                           "FieldValueNotSupported", 'Required value: valid values: ["Count" "FailIndex" "FailJob" '
+                           '"Ignore"]' if not rule.get("action") else
+                           f'Unsupported value: "{rule.get("action")}": supported values: "Count", "FailIndex", '
+                           '"FailJob", "Ignore"'))
+        if (rule.get("onExitCodes") is None) == (rule.get("onPodConditions") is None):
+            causes.append((path, "FieldValueInvalid", "Invalid value: specifying one of OnExitCodes and "
+                           "OnPodConditions is required"))
 
 
 def _priority_class(obj: dict, causes: list) -> None:

@@ -28,7 +28,7 @@ def test_lists_gpu_nodes_with_topology(cluster):
     assert n.topology.rack and n.topology.switch and n.topology.pdu
     spares = [n for n in nodes if n.state and n.state.value == "spare"]
     assert len(spares) == 2
-    assert all("remedy.io/spare" in s.taints for s in spares)
+    assert all(s.has_taint("remedy.io/spare") for s in spares)
     assert len({s.topology.rack for s in spares}) == 2  # spread across racks
 
 
@@ -56,17 +56,35 @@ def test_the_same_note_twice_is_one_event_with_a_count(cluster):
     assert held == [("gpu005: held — cluster breaker open", 1), ("gpu005: held — rack rack-1 breaker open", 2)]
 
 
-def test_taints_merge_by_key(cluster):
+def test_taints_merge_by_key_and_effect(cluster):
     cluster.set_taints("gpu004", add=[Taint("team.example/owner", "NoSchedule", "ml")])
     cluster.set_taints("gpu004", add=[Taint("remedy.io/quarantine", "NoSchedule")])
-    # same key again with another effect replaces, never duplicates
+    # the same key and effect again replaces its value, never duplicates
+    assert cluster.set_taints("gpu004", add=[Taint("team.example/owner", "NoSchedule", "infra")]).changed
+    # the same key with another effect is another taint (as `kubectl taint` has it): both stay
     cluster.set_taints("gpu004", add=[Taint("remedy.io/quarantine", "NoExecute")])
-    taints = cluster.get_node("gpu004").taints
-    assert taints == {"team.example/owner": "NoSchedule", "remedy.io/quarantine": "NoExecute"}
-    change = cluster.set_taints("gpu004", remove=["remedy.io/quarantine"])
-    assert change.changed
-    assert cluster.get_node("gpu004").taints == {"team.example/owner": "NoSchedule"}
+    node = cluster.get_node("gpu004")
+    assert node.taints == {("team.example/owner", "NoSchedule"): "infra",
+                           ("remedy.io/quarantine", "NoSchedule"): "true",
+                           ("remedy.io/quarantine", "NoExecute"): "true"}
+    assert node.taint_effect("remedy.io/quarantine") == "NoExecute"  # the strongest of the key's effects
+    assert node.has_taint("remedy.io/quarantine", "NoSchedule") and not node.has_taint("remedy.io/spare")
+    # remove drops every effect of the key (`kubectl taint node gpu004 remedy.io/quarantine-`)
+    assert cluster.set_taints("gpu004", remove=["remedy.io/quarantine"]).changed
+    assert cluster.get_node("gpu004").taints == {("team.example/owner", "NoSchedule"): "infra"}
     assert not cluster.set_taints("gpu004", remove=["remedy.io/quarantine"]).changed
+
+
+def test_a_key_with_two_effects_blocks_joining_on_either(cluster):
+    """A provider's `nvidia.com/gpu:NoSchedule` is tolerated; the same key with NoExecute on top is a second taint
+    that the tolerated set covers too, but an operator key with two effects is reported once per effect."""
+    cluster.set_taints("gpu006", add=[Taint("nvidia.com/gpu", "NoSchedule", "present"),
+                                      Taint("nvidia.com/gpu", "NoExecute", "present")])
+    assert cluster.joined("gpu006") == (True, "Ready, schedulable, all GPUs allocatable")
+    cluster.set_taints("gpu006", add=[Taint("team.example/hold", "NoSchedule"),
+                                      Taint("team.example/hold", "NoExecute")])
+    ok, why = cluster.joined("gpu006")
+    assert not ok and why == "tainted team.example/hold:NoExecute, team.example/hold:NoSchedule"
 
 
 def test_concurrent_taint_writers_both_land(cluster):
@@ -83,7 +101,7 @@ def test_concurrent_taint_writers_both_land(cluster):
     [t.start() for t in threads]
     [t.join() for t in threads]
     assert not errors
-    assert {f"example.com/t{i}" for i in range(6)} <= set(cluster.get_node("gpu005").taints)
+    assert {f"example.com/t{i}" for i in range(6)} <= {k for k, _ in cluster.get_node("gpu005").taints}
 
 
 def test_labels_set_and_removed(cluster):
@@ -106,7 +124,7 @@ def test_dry_run_changes_nothing(sim):
         report = dry.drain("gpu007", grace_period_seconds=30, deadline_seconds=5)
         assert report.dry_run and report.evicted
         node = dry.get_node("gpu007")
-        assert not node.unschedulable and "remedy.io/quarantine" not in node.taints
+        assert not node.unschedulable and not node.has_taint("remedy.io/quarantine")
         assert dry.pods_on_node("gpu007")  # nothing evicted
         assert dry.node_events("gpu007") == []
 
@@ -220,3 +238,80 @@ def test_conflict_on_stale_resource_version(cluster):
         api.patch_node("gpu014", {"metadata": {"resourceVersion": node.resource_version, "labels": {"x": "2"}}},
                        _content_type="application/strategic-merge-patch+json")
     assert err.value.status == 409
+
+
+def test_a_pod_under_two_budgets_is_refused_at_once_with_their_names(cluster, sim):
+    """The Eviction API refuses a pod covered by two PodDisruptionBudgets on every attempt: the drain reports it as
+    such, naming both budgets, without retrying it to the deadline, and tells on-call on the node."""
+    from kubernetes import client as k8s
+
+    policy = k8s.PolicyV1Api(cluster.api)
+    for name, labels in (("train-a", {"app": "llm-pretrain"}), ("train-b", {"job-name": "llm-pretrain"})):
+        policy.create_namespaced_pod_disruption_budget("training", {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name},
+            "spec": {"maxUnavailable": 5, "selector": {"matchLabels": labels}}})
+    cluster.cordon("gpu011", reason="drain test", by="test")
+    start = time.monotonic()
+    report = cluster.drain("gpu011", grace_period_seconds=30, deadline_seconds=20)
+    assert time.monotonic() - start < 5  # not retried until the 20 s deadline
+    (key, why), = report.refused.items()
+    assert key.startswith("training/llm-pretrain-") and report.not_evicted == {key: why}
+    assert "more than one PodDisruptionBudget (train-a, train-b)" in why and "a person must" in why
+    assert report.blocked_retries == 0 and not report.complete
+    assert any(p["metadata"]["name"] == key.split("/")[1] for p in cluster.pods_on_node("gpu011"))  # still there
+    events = [e for e in cluster.node_events("gpu011") if e["reason"] == "RemedyEvictionRefused"]
+    assert len(events) == 1 and "train-a, train-b" in events[0]["message"] and events[0]["type"] == "Warning"
+
+
+def test_a_throttled_call_waits_what_the_server_asks_then_succeeds(sim):
+    """API Priority and Fairness turns requests away with 429 and Retry-After; the adapter waits that long and
+    tries again (the default back-off, 0.2 s, would be turned away a second time)."""
+    from remedy.sim.throttle import Throttle
+
+    with KubernetesCluster(settings_for(sim)) as c:  # api_retries=1: two attempts in all
+        sim.cluster.throttle = gate = Throttle(qps=0.5, burst=1)  # one request per 2 s
+        assert gate.admit() is None  # someone else took the only seat
+        start = time.monotonic()
+        node = c.get_node("gpu003")
+    assert node.name == "gpu003" and gate.rejected == 1
+    assert time.monotonic() - start >= 1.5  # Retry-After: 2, honoured
+
+
+def test_throttling_that_outlasts_the_retries_is_a_clear_error(sim):
+    from remedy.sim.throttle import Throttle
+
+    with KubernetesCluster(settings_for(sim, cluster={"api_retries": 0})) as c:
+        sim.cluster.throttle = Throttle(qps=0.01, burst=1)
+        sim.cluster.throttle.admit()
+        with pytest.raises(ClusterUnreachable, match=r"failed to read node gpu003 after 1 attempts: HTTP 429: "
+                                                     r"Too many requests, please try again later\."):
+            c.get_node("gpu003")
+
+
+def test_a_check_evicted_midway_is_run_again_not_failed(cluster, sim):
+    """gpu-remedy's Jobs carry a podFailurePolicy that ignores disruptions: a drain that evicts a check's pod (the
+    DisruptionTarget condition) does not fail the check (backoffLimit 0); the Job runs it again."""
+    from kubernetes import client as k8s
+
+    spec = NodeJobSpec(name="sleep-gpu012", node="gpu012", check="sleep", env=(("SECONDS", "60"),),
+                       timeout_seconds=120)
+    manifest = cluster.render_node_job(spec)
+    assert manifest["spec"]["podFailurePolicy"] == {"rules": [{"action": "Ignore", "onPodConditions": [
+        {"type": "DisruptionTarget", "status": "True"}]}]}
+    result: list = []
+    runner = threading.Thread(target=lambda: result.append(cluster.run_node_job(spec)))
+    runner.start()
+    core = k8s.CoreV1Api(cluster.api)
+    deadline = time.monotonic() + 10
+    while not (pods := [p for p in cluster.job_pods("sleep-gpu012") if p["status"].get("phase") == "Running"]):
+        assert time.monotonic() < deadline, "the check never started"
+        time.sleep(0.05)
+    first = pods[0]["metadata"]["name"]
+    core.create_namespaced_pod_eviction(first, "gpu-remedy", k8s.V1Eviction(
+        metadata=k8s.V1ObjectMeta(name=first, namespace="gpu-remedy")))
+    runner.join(timeout=30)
+    assert result and result[0].phase == "Succeeded", result
+    names = {p["metadata"]["name"] for p in cluster.job_pods("sleep-gpu012")}
+    assert first not in names and len(names) == 1  # a second pod ran the check
+    status = cluster.job_status("sleep-gpu012")
+    assert not status.get("failed") and status["succeeded"] == 1

@@ -65,7 +65,7 @@ def test_good_node_becomes_a_validated_spare(prefect_server, remedy_on_sim):
     assert v.passed and v.summary["purpose"] == "burn-in"
     node = live("gpu003")
     assert node.labels["remedy.io/pool"] == "spare"
-    assert node.taints.get("remedy.io/spare") == "NoSchedule" and "remedy.io/burn-in" not in node.taints
+    assert node.taint_effect("remedy.io/spare") == "NoSchedule" and not node.has_taint("remedy.io/burn-in")
     assert not node.unschedulable
     # The run's story: progress at 100 %, one row per node with each check's state.
     table = read_artifacts("burn-in-checks")
@@ -114,7 +114,7 @@ def test_planted_faults_fail_for_the_right_reason_and_go_to_repair(prefect_serve
         repair = [a for a in led.actions(node=node, kind="open_repair")]
         assert len(repair) == 1 and repair[0].detail["failed_checks"][0]["id"] == check_id
         n = live(node)
-        assert n.labels["remedy.io/pool"] == "repair" and "remedy.io/quarantine" in n.taints and n.unschedulable
+        assert n.labels["remedy.io/pool"] == "repair" and n.has_taint("remedy.io/quarantine") and n.unschedulable
         assert not led.get_node(node).validated_at
     posted = [c.body.get("text", "") for c in slack_stub.calls_to("chat.postMessage")]
     assert sorted(t.split(" ")[2] for t in posted) == sorted(n for n, *_ in FAULTS)
@@ -190,7 +190,7 @@ def test_active_and_unknown_nodes_are_refused_with_a_reason(prefect_server, reme
     assert "active" in out["nodes"]["gpu001"]["why"] and "quarantine" in out["nodes"]["gpu001"]["why"]
     assert "not found" in out["nodes"]["gpu999"]["why"]
     assert runtime.ledger().get_node("gpu001").state.value == "active"
-    assert "remedy.io/burn-in" not in live("gpu001").taints
+    assert not live("gpu001").has_taint("remedy.io/burn-in")
 
 
 @pytest.mark.parametrize("nodes, level, words", [

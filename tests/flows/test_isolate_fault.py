@@ -68,7 +68,7 @@ def live(nodes: list[str]) -> dict[str, tuple[bool, str | None]]:
     from remedy import runtime
 
     by_name = {n.name: n for n in runtime.cluster().list_gpu_nodes()}
-    return {n: (QUARANTINE in by_name[n].taints, by_name[n].labels.get(BATCH)) for n in nodes}
+    return {n: (by_name[n].has_taint(QUARANTINE), by_name[n].labels.get(BATCH)) for n in nodes}
 
 
 def assert_all_released(nodes: list[str]) -> None:
@@ -233,7 +233,7 @@ def test_error_mid_search_releases_every_node(prefect_server, pool):
     _, active, _ = pool(8, bad=(0,))
     template = job_template("smoke-test", {BATCH: "x"})
     del template["spec"]["template"]["spec"]["containers"][0]["image"]  # the API server answers 422
-    with pytest.raises(RemedyError, match=r"cannot create job [\w-]+/smoke-\w+: HTTP 422: .*image: Required"):
+    with pytest.raises(RemedyError, match=r"create job [\w-]+/smoke-\w+ rejected by the API server: .*image: Required"):
         isolate_fault(suspects=active, smoke_test=template)
     assert_all_released(active)
     taints = [a for a in runtime.ledger().actions(kind="taint_node") if a.outcome.value == "succeeded"]

@@ -64,7 +64,7 @@ def test_review_flags_planted_lemons_and_retires_within_budget(prefect_server, s
     assert all("retirement budget: 2 per 7 d, 0 used" in d["why"] for d in out["deferred"])
     for node in out["retired"]:
         assert runtime.ledger().get_node(node).state.value == "retired"
-        assert runtime.cluster().get_node(node).taints.get("remedy.io/retired") == "NoExecute"
+        assert runtime.cluster().get_node(node).taint_effect("remedy.io/retired") == "NoExecute"
     rmas = [r["rma"]["key"] for r in out["retirements"]]
     assert sorted(k.split("/")[1] for k in rmas) == sorted(out["retired"])
     # The evidence reached the report: the node's own incidents and the signals that fired.

@@ -23,7 +23,7 @@ def test_every_gpu_node_tainted_by_the_provider_still_gets_its_replacement(prefe
     from remedy.sim.faults import inject
 
     nodes = runtime.cluster().list_gpu_nodes()
-    assert nodes and all(n.taints.get("nvidia.com/gpu") == "NoSchedule" for n in nodes)
+    assert nodes and all(n.taint_effect("nvidia.com/gpu") == "NoSchedule" for n in nodes)
     prevalidate_spares()
     inject(remedy_on_sim.cluster, "xid", "gpu003", gpu=3, code=79)
     state, out = run_to_state(replace_node, node="gpu003", cause="XID 79", xid=79, gpu=3)
@@ -32,7 +32,7 @@ def test_every_gpu_node_tainted_by_the_provider_still_gets_its_replacement(prefe
     spare = out["replacement"]
     assert out["workload"]["on_node"] and out["workload"]["full"]  # the job's pod runs on the tainted spare
     # the provider's taint stays: gpu-remedy only removes its own
-    assert runtime.cluster().get_node(spare).taints.get("nvidia.com/gpu") == "NoSchedule"
+    assert runtime.cluster().get_node(spare).taint_effect("nvidia.com/gpu") == "NoSchedule"
 
 
 def test_a_node_job_tolerates_the_providers_gpu_taint(remedy_on_sim):

@@ -43,7 +43,7 @@ def _in_service(node: str) -> bool:
     from remedy import runtime
 
     live = runtime.cluster().get_node(node)
-    return not live.unschedulable and "remedy.io/quarantine" not in live.taints
+    return not live.unschedulable and not live.has_taint("remedy.io/quarantine")
 
 
 def test_a_fault_gone_before_acting_is_cleared_and_the_node_stays(prefect_server, remedy_on_sim):

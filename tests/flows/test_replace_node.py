@@ -62,10 +62,10 @@ def test_xid79_replaced_and_job_back_to_full_size(prefect_server, remedy_on_sim)
     assert spare in ("gpu008", "gpu016")
     assert runtime.cluster().workload_size("training", "llm-pretrain") == (14, 14)
     node = runtime.cluster().get_node("gpu003")
-    assert node.unschedulable and "remedy.io/quarantine" in node.taints
+    assert node.unschedulable and node.has_taint("remedy.io/quarantine")
     assert node.labels["remedy.io/pool"] == "repair"
     s = runtime.cluster().get_node(spare)
-    assert s.labels["remedy.io/pool"] == "active" and "remedy.io/spare" not in s.taints
+    assert s.labels["remedy.io/pool"] == "active" and not s.has_taint("remedy.io/spare")
     assert [row["step"] for row in out["timeline"]][:6] == [
         "detected", "cordoned", "drained", "spare ready", "job resumed", "to repair"]
     led = runtime.ledger()
@@ -252,9 +252,9 @@ def test_no_usable_spare_escalates_without_half_replacement(prefect_server, reme
     after = pools(remedy_on_sim)
     assert [n for n, p in after.items() if p == "spare"] == [n for n, p in before.items() if p == "spare"]
     spare_nodes = [n for n in runtime.cluster().list_gpu_nodes() if n.labels.get("remedy.io/pool") == "spare"]
-    assert all("remedy.io/spare" in n.taints for n in spare_nodes)
+    assert all(n.has_taint("remedy.io/spare") for n in spare_nodes)
     node = runtime.cluster().get_node("gpu011")
-    assert node.unschedulable and "remedy.io/quarantine" in node.taints  # the faulty node stays out
+    assert node.unschedulable and node.has_taint("remedy.io/quarantine")  # the faulty node stays out
     assert runtime.ledger().get_incident(out["incident_id"]).status.value == "escalated"
 
 

@@ -55,7 +55,7 @@ def test_approved_retirement_quarantines_for_good_and_archives_rma(prefect_serve
     assert out["status"] == "retired", out
     assert auto.answered and auto.answered[0]["decision"] == "approve"
     node = runtime.cluster().get_node(NODE)
-    assert node.taints.get("remedy.io/retired") == "NoExecute"
+    assert node.taint_effect("remedy.io/retired") == "NoExecute"
     assert node.unschedulable
     assert node.labels["remedy.io/pool"] == "retired"
     assert runtime.ledger().get_node(NODE).state.value == "retired"
@@ -90,7 +90,7 @@ def test_retired_node_never_returns_through_burn_in(prefect_server, on_sim):
     assert NODE not in out["spares"]
     assert "only an operator may bring it back" in out["nodes"][NODE]["why"]
     assert runtime.ledger().get_node(NODE).state is NodeState.RETIRED
-    assert "remedy.io/retired" in runtime.cluster().get_node(NODE).taints
+    assert runtime.cluster().get_node(NODE).has_taint("remedy.io/retired")
     led = runtime.ledger()
     with pytest.raises(IllegalTransition, match="only an operator"):
         led.transition(NODE, NodeState.BURN_IN, reason="automation", requested_by="flow")
@@ -135,7 +135,7 @@ def test_budget_is_never_exceeded(prefect_server, on_sim, monkeypatch):
     assert second["status"] == "deferred" and "retirement budget: 1 per 7 d, 1 used" in second["why"]
     assert [a.kind for a in runtime.ledger().approvals()] == ["retire"]  # nobody was asked about gpu004
     assert runtime.ledger().get_node("gpu004").state.value == "active"
-    assert "remedy.io/retired" not in runtime.cluster().get_node("gpu004").taints
+    assert not runtime.cluster().get_node("gpu004").has_taint("remedy.io/retired")
     again = retire_node(node=NODE, reason="lemon")
     assert again["status"] == "already-retired"
 
@@ -158,7 +158,7 @@ def test_dry_run_changes_nothing_and_writes_no_report(prefect_server, on_sim, aw
     assert out["status"] == "planned" and not out["retired"]
     assert out["rma"]["key"].startswith(f"rma/{NODE}/")
     node = runtime.cluster().get_node(NODE)
-    assert "remedy.io/retired" not in node.taints and not node.unschedulable
+    assert not node.has_taint("remedy.io/retired") and not node.unschedulable
     assert runtime.ledger().get_node(NODE).state.value == "active"
     assert s3_objects(aws_endpoint) == {}
     assert runtime.ledger().approvals() == []

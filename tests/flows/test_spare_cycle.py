@@ -93,7 +93,7 @@ def test_stale_spare_is_revalidated_and_a_fresh_one_is_not(prefect_server, remed
     # Out of the pool while checked (burn-in), back in after: the transitions say so.
     assert [t.to_state.value for t in led.transitions("gpu016")][-2:] == ["burn-in", "spare"]
     assert spares_in_pool() == ["gpu008", "gpu016"]
-    assert "remedy.io/spare" in runtime.cluster().get_node("gpu016").taints
+    assert runtime.cluster().get_node("gpu016").has_taint("remedy.io/spare")
     assert out["ready_spares"] == ["gpu008", "gpu016"]
 
 

@@ -221,19 +221,24 @@ def test_not_ready_node_taints_and_noexecute_eviction(sim, core, batch):
     assert {(t.key, t.effect) for t in node.spec.taints} == {("node.kubernetes.io/unreachable", "NoSchedule"),
                                                              ("node.kubernetes.io/unreachable", "NoExecute")}
     assert batch.read_namespaced_job("llm-pretrain", "training").status.ready == 13  # its pod is not ready
-    # pods tolerate unreachable for 300 s (DefaultTolerationSeconds), then are evicted; with the
-    # kubelet gone nothing confirms the kill, so the pod stays Terminating (and the Job makes a replacement)
+    # pods tolerate unreachable for 300 s (DefaultTolerationSeconds), then are evicted; with the kubelet gone
+    # nothing confirms the kill, so the pod stays Terminating — and the training Job, whose podFailurePolicy makes
+    # it replace only failed pods (podReplacementPolicy: Failed), waits for it to end before making a replacement
     [pod] = core.list_namespaced_pod("training", field_selector="spec.nodeName=gpu002").items
     wait_for(lambda: core.read_namespaced_pod(pod.metadata.name, "training").metadata.deletion_timestamp, timeout=8)
     time.sleep(0.3)  # well past its 30 s (0.06 s) grace period
     assert core.read_namespaced_pod(pod.metadata.name, "training").metadata.deletion_timestamp is not None
     job = batch.read_namespaced_job("llm-pretrain", "training")
-    assert (job.status.active, job.status.ready, job.status.terminating) == (14, 13, 1)
+    assert (job.status.active, job.status.ready, job.status.terminating) == (13, 13, 1)
+    assert job.spec.pod_replacement_policy == "Failed"
+    conditions = {c.type: c for c in core.read_namespaced_pod(pod.metadata.name, "training").status.conditions}
+    assert conditions["DisruptionTarget"].reason == "DeletionByTaintManager"
     events = core.list_event_for_all_namespaces(field_selector="involvedObject.name=gpu002,involvedObject.kind=Node")
     assert "NodeNotReady" in [e.reason for e in events.items]
     inject(sim.cluster, "heal", "gpu002")  # the kubelet is back: the kill is confirmed, the pod is gone
     wait_for(lambda: pod.metadata.name not in {p.metadata.name for p in core.list_namespaced_pod("training").items})
-    # and the replacement that was Pending lands on the node again
+    # and its replacement lands on the node again; the eviction was a disruption, not a failure
+    assert batch.read_namespaced_job("llm-pretrain", "training").status.failed in (None, 0)
     wait_for(lambda: batch.read_namespaced_job("llm-pretrain", "training").status.ready == 14)
 
 

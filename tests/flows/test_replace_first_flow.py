@@ -1,0 +1,70 @@
+"""Replace first, repair in the background (issue 15, item 1), in the flows: an XID the catalog would reboot for,
+with a warm spare ready, gives the job the spare at once; the failed node is rebooted off the critical path,
+burned in, and returns to the spare pool. The run's artifact shows the options and their numbers (item 2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fixtures.prefect import run_to_state
+from tests.flows.test_triage import artifact, fleet, open_incident  # noqa: F401 - fleet is a fixture
+
+pytestmark = pytest.mark.prefect
+
+
+def _options_artifact(incident) -> str:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    from flows.triage import artifact_key
+
+    key = artifact_key({"node": incident.node, "id": incident.id}) + "-options"
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+    assert found, f"no artifact {key}"
+    return found[-1].data
+
+
+def test_the_job_gets_the_spare_before_the_failed_node_is_fixed(prefect_server, fleet):
+    from flows.triage import triage
+    from remedy import runtime
+    from remedy.sim.faults import inject
+
+    led = runtime.ledger()
+    inject(fleet.cluster, "xid", "gpu003", gpu=2, code=79)  # fallen off the bus: NVIDIA's fix is a reboot
+    inc = open_incident("gpu003", xid=79, gpu=2)
+    state, out = run_to_state(triage, incident_id=inc.id)
+    assert out["choice"]["option"] == "replace", out["choice"]
+    assert out["path"] == "replace" and state.is_completed(), (state, out)
+    recovery = out["recovery"]
+    assert recovery["status"] == "returned-to-spares", recovery
+    assert [s["step"] for s in recovery["steps"]][-1] in ("reset-gpu", "reboot")
+
+    # the order that matters: the job ran on the spare before the failed node's first fix started
+    actions = led.actions(incident_id=inc.id)
+    back = max(a.finished_at for a in actions if a.kind == "set_state_active" and a.node != "gpu003")
+    fixes = [a for a in actions if a.kind.startswith("fix_") and a.node == "gpu003"]
+    assert fixes and min(a.started_at for a in fixes) >= back
+    assert all(a.detail.get("off_critical_path") for a in fixes)
+    # ... and the node is a spare again, validated by burn-in
+    assert led.get_node("gpu003").state.value == "spare"
+    assert led.validations("gpu003")[-1].passed
+    assert inc.id and led.get_incident(inc.id).status.value == "resolved"
+
+    table = _options_artifact(inc)
+    assert "**Chosen: replace**" in table and "| reboot |" in table and "spare joins" in table
+
+
+def test_no_spare_ready_keeps_the_in_place_fix(prefect_server, fleet):
+    """Without a spare the choice is the catalog's in-place fix, on the critical path (today's ladder)."""
+    from flows.triage import triage
+    from remedy import runtime
+    from remedy.domain.model import NodeState
+
+    led = runtime.ledger()
+    for n in led.nodes(NodeState.SPARE):  # the spares are out for maintenance
+        led.transition(n.name, NodeState.QUARANTINED, reason="test: maintenance", requested_by="test")
+    inc = open_incident("gpu004", xid=79, gpu=1)
+    _, out = run_to_state(triage, incident_id=inc.id)
+    assert out["choice"]["option"] in ("reboot", "reset-gpu"), out["choice"]
+    assert out["path"] == "reboot" and "recovery" not in out

@@ -1,0 +1,189 @@
+"""Conformance: the Job API and the Job controller as the adapter and the training workload rely on them.
+
+Sources: Kubernetes v1.36.2 (pkg/controller/job, pkg/apis/batch, pkg/registry/batch/job). Bodies are read strictly
+through the official client's models (wire.strict)."""
+
+from __future__ import annotations
+
+from tests.sim.conformance.wire import raw, strict, wait_for
+
+JOBS = "/apis/batch/v1/namespaces/gpu-remedy/jobs"
+SMP = "application/strategic-merge-patch+json"
+IGNORE_DISRUPTIONS = {"rules": [{"action": "Ignore",
+                                 "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
+
+
+def job(name: str, node: str = "gpu003", seconds: int = 1000, backoff: int | None = None, policy=None,
+        restart: str = "Never", parallelism: int = 1) -> dict:
+    spec: dict = {"parallelism": parallelism, "completions": parallelism, "template": {
+        "metadata": {"labels": {"remedy.io/check": "sleep"}},
+        "spec": {"restartPolicy": restart, "nodeSelector": {"kubernetes.io/hostname": node},
+                 "containers": [{"name": "c", "image": "busybox", "env": [{"name": "SECONDS",
+                                                                            "value": str(seconds)}]}]}}}
+    if backoff is not None:
+        spec["backoffLimit"] = backoff
+    if policy is not None:
+        spec["podFailurePolicy"] = policy
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": spec}
+
+
+def read_job(sim, api_client, name: str):
+    return strict(api_client, "V1Job", raw(sim, "GET", f"{JOBS}/{name}")[2])
+
+
+def running_pod(sim, api_client, name: str, not_named: set[str] = frozenset()):
+    def find():
+        pods = strict(api_client, "V1PodList", raw(sim, "GET", f"/api/v1/namespaces/gpu-remedy/pods"
+                                                             f"?labelSelector=job-name%3D{name}")[2]).items
+        return [p for p in pods if p.status.phase == "Running" and not p.metadata.deletion_timestamp
+                and p.metadata.name not in not_named]
+    return wait_for(find)[0]
+
+
+def evict(sim, pod: str) -> int:
+    return raw(sim, "POST", f"/api/v1/namespaces/gpu-remedy/pods/{pod}/eviction", {
+        "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": "gpu-remedy"}})[0]
+
+
+def delete(sim, pod: str) -> int:
+    return raw(sim, "DELETE", f"/api/v1/namespaces/gpu-remedy/pods/{pod}")[0]
+
+
+def condition(j, type_: str):
+    return next((c for c in j.status.conditions or [] if c.type == type_ and c.status == "True"), None)
+
+
+def test_a_job_is_defaulted_on_create(sim, api_client):
+    """pkg/apis/batch/v1/defaults.go (SetDefaults_Job): backoffLimit 6, completionMode NonIndexed, suspend false,
+    podReplacementPolicy TerminatingOrFailed — or Failed when a podFailurePolicy is given."""
+    code, _, body = raw(sim, "POST", JOBS, job("plain"))
+    created = strict(api_client, "V1Job", body)
+    assert code == 201 and created.spec.backoff_limit == 6 and created.spec.completion_mode == "NonIndexed"
+    assert created.spec.suspend is False and created.spec.pod_replacement_policy == "TerminatingOrFailed"
+    _, _, body = raw(sim, "POST", JOBS, job("with-policy", policy=IGNORE_DISRUPTIONS))
+    assert strict(api_client, "V1Job", body).spec.pod_replacement_policy == "Failed"
+
+
+def test_creating_a_job_twice_is_409_already_exists(sim, api_client):
+    """staging/src/k8s.io/apimachinery/pkg/api/errors/errors.go (NewAlreadyExists): reason AlreadyExists, message
+    `jobs.batch "NAME" already exists` — a retried step's create, not a conflict."""
+    raw(sim, "POST", JOBS, job("twice"))
+    code, _, body = raw(sim, "POST", JOBS, job("twice"))
+    status = strict(api_client, "V1Status", body)
+    assert code == 409 and status.reason == "AlreadyExists" and status.message == 'jobs.batch "twice" already exists'
+    assert (status.details.name, status.details.group, status.details.kind) == ("twice", "batch", "jobs")
+
+
+def test_a_pod_failure_policy_needs_restart_policy_never(sim, api_client):
+    """pkg/apis/batch/validation/validation.go (validateJobSpec): with a podFailurePolicy only restartPolicy Never
+    is allowed; 422 naming spec.template.spec.restartPolicy."""
+    code, _, body = raw(sim, "POST", JOBS, job("on-failure", restart="OnFailure", policy=IGNORE_DISRUPTIONS))
+    status = strict(api_client, "V1Status", body)
+    assert code == 422 and status.reason == "Invalid"
+    (cause,) = status.details.causes
+    assert (cause.field, cause.reason) == ("spec.template.spec.restartPolicy", "FieldValueInvalid")
+    assert 'only "Never" is supported when podFailurePolicy is specified' in cause.message
+
+
+def test_deleted_pods_count_as_failures_without_a_pod_failure_policy(sim, api_client):
+    """pkg/controller/job/job_controller.go (isPodFailed): "Count deleted Pods as failures" — a pod deleted before
+    it succeeded counts toward backoffLimit, evicted or not, and the Job fails past it (BackoffLimitExceeded)."""
+    raw(sim, "POST", JOBS, job("fragile", backoff=1))
+    first = running_pod(sim, api_client, "fragile")
+    assert evict(sim, first.metadata.name) == 201
+    second = running_pod(sim, api_client, "fragile", {first.metadata.name})  # replaced at once (TerminatingOrFailed)
+    assert delete(sim, second.metadata.name) == 200
+    done = wait_for(lambda: condition(read_job(sim, api_client, "fragile"), "Failed") and
+                    read_job(sim, api_client, "fragile"))
+    assert done.status.failed == 2 and condition(done, "Failed").reason == "BackoffLimitExceeded"
+
+
+def test_a_policy_that_ignores_disruption_keeps_evictions_off_the_count(sim, api_client):
+    """pkg/controller/job/pod_failure_policy.go (matchPodFailurePolicy) with job_controller.go
+    (onlyReplaceFailedPods): a pod evicted (DisruptionTarget) is ignored and replaced once it has ended; a pod
+    deleted without that condition still counts."""
+    raw(sim, "POST", JOBS, job("sturdy", backoff=0, policy=IGNORE_DISRUPTIONS))
+    seen: set[str] = set()
+    for _ in range(3):  # three drains in a row: none counts
+        pod = running_pod(sim, api_client, "sturdy", seen)
+        seen.add(pod.metadata.name)
+        assert evict(sim, pod.metadata.name) == 201
+    pod = running_pod(sim, api_client, "sturdy", seen)
+    j = read_job(sim, api_client, "sturdy")
+    assert not j.status.failed and not condition(j, "Failed")
+    assert delete(sim, pod.metadata.name) == 200  # a plain delete has no DisruptionTarget: it counts
+    done = wait_for(lambda: condition(read_job(sim, api_client, "sturdy"), "Failed") and
+                    read_job(sim, api_client, "sturdy"))
+    assert done.status.failed == 1
+
+
+def test_with_a_pod_failure_policy_the_replacement_waits_for_the_old_pod(sim, api_client):
+    """job_controller.go (onlyReplaceFailedPods) and pkg/apis/batch/v1/defaults.go: podReplacementPolicy Failed —
+    no new pod while the evicted one is still terminating."""
+    sim.cluster.time_scale = 0.05  # a 30 s grace period lasts 1.5 s
+    raw(sim, "POST", JOBS, job("patient", policy=IGNORE_DISRUPTIONS))
+    pod = running_pod(sim, api_client, "patient")
+    evict(sim, pod.metadata.name)
+    j = read_job(sim, api_client, "patient")
+    assert (j.status.active or 0, j.status.terminating) == (0, 1)
+    running_pod(sim, api_client, "patient", {pod.metadata.name})  # once it has ended
+
+
+def test_suspending_a_job_deletes_its_pods_without_counting_them(sim, api_client):
+    """job_controller.go (manageJob: jobSuspended → deleteJobPods, which removes the tracking finalizer first, so
+    the pods are not counted) and the Suspended condition (JobSuspended / JobResumed)."""
+    raw(sim, "POST", JOBS, job("pausable", backoff=0, parallelism=2))
+    running_pod(sim, api_client, "pausable")
+    raw(sim, "PATCH", f"{JOBS}/pausable", {"spec": {"suspend": True}}, SMP)
+    j = wait_for(lambda: (x := read_job(sim, api_client, "pausable")) and not x.status.active and x)
+    assert condition(j, "Suspended").reason == "JobSuspended" and not j.status.failed
+    raw(sim, "PATCH", f"{JOBS}/pausable", {"spec": {"suspend": False}}, SMP)
+    j = wait_for(lambda: (x := read_job(sim, api_client, "pausable")) and x.status.active == 2 and x)
+    resumed = next(c for c in j.status.conditions if c.type == "Suspended")
+    assert (resumed.status, resumed.reason) == ("False", "JobResumed") and not j.status.failed
+
+
+def test_deleting_a_batch_v1_job_orphans_its_pods_unless_told(sim, api_client):
+    """pkg/registry/batch/job/strategy.go (DefaultGarbageCollectionPolicy): for batch/v1, OrphanDependents "for
+    back compatibility"; propagationPolicy Background deletes the pods."""
+    raw(sim, "POST", JOBS, job("left"))
+    pod = running_pod(sim, api_client, "left")
+    code, _, body = raw(sim, "DELETE", f"{JOBS}/left")
+    assert code == 200 and strict(api_client, "V1Status", body).status == "Success"
+    orphan = strict(api_client, "V1Pod", raw(sim, "GET", f"/api/v1/namespaces/gpu-remedy/pods/{pod.metadata.name}")[2])
+    assert not orphan.metadata.owner_references and not orphan.metadata.deletion_timestamp
+    raw(sim, "POST", JOBS, job("gone"))
+    pod = running_pod(sim, api_client, "gone")
+    raw(sim, "DELETE", f"{JOBS}/gone", {"propagationPolicy": "Background"})
+    wait_for(lambda: raw(sim, "GET", f"/api/v1/namespaces/gpu-remedy/pods/{pod.metadata.name}")[0] == 404)
+
+
+def test_the_training_job_declares_what_operations_md_asks(sim, api_client):
+    """The simulator's own training Job is what docs/operations.md tells operators to run: restartPolicy Never, a
+    podFailurePolicy that ignores DisruptionTarget, the default backoffLimit (6); a drain of one node leaves its
+    failure count at zero."""
+    j = strict(api_client, "V1Job", raw(sim, "GET", "/apis/batch/v1/namespaces/training/jobs/llm-pretrain")[2])
+    assert j.spec.template.spec.restart_policy == "Never" and j.spec.backoff_limit == 6
+    assert j.spec.pod_failure_policy.rules[0].action == "Ignore"
+    assert j.spec.pod_failure_policy.rules[0].on_pod_conditions[0].type == "DisruptionTarget"
+    pods = strict(api_client, "V1PodList", raw(sim, "GET", "/api/v1/namespaces/training/pods"
+                                                           "?fieldSelector=spec.nodeName%3Dgpu002")[2]).items
+    raw(sim, "POST", f"/api/v1/namespaces/training/pods/{pods[0].metadata.name}/eviction", {
+        "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pods[0].metadata.name}})
+    wait_for(lambda: raw(sim, "GET", f"/api/v1/namespaces/training/pods/{pods[0].metadata.name}")[0] == 404)
+    j = strict(api_client, "V1Job", raw(sim, "GET", "/apis/batch/v1/namespaces/training/jobs/llm-pretrain")[2])
+    assert not j.status.failed and not condition(j, "Failed")
+
+
+def test_patching_parallelism_resizes_the_job(sim, api_client):
+    """pkg/registry/batch/job/strategy.go (PrepareForUpdate: a spec change bumps metadata.generation) and
+    job_controller.go (manageJob: more active pods than parallelism → the surplus is deleted, unscheduled and
+    unready ones first) — how the adapter shrinks an elastic training Job."""
+    path = "/apis/batch/v1/namespaces/training/jobs/llm-pretrain"
+    before = strict(api_client, "V1Job", raw(sim, "GET", path)[2])
+    code, _, body = raw(sim, "PATCH", path, {"spec": {"parallelism": 12}}, SMP)
+    after = strict(api_client, "V1Job", body)
+    assert code == 200 and after.spec.parallelism == 12
+    assert after.metadata.generation == before.metadata.generation + 1
+    wait_for(lambda: strict(api_client, "V1Job", raw(sim, "GET", path)[2]).status.active == 12)
+    assert not strict(api_client, "V1Job", raw(sim, "GET", path)[2]).status.failed  # removed, not failed

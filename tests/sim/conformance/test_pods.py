@@ -1,0 +1,164 @@
+"""Conformance: the Pod calls the adapter makes (list by node, delete, evict, read logs) answer as Kubernetes does.
+
+Sources: Kubernetes v1.36.2. Bodies are read strictly through the official client's models (wire.strict)."""
+
+from __future__ import annotations
+
+import json
+
+from tests.sim.conformance.wire import raw, strict, wait_for
+
+TRAINING = "/api/v1/namespaces/training"
+
+
+def _training_pod_on(sim, api_client, node: str):
+    _, _, body = raw(sim, "GET", f"{TRAINING}/pods?fieldSelector=spec.nodeName%3D{node}")
+    (pod,) = strict(api_client, "V1PodList", body).items
+    return pod
+
+
+def _evict(sim, name: str, namespace: str = "training", grace: int | None = None):
+    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+    if grace is not None:
+        body["deleteOptions"] = {"gracePeriodSeconds": grace}
+    return raw(sim, "POST", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", body)
+
+
+def _budget(sim, name: str, selector: dict, **spec):
+    code, _, body = raw(sim, "POST", "/apis/policy/v1/namespaces/training/poddisruptionbudgets", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name},
+        "spec": {"selector": selector, **spec}})
+    assert code == 201, body
+
+
+def test_pods_of_a_node_by_field_selector(sim, api_client):
+    """pkg/registry/core/pod/strategy.go (PodToSelectableFields): `spec.nodeName` and `status.phase` select pods,
+    across namespaces, with `!=` excluding finished ones — what a drain lists."""
+    _, _, body = raw(sim, "GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dgpu001%2Cstatus.phase%21%3DSucceeded"
+                                 "%2Cstatus.phase%21%3DFailed")
+    pods = strict(api_client, "V1PodList", body).items
+    assert {p.metadata.namespace for p in pods} == {"kube-system", "training"}
+    assert all(p.spec.node_name == "gpu001" and p.status.phase not in ("Succeeded", "Failed") for p in pods)
+
+
+def test_a_graceful_delete_leaves_the_pod_terminating_for_its_grace_period(sim, api_client):
+    """staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go (BeforeDelete) and pkg/registry/core/pod/
+    strategy.go (CheckGracefulDelete): DELETE answers 200 with the pod, deletionTimestamp and
+    deletionGracePeriodSeconds set; the pod is listed until the kubelet confirms it is gone."""
+    pod = _training_pod_on(sim, api_client, "gpu002")
+    code, _, body = raw(sim, "DELETE", f"{TRAINING}/pods/{pod.metadata.name}", {"gracePeriodSeconds": 30})
+    deleted = strict(api_client, "V1Pod", body)
+    assert code == 200 and deleted.metadata.deletion_timestamp and deleted.metadata.deletion_grace_period_seconds == 30
+    assert raw(sim, "GET", f"{TRAINING}/pods/{pod.metadata.name}")[0] == 200  # still there, terminating
+    wait_for(lambda: raw(sim, "GET", f"{TRAINING}/pods/{pod.metadata.name}")[0] == 404)
+
+
+def test_an_allowed_eviction_is_201_success_and_marks_the_pod_disrupted(sim, api_client):
+    """pkg/registry/core/pod/storage/eviction.go (Create, addConditionAndDeletePod) and staging/src/k8s.io/
+    apiserver/pkg/endpoints/handlers/create.go: 201 with Status{Success}; the pod gets condition DisruptionTarget
+    (reason EvictionByEvictionAPI) before its graceful delete."""
+    pod = _training_pod_on(sim, api_client, "gpu003")
+    code, _, body = _evict(sim, pod.metadata.name)
+    status = strict(api_client, "V1Status", body)
+    assert code == 201 and (status.status, status.code) == ("Success", 201)
+    now = strict(api_client, "V1Pod", raw(sim, "GET", f"{TRAINING}/pods/{pod.metadata.name}")[2])
+    assert now.metadata.deletion_timestamp
+    target = next(c for c in now.status.conditions if c.type == "DisruptionTarget")
+    assert (target.status, target.reason, target.message) == ("True", "EvictionByEvictionAPI", "Eviction API: evicting")
+
+
+def test_an_eviction_a_budget_forbids_is_429_without_retry_after(sim, api_client):
+    """eviction.go (checkAndDecrement): errors.NewTooManyRequests(..., 0) with a DisruptionBudget cause naming the
+    budget; retryAfterSeconds 0, so no Retry-After header (responsewriters.ErrorNegotiated sets it only when > 0)
+    — which is how a client tells a budget's 429 from API throttling's."""
+    _budget(sim, "strict", {"matchLabels": {"app": "llm-pretrain"}}, maxUnavailable=0)
+    pod = _training_pod_on(sim, api_client, "gpu004")
+    code, headers, body = _evict(sim, pod.metadata.name)
+    status = strict(api_client, "V1Status", body)
+    assert code == 429 and "retry-after" not in headers
+    assert (status.reason, status.message) == ("TooManyRequests",
+                                               "Cannot evict pod as it would violate the pod's disruption budget.")
+    (cause,) = status.details.causes
+    assert cause.reason == "DisruptionBudget"
+    assert cause.message == "The disruption budget strict needs 14 healthy pods and has 14 currently"
+    assert strict(api_client, "V1Pod", raw(sim, "GET", f"{TRAINING}/pods/{pod.metadata.name}")[2]) \
+        .metadata.deletion_timestamp is None
+
+
+def test_a_pod_under_two_budgets_is_a_500_whatever_the_budgets_allow(sim, api_client):
+    """eviction.go (Create): more than one matching budget returns Status{Failure, code 500, "This pod has more
+    than one PodDisruptionBudget, which the eviction subresource does not support."} with no reason, and the
+    request finisher (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/finisher/finisher.go, result.Return)
+    turns a non-Success Status into an error: HTTP 500 with exactly that body. (Answered under 201 instead, kubectl
+    drain takes it for an eviction and waits for the pod: the kubectl lane caught that.) The pod is not
+    touched, however generous the budgets."""
+    _budget(sim, "by-app", {"matchLabels": {"app": "llm-pretrain"}}, maxUnavailable=5)
+    _budget(sim, "by-job", {"matchLabels": {"job-name": "llm-pretrain"}}, maxUnavailable=5)
+    pod = _training_pod_on(sim, api_client, "gpu005")
+    code, _, body = _evict(sim, pod.metadata.name)
+    assert code == 500
+    assert json.loads(body) == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                "message": "This pod has more than one PodDisruptionBudget, which the eviction "
+                                           "subresource does not support.", "code": 500}
+    strict(api_client, "V1Status", body)
+    assert strict(api_client, "V1Pod", raw(sim, "GET", f"{TRAINING}/pods/{pod.metadata.name}")[2]) \
+        .metadata.deletion_timestamp is None
+
+
+def test_a_pending_pod_is_evicted_whatever_the_budget(sim, api_client):
+    """eviction.go (canIgnorePDB): a Succeeded, Failed or Pending pod, or one already terminating, is deleted
+    without asking any budget."""
+    _budget(sim, "strict", {"matchLabels": {"app": "llm-pretrain"}}, maxUnavailable=0)
+    raw(sim, "PATCH", "/apis/batch/v1/namespaces/training/jobs/llm-pretrain", {"spec": {"parallelism": 15}},
+        "application/strategic-merge-patch+json")  # one more pod than free nodes: it stays Pending
+    pending = wait_for(lambda: [p for p in strict(api_client, "V1PodList", raw(sim, "GET", f"{TRAINING}/pods")[2]).items
+                                if p.status.phase == "Pending"])
+    code, _, body = _evict(sim, pending[0].metadata.name)
+    assert code == 201 and strict(api_client, "V1Status", body).status == "Success"
+
+
+def test_an_unready_pod_is_evicted_when_the_budget_is_met(sim, api_client):
+    """eviction.go (Create): a pod that is not Ready does not count as healthy; with currentHealthy >=
+    desiredHealthy > 0 (or unhealthyPodEvictionPolicy AlwaysAllow) it is evicted without spending the budget."""
+    _budget(sim, "min-13", {"matchLabels": {"app": "llm-pretrain"}}, minAvailable=13)
+    pod = _training_pod_on(sim, api_client, "gpu006")
+
+    def unready(p):
+        for c in p["status"]["conditions"]:
+            if c["type"] == "Ready":
+                c["status"] = "False"
+
+    sim.cluster.store.mutate("Pod", "training", pod.metadata.name, unready)
+    sim.cluster.index.dirty_namespaces.add("training")
+    code, _, body = _evict(sim, pod.metadata.name)
+    assert code == 201 and strict(api_client, "V1Status", body).status == "Success"
+
+
+def test_evicting_a_missing_pod_is_404(sim, api_client):
+    """eviction.go (getPod): the pod is read first; a missing one is NotFound — for a drain, already gone."""
+    code, _, body = _evict(sim, "no-such-pod")
+    status = strict(api_client, "V1Status", body)
+    assert code == 404 and status.reason == "NotFound" and status.message == 'pods "no-such-pod" not found'
+
+
+def test_a_pods_log_is_plain_text(sim, api_client):
+    """pkg/registry/core/pod/rest/log.go: GET pods/NAME/log answers text/plain (the container's output)."""
+    code, headers, body = raw(sim, "GET", "/api/v1/namespaces/kube-system/pods/nvidia-device-plugin-gpu001/log")
+    assert code == 200 and headers["content-type"].startswith("text/plain") and isinstance(body, bytes)
+
+
+def test_a_budgets_status_is_kept_by_the_disruption_controller(sim, api_client):
+    """pkg/controller/disruption/disruption.go (updatePdbStatus) with staging/src/k8s.io/api/policy/v1/types.go:
+    currentHealthy, desiredHealthy, expectedPods, disruptionsAllowed and the DisruptionAllowed condition
+    (SufficientPods / InsufficientPods) — what a drain's 429s follow."""
+    _budget(sim, "half", {"matchLabels": {"app": "llm-pretrain"}}, minAvailable="50%")
+    pdb = wait_for(lambda: (p := strict(api_client, "V1PodDisruptionBudget", raw(
+        sim, "GET", "/apis/policy/v1/namespaces/training/poddisruptionbudgets/half")[2])).status and p)
+    s = pdb.status
+    assert (s.current_healthy, s.desired_healthy, s.expected_pods, s.disruptions_allowed) == (14, 7, 14, 7)
+    (cond,) = s.conditions
+    assert (cond.type, cond.status, cond.reason) == ("DisruptionAllowed", "True", "SufficientPods")
+    _budget(sim, "all", {"matchLabels": {"job-name": "llm-pretrain"}}, minAvailable="100%")
+    pdb = wait_for(lambda: (p := strict(api_client, "V1PodDisruptionBudget", raw(
+        sim, "GET", "/apis/policy/v1/namespaces/training/poddisruptionbudgets/all")[2])).status and p)
+    assert pdb.status.disruptions_allowed == 0 and pdb.status.conditions[0].reason == "InsufficientPods"
