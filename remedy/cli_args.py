@@ -90,3 +90,19 @@ def writable_file(text: str) -> str:
     if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise argparse.ArgumentTypeError(f"{text}: cannot write here: permission denied")
     return text
+
+
+def writable_dir(text: str) -> str:
+    """An output directory: created if missing, so its nearest existing ancestor must be a writable directory."""
+    import os
+    from pathlib import Path
+
+    path = Path(text)
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: cannot create a directory here: {probe} is a file")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text}: cannot write here: permission denied on {probe}")
+    return text

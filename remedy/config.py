@@ -266,10 +266,14 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
         p = Path(path)
         if not p.exists():
             raise ConfigError(f"config file not found: {p}")
+        if p.is_dir():
+            raise ConfigError(f"{p}: is a directory, not a config file")
         try:
-            loaded = yaml.safe_load(p.read_text()) or {}
+            loaded = yaml.safe_load(p.read_bytes().decode("utf-8", errors="replace")) or {}
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{p}: not valid YAML: {exc}") from None
+            from remedy.textinput import one_line_yaml_error
+
+            raise ConfigError(f"{p}: not valid YAML: {one_line_yaml_error(exc)}") from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"{p}: top level must be a mapping of sections, got {type(loaded).__name__}")
         data = loaded

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from remedy.cli_args import port_number, positive_float, positive_int
+from remedy.cli_args import http_url, port_number, positive_float, positive_int
 from remedy.errors import RemedyError
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ def add_prefect_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefect-port", type=port_number, default=None,
                    help="port of remedy's own Prefect server (UI): default $REMEDY_PREFECT_PORT, else 4200; "
                    "0 = any free port")
-    p.add_argument("--prefect-url", default=None,
+    p.add_argument("--prefect-url", type=http_url, default=None,
                    help="use this Prefect API (…/api) instead of starting one (default $PREFECT_API_URL)")
 
 
@@ -290,8 +290,28 @@ def _announce(stack: Stack, server, args: argparse.Namespace) -> None:
     print(f"ledger:          {Path(args.workdir) / 'ledger.db'}")
     print(f"deployments:     {', '.join(stack.deployment_ids)}")
     print(f"time scale:      {args.time_scale:g} (simulated waits, e.g. a 10 min reboot, take {600 * args.time_scale:g} s)")
+    prometheus = _prometheus_note()
+    if prometheus:
+        print(f"nfs-audit:       {prometheus}")
     print(f"try:             remedy sim inject xid 64 --node gpu042 --url {urls['simulator']}")
     print("Ctrl-C (or `remedy down` from another terminal) stops everything this started.", flush=True)
+
+
+def _prometheus_note() -> str:
+    """The NFS audit reads node_exporter's mountstats through Prometheus, which the embedded stack does not run: say
+    so at start, with the setting that names one, instead of leaving a failed daily run to explain it."""
+    import httpx
+
+    from remedy import runtime
+
+    url = runtime.settings().nfs.prometheus_url
+    try:
+        if httpx.get(f"{url.rstrip('/')}/-/ready", timeout=1.0).status_code == 200:
+            return ""
+    except httpx.HTTPError:
+        pass
+    return (f"no Prometheus at {url}: the daily audit fails until nfs.prometheus_url (REMEDY_NFS__PROMETHEUS_URL) "
+            "names one that scrapes node_exporter's mountstats")
 
 
 class _Stop(KeyboardInterrupt):

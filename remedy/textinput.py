@@ -57,3 +57,11 @@ def read_input_file(path: str, kind: str) -> str:
     if looks_binary(data):
         raise RemedyError(f"{path}: binary data, not {kind} text (is this the right file?)")
     return data.decode("utf-8", errors="replace")
+
+
+def one_line_yaml_error(exc: Exception) -> str:
+    """A PyYAML error as one line: where (line, column) and what."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).strip().splitlines()[0]
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return f"{where}{problem}"

@@ -31,16 +31,22 @@ PARSER = build_parser()
 COMMANDS = dict(leaves(PARSER))
 
 # Option dests by kind of value: what is bad input for them.
-FILE_IN = {"file", "files", "values", "state", "mountstats", "delta", "counters", "gpu_map", "scenario_file"}
+FILE_IN = {"file", "files", "values", "state", "mountstats", "before", "counters", "scenario_file"}
 FILE_OUT = {"out", "plot"}
 URLS = {"url", "prometheus", "alert_url", "prefect_url"}
-DURATIONS = {"window", "before", "mtbf", "checkpoint_every", "checkpoint_cost", "remediation", "restart_loading",
+DURATIONS = {"window", "delta", "mtbf", "checkpoint_every", "checkpoint_cost", "remediation", "restart_loading",
              "interval"}
+NUMERIC_TYPES = {"positive_int", "non_negative_int", "positive_float", "non_negative_float", "fraction", "port_number",
+                 "_year"}
 # numeric options where a negative value means something (none yet); everything else must refuse one
 NEGATIVE_OK: set[tuple[tuple[str, ...], str]] = set()
 
-# Minimal valid positionals per command, so a case exercises the option it is about (not a missing positional).
+# Minimal valid arguments per command, so a case exercises the option it is about (not a missing required one).
 POSITIONALS: dict[tuple[str, ...], list[str]] = {
+    ("audit", "nfs"): ["--mountstats", "{good}"],
+    ("checkpoint", "interval"): ["--delta", "18s"],
+    ("goodput",): ["--gpus", "1024"],
+    ("breaker", "status"): ["--db", "{ledger}"],
     ("sim", "inject"): ["xid", "79", "--node", "gpu042"],
     ("sim", "save"): ["out.json"],
     ("ledger", "history"): ["gpu042"],
@@ -49,8 +55,8 @@ POSITIONALS: dict[tuple[str, ...], list[str]] = {
     ("health", "parse"): ["nccl", "{good}"],
     ("health", "suite"): ["quick"],
     ("deploy", "job"): ["triage"],
-    ("breaker", "open"): ["rack:rack-1"],
-    ("breaker", "close"): ["rack:rack-1"],
+    ("breaker", "open"): ["rack:rack-1", "--by", "alice", "--reason", "maintenance", "--db", "{ledger}"],
+    ("breaker", "close"): ["rack:rack-1", "--by", "alice", "--db", "{ledger}"],
 }
 
 # The cases an operator hit (issue 16), each with what its one line must say.
@@ -60,11 +66,17 @@ NAMED_CASES = [
     (["deploy", "render", "--values", "{malformed}"], "not valid YAML"),
     (["deploy", "render", "--out", "{unwritable}/x.yaml"], "{unwritable}"),
     (["signals", "parse", "dcgm", "{binary}"], "binary"),
-    (["breaker", "open", "rack:rack-99", "--db", "{ledger}"], "rack-99"),
-    (["breaker", "open", "pdu:nope-7", "--db", "{ledger}"], "nope-7"),
-    (["breaker", "close", "rack:rack-99", "--db", "{ledger}"], "rack-99"),
-    (["breaker", "open", "galaxy:far", "--db", "{ledger}"], "galaxy"),
-    (["ledger", "history", "gpu042", "--db", "sqlite:///{tmp}/none.db"], "does not exist"),
+    (["breaker", "open", "rack:rack-99", "--by", "al", "--reason", "r", "--db", "{ledger}"],
+     "no rack named 'rack-99' in the fleet the ledger knows (racks: rack-1, rack-2)"),
+    (["breaker", "open", "pdu:nope-7", "--by", "al", "--reason", "r", "--db", "{ledger}"], "nope-7"),
+    (["breaker", "close", "rack:rack-99", "--by", "al", "--db", "{ledger}"], "rack-99"),
+    (["breaker", "open", "galaxy:far", "--by", "al", "--reason", "r", "--db", "{ledger}"], "galaxy"),
+    (["ledger", "history", "gpu042", "--db", "sqlite:///{tmp}/none.db"], "none.db"),
+    (["audit", "nfs", "--prometheus", "http://127.0.0.1:9/", "--window", "5"], "'5'"),
+    (["deploy", "render", "--set", "namespace=[unclosed"], "not valid YAML"),
+    (["--config", "{malformed}", "breaker", "status"], "not valid YAML"),
+    (["--config", "{binary}", "breaker", "status"], ""),
+    (["--config", "{directory}", "breaker", "status"], "directory"),
     (["xid", "explain", "seventy-nine"], "seventy-nine"),
     (["xid", "explain", "70000"], "70000"),
     (["demo", "--scenario", "no-such"], "no-such"),
@@ -78,15 +90,31 @@ NAMED_CASES = [
 ]
 
 
+def _without_rivals(parser: argparse.ArgumentParser, base: list[str], action: argparse.Action) -> list[str]:
+    """`base` minus any option that is mutually exclusive with `action` (and its value)."""
+    rivals = {a.option_strings[-1] for g in parser._mutually_exclusive_groups if action in g._group_actions
+              for a in g._group_actions if a is not action}
+    out, skip = [], False
+    for arg in base:
+        if skip:
+            skip = False
+        elif arg in rivals:
+            skip = True
+        else:
+            out.append(arg)
+    return out
+
+
 def generic_cases():
     for path, parser in COMMANDS.items():
-        base = list(path) + POSITIONALS.get(path, [])
-        yield path, [*base, "--no-such-flag"], "--no-such-flag"
+        given = list(path) + POSITIONALS.get(path, [])
+        yield path, [*given, "--no-such-flag"], "--no-such-flag"
         for action in parser._actions:
             if not action.option_strings or action.nargs == 0 or isinstance(action, argparse._HelpAction):
                 continue
+            base = _without_rivals(parser, given, action)
             flag = action.option_strings[-1]
-            numeric = action.type in (int, float) or getattr(action.type, "__module__", "") == "remedy.cli_args"
+            numeric = action.type in (int, float) or getattr(action.type, "__name__", "") in NUMERIC_TYPES
             if numeric:
                 yield path, [*base, flag, "lots"], flag
                 if (path, action.dest) not in NEGATIVE_OK:
@@ -104,10 +132,10 @@ def generic_cases():
                 yield path, [*base, flag, "-5h"], ""
         for action in parser._actions:  # positionals that name an input file
             if not action.option_strings and action.dest in FILE_IN:
-                args = [a if a != "{good}" else "{binary}" for a in base]
-                if args != base:
+                args = [a if a != "{good}" else "{binary}" for a in given]
+                if args != given:
                     yield path, args, ""
-                    yield path, [a if a != "{good}" else "{tmp}/missing.file" for a in base], "missing.file"
+                    yield path, [a if a != "{good}" else "{tmp}/missing.file" for a in given], "missing.file"
 
 
 CASES = [pytest.param(argv, expect, id=" ".join(argv)) for _, argv, expect in generic_cases()]
@@ -132,8 +160,14 @@ def places(tmp_path, monkeypatch):
     unwritable.write_text("")
     from remedy.ledger import Ledger
 
+    from remedy.domain.model import Node, Topology
+
     ledger = tmp_path / "ledger.db"
-    Ledger(f"sqlite:///{ledger}").migrate()
+    led = Ledger(f"sqlite:///{ledger}")
+    led.migrate()
+    led.upsert_nodes([Node(name=f"gpu00{i}", topology=Topology(rack=f"rack-{1 + i // 2}", switch="leaf-1", pdu="pdu-1"))
+                      for i in range(4)])
+    led.close()
     from remedy import runtime
 
     runtime.reset()
@@ -179,6 +213,9 @@ def test_bad_input_is_one_line_and_exit_2(argv, expect, places, capsys):
 
 
 def test_every_command_is_covered():
-    covered = {tuple(p.values[0][: len(path)]) for p in CASES for path in COMMANDS if p.values[0][: len(path)] == list(path)}
-    assert set(COMMANDS) <= covered
-    assert len(COMMANDS) >= 28, sorted(COMMANDS)
+    """The walk found every command remedy.cli registers, and each leaf has cases."""
+    from remedy.cli import COMMANDS as TOP_LEVEL
+
+    assert {path[0] for path in COMMANDS} == set(TOP_LEVEL)
+    with_cases = {path for path in COMMANDS for p in CASES if list(p.values[0][: len(path)]) == list(path)}
+    assert with_cases == set(COMMANDS)
