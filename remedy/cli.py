@@ -38,10 +38,11 @@ COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
 
 class RemedyArgumentParser(argparse.ArgumentParser):
-    """A usage error is one line naming the command (argparse's default prints the whole usage block first)."""
+    """A usage error is one line, with the command to ask for help (argparse's default prints the whole usage block
+    first)."""
 
     def error(self, message: str):  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"remedy: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -73,7 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(_command_of(argv))
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # usage error (2) or --help (0): a return code, like every other outcome
+        return exc.code if isinstance(exc.code, int) else 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -9,7 +9,7 @@ from remedy.audit.cadence import CadenceError, mtbf_hours, parse_duration, save_
 from remedy.audit.delta import diff_mountstats
 from remedy.audit.mountstats import read_mountstats
 from remedy.audit.rpc import MountAudit, audit_mount, worst_mount
-from remedy.cli_args import http_url, positive_float, positive_int
+from remedy.cli_args import http_url, non_negative_int, positive_float, positive_int
 
 
 def duration(text: str) -> str:
@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     iv.add_argument("--sample-seconds", type=positive_float, help="sampling period for --spike-samples (default: config)")
     mtbf = iv.add_mutually_exclusive_group()
     mtbf.add_argument("--mtbf", type=duration, help="job mean time between failures, e.g. 56.2h (default: config nfs.mtbf_hours)")
-    mtbf.add_argument("--failures", type=positive_int, help="failures seen in --observed-hours of training")
+    mtbf.add_argument("--failures", type=non_negative_int, help="failures seen in --observed-hours of training")
     iv.add_argument("--observed-hours", type=positive_float, help="training hours in which --failures were seen")
     iv.add_argument("--interval", type=duration, help="the current checkpoint interval, e.g. 133.5m")
     iv.add_argument("--json", action="store_true", help="print machine-readable JSON")
