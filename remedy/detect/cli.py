@@ -55,7 +55,8 @@ def _xid_explain(args: argparse.Namespace) -> int:
     print(f"  if it recurs: {info['recurrence_path']}")
     if info["investigatory"]:
         print(f"  investigate: {info['investigatory']}")
-    print(f"  source:      {info['source']} (confidence: {info['confidence']})")
+    confidence = {"seed-002": "field practice"}.get(info["confidence"], info["confidence"])
+    print(f"  source:      {info['source']} (confidence: {confidence})")
     return 0
 
 
