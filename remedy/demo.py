@@ -107,8 +107,13 @@ def _run(scenario: Scenario, workdir: Path, ledger_file: Path, server, *, dry_ru
         whose = "remedy's own server" if server.owned else f"named by {server.source}"
         ctx.say(f"Prefect UI: {ui} ({whose})")
         _spares_validated_at_build(runtime)
+        ctx.say(f"time scale {time_scale:g}: simulated waits (grace periods, reboots, spares joining) take "
+                f"{time_scale:g}× their real duration" + (" — DRY RUN: nothing will change" if dry_run else ""))
+        from prefect import tags
 
-        result = scenario.run(ctx)
+        # every run of the demo carries `demo`, and `dry-run` when nothing changes, in the Prefect UI's runs list
+        with tags("demo", *(["dry-run"] if dry_run else [])):
+            result = scenario.run(ctx)
         summary = _ledger_summary(runtime.ledger())
         try:
             ready, desired = runtime.cluster().workload_size("training", "llm-pretrain")
@@ -161,26 +166,62 @@ def _ledger_summary(led) -> dict[str, Any]:
     }
 
 
+# A dry run marks the same steps as a live one; said as what would happen, it cannot be mistaken for one.
+WOULD = {"cordoned": "would cordon", "drained": "would drain", "spare ready": "would bring in spare",
+         "job resumed": "would resume job", "to repair": "would send to repair", "preempted": "would preempt",
+         "approved": "approved"}
+
+
 def _print_outcome(outcome: dict[str, Any]) -> None:
+    """The outcome on stdout (progress went to stderr): what happened, why, the timeline, what is left running."""
+    dry = bool(outcome.get("dry_run"))
     print(f"\n{outcome['summary']}")
+    if dry:
+        print("DRY RUN: nothing was changed; every step below is what a live run would do")
     status = outcome.get("status", "?")
     line = f"{outcome.get('node', '')}: {status}"
     if outcome.get("replacement"):
-        line += f" → {outcome['replacement']}"
+        line += f" → {outcome['replacement']}" if not dry else f" (would use {outcome['replacement']})"
     print(line.strip(": "))
+    choice = outcome.get("choice")
+    if choice:
+        others = ", ".join(f"{o['option']} {o['downtime_minutes']:g} min" for o in choice.get("options", [])
+                           if o["option"] != choice["option"])
+        print(f"triage chose {choice['option']}: {choice['reason']} (others: {others})")
+    elif outcome.get("path"):
+        print(f"triage: {outcome['path']}" + (f" — {outcome['triage']}" if outcome.get("triage") else ""))
     if outcome.get("spare_choice"):
         print("spare choice: " + outcome["spare_choice"].splitlines()[0])
     if outcome.get("preemption"):
         print("preemption: " + outcome["preemption"]["explain"].splitlines()[0])
+    recovery = outcome.get("recovery")
+    if isinstance(recovery, dict) and recovery:
+        steps = " → ".join(f"{s.get('step')} ({s.get('verdict')})" for s in recovery.get("steps", [])
+                           if isinstance(s, dict))
+        print(f"{recovery.get('node', outcome.get('node'))} off the critical path: {steps or 'no fix tried'} → "
+              f"{recovery.get('status')}")
+    for key in ("verdict_text", "why", "pool"):
+        if outcome.get(key) and (key != "why" or outcome.get("status") not in ("replaced", "fixed", "restarted")):
+            print(outcome[key] if key != "why" else f"why: {outcome[key]}")
+    for warning in outcome.get("diversity") or []:
+        print(f"spare pool: {warning}")
     if outcome["job"]["desired"]:
         print(f"training job: {outcome['job']['ready']}/{outcome['job']['desired']} pods ready")
     if outcome.get("timeline"):
-        print(f"\n{'step':<14}{'since detection':>16}")
+        scale = outcome.get("time_scale", 1.0)
+        print(f"\n{'step':<22}{'since detection':>16}   (wall-clock seconds at time scale {scale:g}: simulated "
+              f"waits took {scale:g}× their real duration)")
         for row in outcome["timeline"]:
-            print(f"{row['step']:<14}{row['since_detection_s']:>14.2f} s")
+            step = WOULD.get(row["step"], row["step"]) if dry else row["step"]
+            print(f"{step:<22}{row['since_detection_s']:>14.2f} s")
     for b in outcome.get("breaker_transitions", []):
         print(f"breaker {b['scope']}: {b['from']} → {b['to']} ({b['reason']})")
     for a in outcome.get("approvals", []):
         print(f"approval {a['id']} ({a['kind']}): {a['decision'] or 'pending'}" + (f" by {a['by']}" if a["by"] else ""))
-    print(f"\nledger: {len(outcome['incidents'])} incidents, {len(outcome['actions'])} actions; "
-          f"Prefect UI: {outcome['prefect_ui']}")
+    print(f"\nledger: {len(outcome['incidents'])} incidents, {len(outcome['actions'])} actions "
+          f"(remedy ledger history NODE reads it)")
+    if outcome.get("prefect_server") == "remedy's own":
+        print(f"Prefect UI: {outcome['prefect_ui']} — remedy's server stays up so you can look at the runs; "
+              "`remedy down` stops it")
+    else:
+        print(f"Prefect UI: {outcome['prefect_ui']} ({outcome.get('prefect_server')})")

@@ -45,6 +45,7 @@ def _xid_explain(args: argparse.Namespace) -> int:
         info = explain(parse_xid(args.code))
     except ValueError as exc:
         raise RemedyError(str(exc)) from None
+    info["triage"] = _triage_choice(info, getattr(args, "config", None))
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=True))
         return 0
@@ -53,6 +54,9 @@ def _xid_explain(args: argparse.Namespace) -> int:
         f" (NVIDIA catalog: {info['catalog_bucket']})" if info["catalog_bucket"] and info["catalog_bucket"] != info["resolution"] else ""))
     print(f"  path:        {info['path']} — {info['reason']}")
     print(f"  if it recurs: {info['recurrence_path']}")
+    if info["triage"]:
+        t = info["triage"]
+        print(f"  triage:      {t['summary']}")
     if info["investigatory"]:
         print(f"  investigate: {info['investigatory']}")
     confidence = {"seed-002": "field practice"}.get(info["confidence"], info["confidence"])
@@ -68,6 +72,37 @@ def _year(text: str) -> int:
     if not 1970 <= year <= 9999:
         raise argparse.ArgumentTypeError(f"a year is 1970..9999, got {year}")
     return year
+
+
+def _triage_choice(info: dict[str, Any], config: str | None) -> dict[str, Any] | None:
+    """What triage does with this XID, the way it decides it (remedy.remediate.choice, the catalog's prior odds,
+    this config's durations): for an in-place fix, the choice with a spare ready and without one. None when the
+    path is not an in-place fix (triage follows the path as it is)."""
+    from remedy.config import load_settings
+    from remedy.domain.xid import Resolution
+    from remedy.remediate.choice import Durations, Situation, choose, odds_for
+
+    settings = load_settings(config)
+    if info["path"] not in ("reset-gpu", "reboot") or not settings.ladder.replace_first:
+        return None
+    resolution = Resolution(info["resolution"])
+    durations = Durations(reload=settings.workload.reload_minutes)
+    picks = {ready: choose(Situation(resolution=resolution, odds=odds_for(resolution, []), spare_ready=ready,
+                                     durations=durations)) for ready in (True, False)}
+    with_spare, without = picks[True], picks[False]
+
+    def minutes(choice, option: str) -> str:
+        return next(f"{c.downtime_minutes:.1f} min" for c in choice.costs if c.option.value == option)
+
+    fix = {"reboot": "reboots the node", "reset-gpu": "resets the GPU"}[info["path"]]
+    if with_spare.option.value == "replace":
+        summary = (f"with a validated spare ready it replaces first ({minutes(with_spare, 'replace')} expected job "
+                   f"downtime vs {info['path']} {minutes(with_spare, info['path'])}), then {fix} off the critical "
+                   f"path; with none ready, {without.option.value} in place")
+    else:
+        summary = f"{with_spare.option.value} in place, spare or not ({with_spare.reason})"
+    return {"with_spare": with_spare.option.value, "without_spare": without.option.value, "summary": summary,
+            "odds": "the catalog's prior; the fleet's recorded outcomes refine them"}
 
 
 def _gpu_map(text: str) -> dict[str, int]:
