@@ -12,6 +12,10 @@ from remedy.audit.rpc import MountAudit, audit_mount, worst_mount
 from remedy.cli_args import http_url, non_negative_int, positive_float, positive_int
 
 
+# Verdicts that need a person (exit 1); "healthy" and "idle" do not.
+FINDINGS = frozenset({"rpc-slot-starvation", "link-saturated", "slow-server"})
+
+
 def duration(text: str) -> str:
     """A duration argument (18s, 133.5m, 56.2h), checked at parse time; kept as written (PromQL takes it as is)."""
     try:
@@ -74,16 +78,17 @@ def _audit_nfs(args: argparse.Namespace) -> int:
             raise CadenceError(f"--interval-seconds must be positive, got {args.interval_seconds:g}")
         audits = [audit_mount(d, s, node=args.node) for d in diff_mountstats(before, after, args.interval_seconds)]
         skipped = after.skipped
+    finding = 1 if any(a.verdict.kind in FINDINGS for a in audits) else 0  # docs/operations.md: exit codes
     if args.json:
         print(json.dumps({"skipped_mounts": skipped, "mounts": [a.to_dict() for a in audits]}, indent=2))
-        return 0
+        return finding
     if not audits:
         print("no node_mountstats_nfs_* series in Prometheus: is node_exporter's mountstats collector on?")
     for a in sorted(audits, key=lambda a: a is not worst_mount(audits)):
         print(_render(a))
     if skipped:
         print(f"({skipped} non-NFS mounts skipped)")
-    return 0
+    return finding
 
 
 def _from_prometheus(args: argparse.Namespace, s) -> list[MountAudit]:
