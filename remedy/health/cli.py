@@ -73,7 +73,7 @@ def _probe(args: argparse.Namespace) -> int:
     except ProbeUnavailable as exc:
         if args.json:
             print(json.dumps({"verdict": "error", "error": str(exc)}))
-        print(f"remedy: cannot probe: {exc}", file=sys.stderr)
+        print(f"remedy: error: cannot probe: {exc}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, default=str))

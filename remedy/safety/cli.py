@@ -40,14 +40,14 @@ def _status(args: argparse.Namespace) -> int:
     rows = load_board().describe()
     if args.json:
         print(json.dumps({"ledger": where, "not_closed": rows}, indent=2, default=str))
-        return 0
+        return 1 if rows else 0
     print(where)
     if not rows:
         print("all breakers closed: automation acts")
     else:
         for r in rows:
             print("  ".join(f"{k}={v}" for k, v in r.items()))
-    return 0
+    return 1 if rows else 0  # a breaker not closed holds automation back: a finding (docs/operations.md)
 
 
 def _change(scope: str, fn, args: argparse.Namespace) -> int:
