@@ -86,6 +86,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (RemedyError, ConfigError) as exc:
         print(f"remedy: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `remedy … | head`: the reader left; not an error of the command
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second complaint when Python flushes
+        return 0
     except OSError as exc:  # a file the operator named that cannot be read or written (--out, --values, …)
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"remedy: error: {where}{exc.strerror or exc}", file=sys.stderr)

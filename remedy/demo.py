@@ -183,6 +183,8 @@ def _print_outcome(outcome: dict[str, Any]) -> None:
     if outcome.get("replacement"):
         line += f" → {outcome['replacement']}" if not dry else f" (would use {outcome['replacement']})"
     print(line.strip(": "))
+    if isinstance(outcome.get("runs"), dict):
+        print("runs: " + ", ".join(f"{node} {status}" for node, status in outcome["runs"].items()))
     choice = outcome.get("choice")
     if choice:
         others = ", ".join(f"{o['option']} {o['downtime_minutes']:g} min" for o in choice.get("options", [])

@@ -80,10 +80,14 @@ def rack_storm(ctx: DemoContext) -> dict[str, Any]:
             time.sleep(0.3)
         for t in threads:
             t.join()
+    from remedy import runtime
+
     statuses = {n: runs[n]["status"] for n in STORM_RACK_NODES}
     replaced = sorted(n for n, s in statuses.items() if s == "replaced")
-    held = any(str(r.get("gate", "")).startswith("hold") for r in runs.values())
-    return {"node": "rack-2", "status": "breaker-tripped" if held else "no-trip", "runs": statuses,
+    # a run that was held and then approved reports the gate it finally passed: the trip is in the ledger
+    tripped = sorted({f"{e.scope_kind}:{e.scope}" for e in runtime.ledger().breaker_events() if e.to_state == "open"})
+    return {"node": "rack-2", "status": "breaker-tripped" if tripped else "no-trip", "tripped": tripped,
+            "runs": statuses,
             "replaced": replaced, "gates": {n: runs[n].get("gate") for n in STORM_RACK_NODES}}
 
 
@@ -136,7 +140,8 @@ def preempt(ctx: DemoContext) -> dict[str, Any]:
 SCENARIOS = [
     Scenario("xid79", "GPU fell off the bus (XID 79): NVIDIA's fix is a reboot; with a warm spare ready triage "
              "replaces first (less job downtime), then reboots the failed node off the critical path", xid79),
-    Scenario("rack-storm", "XID 79 on 5 nodes of one rack within seconds: the rack breaker trips, one approval",
+    Scenario("rack-storm", "XID 79 on 5 nodes of one rack within seconds: the breakers of the rack, its switch and "
+             "its PDU trip; a person approves and the held work goes on while spares last",
              rack_storm, ok_statuses=("breaker-tripped",)),
     Scenario("spares-exhausted", "row remapping failures (XID 64, always replaced) outrun the spare pool: spend the "
              "reserve with approval, then escalate", spares_exhausted, sim_options={"spares": 2},
