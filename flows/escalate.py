@@ -23,6 +23,7 @@ from tasks.cluster import cordon_node, taint_node
 from tasks.gate import check_breaker
 from tasks.ledger import open_incident, requester, set_node_state, sync_fleet
 from tasks.states import final_state, run_subflow
+from tasks.tags import tag_this_run
 
 
 def _run_name() -> str:
@@ -46,6 +47,7 @@ def _escalate(node: str, reason: str, incident_id: int | None, dry_run: bool | N
     log = get_run_logger()
     settings = runtime.settings()
     dry_run = settings.dry_run if dry_run is None else dry_run
+    tag_this_run(node, stage="escalate", dry_run=dry_run)
     out: dict[str, Any] = {"node": node, "reason": reason, "incident_id": incident_id, "dry_run": dry_run,
                            "status": "escalated", "replacement": None, "approval": None}
 
@@ -120,7 +122,7 @@ def _notify(node: str, reason: str, incident_id: int | None, quarantined: bool, 
 
     notifier = messages.notifier(runtime.settings())
     if notifier is None:
-        return "slack not configured"
+        return "not configured, nobody was notified"
     if dry_run:
         return "dry-run: not posted"
     try:

@@ -39,6 +39,7 @@ from tasks.fixes import (
 )
 from tasks.health import reconfirm_fault
 from tasks.states import final_state, run_subflow
+from tasks.tags import tag_this_run
 from tasks.ledger import claim_remediation, open_incident, requester, sync_fleet
 
 P = RemediationPath
@@ -104,6 +105,7 @@ def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run:
     log = get_run_logger()
     settings = runtime.settings()
     dry_run = settings.dry_run if dry_run is None else dry_run
+    tag_this_run(node, stage="fix-in-place", xid=xid, dry_run=dry_run)
     entry = lookup(xid)
     timeline = Timeline.starting(detected_at)
     out: dict[str, Any] = {"node": node, "xid": xid, "gpu": gpu, "dry_run": dry_run, "resolution": entry.resolution.value,

@@ -23,6 +23,7 @@ from tasks.burn_in import burn_in_node
 from tasks.fixes import reboot_node, reset_gpu, verify_gpus, wait_node_ready
 from tasks.ledger import requester
 from tasks.states import final_state
+from tasks.tags import tag_this_run
 
 # Below this chance of clearing the fault a reset is skipped and the node is rebooted at once.
 MIN_RESET_ODDS = 0.25
@@ -47,6 +48,7 @@ def _recover(node: str, xid: int | None, gpu: int | None, incident_id: int | Non
     log = get_run_logger()
     settings = runtime.settings()
     dry_run = settings.dry_run if dry_run is None else dry_run
+    tag_this_run(node, stage="recover", xid=xid, dry_run=dry_run)
     out: dict[str, Any] = {"node": node, "xid": xid, "dry_run": dry_run, "steps": []}
     odds = odds_for(lookup(xid).resolution, []) if xid is not None else None
     steps = [Option.RESET, Option.REBOOT] if odds is None or odds.clears(Option.RESET) >= MIN_RESET_ODDS \

@@ -38,6 +38,7 @@ from tasks.health import reconfirm_fault
 from tasks.spares import select_spare, validate_spare
 from tasks.notify import post_notice
 from tasks.states import final_state
+from tasks.tags import tag_this_run
 
 
 def _run_name() -> str:
@@ -69,6 +70,7 @@ def _replace(node: str, cause: str, signal: str, xid: int | None, gpu: int | Non
     log = get_run_logger()
     settings = runtime.settings()
     dry_run = settings.dry_run if dry_run is None else dry_run
+    tag_this_run(node, stage="replace", xid=xid, dry_run=dry_run)
     work = settings.workload
     timeline = Timeline.starting(detected_at)
     outcome: dict[str, Any] = {"node": node, "dry_run": dry_run, "replacement": None}
@@ -125,6 +127,11 @@ def _replace(node: str, cause: str, signal: str, xid: int | None, gpu: int | Non
                          incident_id=incident_id)
     outcome["drain"] = {k: drained[k] for k in ("evicted", "skipped", "not_evicted", "complete")}
     timeline.mark("drained")
+    if drained.get("refused"):  # e.g. a pod under two PodDisruptionBudgets: no retry helps, a person must fix it
+        why = "the API refused to evict " + "; ".join(f"{pod}: {w}" for pod, w in drained["refused"].items())
+        set_incident_status(incident_id, IncidentStatus.ESCALATED.value, detail=why[:500])
+        record_remediation_outcome(node, succeeded=False, incident_id=incident_id, dry_run=dry_run)
+        return _report(outcome | {"status": Outcome.ESCALATED.value, "escalated": True, "why": why}, timeline)
 
     # 6. Select a spare: same GPU model, validated, not a lemon, away from a correlated failure.
     if (stood_down := _operator_wins(node, incident_id, dry_run, outcome, timeline, "after the drain")):

@@ -31,6 +31,7 @@ from remedy.receiver.triage_policy import (
 )
 from remedy.settings.triage import triage_settings
 from tasks.states import final_state, run_subflow
+from tasks.tags import tag_this_run
 from tasks.triage import choose_remediation, claim_incident, close_incident, read_incident, read_live_node
 
 # isolate_fault ends with a verdict, not an Outcome: "infrastructure" means the bad nodes are found and held
@@ -71,6 +72,7 @@ def triage(
     facts = read_incident(incident_id, t.recurrence_lookback_hours)
     incident, recurrences, state = facts["incident"], facts["recurrences"], facts["node_state"]
     node = incident["node"]
+    tag_this_run(node, stage="triage", xid=incident.get("xid"), dry_run=dry_run)
 
     # 2. Staleness: a run that starts long after detection re-reads the live node before acting.
     now = utcnow()

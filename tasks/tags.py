@@ -29,3 +29,24 @@ def tagged(node: str, *, stage: str, xid: int | None = None, dry_run: bool = Fal
 
     with tags(*remediation_tags(node, stage=stage, xid=xid, dry_run=dry_run)):
         yield
+
+
+def tag_this_run(node: str, *, stage: str, xid: int | None = None, dry_run: bool = False) -> None:
+    """Add node/rack/XID/stage (and `dry-run`) tags to the current flow run, however it was started (a deployment,
+    the CLI, a parent flow): an operator filters runs by node or rack in the UI. Best effort."""
+    from prefect.client.orchestration import get_client
+    from prefect.runtime import flow_run
+
+    if not flow_run.id:
+        return
+    wanted = remediation_tags(node, stage=stage, xid=xid) + (["dry-run"] if dry_run else [])
+    try:
+        with get_client(sync_client=True) as client:
+            have = client.read_flow_run(flow_run.id).tags or []
+            missing = [t for t in wanted if t not in have]
+            if missing:
+                client.update_flow_run(flow_run.id, tags=[*have, *missing])
+    except Exception as exc:  # noqa: BLE001 - tags are a convenience; never fail a remediation for them
+        import logging
+
+        logging.getLogger(__name__).warning("could not tag run for %s: %s", node, exc)

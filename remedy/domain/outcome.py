@@ -100,7 +100,9 @@ def outcome_of(result: dict | None) -> Outcome | None:
 def one_line(result: dict) -> str:
     """The state message: what happened and why, in one line."""
     o = outcome_of(result)
-    why = str(result.get("why") or result.get("reason") or result.get("gate") or "").splitlines()
+    done = o is not None and o.look is RunLook.DONE
+    # a finished run's line says what happened; the gate's arithmetic belongs to runs the gate stopped
+    why = str(result.get("why") or ("" if done else result.get("reason") or result.get("gate")) or "").splitlines()
     head = f"{result.get('node', '')}: {o.label.lower() if o else result.get('status', 'done')}"
     if result.get("replacement"):
         head += f" by {result['replacement']}"
@@ -109,6 +111,10 @@ def one_line(result: dict) -> str:
     first = why[0] if why else ""
     if o and first.lower().startswith(o.label.lower() + ":"):  # "no spare — no spare: …" says it twice
         first = first[len(o.label) + 1:].strip()
+    node = str(result.get("node", ""))
+    for echo in (f"hold {node}:", f"held {node}:"):  # "gpu005: held — hold gpu005: …"
+        if node and first.lower().startswith(echo):
+            first = first[len(echo):].strip()
     return (head + (f" — {first}" if first else ""))[:300]
 
 

@@ -26,11 +26,11 @@ a seed; no I/O.
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
+from remedy.lemon.history import _poisson  # one Poisson draw, stable across Python versions
 from remedy.lemon.history import precision_recall  # noqa: F401 - one scorer of flagged vs planted, re-exported
 from remedy.lemon.records import IncidentRecord, NodeHistory, ValidationRecord
 
@@ -59,16 +59,6 @@ class PlantedFleet:
     now: datetime
     seed: int = 0
     counts: dict[str, int] = field(default_factory=dict)  # incidents planted per population, for the bench
-
-
-def _poisson(rng: random.Random, mu: float) -> int:
-    # Knuth's method, stable across Python versions; the means here are small.
-    limit, k, p = math.exp(-mu), 0, 1.0
-    while True:
-        p *= rng.random()
-        if p <= limit:
-            return k
-        k += 1
 
 
 def generate_fleet(

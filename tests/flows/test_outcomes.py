@@ -44,6 +44,12 @@ def test_a_replacement_is_a_completed_run(prefect_server, remedy_on_sim):
     done, out = run_to_state(replace_node, node="gpu003", cause="XID 79", xid=79, gpu=3)
     assert done.is_completed() and out["status"] == "replaced"
     assert done.message.startswith(f"gpu003: replaced by {out['replacement']}")
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:  # an operator filters runs by node and rack in the UI
+        tags = client.read_flow_run(done.state_details.flow_run_id).tags
+    assert {"node:gpu003", "stage:replace", "xid:79"} <= set(tags) and any(t.startswith("rack:") for t in tags)
+    assert "dry-run" not in tags
 
 
 def test_an_escalation_says_nobody_was_notified(prefect_server, remedy_on_sim):
@@ -51,7 +57,7 @@ def test_an_escalation_says_nobody_was_notified(prefect_server, remedy_on_sim):
 
     state, out = run_to_state(escalate, node="gpu012", reason="XID 58 (contact support)", quarantine=False)
     assert state.is_failed() and state.name == "Escalated"
-    assert "Slack: slack not configured" in state.message and "node left in service" in state.message
+    assert "Slack: not configured, nobody was notified" in state.message and "node left in service" in state.message
     assert out["quarantined"] is False
     assert [n["reason"] for n in remedy_notes("gpu012")] == ["RemedyEscalated"]
 
@@ -100,3 +106,23 @@ def test_the_operators_uncordon_stops_the_run_at_every_step(prefect_server, reme
         assert len(promoted) == 1  # the job already runs on the spare; nothing is undone
     else:
         assert not promoted  # the claim lapsed with the incident: the spare is still a spare
+
+
+def test_a_pod_under_two_budgets_escalates_with_their_names(prefect_server, remedy_on_sim):
+    """The real API answers 500 "more than one PodDisruptionBudget" for such a pod on every attempt: the run
+    escalates at once, naming the budgets, instead of retrying or spending a spare on a job that cannot move."""
+    from kubernetes import client as k8s
+
+    from flows.replace_node import replace_node
+    from remedy import runtime
+
+    prevalidate_spares()
+    policy = k8s.PolicyV1Api(runtime.cluster().api)
+    for name, labels in (("train-a", {"app": "llm-pretrain"}), ("train-b", {"job-name": "llm-pretrain"})):
+        policy.create_namespaced_pod_disruption_budget("training", {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name},
+            "spec": {"maxUnavailable": 5, "selector": {"matchLabels": labels}}})
+    state, out = run_to_state(replace_node, node="gpu010", cause="XID 79", xid=79, gpu=0)
+    assert state.is_failed() and state.name == "Escalated", (state, out)
+    assert "more than one PodDisruptionBudget (train-a, train-b)" in state.message
+    assert out["replacement"] is None and not promotions(out["incident_id"])
