@@ -126,7 +126,7 @@ def triage(
     _explain(incident, decision)
     from tasks.tags import tagged
 
-    with tagged(node, stage=decision.path.value, xid=incident.get("xid"), dry_run=dry_run):
+    with tagged(node, stage=decision.path.value, xid=incident.get("xid")):
         outcome = _dispatch(decision, incident, detected_at or incident["first_seen"].isoformat(), dry_run, log)
     status = str((outcome or {}).get("status", ""))
     done = outcome_of(outcome)
@@ -149,9 +149,8 @@ def triage(
     if recover_after and done in (Outcome.REPLACED, Outcome.REPLACED_JOB_NOT_FULL):
         from flows.recover_node import recover_node
 
-        with tagged(node, stage="recover", xid=incident.get("xid"), dry_run=dry_run):
-            result["recovery"] = run_subflow(recover_node, node, xid=incident.get("xid"), gpu=incident.get("gpu"),
-                                             incident_id=incident_id, dry_run=dry_run)
+        result["recovery"] = run_subflow(recover_node, node, xid=incident.get("xid"), gpu=incident.get("gpu"),
+                                         incident_id=incident_id, dry_run=dry_run)
     return final_state(result | {"status": status or "done", "incident_status": closed["status"], "outcome": outcome,
                                  "why": detail})
 
