@@ -261,6 +261,13 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def port_taken_message(port: int, flag: str, env: str | None = None) -> str:
     """One line: which port, that nothing was written to it, and how to choose another."""
+    from remedy import processes
+
+    for workdir in processes.DEFAULT_WORKDIRS:  # remedy's own server for the other workdir (up vs demo)?
+        record = processes.read_state(workdir).get(ROLE)
+        if record and record.get("port") == port and processes.alive(record):
+            return (f"port {port} is in use by remedy's Prefect server for {workdir}; choose another port with {flag} "
+                    f"PORT (0 = any free port), or use that server with PREFECT_API_URL={record.get('api_url')}")
     what = "a program remedy did not start"
     if flag == "--prefect-port" and healthy(f"http://127.0.0.1:{port}/api", timeout=1.0):
         what = "a Prefect server remedy did not start"
@@ -287,7 +294,8 @@ def use_server(workdir: Path, *, port: int | None = None, named_url: str | None 
     if named_url:
         named_url = named_url.rstrip("/")
         if not named_url.endswith("/api"):
-            raise RemedyError(f"{named_by}={named_url}: a Prefect API URL ends in /api (e.g. http://127.0.0.1:4200/api)")
+            raise RemedyError(f"{named_by}={named_url}: a Prefect API URL ends in /api "
+                              "(e.g. http://127.0.0.1:4200/api)")
         if not healthy(named_url):
             raise RemedyError(f"the Prefect API named by {named_by} ({named_url}) does not answer; start it, or unset "
                               f"{named_by} and remedy starts its own server")

@@ -1,6 +1,7 @@
 """`remedy up`: the embedded stack on one machine, and `remedy receiver serve` for production.
 
-    remedy up  →  its own Prefect server (or the one PREFECT_API_URL / --prefect-url names) + every deployment in remedy.deployments with its triggers
+    remedy up  →  its own Prefect server (or the one PREFECT_API_URL / --prefect-url names)
+                  + every deployment in remedy.deployments with its triggers
                   + the warm dispatcher (runs their flow runs in this process) + the alert receiver (uvicorn)
                   + the cluster simulator (63 nodes), whose fault injector posts its alerts to the receiver.
 
@@ -53,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sim-port", type=port_number, default=8001, help="simulator port (0 = free)")
     p.add_argument("--nodes", type=positive_int, default=63, help="simulated nodes (default 63: 60 active, 3 spares)")
     p.add_argument("--time-scale", type=positive_float, default=0.05,
-                   help="simulated durations × this (default 0.05: 10 min of simulated reboot take 30 s; 1.0 = real time)")
+                   help="simulated durations × this (default 0.05: a 10 min reboot takes 30 s; 1.0 = real time)")
     p.add_argument("--json", action="store_true", help="print the URLs as one JSON line once everything is up")
     p.set_defaults(func=_up)
 
@@ -289,7 +290,7 @@ def _announce(stack: Stack, server, args: argparse.Namespace) -> None:
     print(f"simulator:       {urls['simulator']}  (kubectl --server={urls['simulator']} get nodes)")
     print(f"ledger:          {Path(args.workdir) / 'ledger.db'}")
     print(f"deployments:     {', '.join(stack.deployment_ids)}")
-    print(f"time scale:      {args.time_scale:g} (simulated waits, e.g. a 10 min reboot, take {600 * args.time_scale:g} s)")
+    print(f"time scale:      {args.time_scale:g} (simulated waits: a 10 min reboot takes {600 * args.time_scale:g} s)")
     prometheus = _prometheus_note()
     if prometheus:
         print(f"nfs-audit:       {prometheus}")

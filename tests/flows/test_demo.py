@@ -129,7 +129,8 @@ def test_a_dry_run_says_would_prints_its_time_scale_and_every_run_is_tagged(pref
     assert "\ncordoned " not in proc.stdout and "\ndrained " not in proc.stdout
     assert "time scale 0.05" in proc.stdout and "time scale 0.05" in proc.stderr
     runs = [r for r in _runs_of() if r["id"] not in before]
-    assert runs and all("dry-run" in r["tags"] and "demo" in r["tags"] for r in runs), [(r["name"], r["tags"]) for r in runs]
+    assert runs and all("dry-run" in r["tags"] and "demo" in r["tags"] for r in runs), \
+        [(r["name"], r["tags"]) for r in runs]
     remediation = [r for r in runs if r["name"].startswith(("replace ", "fix ", "recover ", "escalate "))]
     assert remediation and all("node:gpu042" in r["tags"] and any(t.startswith("rack:") for t in r["tags"])
                                for r in remediation), \
