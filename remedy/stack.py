@@ -333,6 +333,7 @@ def _stop_on_sigterm():
 
 
 def _wait_for_interrupt() -> None:
+    """Until Ctrl-C (or SIGTERM inside `_stop_on_sigterm`)."""
     done = threading.Event()
     try:
         while not done.wait(0.5):
@@ -398,6 +399,7 @@ def _receiver_serve(args: argparse.Namespace) -> int:
     port = settings.receiver.port if args.port is None else args.port
     server = ReceiverServer(receiver, host=host, port=port).start()
     print(f"alert receiver on {server.alerts_url} (metrics {server.url}/metrics); Ctrl-C stops it", flush=True)
-    _wait_for_interrupt()
+    with _stop_on_sigterm():
+        _wait_for_interrupt()
     server.stop()
     return 0
