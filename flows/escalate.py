@@ -24,6 +24,7 @@ from tasks.gate import check_breaker
 from tasks.ledger import open_incident, requester, set_node_state, sync_fleet
 from tasks.states import final_state, run_subflow
 from tasks.tags import tag_this_run
+from tasks.leases import keeps_lease
 
 
 def _run_name() -> str:
@@ -33,6 +34,7 @@ def _run_name() -> str:
 
 
 @flow(name="escalate", flow_run_name=_run_name, log_prints=False)
+@keeps_lease  # alive while it runs; a killed run's incident is taken over (tasks.leases)
 def escalate(node: str, reason: str, incident_id: int | None = None, dry_run: bool | None = None,
              quarantine: bool = True, ask_replace: bool = False,
              approval_timeout_seconds: float | None = None):

@@ -28,7 +28,8 @@ from remedy.approvals.open_loop import is_open_loop, node_pool
 from remedy.domain.model import Action, ActionOutcome, IncidentStatus
 from remedy.domain.timeline import Timeline
 from remedy.domain.xid import RemediationPath, Resolution, lookup
-from remedy.ledger.errors import LedgerConflict
+from remedy.ledger.errors import LeaseLost, LedgerConflict
+from remedy.ledger.leases import ABANDONED
 from remedy.safety.ladder import LADDERS, Attempt, AttemptOutcome, LadderExhausted, Step, backoff_schedule, next_step
 from tasks.approvals import propose_open_loop
 from tasks.cluster import check_drift
@@ -41,6 +42,7 @@ from tasks.health import reconfirm_fault
 from tasks.states import final_state, run_subflow
 from tasks.tags import tag_this_run
 from tasks.ledger import claim_remediation, open_incident, requester, sync_fleet
+from tasks.leases import keeps_lease
 
 P = RemediationPath
 ATTEMPT_PREFIX = "fix_"
@@ -65,10 +67,13 @@ def first_step_words(xid: int) -> str:
 
 
 def attempts_from_actions(actions: list) -> list[Attempt]:
-    """The ladder's history from the ledger's `fix_<step>` actions (dry-run and skipped rows do not count)."""
+    """The ladder's history from the ledger's `fix_<step>` actions (dry-run and skipped rows do not count, nor an
+    attempt whose run died before it ended: it says nothing about the fix, so the rung is tried again)."""
     out = []
     for a in actions:
         if not a.kind.startswith(ATTEMPT_PREFIX) or a.dry_run:
+            continue
+        if a.outcome is ActionOutcome.FAILED and a.error.startswith(ABANDONED):
             continue
         if a.outcome in (ActionOutcome.SKIPPED, ActionOutcome.PLANNED):
             continue
@@ -92,6 +97,7 @@ class OperatorWins(Exception):
 
 
 @flow(name="fix-in-place", flow_run_name=_run_name, log_prints=False)
+@keeps_lease  # alive while it runs; a killed run's incident is taken over (tasks.leases)
 def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int | None = None,
                  dry_run: bool | None = None, detected_at: str | None = None,
                  ask_replace_on_escalation: bool = False):
@@ -198,6 +204,8 @@ def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run:
             if dry_run:
                 return _finish(out | {"status": "planned"})
             continue
+        except LeaseLost:  # another run has this incident now: stop, do not climb the ladder next to it
+            raise
         except Exception as exc:  # a task that gave up after its retries: this rung failed, try the next
             log.warning("%s: %s raised %s: %s — falling back", node, step.kind.value, type(exc).__name__, exc)
             _finish_attempt(led, attempt.id, ActionOutcome.FAILED, error=f"{type(exc).__name__}: {exc}"[:500])
@@ -320,11 +328,12 @@ def _record_skip(led, node: str, incident_id: int, kind: str, why: str, dry_run:
 
 
 def _abandon_orphans(led, node: str) -> None:
-    """A fix attempt left RUNNING by a run that crashed counts as failed, so the ladder can move on."""
+    """A fix attempt left RUNNING by a run that crashed (and not settled by a takeover) is closed as abandoned, so
+    the ladder can go on: it tries that rung again."""
     me = requester()
     for a in led.actions(node=node):
         if a.kind.startswith(ATTEMPT_PREFIX) and a.outcome is ActionOutcome.RUNNING and a.requested_by != me:
-            _finish_attempt(led, a.id, ActionOutcome.FAILED, error=f"abandoned: {a.requested_by} ended without an outcome")
+            _finish_attempt(led, a.id, ActionOutcome.FAILED, error=f"{ABANDONED}{a.requested_by} ended without an outcome")
 
 
 def _finish(out: dict[str, Any], escalation: dict[str, Any] | None = None) -> dict[str, Any]:

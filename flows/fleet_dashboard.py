@@ -16,7 +16,8 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from tasks.dashboard import (
-    Dashboard, check_spare_pool, count_pools, dashboard_markdown, list_open_incidents, read_breakers, score_lemons,
+    Dashboard, check_spare_pool, count_pools, dashboard_markdown, list_open_incidents, read_breakers, read_job_failures,
+    score_lemons,
 )
 
 ARTIFACT_KEY = "fleet-dashboard"
@@ -38,8 +39,10 @@ def fleet_dashboard() -> dict[str, Any]:
     # 3. What is going wrong slowly: lemons, and the spare pool's depth and spread.
     lemons = score_lemons(now)
     spares = check_spare_pool()
+    # 4. The training Job's restart budget: a real Job fails outright past its backoffLimit.
+    job = read_job_failures()
 
-    board = Dashboard(now, pools, breakers, incidents, lemons, spares, notes)
+    board = Dashboard(now, pools, breakers, incidents, lemons, spares, notes, job)
     create_markdown_artifact(key=ARTIFACT_KEY, markdown=dashboard_markdown(board), description="Fleet dashboard")
     create_table_artifact(key=f"{ARTIFACT_KEY}-pools", table=pools, description="Nodes per lifecycle state")
     return asdict(board) | {"at": now.isoformat()}

@@ -39,6 +39,7 @@ from tasks.spares import select_spare, validate_spare
 from tasks.notify import post_notice
 from tasks.states import final_state
 from tasks.tags import tag_this_run
+from tasks.leases import keeps_lease
 
 
 def _run_name() -> str:
@@ -49,6 +50,7 @@ def _run_name() -> str:
 
 
 @flow(name="replace-node", flow_run_name=_run_name)
+@keeps_lease  # alive while it runs; a killed run's incident is taken over (tasks.leases)
 def replace_node(
     node: str,
     cause: str = "",

@@ -33,6 +33,7 @@ from remedy.settings.triage import triage_settings
 from tasks.states import final_state, run_subflow
 from tasks.tags import tag_this_run
 from tasks.triage import choose_remediation, claim_incident, close_incident, read_incident, read_live_node
+from tasks.leases import keeps_lease
 
 # isolate_fault ends with a verdict, not an Outcome: "infrastructure" means the bad nodes are found and held
 ISOLATE_FIXED = {"isolated", "infrastructure"}
@@ -53,6 +54,7 @@ def artifact_key(incident: dict[str, Any]) -> str:
 
 
 @flow(name="triage", flow_run_name=_run_name, log_prints=False)
+@keeps_lease  # alive while it runs; a killed run's incident is taken over (tasks.leases)
 def triage(
     incident_id: int | str,
     node: str = "",
@@ -81,7 +83,8 @@ def triage(
 
     # 3. Decide (plain Python: remedy.receiver.triage_policy).
     decision = decide(incident, recurrences=recurrences, node_state=state, now=now, detected_at=detected,
-                      max_age_seconds=t.max_incident_age_seconds, live_node=live, thresholds=settings.signals)
+                      max_age_seconds=t.max_incident_age_seconds, live_node=live, thresholds=settings.signals,
+                      orphaned=facts["orphaned"], resumes=facts["resumes"])
     result: dict[str, Any] = {"incident_id": incident_id, "node": node, "dry_run": dry_run, **decision.to_dict()}
 
     # 4. Claim: only one run acts on one incident (duplicate triggers stop here).

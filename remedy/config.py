@@ -24,6 +24,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from remedy.settings.audit import NfsAuditSettings
 from remedy.settings.health import HealthCheckSettings
+from remedy.settings.leases import LeaseSettings
 from remedy.settings.lemon import LemonSettings
 from remedy.settings.receiver import ReceiverLimits
 from remedy.settings.safety import BreakerSettings, LadderSettings, SpareSettings
@@ -231,6 +232,7 @@ class RemedySettings(BaseSettings):
     aws: AwsSettings = Field(default_factory=AwsSettings)
     receiver: ReceiverSettings = Field(default_factory=ReceiverSettings)
     triage: TriageSettings = Field(default_factory=TriageSettings)
+    leases: LeaseSettings = Field(default_factory=LeaseSettings)
 
     @model_validator(mode="after")
     def _cluster_access_complete(self) -> "RemedySettings":

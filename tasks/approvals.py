@@ -28,6 +28,7 @@ from remedy.approvals.model import DECISIONS, ApprovalOutcome, wait_phases
 from remedy.domain.model import Action, ActionOutcome
 from remedy.errors import RemedyError
 from remedy.ledger.errors import LedgerConflict
+from tasks.leases import keep_alive
 
 class ApprovalInput(RunInput):
     """What a person answers (Prefect UI form, or the Slack receiver on a button press).
@@ -57,8 +58,6 @@ def request_approval(*, kind: str, title: str, summary_markdown: str, incident_i
                      timeout_seconds: float, default_on_timeout: str = "deny", slack: bool = True,
                      consequence: str = "nothing was changed") -> ApprovalOutcome:
     """Ask a person; block this flow run (paused, not polling a task) until they answer or the timeout passes."""
-    from prefect.exceptions import FlowPauseTimeout
-    from prefect.flow_runs import pause_flow_run
     from prefect.runtime import flow_run
 
     log = get_run_logger()
@@ -83,34 +82,9 @@ def request_approval(*, kind: str, title: str, summary_markdown: str, incident_i
 
     decided = led.get_approval(rec.id)
     if decided.pending:  # a very fast answer may already be in the ledger: then there is nothing to wait for
-        form = ApprovalInput.with_initial_data(
-            description=f"**{title}**\n\n{summary_markdown}\n\nNo answer within {timeout_seconds:g} s → "
-                        f"**{default_on_timeout}**. Only a listed approver's answer counts.", reason="")
-        nudge = _nudge_later(notifier, led, rec.id, title, timeout_seconds, default_on_timeout, node, incident_id)
-        deadline = time.monotonic() + timeout_seconds
-        attempt, answer = 0, None
-        try:
-            while answer is None and (left := deadline - time.monotonic()) > 0:
-                attempt += 1
-                try:
-                    answer = pause_flow_run(wait_for_input=form, timeout=max(1, math.ceil(left)), poll_interval=1,
-                                            key=f"approval-{rec.id}-{attempt}")
-                except FlowPauseTimeout:
-                    _running_again(flow_run.id)
-                    break
-                if led.get_approval(rec.id).pending and not _approver_ok(answer):
-                    # The Slack receiver and the open-loop endpoint write the ledger before resuming; a resume
-                    # with no ledger answer came through the Prefect form or its API, so the name must be listed.
-                    _refuse(led, rec.id, answer, node, incident_id)
-                    answer = None
-        finally:
-            if nudge is not None:
-                nudge.cancel()
-        if answer is not None:
-            _record(led, rec.id, answer.decision, answer.approver.strip(), answer.reason)
-        else:
-            _record(led, rec.id, "timeout", "timeout", f"no answer within {timeout_seconds:g} s")
-        decided = led.get_approval(rec.id)
+        with keep_alive(str(flow_run.id)):  # a late answer can tell a waiting run from a gone one
+            decided = _wait(led, rec.id, title, summary_markdown, timeout_seconds, default_on_timeout, notifier, node,
+                            incident_id, flow_run.id)
 
     outcome = ApprovalOutcome(decision=decided.decision or "timeout", by=decided.decided_by or "",
                               reason=decided.reason, approval_id=rec.id, default_on_timeout=default_on_timeout)
@@ -131,6 +105,42 @@ def request_approval(*, kind: str, title: str, summary_markdown: str, incident_i
         _slack(lambda: notifier.post(f"Reminder: no answer to '{title}'; took the safe default", blocks),
                "post reminder", rec.id, node, incident_id)
     return outcome
+
+
+def _wait(led, approval_id: int, title: str, summary_markdown: str, timeout_seconds: float, default_on_timeout: str,
+          notifier, node: str | None, incident_id: int | None, flow_run_id):
+    """Pause until a listed approver answers or the timeout passes; the approval as decided in the ledger."""
+    from prefect.exceptions import FlowPauseTimeout
+    from prefect.flow_runs import pause_flow_run
+
+    form = ApprovalInput.with_initial_data(
+        description=f"**{title}**\n\n{summary_markdown}\n\nNo answer within {timeout_seconds:g} s → "
+                    f"**{default_on_timeout}**. Only a listed approver's answer counts.", reason="")
+    nudge = _nudge_later(notifier, led, approval_id, title, timeout_seconds, default_on_timeout, node, incident_id)
+    deadline = time.monotonic() + timeout_seconds
+    attempt, answer = 0, None
+    try:
+        while answer is None and (left := deadline - time.monotonic()) > 0:
+            attempt += 1
+            try:
+                answer = pause_flow_run(wait_for_input=form, timeout=max(1, math.ceil(left)), poll_interval=1,
+                                        key=f"approval-{approval_id}-{attempt}")
+            except FlowPauseTimeout:
+                _running_again(flow_run_id)
+                break
+            if led.get_approval(approval_id).pending and not _approver_ok(answer):
+                # The Slack receiver and the open-loop endpoint write the ledger before resuming; a resume
+                # with no ledger answer came through the Prefect form or its API, so the name must be listed.
+                _refuse(led, approval_id, answer, node, incident_id)
+                answer = None
+    finally:
+        if nudge is not None:
+            nudge.cancel()
+    if answer is not None:
+        _record(led, approval_id, answer.decision, answer.approver.strip(), answer.reason)
+    else:
+        _record(led, approval_id, "timeout", "timeout", f"no answer within {timeout_seconds:g} s")
+    return led.get_approval(approval_id)
 
 
 def _nudge_later(notifier, led, approval_id: int, title: str, timeout_seconds: float, default_on_timeout: str,

@@ -52,6 +52,19 @@ class Dashboard:
     lemons: list[dict]
     spares: dict[str, Any]
     notes: list[str]
+    job: dict[str, Any] | None = None  # the training Job's failure count against its backoffLimit
+
+
+def backoff_warning(failed: int, limit: int, margin: int = 2) -> str | None:
+    """The Job controller fails the whole Job when its failed pods exceed backoffLimit (default 6), and without a
+    podFailurePolicy that ignores DisruptionTarget every drain, preemption and restart counts: warn before that."""
+    left = limit - failed
+    if left > margin:
+        return None
+    if left < 0:
+        return f"{failed} failed pods, over its backoffLimit of {limit}: the Job has failed"
+    return (f"{failed} failed pods of a backoffLimit of {limit}: {left} more drain(s) or restart(s) fail the whole "
+            "Job — add a podFailurePolicy that ignores DisruptionTarget (docs/operations.md) or raise backoffLimit")
 
 
 def dashboard_markdown(d: Dashboard) -> str:
@@ -74,6 +87,13 @@ def dashboard_markdown(d: Dashboard) -> str:
     out += ["", "## Spare pool", "", f"{s['ready']} ready, target {s['target']}"
             + (f", **short by {s['shortfall']}**" if s["shortfall"] else "") + f". {s['sizing']}"]
     out += [f"- warning: {w}" for w in s["warnings"]]
+    if d.job:
+        j = d.job
+        out += ["", "## Training job", "", f"{j['name']}: {j['failed']} failed pods, backoffLimit {j['limit']}"
+                + (" (failed pods from disruptions are ignored by its podFailurePolicy)" if j["ignores_disruptions"]
+                   else "")]
+        if j.get("warning"):
+            out.append(f"- **warning:** {j['warning']}")
     return "\n".join(out) + "\n"
 
 
@@ -131,3 +151,22 @@ def check_spare_pool() -> dict[str, Any]:
     warnings = check_diversity([Node(s.name, topology=s.topology) for s in spares], settings)
     return {"ready": sizing.ready, "target": sizing.target, "shortfall": sizing.shortfall,
             "risk_at_ready": sizing.risk_at_ready, "sizing": sizing.explain(), "warnings": [w.message for w in warnings]}
+
+
+@task(name="read_job_failures", cache_policy=NO_CACHE)
+def read_job_failures() -> dict[str, Any] | None:
+    """The training Job's failed pods against its backoffLimit (None when it cannot be read)."""
+    work = runtime.settings().workload
+    try:
+        job = runtime.cluster().read_job(work.namespace, work.job)
+    except Exception:  # noqa: BLE001 - the page says what it could not read elsewhere; the rest still publishes
+        return None
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    limit = int(spec.get("backoffLimit", 6))  # the API server defaults it to 6
+    failed = int(status.get("failed") or 0)
+    rules = (spec.get("podFailurePolicy") or {}).get("rules") or []
+    ignores = any(r.get("action") == "Ignore" and any(c.get("type") == "DisruptionTarget"
+                                                      for c in r.get("onPodConditions") or []) for r in rules)
+    warning = None if ignores and failed <= limit - 3 else backoff_warning(failed, limit)
+    return {"name": f"{work.namespace}/{work.job}", "failed": failed, "limit": limit, "ignores_disruptions": ignores,
+            "warning": warning}

@@ -17,6 +17,8 @@ from prefect.cache_policies import NO_CACHE
 from remedy import runtime
 from remedy.domain.model import Action, ActionOutcome, Incident, IncidentStatus, NodeState, Topology
 from remedy.errors import Conflict
+from remedy.ledger.errors import LeaseLost, LedgerConflict
+from remedy.ledger.leases import ABANDONED
 from tasks.retry import transient_only
 
 DONE = (ActionOutcome.SUCCEEDED, ActionOutcome.PLANNED)
@@ -36,6 +38,9 @@ def requester() -> str:
 
 def act(kind: str, node: str, fn: Callable[[], dict[str, Any]], *, incident_id: int | None, dry_run: bool,
         key: str | None = None) -> dict[str, Any]:
+    from tasks.leases import ensure_held
+
+    ensure_held()  # a run that lost its lease (another run has its incident now) must not act
     led = runtime.ledger()
     base = key or (f"incident-{incident_id}:{kind}:{node}" if incident_id is not None else None)
     if base and dry_run:
@@ -59,7 +64,14 @@ def act(kind: str, node: str, fn: Callable[[], dict[str, Any]], *, incident_id: 
     except Exception as exc:
         led.finish_action(record.id, ActionOutcome.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000])
         raise
-    led.finish_action(record.id, ActionOutcome.PLANNED if dry_run else ActionOutcome.SUCCEEDED, detail=result)
+    try:
+        led.finish_action(record.id, ActionOutcome.PLANNED if dry_run else ActionOutcome.SUCCEEDED, detail=result)
+    except LedgerConflict:
+        settled = led.get_action(record.id)
+        if settled.error.startswith(ABANDONED):  # this run was found gone while it acted: its incident is not its own
+            raise LeaseLost(f"{kind} on {node} finished, but this run had been found gone meanwhile "
+                            f"({settled.error}); it stops here") from None
+        raise
     return result
 
 
@@ -104,6 +116,10 @@ def set_node_state(node: str, state: str, reason: str, dry_run: bool, incident_i
       retries=2, retry_delay_seconds=1, retry_condition_fn=transient_only)
 def set_incident_status(incident_id: int, status: str, detail: str = "") -> None:
     from prefect.runtime import flow_run
+
+    from tasks.leases import ensure_held
+
+    ensure_held()  # a run that lost its lease does not speak for the incident any more
 
     runtime.ledger().set_incident_status(incident_id, IncidentStatus(status), detail=detail,
                                          flow_run_id=str(flow_run.id) if flow_run.id else None)
@@ -168,6 +184,20 @@ def _run_state(flow_run_id: str) -> str | None:
         return None
 
 
+def took_over(claim, incident_id: int) -> dict[str, Any]:
+    """After a takeover: say so in the log and the UI, and return what the result should carry."""
+    from prefect import get_run_logger
+
+    why = f"its process is gone; incident {incident_id} was taken over by run {claim.holder}"
+    get_run_logger().warning("incident %s: taken over from run %s (%s); %d unfinished action(s) recorded abandoned, "
+                             "finished steps replay", incident_id, claim.took_over_from,
+                             "lease expired" if claim.holder_lease else "its run is over", len(claim.abandoned))
+    from remedy.receiver.watchdog import show_gone_in_prefect
+
+    show_gone_in_prefect(list(claim.reaped), why)
+    return {"took_over_from": claim.took_over_from, "abandoned": list(claim.abandoned)}
+
+
 @task(name="claim_remediation", task_run_name="claim-incident-{incident_id}", cache_policy=NO_CACHE, retries=2,
       retry_delay_seconds=1, retry_condition_fn=transient_only)
 def claim_remediation(incident_id: int, by_person: bool = False) -> dict[str, Any]:
@@ -177,25 +207,33 @@ def claim_remediation(incident_id: int, by_person: bool = False) -> dict[str, An
     settled (resolved, ignored, or escalated to a person) is not acted on again: a late duplicate trigger (an event
     re-delivered, a re-announce after a Prefect API blip) stands down. A person's go-ahead re-opens the incident for
     the run that asked (flows/escalate.py), and so does a run a person started by hand (`by_person`: no incident id
-    was given, e.g. from the Prefect UI after an escalation timed out). A holder whose run is over (completed, crashed, failed, cancelled — e.g.
-    the process was killed) mid-action is taken over: the new run replays the finished steps from the ledger. A
-    holder still running means a duplicate trigger: this run stands down.
+    was given, e.g. from the Prefect UI after an escalation timed out). A holder whose lease expired (its process
+    was killed, or `remedy up` stopped) is gone: its incident is taken over (remedy.ledger.leases) and the new run
+    replays the finished steps from the ledger. A holder with a live lease is at work: this run stands down. A
+    holder without a lease (a hand-written claim, a run from before leases) is judged by Prefect's view of it.
     """
     from prefect.runtime import flow_run
 
     led = runtime.ledger()
     me = str(flow_run.id) if flow_run.id else requester()
-    if led.claim_incident(incident_id, me):
-        return {"claimed": True, "holder": me}
-    incident = led.get_incident(incident_id)
-    holder = incident.flow_run_id or ""
+    claim = led.claim(incident_id, me)
+    if claim.claimed:
+        return {"claimed": True, "holder": me} | (took_over(claim, incident_id) if claim.took_over_from else {})
+    holder = claim.holder
     if holder and _is_us_or_ancestor(holder, me):
         return {"claimed": True, "holder": holder}
-    if incident.status in SETTLED and not by_person:
-        return {"claimed": False, "holder": holder, "settled": incident.status.value}
+    if claim.status in SETTLED and not by_person:
+        return {"claimed": False, "holder": holder, "settled": claim.status.value}
+    if claim.status is IncidentStatus.ACTING and claim.holder_lease is not None:  # alive: it renews its lease
+        return {"claimed": False, "holder": holder, "holder_lease_expires_at": claim.holder_lease.expires_at.isoformat()}
     state = _run_state(holder) if holder else None
-    if incident.status is IncidentStatus.ACTING and state is not None and state not in FINAL_STATES:
+    if claim.status is IncidentStatus.ACTING and state is not None and state not in FINAL_STATES:
         return {"claimed": False, "holder": holder, "holder_state": state}
-    led.set_incident_status(incident_id, IncidentStatus.ACTING, detail=f"taken over from {holder or 'nobody'}",
-                            flow_run_id=me)
-    return {"claimed": True, "holder": me, "took_over_from": holder, "holder_state": state}
+    why = f"its run is {state.lower()}" if state else ("re-opened by a person" if claim.status in SETTLED
+                                                       else "nobody holds it")
+    taken = led.take_over_incident(incident_id, me, expected_holder=holder or None, reason=why,
+                                   holder_over=state in FINAL_STATES or not holder)
+    if not taken.claimed:  # another run took it between our reads: it is at work now
+        return {"claimed": False, "holder": taken.holder, "holder_state": "just claimed"}
+    return {"claimed": True, "holder": me, "took_over_from": holder, "holder_state": state,
+            "abandoned": list(taken.abandoned)}

@@ -52,12 +52,16 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
                  dry_run: bool = False) -> dict:
     """Pick the warm spare that replaces `node`; the answer explains itself (chosen and rejected, with reasons)."""
     from tasks.gate import breaker_lock  # one lock for every decision that spends the shared pool
+    from tasks.leases import ensure_held
 
+    ensure_held()  # a run that lost its lease must not claim a spare: its incident may be another run's now
     cluster, led, settings = runtime.cluster(), runtime.ledger(), runtime.settings()
     with breaker_lock():
-        earlier = led.find_action(_claim_key(incident_id, node)) if incident_id is not None else None
-        if earlier is not None:  # a re-run of this incident: the spare was chosen once
-            return dict(earlier.detail) | {"replayed": True}
+        key = _claim_key(incident_id, node) if incident_id is not None else None
+        earlier = led.actions(key_prefix=key) if key is not None else []
+        done = [a for a in earlier if a.outcome is ActionOutcome.SUCCEEDED and "spare" in a.detail]
+        if done:  # a re-run of this incident: the spare was chosen once
+            return dict(done[-1].detail) | {"replayed": True}
         now = datetime.now(timezone.utc)
         failed = cluster.get_node(node)
         taken = _claimed_by_others(led, incident_id)
@@ -78,9 +82,11 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
         detail = {"spare": choice.name, "needs_validation": choice.needs_validation, "why": choice.explain()}
         if dry_run or incident_id is None:  # a claim binds a spare to an incident; without one, only advise
             return detail
-        rec, new = led.start_action(Action(kind=CLAIM_KIND, node=choice.name, requested_by=requester(),
-                                           incident_id=incident_id, idempotency_key=_claim_key(incident_id, node)))
-        led.finish_action(rec.id, ActionOutcome.SUCCEEDED, detail=detail)
+        # One row, written whole: a run killed mid-way leaves either a claim with its spare or none. A key already
+        # taken by an unfinished claim from before (its run died) gets the next attempt number.
+        led.start_action(Action(kind=CLAIM_KIND, node=choice.name, requested_by=requester(), incident_id=incident_id,
+                                outcome=ActionOutcome.SUCCEEDED, detail=detail,
+                                idempotency_key=key + (f"#{len(earlier) + 1}" if earlier else "")))
         return detail
 
 

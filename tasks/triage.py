@@ -10,9 +10,10 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
-from remedy.domain.model import IncidentStatus, utcnow
+from remedy.domain.model import ActionOutcome, IncidentStatus, utcnow
 from remedy.errors import NodeNotFound
-from tasks.ledger import requester
+from remedy.ledger.leases import REANNOUNCE_KIND
+from tasks.ledger import requester, took_over
 from tasks.retry import transient_only
 
 READ = dict(retries=2, retry_delay_seconds=[0.5, 1], retry_condition_fn=transient_only, cache_policy=NO_CACHE)
@@ -30,7 +31,22 @@ def read_incident(incident_id: int, lookback_hours: float) -> dict[str, Any]:
         state = led.get_node(incident["node"]).state
     except NodeNotFound:
         state = None
-    return {"incident": incident, "recurrences": max(1, recurrences), "node_state": state.value if state else None}
+    return {"incident": incident, "recurrences": max(1, recurrences), "node_state": state.value if state else None,
+            **resumption(led, incident)}
+
+
+def resumption(led, incident: dict[str, Any]) -> dict[str, bool]:
+    """Is this incident's remediation to be continued rather than started? `orphaned`: it is acting under a run
+    that is gone (its lease expired: the process was killed); `resumes`: a gone run of this very incident already
+    cordoned its node (re-announced by the watchdog, or orphaned), so the node being out of service or cordoned is
+    its own doing, not a sign that someone else dealt with it."""
+    holder = incident.get("flow_run_id") or ""
+    orphaned = incident["status"] == IncidentStatus.ACTING.value and bool(holder) and led.run_gone(holder) is not None
+    reannounced = incident["status"] == IncidentStatus.OPEN.value and any(
+        True for _ in led.actions(incident_id=incident["id"], kind=REANNOUNCE_KIND))
+    cordoned = any(not a.dry_run and a.outcome is ActionOutcome.SUCCEEDED
+                   for a in led.actions(incident_id=incident["id"], kind="cordon_node"))
+    return {"orphaned": orphaned, "resumes": (orphaned or reannounced) and cordoned}
 
 
 @task(name="read_live_node", task_run_name="read-live-{node}", **READ)
@@ -44,20 +60,32 @@ def read_live_node(node: str) -> dict[str, Any] | None:
 
 @task(name="claim_incident", task_run_name="claim-incident-{incident_id}", **READ)
 def claim_incident(incident_id: int) -> bool:
-    """open → acting for this run; False if another run (or an operator) has it. One incident, one remediation."""
+    """open → acting for this run, or taken over from a run that is gone (its lease expired); False if another live
+    run (or an operator) has it. One incident, one remediation."""
     from prefect.runtime import flow_run
 
-    return runtime.ledger().claim_incident(incident_id, str(flow_run.id or requester()))
+    claim = runtime.ledger().claim(incident_id, str(flow_run.id or requester()))
+    if claim.claimed and claim.took_over_from:
+        took_over(claim, incident_id)
+    return claim.claimed
 
 
 @task(name="close_incident", task_run_name="close-incident-{incident_id}-{status}", **READ)
 def close_incident(incident_id: int, status: str, detail: str, only_if_acting: bool = False) -> dict[str, Any]:
     """Set the incident's final status. `only_if_acting`: leave it alone if the remediation flow already closed it
-    (replace-node, fix-in-place and escalate record their own outcome)."""
+    (replace-node, fix-in-place and escalate record their own outcome), or if another live run holds it now (this
+    run's was found gone and the incident taken over)."""
+    from prefect.runtime import flow_run
+
+    from tasks.leases import ensure_held
+
+    ensure_held()
     led = runtime.ledger()
-    if only_if_acting and led.get_incident(incident_id).status is not IncidentStatus.ACTING:
-        rec = led.get_incident(incident_id)
-    else:
+    rec = led.get_incident(incident_id)
+    holder = rec.flow_run_id
+    lease = led.get_lease(holder) if holder and holder != str(flow_run.id or "") else None
+    taken = lease is not None and lease.live(utcnow())
+    if not (only_if_acting and (rec.status is not IncidentStatus.ACTING or taken)):
         rec = led.set_incident_status(incident_id, IncidentStatus(status), detail=detail[:2000])
     return {"id": rec.id, "status": rec.status.value}
 

@@ -94,3 +94,12 @@ def test_a_misspelt_nested_environment_variable_is_rejected(monkeypatch):
     with pytest.raises(ConfigError, match=r"^drain\.grace_period_secnds: unknown setting \(environment variable "
                        r"REMEDY_DRAIN__GRACE_PERIOD_SECNDS\); did you mean drain\.grace_period_seconds\?"):
         load_settings()
+
+
+def test_lease_renewal_must_fit_well_inside_the_lease(monkeypatch):
+    monkeypatch.setenv("REMEDY_LEASES__TTL_SECONDS", "10")
+    monkeypatch.setenv("REMEDY_LEASES__RENEW_SECONDS", "6")
+    with pytest.raises(ConfigError, match=r"leases: .*renew_seconds \(6\) must be at most half of ttl_seconds \(10\)"):
+        load_settings()
+    monkeypatch.setenv("REMEDY_LEASES__RENEW_SECONDS", "5")
+    assert load_settings().leases.renew_seconds == 5

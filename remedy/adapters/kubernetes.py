@@ -144,6 +144,10 @@ class KubernetesCluster:
         )
         return data.get("items", [])
 
+    def read_job(self, namespace: str, job: str) -> dict:
+        """A Job as the API serves it (spec and status), e.g. for its failed pods against its backoffLimit."""
+        return self._json(f"read job {namespace}/{job}", self.batch.read_namespaced_job, job, namespace)
+
     def workload_size(self, namespace: str, job: str) -> tuple[int, int]:
         """(ready pods, desired pods) of a gang-scheduled training Job."""
         data = self._json(f"read job {namespace}/{job}", self.batch.read_namespaced_job, job, namespace)

@@ -24,11 +24,42 @@ class Decided:
     first: bool  # False: someone decided earlier; `decision`/`by` are theirs
     resumed: bool = False
     error: str = ""
+    gone: str = ""  # the run that asked is gone (its process died): what became of its incident; nothing recorded
+
+
+def gone_text(ledger, approval, lease) -> str:
+    """What a late answer for a gone run is told: the run is gone, and who has the incident now."""
+    from remedy.domain.model import IncidentStatus
+    from remedy.ledger.leases import gone_since
+
+    head = f"The run waiting for this answer is gone ({approval.flow_run_id} {gone_since(lease)}); nothing was done."
+    if approval.incident_id is None:
+        return head + " Ask again by starting the flow anew."
+    inc = ledger.get_incident(approval.incident_id)
+    holder_gone = inc.flow_run_id and ledger.run_gone(inc.flow_run_id) is not None
+    if inc.status is IncidentStatus.ACTING and not holder_gone:
+        return head + f" Incident {inc.id} was handed to run {inc.flow_run_id}: it asks again if it still needs to."
+    if inc.status is IncidentStatus.ACTING or inc.status is IncidentStatus.OPEN:
+        return head + (f" Incident {inc.id} on {inc.node} is re-announced: a new run takes it over and asks again "
+                       "if it still needs to.")
+    return head + f" Incident {inc.id} on {inc.node} is {inc.status.value}: {inc.detail}"
 
 
 def decide_and_resume(ledger, approval_id: int, *, decision: str, by: str, reason: str = "",
                       resume_wait_seconds: float = RESUME_WAIT_SECONDS) -> Decided:
-    """Write the decision; if it is the first, resume the flow run that waits for it with the answer as input."""
+    """Write the decision; if it is the first, resume the flow run that waits for it with the answer as input.
+
+    A pending question whose run is gone (its lease expired: the process was killed while it waited) is not
+    answered: nobody waits for it, and its incident is (or is about to be) taken over by a run that asks again.
+    The result's `gone` says so; the caller should wake the lease watchdog."""
+    pending = ledger.get_approval(approval_id)
+    lease = ledger.run_gone(pending.flow_run_id) if pending.pending else None
+    if lease is not None:
+        text = gone_text(ledger, pending, lease)
+        log.warning("approval %s: %s by %s arrived after run %s was gone: %s", approval_id, decision, by,
+                    pending.flow_run_id, text)
+        _record_late(ledger, pending, decision, by, text)
+        return Decided(approval_id, decision, by, first=False, gone=text)
     try:
         rec = ledger.decide_approval(approval_id, decision=decision, decided_by=by, reason=reason)
     except LedgerConflict:
@@ -46,6 +77,17 @@ def decide_and_resume(ledger, approval_id: int, *, decision: str, by: str, reaso
         log.warning("approval %s decided (%s by %s) but flow run %s was not resumed: %s", approval_id, decision,
                     by, rec.flow_run_id, out.error)
     return out
+
+
+def _record_late(ledger, approval, decision: str, by: str, text: str) -> None:
+    """The audit trail keeps who answered too late (the approval itself stays for the takeover to close)."""
+    from remedy.domain.model import Action, ActionOutcome
+
+    node = ledger.get_incident(approval.incident_id).node if approval.incident_id is not None else "fleet"
+    ledger.start_action(Action(kind="approval_too_late", node=node, requested_by=by, incident_id=approval.incident_id,
+                               outcome=ActionOutcome.SKIPPED, error=text[:2000],
+                               detail={"approval_id": approval.id, "decision": decision, "by": by,
+                                       "flow_run_id": approval.flow_run_id}))
 
 
 def resume(flow_run_id: str, run_input: dict, *, wait_seconds: float = RESUME_WAIT_SECONDS) -> None:

@@ -13,14 +13,18 @@ _EXPORTS = {
     "Ledger": "remedy.ledger.ledger",
     "IdempotentReplay": "remedy.ledger.errors",
     "LedgerConflict": "remedy.ledger.errors",
+    "LeaseKeeper": "remedy.ledger.leases",
+    "LeaseLost": "remedy.ledger.errors",
     "LedgerNotMigrated": "remedy.ledger.errors",
     "RecordNotFound": "remedy.ledger.errors",
     "UnmanagedNode": "remedy.ledger.errors",
     "ActionRecord": "remedy.ledger.records",
     "ApprovalRecord": "remedy.ledger.records",
     "BreakerEventRecord": "remedy.ledger.records",
+    "Claim": "remedy.ledger.records",
     "HistoryEntry": "remedy.ledger.records",
     "IncidentRecord": "remedy.ledger.records",
+    "LeaseRecord": "remedy.ledger.records",
     "NodeRecord": "remedy.ledger.records",
     "TransitionRecord": "remedy.ledger.records",
     "ValidationRecord": "remedy.ledger.records",
@@ -30,18 +34,22 @@ __all__ = sorted(_EXPORTS)
 if TYPE_CHECKING:
     from remedy.ledger.errors import (
         IdempotentReplay,
+        LeaseLost,
         LedgerConflict,
         LedgerNotMigrated,
         RecordNotFound,
         UnmanagedNode,
     )
+    from remedy.ledger.leases import LeaseKeeper
     from remedy.ledger.ledger import Ledger
     from remedy.ledger.records import (
         ActionRecord,
         ApprovalRecord,
         BreakerEventRecord,
+        Claim,
         HistoryEntry,
         IncidentRecord,
+        LeaseRecord,
         NodeRecord,
         TransitionRecord,
         ValidationRecord,

@@ -15,6 +15,7 @@ from remedy.ledger.records import (
     ApprovalRecord,
     BreakerEventRecord,
     IncidentRecord,
+    LeaseRecord,
     NodeRecord,
     TransitionRecord,
     ValidationRecord,
@@ -123,3 +124,10 @@ def approval_record(row: Row) -> ApprovalRecord:
         requested_at=m["requested_at"], decided_at=m["decided_at"], decision=m["decision"],
         decided_by=m["decided_by"], reason=m["reason"], slack_ts=m["slack_ts"],
     )
+
+
+def lease_record(row: Row) -> LeaseRecord:
+    m = row._mapping
+    return LeaseRecord(run_id=m["run_id"], process=m["process"], acquired_at=m["acquired_at"],
+                       renewed_at=m["renewed_at"], expires_at=m["expires_at"], ended_at=m["ended_at"],
+                       end_reason=m["end_reason"])

@@ -42,3 +42,8 @@ class UnmanagedNode(IllegalTransition):
 
 class LedgerNotMigrated(RemedyError):
     """The database has no ledger schema (or an old one): run `remedy ledger migrate`."""
+
+
+class LeaseLost(RemedyError):
+    """This run's lease expired or was ended (its process stalled longer than the lease, or the run was found gone
+    and its incident handed to another run): it must not act any more."""

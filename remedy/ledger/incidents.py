@@ -174,24 +174,6 @@ class IncidentsMixin(LedgerBase):
             conn.execute(update(schema.incidents).where(schema.incidents.c.id == incident_id).values(**values))
             return self._incident(conn, incident_id)
 
-    def claim_incident(self, incident_id: int, flow_run_id: str) -> bool:
-        """open → acting for this flow run. False if another run holds it (or it is no longer open).
-
-        The same run claiming again (a task retry) gets True.
-        """
-        require_text(flow_run_id, "flow_run_id")
-        i = schema.incidents.c
-        with self._write() as conn:
-            swapped = conn.execute(
-                update(schema.incidents)
-                .where(i.id == incident_id, i.status == IncidentStatus.OPEN.value)
-                .values(status=IncidentStatus.ACTING.value, flow_run_id=flow_run_id)
-            ).rowcount
-            if swapped == 1:
-                return True
-            rec = self._incident(conn, incident_id)
-            return rec.status is IncidentStatus.ACTING and rec.flow_run_id == flow_run_id
-
     def incidents(
         self,
         *,

@@ -17,6 +17,7 @@ from remedy.ledger.convert import action_record, transition_record, validation_r
 from remedy.ledger.engine import make_engine
 from remedy.ledger.errors import LedgerNotMigrated
 from remedy.ledger.incidents import IncidentsMixin
+from remedy.ledger.leases import LeasesMixin
 from remedy.ledger.nodes import NodesMixin
 from remedy.ledger.records import ActionRecord, HistoryEntry, TransitionRecord, ValidationRecord
 
@@ -24,7 +25,7 @@ from remedy.ledger.records import ActionRecord, HistoryEntry, TransitionRecord, 
 _KIND_ORDER = {"action": 0, "transition": 1, "validation": 2}
 
 
-class Ledger(NodesMixin, IncidentsMixin, ActionsMixin):
+class Ledger(NodesMixin, IncidentsMixin, LeasesMixin, ActionsMixin):
     def __init__(self, url: str, *, echo: bool = False, busy_timeout_seconds: float = 30.0) -> None:
         self.url = url
         self.engine = make_engine(url, echo=echo, busy_timeout_seconds=busy_timeout_seconds)

@@ -26,15 +26,29 @@ def locate(explicit: str | None = None, config: str | None = None) -> tuple[str,
         return explicit, "--db"
     from remedy.config import load_settings
 
-    settings = load_settings(config)
-    if os.environ.get("REMEDY_DB_URL") or "db_url" in settings.model_fields_set:
-        return settings.db_url, "configuration"
+    if os.environ.get("REMEDY_DB_URL") or _config_names_db(config):
+        return load_settings(config).db_url, "configuration"
     for path in STACK_LEDGERS:
         if path.is_file():
             return f"sqlite:///{path}", f"{'remedy up' if 'stack' in str(path) else 'remedy demo'} ledger"
     looked = ", ".join(str(p) for p in STACK_LEDGERS)
     raise LedgerNotFound(f"no ledger found (looked in {looked}); start the stack with `remedy up`, or pass --db URL "
                          "or set REMEDY_DB_URL")
+
+
+def _config_names_db(config: str | None) -> bool:
+    """Whether the operator's config file sets db_url (the loaded settings cannot say: every field of a model
+    rebuilt from environment overrides counts as set)."""
+    import yaml
+
+    path = config or os.environ.get("REMEDY_CONFIG")
+    if not path or not Path(path).is_file():
+        return False
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except yaml.YAMLError:
+        return False  # load_settings reports the broken file with its reason
+    return isinstance(data, dict) and "db_url" in data
 
 
 def describe(url: str) -> str:

@@ -123,6 +123,35 @@ class ApprovalRecord:
 
 
 @dataclass(frozen=True)
+class LeaseRecord:
+    """A flow run's lease: alive while `expires_at` is ahead (its process renews it); gone once it is behind."""
+
+    run_id: str
+    process: str
+    acquired_at: datetime
+    renewed_at: datetime
+    expires_at: datetime
+    ended_at: datetime | None  # the run finished, or was found gone and reaped
+    end_reason: str
+
+    def live(self, now: datetime) -> bool:
+        return self.ended_at is None and self.expires_at > now
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The answer to "may this run act on the incident?" (`Ledger.claim`)."""
+
+    claimed: bool
+    holder: str  # who holds the incident now ("" if nobody)
+    status: IncidentStatus
+    took_over_from: str | None = None  # the gone run this claim took the incident from
+    holder_lease: LeaseRecord | None = None  # the holder's lease: alive when the claim was refused for it
+    abandoned: tuple[int, ...] = ()  # actions the gone run left running, now recorded as failed
+    reaped: tuple[str, ...] = ()  # gone runs whose leases this claim ended (the holder, runs paused for an answer)
+
+
+@dataclass(frozen=True)
 class HistoryEntry:
     """One line of a node's audit trail; `record` is the full transition / action / validation."""
 

@@ -197,3 +197,19 @@ approvals = Table(
     Column("slack_ts", String, nullable=True),
     Index(None, "incident_id"),
 )
+
+# One row per flow run that works on an incident (or waits for an answer): its lease. The run's process renews it
+# while it lives; a run whose lease expired is gone, and its incident may be taken over (remedy.ledger.leases).
+# `ended_at` is set when the run finished (a clean end) or was found gone (reaped): either way it holds nothing.
+run_leases = Table(
+    "run_leases",
+    metadata,
+    Column("run_id", String, primary_key=True),
+    Column("process", String, nullable=False, default=""),  # host:pid, for the operator
+    Column("acquired_at", UTCDateTime, nullable=False),
+    Column("renewed_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+    Column("ended_at", UTCDateTime, nullable=True),
+    Column("end_reason", Text, nullable=False, default=""),
+    Index(None, "expires_at"),
+)

@@ -146,15 +146,22 @@ class Dispatcher:
                 self._inflight.discard(run.id)
 
 
+def triage_key(payload: dict[str, Any]) -> str:
+    """One triage run per incident, and one more per re-announce by the lease watchdog (its run took over)."""
+    again = payload.get("reannounce")
+    return f"triage:incident:{payload['incident_id']}" + (f":reannounce-{again}" if again else "")
+
+
 class DirectTriageSink:
     """Embedded fast path: after Prefect took the incident events, create each incident's triage run ourselves.
 
     Measured here, the server's own event → trigger → run path took 0.7–34 s under load (its trigger and action
     services are queues), against a 2 s alert → cordon target. So the embedded stack applies the triage trigger
     disabled and does what it would: one `run-deployment` per `remedy.incident.opened` event, with the same
-    parameters (`remedy.deployments.trigger_parameters`). The idempotency key is per incident, so a re-sent event
-    can never make a second run: exactly one triage run per incident. If creating the run fails, `send` raises and
-    the announcer keeps the incident unannounced and retries (the ledger is the outbox).
+    parameters (`remedy.deployments.trigger_parameters`). The idempotency key is per incident (and per re-announce of
+    an incident whose run is gone: `triage_key`), so a re-sent event can never make a second run: one triage run per
+    announcement. If creating the run fails, `send` raises and the announcer keeps the incident unannounced and
+    retries (the ledger is the outbox).
     """
 
     def __init__(self, inner, deployment_id: UUID, trigger, dispatcher: Dispatcher | None = None) -> None:
@@ -174,7 +181,7 @@ class DirectTriageSink:
             payload = event["payload"]
             run = self._client.create_flow_run_from_deployment(
                 self.deployment_id, parameters=trigger_parameters(self.trigger, payload),
-                idempotency_key=f"triage:incident:{payload['incident_id']}",
+                idempotency_key=triage_key(payload),
             )
             if self.dispatcher is not None and run.state is not None and run.state.is_scheduled():
                 self.dispatcher.submit(self._client, run)

@@ -36,8 +36,10 @@ def node_resource_id(node: str) -> str:
     return f"remedy.node.{node}"
 
 
-def event_id(record: IncidentRecord) -> str:
-    return str(uuid.uuid5(_NAMESPACE, f"{EVENT_OPENED}|{record.id}|{record.fingerprint}|{record.first_seen.isoformat()}"))
+def event_id(record: IncidentRecord, reannounce: int = 0) -> str:
+    """The incident's event id; the lease watchdog's n-th re-announce of it (`reannounce`) is an event of its own."""
+    name = f"{EVENT_OPENED}|{record.id}|{record.fingerprint}|{record.first_seen.isoformat()}"
+    return str(uuid.uuid5(_NAMESPACE, name + (f"|reannounce-{reannounce}" if reannounce else "")))
 
 
 def verdict_of(record: IncidentRecord, thresholds: SignalThresholds | None = None) -> dict[str, str]:
@@ -113,10 +115,11 @@ class IncidentAnnouncer:
 
     def __init__(self, ledger, sink, metrics: ReceiverMetrics, *, retry_seconds: float = 2.0,
                  thresholds: SignalThresholds | None = None, batch: int = 200,
-                 on_sent: Callable[[list[int]], None] | None = None) -> None:
+                 on_sent: Callable[[list[int]], None] | None = None, watchdog=None) -> None:
         self.ledger, self.sink, self.metrics = ledger, sink, metrics
         self.retry_seconds, self.thresholds, self.batch = retry_seconds, thresholds, batch
         self.on_sent = on_sent
+        self.watchdog = watchdog  # remedy.receiver.watchdog.LeaseWatchdog: re-announces incidents of gone runs
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -136,6 +139,12 @@ class IncidentAnnouncer:
     def notify(self) -> None:
         self._wake.set()
 
+    def check_leases(self) -> None:
+        """Run the lease watchdog at once (a late answer arrived for a run that is gone)."""
+        if self.watchdog is not None:
+            self.watchdog.request()
+            self._wake.set()
+
     def _loop(self) -> None:
         while not self._stop.is_set():
             self._wake.clear()
@@ -143,7 +152,13 @@ class IncidentAnnouncer:
                 self.announce_pending()
             except Exception:  # never let the thread die; the next round retries from the ledger
                 log.exception("announcing incidents failed")
-            self._wake.wait(self.retry_seconds)
+            if self.watchdog is not None and self.watchdog.due():
+                try:
+                    self.watchdog.sweep()
+                except Exception:  # the ledger is down: the next round tries again
+                    log.exception("lease watchdog failed")
+            wait = self.retry_seconds if self.watchdog is None else min(self.retry_seconds, self.watchdog.every_seconds)
+            self._wake.wait(wait)
 
     def announce_pending(self) -> int:
         """Send every unannounced incident (in batches). Returns how many were acknowledged this round."""

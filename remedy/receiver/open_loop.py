@@ -86,6 +86,8 @@ def handle_execute(incident_id: int, raw: bytes, authorization: str) -> JSONResp
             return _error(409, f"incident {incident_id}: already decided: {last.decision} by {last.decided_by}")
         return _error(404, f"no remediation of incident {incident_id} is waiting to be executed")
     result = decide_and_resume(led, pending[-1].id, decision="approve" if approve else "deny", by=by, reason=reason)
+    if result.gone:  # the run that proposed it died while it waited; its incident is (being) taken over
+        return _error(409, f"incident {incident_id}: {result.gone}")
     if not result.first:
         return _error(409, f"incident {incident_id}: already decided: {result.decision} by {result.by}")
     return JSONResponse({"ok": True, "incident_id": incident_id, "approval_id": result.approval_id,

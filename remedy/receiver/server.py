@@ -33,8 +33,26 @@ def build_receiver(settings, ledger, *, api_url: str | None, node_lister: Callab
         sink = PrefectEventSink(api_url, timeout=t.emit_timeout_seconds, api_key=api_key, auth_string=auth_string)
         announcer = IncidentAnnouncer(ledger, sink, metrics, retry_seconds=t.emit_retry_seconds,
                                       thresholds=settings.signals, on_sent=on_sent)
+        announcer.watchdog = lease_watchdog(settings, ledger, announcer)
     return Receiver(intake=intake, token=settings.receiver.token.get_secret_value(), metrics=metrics,
                     announcer=announcer, limits=settings.receiver.limits)
+
+
+def lease_watchdog(settings, ledger, announcer: IncidentAnnouncer):
+    """The watchdog that re-announces incidents of gone runs through the announcer's sink (whatever it is then: the
+    embedded stack swaps in its direct-triage sink after this)."""
+    from remedy.approvals import messages
+    from remedy.receiver.watchdog import LeaseWatchdog
+    from remedy.settings.leases import lease_settings
+
+    def notify(text: str) -> None:
+        notifier = messages.notifier(settings)
+        if notifier is not None:
+            notifier.post(text)
+
+    s = lease_settings(settings)
+    return LeaseWatchdog(ledger, lambda events: announcer.sink.send(events), every_seconds=s.watchdog_seconds,
+                         max_reannounces=s.max_reannounces, thresholds=settings.signals, notify=notify)
 
 
 def check_bind(host: str, token: str) -> str:

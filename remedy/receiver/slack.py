@@ -4,7 +4,9 @@ Order matters: the v0 signature (and its 5-minute replay window) is checked befo
 approver allowlist before anything is written, and the ledger (first decision wins) before Prefect is touched.
 Forged or stale → 401, not an approver → 403, and in both cases nothing is recorded or resumed. A body over
 receiver.limits.max_body_bytes → 413 before it is read; a signed payload of any shape that is not an approval click
-→ 400; a failure inside → a generic 503 (logged), never a 500 carrying its text.
+→ 400; a failure inside → a generic 503 (logged), never a 500 carrying its text. A click for a run that is gone (its
+process died while it waited: its lease expired) resumes nothing: the answer says so and who has the incident now,
+and the receiver's lease watchdog re-announces the incident at once.
 """
 
 from __future__ import annotations
@@ -43,16 +45,23 @@ async def slack_interactions(request: Request) -> JSONResponse:
         log.exception("slack interaction: could not read settings or body")
         return _error(503, UNAVAILABLE)
     body = raw.decode("utf-8", errors="replace")
-    return await run_in_threadpool(_guarded, body, dict(request.headers))
+    return await run_in_threadpool(_guarded, body, dict(request.headers), _lease_check(request))
+
+
+def _lease_check(request: Request):
+    """Wakes the lease watchdog of the receiver serving this request (none in a bare test app)."""
+    receiver = getattr(request.app.state, "receiver", None)
+    announcer = getattr(receiver, "announcer", None)
+    return getattr(announcer, "check_leases", None)
 
 
 UNAVAILABLE = "the receiver cannot handle interactions right now; nothing was recorded"
 
 
-def _guarded(body: str, headers: dict[str, str]) -> JSONResponse:
+def _guarded(body: str, headers: dict[str, str], on_gone=None) -> JSONResponse:
     """handle_interaction, but an unexpected failure is a generic 503 (logged), never a 500 with its text."""
     try:
-        return handle_interaction(body, headers)
+        return handle_interaction(body, headers, on_gone)
     except Exception:
         log.exception("slack interaction failed")
         return _error(503, UNAVAILABLE)
@@ -82,7 +91,9 @@ def _click(body: str, max_depth: int) -> Click:
     return click
 
 
-def handle_interaction(body: str, headers: dict[str, str]) -> JSONResponse:
+def handle_interaction(body: str, headers: dict[str, str], on_gone=None) -> JSONResponse:
+    """`on_gone()` is called when the answer came for a run that is gone (the receiver's watchdog re-announces its
+    incident at once)."""
     from slack_sdk.signature import SignatureVerifier
 
     settings = runtime.settings()
@@ -126,6 +137,12 @@ def handle_interaction(body: str, headers: dict[str, str]) -> JSONResponse:
     # the id is what is recorded: it is the identity Slack vouches for; the display name is only shown
     result = decide_and_resume(led, rec.id, decision=click.action.decision, by=click.user_id,
                                reason=f"Slack button by {click.who}")
+    if result.gone:  # the run that asked died while it waited: say so, never "resumed"
+        if on_gone is not None:
+            on_gone()
+        _update_message(rec.slack_ts or click.message_ts, click.channel_id, None, click.who, text=result.gone)
+        return JSONResponse({"ok": True, "text": result.gone, "resumed": False, "gone": True,
+                             "decision": None, "by": click.who})
     if not result.first:
         text = f"already decided by {result.by}: {result.decision}"
         return JSONResponse({"ok": True, "text": text, "decision": result.decision, "by": result.by})
@@ -135,8 +152,8 @@ def handle_interaction(body: str, headers: dict[str, str]) -> JSONResponse:
                          "resumed": result.resumed, **({"warning": result.error} if result.error else {})})
 
 
-def _update_message(ts: str | None, channel_id: str, decision: str, who: str) -> None:
-    """Show who decided on the message at once (the flow updates it again with the full summary)."""
+def _update_message(ts: str | None, channel_id: str, decision: str | None, who: str, *, text: str = "") -> None:
+    """Show who decided on the message at once (the flow updates it again with the full summary), or `text`."""
     if not ts or not channel_id:
         return
     from remedy.adapters.slack import SlackError
@@ -144,7 +161,7 @@ def _update_message(ts: str | None, channel_id: str, decision: str, who: str) ->
     try:
         notifier = messages.notifier(runtime.settings(), channel=channel_id)
         if notifier is not None:
-            text = messages.verdict_text(decision, who)
+            text = text or messages.verdict_text(decision, who)
             notifier.update(ts, text, messages.render("approval_reminder", text=text, context="gpu-remedy"))
     except SlackError as exc:
         log.warning("slack: could not update message %s: %s", ts, exc)

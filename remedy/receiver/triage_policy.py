@@ -107,8 +107,12 @@ def signal_of(incident: dict[str, Any]) -> Signal:
 
 def decide(incident: dict[str, Any], *, recurrences: int, node_state: str | None, now: datetime,
            detected_at: datetime | None, max_age_seconds: float, live_node: dict[str, Any] | None = None,
-           thresholds: SignalThresholds | None = None) -> Decision:
-    """The whole triage decision for one incident (a dict shaped like IncidentRecord)."""
+           thresholds: SignalThresholds | None = None, orphaned: bool = False, resumes: bool = False) -> Decision:
+    """The whole triage decision for one incident (a dict shaped like IncidentRecord).
+
+    `orphaned`: the incident is acting under a run that is gone (its lease expired), so it is taken over, not
+    "already handled". `resumes`: that gone run of this incident cordoned the node itself, so a node that is out of
+    service or cordoned is no sign that someone else acted: the remediation continues (its finished steps replay)."""
     facts: dict[str, Any] = {"incident": incident["id"], "node": incident["node"], "node_state": node_state}
     status = IncidentStatus(incident["status"])
     detected = detected_at or incident["first_seen"]
@@ -116,8 +120,10 @@ def decide(incident: dict[str, Any], *, recurrences: int, node_state: str | None
     stale = age > max_age_seconds
     facts["age_seconds"] = round(age, 3)
 
-    # 1. Someone already took it (another triage run, an operator).
-    if status is not IncidentStatus.OPEN:
+    if orphaned or resumes:
+        facts["resumes"] = True
+    # 1. Someone already took it (another triage run, an operator); a run that is gone holds nothing.
+    if status is not IncidentStatus.OPEN and not (orphaned and status is IncidentStatus.ACTING):
         return Decision("stop", None, None, f"incident {incident['id']} is {status.value}, not open: already handled",
                         stale=stale, facts=facts)
 
@@ -126,14 +132,14 @@ def decide(incident: dict[str, Any], *, recurrences: int, node_state: str | None
         if live_node is None:
             return Decision("stop", None, None, f"stale incident ({age:.0f} s old > {max_age_seconds:.0f} s) and the "
                             f"node {incident['node']} is not in the cluster any more", stale=True, facts=facts)
-        if live_node.get("unschedulable"):
+        if live_node.get("unschedulable") and not resumes:
             return Decision("stop", None, None, f"stale incident ({age:.0f} s old) and {incident['node']} is already "
                             "cordoned: someone acted meanwhile", stale=True, facts=facts)
 
     # 3. One remediation per node at a time: a node already taken out is not remediated again.
     verdict = classify(signal_of(incident), thresholds, recurrences=max(1, recurrences))
     path = verdict.path
-    if node_state in {s.value for s in OUT_OF_SERVICE} and path in PATH_FLOWS:
+    if node_state in {s.value for s in OUT_OF_SERVICE} and path in PATH_FLOWS and not resumes:
         return Decision("stop", path, verdict, f"{incident['node']} is already {node_state}: recorded, no second "
                         "remediation", recurrences=recurrences, stale=stale, facts=facts)
 

@@ -52,6 +52,14 @@ def test_exposure_counts_only_active_days_in_the_window():
     assert active_days(ts, SINCE, NOW, NodeState.ACTIVE) == pytest.approx(10.0)
 
 
+def test_a_job_close_to_its_backoff_limit_is_a_warning():
+    from tasks.dashboard import backoff_warning
+
+    assert backoff_warning(0, 6) is None and backoff_warning(3, 6) is None
+    assert "2 more drain(s) or restart(s) fail the whole Job" in backoff_warning(4, 6)
+    assert "podFailurePolicy" in backoff_warning(6, 6) and "has failed" in backoff_warning(7, 6)
+
+
 def test_markdown_names_every_section():
     board = Dashboard(NOW, [{"state": "active", "ledger": 3, "live labels": 3, "drift": 0}],
                       [{"scope": "rack/rack-2", "state": "open"}],
@@ -103,6 +111,8 @@ def test_dashboard_flow_publishes_the_fleet(prefect_server, remedy_on_sim):
     assert [i["node"] for i in out["incidents"]] == [active[1]]
     assert [c["node"] for c in out["lemons"]] == [lemon]
     assert out["spares"]["ready"] == len(spares) and out["notes"] == []
+    # the simulator's training Job declares the podFailurePolicy a real one needs: counted, no warning
+    assert out["job"]["limit"] == 6 and out["job"]["ignores_disruptions"] and out["job"]["warning"] is None
 
     async def read(key):
         async with get_client() as client:

@@ -13,6 +13,7 @@ import time
 import httpx
 import pytest
 
+from tests.approvals.helpers import remedy_env  # noqa: F401 - fixture
 from tests.fixtures.prefect import clean_env, prefect_server_process
 
 pytestmark = [pytest.mark.servers, pytest.mark.prefect]
@@ -112,3 +113,62 @@ def test_production_deployments_apply_to_a_kubernetes_work_pool(prefect_on_postg
     triggered = {t.name for s in DEPLOYMENTS for t in s.triggers}
     assert triggered and triggered <= {a["name"] for a in automations}
 
+
+
+RERUN = textwrap.dedent("""
+    import json, sys
+    from flows.replace_node import replace_node
+    state = replace_node(node='gpu007', cause='row remap failed', signal='row-remap-failure', gpu=4,
+                         incident_id=int(sys.argv[1]), return_state=True)
+    out = state.result(raise_on_failure=False)
+    print(json.dumps({"status": out.get("status"), "replacement": out.get("replacement")}))
+""")
+
+
+def test_a_killed_replacement_is_taken_over_on_postgres(prefect_on_postgres, fresh_postgres_url, sim, remedy_env,
+                                                        tmp_path):
+    """Production's databases for both: Prefect on PostgreSQL, the ledger on PostgreSQL. replace-node is killed
+    (SIGKILL) during the drain; once its lease runs out a new run takes the incident over: one spare, settled."""
+    import signal
+
+    from remedy.demo import _spares_validated_at_build
+    from remedy.domain.model import ActionOutcome, Incident, IncidentStatus, NodeState
+    from tests.approvals.helpers import wait_for
+
+    api, _ = prefect_on_postgres
+    leases = {"LEASES__TTL_SECONDS": "4", "LEASES__RENEW_SECONDS": "0.2"}
+    runtime = remedy_env(sim=sim, DB_URL=fresh_postgres_url, **leases)
+    _spares_validated_at_build(runtime)
+    led = runtime.ledger()
+    incident, _ = led.open_incident(Incident(node="gpu007", signal="row-remap-failure", gpu=4), window_seconds=600)
+    env = clean_env(tmp_path) | {"PREFECT_API_URL": api, "REMEDY_DB_URL": fresh_postgres_url,
+                                  "REMEDY_CLUSTER__MODE": "simulator", "REMEDY_CLUSTER__SIMULATOR_URL": sim.url} | {
+        f"REMEDY_{k}": v for k, v in leases.items()}
+    killed = subprocess.Popen([sys.executable, "-c", RERUN, str(incident.id)], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    draining = lambda: [a for a in led.actions(incident_id=incident.id, kind="drain_node")  # noqa: E731
+                        if a.outcome is ActionOutcome.RUNNING]
+    deadline = time.monotonic() + 120
+    while not draining():
+        assert killed.poll() is None and time.monotonic() < deadline, "the run never reached its drain"
+        time.sleep(0.005)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    holder = led.get_incident(incident.id).flow_run_id
+    wait_for("the dead run's lease to run out", lambda: led.run_gone(holder), timeout=30, every=0.05)
+
+    rerun = subprocess.run([sys.executable, "-c", RERUN, str(incident.id)], env=env, capture_output=True, text=True,
+                           timeout=240)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    out = json.loads(rerun.stdout.strip().splitlines()[-1])
+    assert out["status"] == "replaced", (out, rerun.stderr[-3000:])
+    promoted = {a.node for a in led.actions(incident_id=incident.id, kind="set_state_active")
+                if a.outcome is ActionOutcome.SUCCEEDED}
+    assert promoted == {out["replacement"]}
+    assert [n.labels.get("remedy.io/pool") for n in runtime.cluster().list_gpu_nodes()].count("spare") == 1
+    assert led.get_incident(incident.id).status is IncidentStatus.RESOLVED
+    assert led.get_node("gpu007").state is NodeState.REPAIR
+    assert [a.detail["from"] for a in led.actions(incident_id=incident.id, kind="take_over_incident")] == [holder]
+    assert not [a for a in led.actions(incident_id=incident.id) if a.outcome is ActionOutcome.RUNNING]
+    crashed = httpx.get(f"{api}/flow_runs/{holder}").json()
+    assert crashed["state_type"] == "CRASHED"

@@ -1,0 +1,88 @@
+"""This process's run leases (remedy.ledger.leases) seen from inside a flow run.
+
+    @flow(name="replace-node")
+    @keeps_lease                    # this run's lease, renewed in the background until the flow returns or raises
+    def replace_node(...): ...
+
+A flow that claims an incident or waits for a person holds its lease for as long as it runs; `act()` calls
+`ensure_held()` before every side effect, so a run that lost its lease (stalled past it, found gone and taken over)
+stops instead of acting next to the run that took its incident. Leaving the block ends the lease: an incident the
+run leaves `acting` is then taken over at once by the next trigger or the watchdog.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from remedy import runtime
+from remedy.ledger.leases import LeaseKeeper
+from remedy.settings.leases import lease_settings
+
+_keepers: dict[int, LeaseKeeper] = {}
+_lock = threading.Lock()
+
+
+def keeper() -> LeaseKeeper:
+    """The keeper of this process's ledger (tests and the demo swap the ledger: one keeper per ledger object)."""
+    led = runtime.ledger()
+    with _lock:
+        k = _keepers.get(id(led))
+        if k is None or k.ledger is not led:
+            s = lease_settings(runtime.settings())
+            k = _keepers[id(led)] = LeaseKeeper(led, ttl_seconds=s.ttl_seconds, renew_seconds=s.renew_seconds)
+        return k
+
+
+def current_run_id() -> str:
+    try:
+        from prefect.runtime import flow_run
+
+        return str(flow_run.id or "")
+    except Exception:  # outside a flow run
+        return ""
+
+
+@contextmanager
+def keep_alive(run_id: str | None = None) -> Iterator[str]:
+    """Hold this flow run's lease for the block (blocks nest: the lease ends with the outermost)."""
+    run_id = run_id or current_run_id()
+    if not run_id:  # not a flow run (a task called with .fn in a test): nothing to keep
+        yield ""
+        return
+    k = keeper()
+    k.hold(run_id)
+    reason = "finished"
+    try:
+        yield run_id
+    except BaseException as exc:
+        reason = f"ended with {type(exc).__name__}: {exc}"[:500]
+        raise
+    finally:
+        k.release(run_id, reason=reason)
+
+
+def keeps_lease(fn: Callable) -> Callable:
+    """Run the flow function inside `keep_alive()` (under @flow: the signature Prefect reads is the function's)."""
+
+    @functools.wraps(fn)
+    def with_lease(*args, **kwargs):
+        with keep_alive():
+            return fn(*args, **kwargs)
+
+    return with_lease
+
+
+def ensure_held() -> None:
+    """Raise LeaseLost if the current flow run held a lease and lost it. Cheap: no ledger round trip while the
+    background renewals succeed."""
+    run_id = current_run_id()
+    if not run_id:
+        return
+    led = runtime.ledger()
+    with _lock:
+        k = _keepers.get(id(led))
+    if k is not None and k.ledger is led:
+        k.check(run_id)

@@ -1,0 +1,300 @@
+"""Dead runs are taken over: the flow runs in its own process and is killed with SIGKILL at each step of
+replace-node and fix-in-place; then a new run (a person's, or the next trigger's) or the watchdog's re-announce
+takes the incident over. Exactly one spare is used, the node is never left cordoned without a live owner, and the
+incident ends settled. Nothing marks the dead run Crashed by hand: its lease (4 s here) runs out.
+
+Real parts: a Prefect server (test harness), the cluster simulator over HTTP, a SQLite ledger shared by the killed
+process and this one, the receiver's lease watchdog with the trigger's own parameter mapping."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import pytest
+
+from remedy.domain.model import ActionOutcome, IncidentStatus, NodeState
+from remedy.sim.faults import inject
+from tests.approvals.helpers import flow_state, remedy_env, wait_for  # noqa: F401 - fixture
+from tests.fixtures.prefect import run_to_state_result
+
+pytestmark = pytest.mark.prefect
+
+# a lease long enough to ride out a stall of this shared machine (load 8 on 2 cores seen), short for a test
+LEASES = {"LEASES__TTL_SECONDS": 4, "LEASES__RENEW_SECONDS": 0.2, "LEASES__WATCHDOG_SECONDS": 0.2}
+SPARES = 2  # the simulator's sim fixture: 16 nodes, 2 spares
+
+
+def _acts(led, incident_id: int, kind: str, outcome: ActionOutcome | None = None, *, not_node: str | None = None):
+    return [a for a in led.actions(incident_id=incident_id, kind=kind)
+            if (outcome is None or a.outcome is outcome) and (not_node is None or a.node != not_node)]
+
+
+# what the ledger shows at the moment to kill (the flow writes each action's row before it acts)
+REPLACE_STEPS: dict[str, Callable] = {
+    "after cordon": lambda led, i, node: _acts(led, i, "cordon_node", ActionOutcome.SUCCEEDED),
+    "during drain": lambda led, i, node: _acts(led, i, "drain_node", ActionOutcome.RUNNING),
+    "after spare claim": lambda led, i, node: _acts(led, i, "claim_spare"),
+    "during promotion": lambda led, i, node: _acts(led, i, "untaint_node", not_node=node),
+}
+
+
+WARM = ("import sys\n"  # imported before the incident exists (a worker has them loaded too), then told what to do
+        "from flows.triage import triage\nfrom flows.replace_node import replace_node\n"
+        "from flows.fix_in_place import fix_in_place\nincident_id = int(sys.stdin.readline())\n")
+
+
+def start(call: str, log_path) -> subprocess.Popen:
+    """`call` (a flow call using `incident_id`) in a process of its own, with this test's REMEDY_* settings and
+    Prefect API; it imports the flows at once and waits for `go()` with the incident id."""
+    import os
+
+    from prefect.settings import PREFECT_API_URL
+
+    env = os.environ | {"PREFECT_API_URL": PREFECT_API_URL.value()}
+    with open(log_path, "wb") as log:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen([sys.executable, "-c", WARM + call], env=env, stdin=subprocess.PIPE, stdout=log,
+                                stderr=subprocess.STDOUT)
+
+
+def go(proc: subprocess.Popen, incident_id: int) -> subprocess.Popen:
+    proc.stdin.write(f"{incident_id}\n".encode())
+    proc.stdin.close()
+    return proc
+
+
+def kill_when(proc: subprocess.Popen, ready: Callable[[], object], log_path, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if proc.poll() is not None:
+            pytest.fail(f"the flow process ended before the kill point:\n{log_path.read_text()[-3000:]}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"kill point not reached in {timeout:.0f} s:\n{log_path.read_text()[-3000:]}")
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
+def recover(runtime, incident_id: int, how: str, rerun: Callable[[], dict]) -> dict:
+    """After the kill: the dead run still looks alive until its lease runs out; then a new run takes over, started
+    by a person (`rerun`) or by the watchdog's re-announce (triage with the trigger's parameters)."""
+    from remedy.deployments import INCIDENT_TRIGGER, trigger_parameters
+    from remedy.receiver.watchdog import LeaseWatchdog
+
+    led = runtime.ledger()
+    held = led.get_incident(incident_id)
+    holder = held.flow_run_id
+    assert held.status is IncidentStatus.ACTING and led.get_lease(holder) is not None
+    wait_for("the dead run's lease to run out", lambda: led.run_gone(holder), timeout=30, every=0.05)
+    if how == "rerun":
+        out = rerun()
+    else:
+        sent: list[dict] = []
+        dog = LeaseWatchdog(led, sent.extend, every_seconds=0.2, max_reannounces=3)
+        [done] = dog.sweep()
+        assert done["action"] == "reannounced" and done["from"] == holder
+        assert dog.sweep() == []  # once: the incident is open for the new run now
+        [event] = sent
+        assert event["payload"]["reannounce"] == 1 and event["payload"]["incident_id"] == incident_id
+        from flows.triage import triage
+
+        out = run_to_state_result(triage, **trigger_parameters(INCIDENT_TRIGGER, event["payload"]))
+        assert out["status"] not in ("duplicate", "already-handled", "skipped"), out
+        out = out["outcome"]
+    # every run of the dead process (the holder, a subflow under it) is shown Crashed in Prefect and holds nothing;
+    # the handover is in the ledger
+    dead = dead_process_runs(led, holder)
+    assert holder in dead and all(flow_state(run) == "CRASHED" for run in dead), dead
+    assert all(led.get_lease(run).ended_at is not None for run in dead)
+    handed = led.actions(incident_id=incident_id, kind="take_over_incident" if how == "rerun" else "reannounce_incident")
+    assert [a.detail["from"] for a in handed] == [holder]
+    return out
+
+
+def dead_process_runs(led, holder: str) -> list[str]:
+    from sqlalchemy import select
+
+    from remedy.ledger import schema
+
+    r = schema.run_leases.c
+    with led.engine.connect() as conn:
+        process = conn.execute(select(r.process).where(r.run_id == holder)).scalar_one()
+        return [row.run_id for row in conn.execute(select(r.run_id).where(r.process == process))]
+
+
+def assert_settled(runtime, incident_id: int, node: str) -> None:
+    """Settled, nothing left running, no incident stranded, and a cordoned node has an owner: a repair (replaced)
+    or a person (escalated), never a dead run."""
+    led = runtime.ledger()
+    inc = led.get_incident(incident_id)
+    assert inc.status in (IncidentStatus.RESOLVED, IncidentStatus.ESCALATED), inc
+    assert [a for a in led.actions(incident_id=incident_id) if a.outcome is ActionOutcome.RUNNING] == []
+    assert led.stranded_incidents() == []
+    if runtime.cluster().get_node(node).unschedulable:
+        assert inc.status is IncidentStatus.ESCALATED or led.get_node(node).state is NodeState.REPAIR, inc
+
+
+def spares_left(runtime) -> int:
+    return [n.labels.get("remedy.io/pool") for n in runtime.cluster().list_gpu_nodes()].count("spare")
+
+
+@pytest.mark.parametrize("step,how", [
+    ("after cordon", "rerun"),
+    ("during drain", "watchdog"),
+    ("after spare claim", "rerun"),
+    ("during promotion", "watchdog"),
+])
+def test_replace_node_killed_at_each_step_is_taken_over(prefect_server, sim, remedy_env, tmp_path, step, how):
+    """`rerun`: the killed process ran replace-node by hand, a person runs it again; `watchdog`: it ran triage (as
+    the trigger does), the watchdog re-announces, and triage runs again with the trigger's parameters."""
+    from flows.replace_node import replace_node
+    from remedy.demo import _spares_validated_at_build
+    from remedy.domain.model import Incident
+
+    runtime = remedy_env(sim=sim, **LEASES)
+    node, signal_kind = "gpu007", "row-remap-failure"  # triage's path for it is replace
+    log = tmp_path / "flow.log"
+    proc = start("triage(incident_id=incident_id, return_state=True)" if how == "watchdog" else
+                 f"replace_node(node='{node}', cause='row remap failed', signal='{signal_kind}', gpu=4, "
+                 "incident_id=incident_id, return_state=True)", log)
+    _spares_validated_at_build(runtime)
+    led = runtime.ledger()
+    incident, _ = led.open_incident(Incident(node=node, signal=signal_kind, gpu=4), window_seconds=600)
+    kill_when(go(proc, incident.id), lambda: REPLACE_STEPS[step](led, incident.id, node), log)
+    assert runtime.cluster().get_node(node).unschedulable  # cordoned, and its owner is dead
+
+    out = recover(runtime, incident.id, how, lambda: run_to_state_result(
+        replace_node, node=node, cause="row remap failed", signal=signal_kind, gpu=4, incident_id=incident.id))
+    assert out["status"] == "replaced", out
+    promoted = {a.node for a in _acts(led, incident.id, "set_state_active", ActionOutcome.SUCCEEDED)}
+    assert promoted == {out["replacement"]}  # exactly one spare
+    assert spares_left(runtime) == SPARES - 1
+    assert runtime.cluster().workload_size("training", "llm-pretrain") == (14, 14)
+    assert led.get_incident(incident.id).status is IncidentStatus.RESOLVED
+    assert_settled(runtime, incident.id, node)
+
+
+@pytest.mark.parametrize("rung,how", [("reset", "watchdog"), ("reboot", "rerun")])
+def test_fix_in_place_killed_during_its_fix_is_taken_over(prefect_server, sim, remedy_env, tmp_path, rung, how):
+    """The rung the dead run was on is tried again (its abandoned attempt says nothing about the fix): the node is
+    fixed in place, no spare is spent."""
+    from flows.fix_in_place import fix_in_place
+    from remedy.demo import _spares_validated_at_build
+    from remedy.domain.model import Incident
+
+    # fixed in place, not replaced first (triage would give the job a spare and fix the node off the critical path)
+    runtime = remedy_env(sim=sim, LADDER__REPLACE_FIRST="false", **LEASES)
+    node = "gpu005"
+    log = tmp_path / "flow.log"
+    proc = start("triage(incident_id=incident_id, return_state=True)" if how == "watchdog" else
+                 f"fix_in_place(node='{node}', xid=145, gpu=3, incident_id=incident_id, return_state=True)", log)
+    _spares_validated_at_build(runtime)
+    inject(sim.cluster, "xid", node, gpu=3, code=145)
+    if rung == "reboot":  # the reset does not clear it; the reboot does
+        inject(sim.cluster, "reset-fails", node, gpu=3)
+    led = runtime.ledger()
+    incident, _ = led.open_incident(Incident(node=node, signal="xid", gpu=3, xid=145), window_seconds=600)
+    if rung == "reset":  # the reset Job is running
+        during = lambda: _acts(led, incident.id, "job_gpu-reset", ActionOutcome.RUNNING)  # noqa: E731
+    else:  # the reboot was issued and the node is not back yet
+        during = lambda: (_acts(led, incident.id, "job_reboot")  # noqa: E731 - the simulator reboots by Job
+                          and _acts(led, incident.id, "fix_reboot", ActionOutcome.RUNNING))
+    kill_when(go(proc, incident.id), during, log)
+    assert runtime.cluster().get_node(node).unschedulable
+
+    out = recover(runtime, incident.id, how, lambda: run_to_state_result(
+        fix_in_place, node=node, xid=145, gpu=3, incident_id=incident.id))
+    assert out["status"] == "fixed", out
+    attempts = [(a.kind, a.outcome.value, a.error.split(":")[0]) for a in led.actions(incident_id=incident.id)
+                if a.kind.startswith("fix_")]
+    step = f"fix_{'reset-gpu' if rung == 'reset' else 'reboot'}"
+    assert attempts[-2:] == [(step, "failed", "abandoned"), (step, "succeeded", "")], attempts
+    assert spares_left(runtime) == SPARES  # fixed in place: no spare spent
+    assert not runtime.cluster().get_node(node).unschedulable and led.get_node(node).state is NodeState.ACTIVE
+    assert led.get_incident(incident.id).status is IncidentStatus.RESOLVED
+    assert_settled(runtime, incident.id, node)
+
+
+def test_a_late_approval_for_a_killed_run_says_so_and_the_incident_is_reannounced(prefect_server, sim, remedy_env,
+                                                                                   tmp_path):
+    """The run paused for an answer is killed (as when `remedy up` is stopped); a Slack click afterwards does not
+    report "resumed": it says the run is gone, and the receiver's watchdog re-announces the incident at once."""
+    import httpx
+    from prefect.settings import PREFECT_API_URL
+
+    from remedy.approvals.signing import click_payload, form_body, signed_headers
+    from remedy.demo import _spares_validated_at_build
+    from remedy.domain.model import Incident
+    from remedy.receiver.server import ReceiverServer, build_receiver
+    from tests.approvals.helpers import APPROVER, SECRET, wait_paused_approval
+
+    # no budget for automation: the gate asks a person; the watchdog runs only when woken (not on its own timer)
+    runtime = remedy_env(sim=sim, BUDGET__MAX_NODES_IN_REMEDIATION=0, APPROVALS__TIMEOUT_SECONDS=600,
+                         **(LEASES | {"LEASES__WATCHDOG_SECONDS": 3600}))
+    _spares_validated_at_build(runtime)
+    led = runtime.ledger()
+    incident, _ = led.open_incident(Incident(node="gpu009", signal="row-remap-failure", gpu=1), window_seconds=600)
+    log = tmp_path / "flow.log"
+    proc = go(start("replace_node(node='gpu009', signal='row-remap-failure', gpu=1, incident_id=incident_id, "
+                    "return_state=True)", log), incident.id)
+    receiver = build_receiver(runtime.settings(), led, api_url=PREFECT_API_URL.value())
+    with ReceiverServer(receiver) as server:
+        pending = wait_paused_approval(led, timeout=90)
+        assert pending.kind.startswith("hold:")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        wait_for("the paused run's lease to run out", lambda: led.run_gone(pending.flow_run_id), timeout=30)
+
+        body = form_body(click_payload(approval_id=pending.id, flow_run_id=pending.flow_run_id, approve=True,
+                                       user_id=APPROVER, channel_id="C0REMEDY1"))
+        r = httpx.post(f"{server.url}/v1/slack/interactions", content=body, headers=signed_headers(SECRET, body),
+                       timeout=30)
+        assert r.status_code == 200, r.text
+        answer = r.json()
+        assert answer["resumed"] is False and answer["gone"] is True, answer
+        assert "The run waiting for this answer is gone" in answer["text"]
+        assert f"Incident {incident.id} on gpu009 is re-announced" in answer["text"]
+
+        reannounced = wait_for("the incident to be re-announced", lambda: led.actions(
+            incident_id=incident.id, kind="reannounce_incident"), timeout=30)
+    assert reannounced[0].detail["from"] == pending.flow_run_id
+    rec = led.get_incident(incident.id)
+    assert rec.status is IncidentStatus.OPEN and rec.flow_run_id == f"event:{reannounced[0].detail['event_id']}"
+    closed = led.get_approval(pending.id)  # nobody waits for it: closed, not approved
+    assert (closed.decision, closed.decided_by) == ("timeout", "gpu-remedy")
+    [late] = led.actions(incident_id=incident.id, kind="approval_too_late")
+    assert late.requested_by == APPROVER and late.detail["decision"] == "approve"
+    assert flow_state(pending.flow_run_id) == "CRASHED"  # not Paused with a live Resume button
+    assert runtime.cluster().get_node("gpu009").unschedulable is False  # the gate held it: never cordoned
+
+
+def test_a_run_that_lost_its_lease_stops_acting(prefect_server, sim_factory, remedy_env):
+    """A live run whose lease was found expired (its process stalled past it) and whose incident went to another run
+    stops before its next step: it never claims or promotes a spare next to the run that has its incident now."""
+    from flows.replace_node import replace_node
+    from remedy.demo import _spares_validated_at_build
+    from remedy.domain.model import Incident
+    from tests.approvals.helpers import FlowThread
+    from tests.fixtures.prefect import run_to_state
+
+    sim = sim_factory(nodes=16, spares=2, time_scale=0.05)  # the 30 s drain grace lasts 1.5 s: time to step in
+    runtime = remedy_env(sim=sim, **LEASES)
+    _spares_validated_at_build(runtime)
+    led = runtime.ledger()
+    incident, _ = led.open_incident(Incident(node="gpu011", signal="row-remap-failure", gpu=0), window_seconds=600)
+    run = FlowThread(lambda: run_to_state(replace_node, node="gpu011", signal="row-remap-failure", gpu=0,
+                                          incident_id=incident.id))
+    wait_for("the drain", lambda: _acts(led, incident.id, "drain_node", ActionOutcome.RUNNING), timeout=60,
+             every=0.01)
+    holder = led.get_incident(incident.id).flow_run_id
+    assert led.end_lease(holder, reason="gone: found gone by the watchdog (test)")  # as after a long stall
+    assert led.claim(incident.id, "the-run-that-took-over").took_over_from == holder
+    state, out = run.result(120)
+    assert state.is_failed() and "LeaseLost" in state.message and "it stops here" in state.message, state
+    assert _acts(led, incident.id, "claim_spare") == [] and _acts(led, incident.id, "set_state_active") == []
+    assert spares_left(runtime) == SPARES
+    assert led.get_incident(incident.id).flow_run_id == "the-run-that-took-over"  # never written over
