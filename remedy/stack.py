@@ -271,12 +271,23 @@ def _up(args: argparse.Namespace) -> int:
             cancelled = stack.stop() if stack is not None else []
             if cancelled:
                 print(f"cancelled {len(cancelled)} open run(s): {', '.join(cancelled)}", flush=True)
+            # what is left are daemon threads of cancelled runs and Prefect's event workers: their complaints about
+            # the server going away are expected, and none may write to stderr while the interpreter shuts down
+            logging.disable(logging.CRITICAL)
             if server.owned:
-                # the flows' event listeners would log a traceback each when their server goes: expected here
-                logging.disable(logging.WARNING)
                 stop_server(workdir)
                 print(f"stopped remedy's Prefect server ({server.ui_url})", flush=True)
+    _exit_now(0)
     return 0
+
+
+def _exit_now(code: int) -> None:
+    """Leave without the interpreter's shutdown: daemon threads still inside a cancelled flow (a paused approval, a
+    recovery waiting on a reboot) can hold stdio locks there and make Python abort. Everything of ours is stopped
+    and recorded by now."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _announce(stack: Stack, server, args: argparse.Namespace) -> None:
