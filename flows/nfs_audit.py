@@ -17,12 +17,20 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from remedy import runtime
 from remedy.audit.fleet import audits_from_prometheus
+from remedy.audit.prometheus import PrometheusUnavailable
 from remedy.audit.rpc import MountAudit
 from remedy.audit.cadence import parse_duration
 from tasks.audit import archive_audit, notify_slack, read_nfs_metrics
 
 
-@flow(name="nfs-audit", flow_run_name="nfs-audit-{window}")
+def _run_name() -> str:
+    from prefect.runtime import flow_run
+
+    window = flow_run.parameters.get("window") or runtime.settings().nfs.window  # a scheduled run passes none
+    return f"nfs audit over {window}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M}Z"
+
+
+@flow(name="nfs-audit", flow_run_name=_run_name)
 def nfs_audit(
     window: str | None = None, prometheus_url: str | None = None, notify: bool = True, dry_run: bool | None = None
 ) -> dict[str, Any]:
@@ -34,7 +42,12 @@ def nfs_audit(
     window_s = parse_duration(window)  # a bad window fails here, before any query
 
     # 1. Read: per-op latency and transport load of every node's NFS mounts.
-    frames = read_nfs_metrics(prometheus_url or nfs.prometheus_url, window)
+    try:
+        frames = read_nfs_metrics(prometheus_url or nfs.prometheus_url, window)
+    except PrometheusUnavailable as exc:  # the run's one-line message says which setting to change
+        raise PrometheusUnavailable(
+            f"{str(exc).split(': ')[0]}: the audit reads node_exporter's NFS mountstats through Prometheus; set "
+            "nfs.prometheus_url (REMEDY_NFS__PROMETHEUS_URL) to one that scrapes them") from None
 
     # 2. Judge: plain domain code, one verdict per node and export.
     audits = audits_from_prometheus(frames["ops"], frames["transports"], nfs, window_seconds=window_s)

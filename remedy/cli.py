@@ -1,7 +1,11 @@
 """`remedy` command line. Each feature area registers its own subcommands; this module only wires them.
 
 A module in COMMAND_MODULES exposes `register(subparsers)`; each subcommand sets `func(args) -> int`.
-Errors derived from RemedyError (and ConfigError) print one line and exit 2, never a traceback.
+
+Exit codes, the same for every command (docs/operations.md): 0 ok; 1 a finding or a failed verdict (a check
+that found a fault, a demo whose outcome was not the expected one); 2 bad input or usage. Bad input is one line
+on stderr, never a traceback: argparse's errors, RemedyError, ConfigError and a file that cannot be read or
+written all end here as `remedy …: error: …`.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ COMMANDS = {
     "goodput": "remedy.goodput.cli",
     "simulate": "remedy.goodput.cli",
     "up": "remedy.stack",
+    "down": "remedy.stack",
     "receiver": "remedy.stack",
     "deploy": "remedy.production",
     "breaker": "remedy.safety.cli",
@@ -32,10 +37,18 @@ COMMANDS = {
 COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
 
+class RemedyArgumentParser(argparse.ArgumentParser):
+    """A usage error is one line, with the command to ask for help (argparse's default prints the whole usage block
+    first)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"remedy: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """All subcommands, or only the module of `only` (start-up of one command stays cheap: no area imports
-    another area's heavy dependencies just to build its parser)."""
-    parser = argparse.ArgumentParser(prog="remedy", description="gpu-remedy: keep GPU training clusters productive.")
+    another area's heavy dependencies just to build its parser). Subparsers inherit RemedyArgumentParser."""
+    parser = RemedyArgumentParser(prog="remedy", description="gpu-remedy: keep GPU training clusters productive.")
     parser.add_argument("--config", help="YAML config file (default $REMEDY_CONFIG, else built-in defaults)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     modules = [COMMANDS[only]] if only in COMMANDS else COMMAND_MODULES
@@ -61,17 +74,33 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(_command_of(argv))
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # usage error (2) or --help (0): a return code, like every other outcome
+        return exc.code if isinstance(exc.code, int) else 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     try:
         return int(args.func(args) or 0)
     except (RemedyError, ConfigError) as exc:
-        print(f"remedy: error: {exc}", file=sys.stderr)
+        print(f"remedy: error: {_one_line(str(exc))}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `remedy … | head`: the reader left; not an error of the command
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second complaint when Python flushes
+        return 0
+    except OSError as exc:  # a file the operator named that cannot be read or written (--out, --values, …)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"remedy: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split()) if "\n" in text else text
 
 
 if __name__ == "__main__":

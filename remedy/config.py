@@ -11,7 +11,9 @@ Precedence: explicit keyword arguments > environment (`REMEDY_DRY_RUN=true`,
 
 from __future__ import annotations
 
+import difflib
 import os
+import typing
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -266,23 +268,76 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
         p = Path(path)
         if not p.exists():
             raise ConfigError(f"config file not found: {p}")
+        if p.is_dir():
+            raise ConfigError(f"{p}: is a directory, not a config file")
         try:
-            loaded = yaml.safe_load(p.read_text()) or {}
+            loaded = yaml.safe_load(p.read_bytes().decode("utf-8", errors="replace")) or {}
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{p}: not valid YAML: {exc}") from None
+            from remedy.textinput import one_line_yaml_error
+
+            raise ConfigError(f"{p}: not valid YAML: {one_line_yaml_error(exc)}") from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"{p}: top level must be a mapping of sections, got {type(loaded).__name__}")
         data = loaded
+    # A misspelt key at any depth (drain: {grace_period_secnds: 10}) is an error naming its path, not a default
+    # quietly kept; pydantic itself only refuses unknown keys at the top level.
+    unknown = unknown_key(RemedySettings, data)
+    if unknown:
+        raise ConfigError(f"{unknown[0]}: unknown setting in {path}{unknown[1]}")
+    env = _env_overrides()
+    unknown = unknown_key(RemedySettings, env)
+    if unknown:
+        variable = "REMEDY_" + unknown[0].upper().replace(".", "__")
+        raise ConfigError(f"{unknown[0]}: unknown setting (environment variable {variable}){unknown[1]}")
     # YAML is the lowest layer: environment variables override it field by field.
     try:
         base = RemedySettings(**_deep_merge(data, overrides))
-        env = _env_overrides()
         if env:
             merged = _deep_merge(base.model_dump(mode="python"), env)
             base = RemedySettings.model_validate(_unwrap_secrets(merged))
         return base
     except ValidationError as exc:
         raise ConfigError(_first_error(exc)) from None
+
+
+def unknown_key(model: type[BaseModel], data: Any, path: str = "") -> tuple[str, str] | None:
+    """The first key in `data` (at any depth) that `model` has no field for: (its dotted path, a hint)."""
+    if not isinstance(data, dict):
+        return None
+    fields = model.model_fields
+    names = set(fields) | {f.alias for f in fields.values() if f.alias}
+    for key, value in data.items():
+        where = f"{path}{key}"
+        if key not in names:
+            near = difflib.get_close_matches(str(key), sorted(fields), n=1)
+            hint = f"; did you mean {path}{near[0]}?" if near else f"; known here: {', '.join(sorted(fields))}"
+            return where, hint
+        field = fields.get(key) or next(f for f in fields.values() if f.alias == key)
+        for sub, items in _nested_models(field.annotation, value):
+            for index, item in items:
+                found = unknown_key(sub, item, f"{where}{index}.")
+                if found:
+                    return found
+    return None
+
+
+def _nested_models(annotation: Any, value: Any):
+    """(model, [(index text, value)]) for each section model a field holds: itself, a list of them, optional."""
+    args = typing.get_args(annotation)
+    origin = typing.get_origin(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield annotation, [("", value)]
+    elif origin in (list, tuple) and args and isinstance(value, list):
+        for arg in args:
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                yield arg, [(f"[{i}]", v) for i, v in enumerate(value)]
+    elif origin is dict and len(args) == 2 and isinstance(value, dict):
+        if isinstance(args[1], type) and issubclass(args[1], BaseModel):
+            yield args[1], [(f".{k}", v) for k, v in value.items()]
+    elif args:  # Optional / Union
+        for arg in args:
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                yield arg, [("", value)]
 
 
 def _env_overrides() -> dict[str, Any]:

@@ -1,30 +1,36 @@
 """`remedy demo`: the whole system on one laptop.
 
-Starts the cluster simulator (63 nodes: 60 active in 8 racks, 3 spares), a local Prefect server (SQLite; reused if
-one already answers, e.g. PREFECT_API_URL in tests), runs a named scenario (`remedy.scenarios`) against the
+Starts the cluster simulator (63 nodes: 60 active in 8 racks, 3 spares) and remedy's own Prefect server (SQLite;
+never one that merely answers on the port: see remedy.prefect_server.use_server; PREFECT_API_URL or --prefect-url
+names another), runs a named scenario (`remedy.scenarios`) against the
 simulator through the real Kubernetes client, and prints what happened; `--json` prints the same as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from remedy.cli_args import positive_float
 from remedy.errors import RemedyError
 from remedy.scenarios import DemoContext, Scenario, all_scenarios
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from remedy.stack import add_prefect_arguments
+
     p = sub.add_parser("demo", help="run a fault → remediation scenario on the embedded simulator")
     p.add_argument("--scenario", default="xid79", help="which scenario (default xid79; --list shows all)")
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
     p.add_argument("--json", action="store_true", help="print the outcome as JSON")
     p.add_argument("--workdir", default="var/demo", help="where the ledger and Prefect server keep their files")
-    p.add_argument("--prefect-port", type=int, default=4200, help="port of the local Prefect server (UI)")
+    add_prefect_arguments(p)
     p.add_argument("--dry-run", action="store_true", help="plan and record every step, change nothing")
     answer = p.add_mutually_exclusive_group()
     answer.add_argument("--approve", dest="approve", action="store_const", const=True,
@@ -32,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     answer.add_argument("--deny", dest="approve", action="store_const", const=False,
                         help="answer approval requests with deny (unattended)")
     p.add_argument("--bad", default="", help="nan-loss scenario: comma-separated nodes to plant as divergent")
-    p.add_argument("--time-scale", type=float, default=0.05,
+    p.add_argument("--time-scale", type=positive_float, default=0.05,
                    help="simulated durations × this (grace periods, reboots); 1.0 = real time")
     p.set_defaults(func=_main, approve=None)
 
@@ -46,7 +52,8 @@ def _main(args: argparse.Namespace) -> int:
     if args.scenario not in scenarios:
         raise RemedyError(f"unknown scenario {args.scenario!r}; known: {', '.join(sorted(scenarios))}")
     outcome = run_demo(
-        scenarios[args.scenario], workdir=Path(args.workdir), prefect_port=args.prefect_port, dry_run=args.dry_run,
+        scenarios[args.scenario], workdir=Path(args.workdir), prefect_port=args.prefect_port,
+        prefect_url=args.prefect_url, dry_run=args.dry_run,
         time_scale=args.time_scale, quiet=args.json, approve=args.approve,
         options={"bad": [b for b in args.bad.split(",") if b]},
     )
@@ -57,17 +64,30 @@ def _main(args: argparse.Namespace) -> int:
     return 0 if outcome["status"] in scenarios[args.scenario].ok_statuses else 1
 
 
-def run_demo(scenario: Scenario, *, workdir: Path, prefect_port: int = 4200, dry_run: bool = False,
-             time_scale: float = 0.05, quiet: bool = False, approve: bool | None = None,
+def run_demo(scenario: Scenario, *, workdir: Path, prefect_port: int | None = None, prefect_url: str | None = None,
+             dry_run: bool = False, time_scale: float = 0.05, quiet: bool = False, approve: bool | None = None,
              options: dict[str, Any] | None = None) -> dict[str, Any]:
-    from remedy.prefect_server import ensure_server, healthy, offline_env
-    from remedy.sim.cluster import build_cluster
-    from remedy.sim.server import SimServer
+    from remedy import processes
+    from remedy.prefect_server import offline_env, point_clients_at, use_server
 
     workdir.mkdir(parents=True, exist_ok=True)
     ledger_file = workdir / "ledger.db"
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{ledger_file}{suffix}").unlink(missing_ok=True)  # each demo tells its story from a clean ledger
+    say = (lambda msg: None) if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    # the server first: a port in use must stop the demo before anything is started or written
+    server = use_server(workdir, port=prefect_port, named_url=prefect_url, say=say)
+    point_clients_at(server.api_url, offline_env(workdir / "prefect") if server.owned else None)
+    with contextlib.ExitStack() as running:
+        running.enter_context(processes.recorded(workdir, "remedy-demo"))  # before the ledger is cleared: one at a time
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{ledger_file}{suffix}").unlink(missing_ok=True)  # each demo tells its story from a clean ledger
+        return _run(scenario, workdir, ledger_file, server, dry_run=dry_run, time_scale=time_scale, quiet=quiet,
+                    approve=approve, options=options)
+
+
+def _run(scenario: Scenario, workdir: Path, ledger_file: Path, server, *, dry_run: bool, time_scale: float,
+         quiet: bool, approve: bool | None, options: dict[str, Any] | None) -> dict[str, Any]:
+    from remedy.sim.cluster import build_cluster
+    from remedy.sim.server import SimServer
 
     t0 = time.monotonic()
     sim_options = {"nodes": 63, "spares": 3, "time_scale": time_scale} | scenario.sim_options
@@ -77,23 +97,23 @@ def run_demo(scenario: Scenario, *, workdir: Path, prefect_port: int = 4200, dry
         sessions = f", {sim_options['sessions']} sessions" if sim_options.get("sessions") else ""
         ctx.say(f"cluster simulator: {sim.url} ({sim_options['nodes']} nodes, {sim_options['spares']} spares"
                 f"{sessions}) — try: kubectl --server={sim.url} get nodes")
-        api_url = os.environ.get("PREFECT_API_URL", "")
-        if not (api_url and healthy(api_url)):
-            ctx.say("starting the Prefect server (first start takes ~20 s)…")
-            api_url = ensure_server(workdir, port=prefect_port)
-            os.environ.update(offline_env(workdir / "prefect"))
-        os.environ["PREFECT_API_URL"] = api_url
         os.environ["REMEDY_CLUSTER__MODE"] = "simulator"
         os.environ["REMEDY_CLUSTER__SIMULATOR_URL"] = sim.url
         os.environ["REMEDY_DB_URL"] = f"sqlite:///{ledger_file.resolve()}"
         from remedy import runtime
 
         runtime.reset()
-        ui = api_url.removesuffix("/api")
-        ctx.say(f"Prefect UI: {ui}")
+        ui = server.ui_url
+        whose = "remedy's own server" if server.owned else f"named by {server.source}"
+        ctx.say(f"Prefect UI: {ui} ({whose})")
         _spares_validated_at_build(runtime)
+        ctx.say(f"time scale {time_scale:g}: simulated waits (grace periods, reboots, spares joining) take "
+                f"{time_scale:g}× their real duration" + (" — DRY RUN: nothing will change" if dry_run else ""))
+        from prefect import tags
 
-        result = scenario.run(ctx)
+        # every run of the demo carries `demo`, and `dry-run` when nothing changes, in the Prefect UI's runs list
+        with tags("demo", *(["dry-run"] if dry_run else [])):
+            result = scenario.run(ctx)
         summary = _ledger_summary(runtime.ledger())
         try:
             ready, desired = runtime.cluster().workload_size("training", "llm-pretrain")
@@ -107,6 +127,8 @@ def run_demo(scenario: Scenario, *, workdir: Path, prefect_port: int = 4200, dry
         "job": {"ready": ready, "desired": desired},
         **summary,
         "prefect_ui": ui,
+        "prefect_server": "remedy's own" if server.owned else f"named by {server.source}",
+        "time_scale": time_scale,
         "wall_seconds": round(time.monotonic() - t0, 2),
     }
 
@@ -144,26 +166,64 @@ def _ledger_summary(led) -> dict[str, Any]:
     }
 
 
+# A dry run marks the same steps as a live one; said as what would happen, it cannot be mistaken for one.
+WOULD = {"cordoned": "would cordon", "drained": "would drain", "spare ready": "would bring in spare",
+         "job resumed": "would resume job", "to repair": "would send to repair", "preempted": "would preempt",
+         "approved": "approved"}
+
+
 def _print_outcome(outcome: dict[str, Any]) -> None:
+    """The outcome on stdout (progress went to stderr): what happened, why, the timeline, what is left running."""
+    dry = bool(outcome.get("dry_run"))
     print(f"\n{outcome['summary']}")
+    if dry:
+        print("DRY RUN: nothing was changed; every step below is what a live run would do")
     status = outcome.get("status", "?")
     line = f"{outcome.get('node', '')}: {status}"
     if outcome.get("replacement"):
-        line += f" → {outcome['replacement']}"
+        line += f" → {outcome['replacement']}" if not dry else f" (would use {outcome['replacement']})"
     print(line.strip(": "))
+    if isinstance(outcome.get("runs"), dict):
+        print("runs: " + ", ".join(f"{node} {status}" for node, status in outcome["runs"].items()))
+    choice = outcome.get("choice")
+    if choice:
+        others = ", ".join(f"{o['option']} {o['downtime_minutes']:g} min" for o in choice.get("options", [])
+                           if o["option"] != choice["option"])
+        print(f"triage chose {choice['option']}: {choice['reason']} (others: {others})")
+    elif outcome.get("path"):
+        print(f"triage: {outcome['path']}" + (f" — {outcome['triage']}" if outcome.get("triage") else ""))
     if outcome.get("spare_choice"):
         print("spare choice: " + outcome["spare_choice"].splitlines()[0])
     if outcome.get("preemption"):
         print("preemption: " + outcome["preemption"]["explain"].splitlines()[0])
+    recovery = outcome.get("recovery")
+    if isinstance(recovery, dict) and recovery:
+        steps = " → ".join(f"{s.get('step')} ({s.get('verdict')})" for s in recovery.get("steps", [])
+                           if isinstance(s, dict))
+        print(f"{recovery.get('node', outcome.get('node'))} off the critical path: {steps or 'no fix tried'} → "
+              f"{recovery.get('status')}")
+    for key in ("verdict_text", "why", "pool"):
+        if outcome.get(key) and (key != "why" or outcome.get("status") not in ("replaced", "fixed", "restarted")):
+            print(outcome[key] if key != "why" else f"why: {outcome[key]}")
+    for warning in outcome.get("diversity") or []:
+        print(f"spare pool: {warning}")
     if outcome["job"]["desired"]:
         print(f"training job: {outcome['job']['ready']}/{outcome['job']['desired']} pods ready")
     if outcome.get("timeline"):
-        print(f"\n{'step':<14}{'since detection':>16}")
+        scale = outcome.get("time_scale", 1.0)
+        print(f"\n{'step':<22}{'since detection':>16}   (wall-clock seconds at time scale {scale:g}: simulated "
+              f"waits took {scale:g}× their real duration)")
         for row in outcome["timeline"]:
-            print(f"{row['step']:<14}{row['since_detection_s']:>14.2f} s")
+            step = WOULD.get(row["step"], row["step"]) if dry else row["step"]
+            print(f"{step:<22}{row['since_detection_s']:>14.2f} s")
     for b in outcome.get("breaker_transitions", []):
         print(f"breaker {b['scope']}: {b['from']} → {b['to']} ({b['reason']})")
     for a in outcome.get("approvals", []):
         print(f"approval {a['id']} ({a['kind']}): {a['decision'] or 'pending'}" + (f" by {a['by']}" if a["by"] else ""))
-    print(f"\nledger: {len(outcome['incidents'])} incidents, {len(outcome['actions'])} actions; "
-          f"Prefect UI: {outcome['prefect_ui']}")
+    print(f"\nledger: {len(outcome['incidents'])} incidents, {len(outcome['actions'])} actions "
+          f"(remedy ledger history NODE reads it)")
+    if outcome.get("prefect_server") == "remedy's own":
+        print(f"Prefect UI: {outcome['prefect_ui']} — remedy's server stays up so you can look at the runs; "
+              "`remedy down` stops it")
+    else:
+        print(f"Prefect UI: {outcome['prefect_ui']} ({outcome.get('prefect_server')})")

@@ -91,7 +91,7 @@ DEPLOYMENTS: tuple[DeploymentSpec, ...] = (
     DeploymentSpec("escalate", "flows.escalate:escalate", "Hand a node to a human with the evidence.",
                    tags=("remedy", "remediate")),
     DeploymentSpec("isolate-fault", "flows.isolate_fault:isolate_fault",
-                   "Find the bad node behind a job-level symptom by bisection (seed 004).", tags=("remedy", "isolate")),
+                   "Find the bad node behind a job-level symptom by bisection.", tags=("remedy", "isolate")),
     DeploymentSpec("burn-in", "flows.burn_in:burn_in", "Validate nodes before they carry work.",
                    tags=("remedy", "spares")),
     DeploymentSpec("retire-node", "flows.retire_node:retire_node", "Retire a lemon: out of the fleet, RMA report.",

@@ -1,11 +1,14 @@
 """`remedy up`: the embedded stack on one machine, and `remedy receiver serve` for production.
 
-    remedy up  →  Prefect server (reused if one answers) + every deployment in remedy.deployments with its triggers
+    remedy up  →  its own Prefect server (or the one PREFECT_API_URL / --prefect-url names)
+                  + every deployment in remedy.deployments with its triggers
                   + the warm dispatcher (runs their flow runs in this process) + the alert receiver (uvicorn)
                   + the cluster simulator (63 nodes), whose fault injector posts its alerts to the receiver.
 
 Then `remedy sim inject xid 64 --node gpu042 --url <sim>` opens an incident, whose event triggers a `triage` run
-that shows up in the Prefect UI and starts the remediation. Ctrl-C stops everything.
+that shows up in the Prefect UI and starts the remediation. Ctrl-C stops everything it started: open runs are
+cancelled (no Resume button left live), the parts stop, and so does the Prefect server it started; `remedy down`
+(from another terminal) does the same, and also stops the Prefect server `remedy demo` leaves running.
 
 No default secrets: `remedy up` generates the receiver's tokens for its session when none are configured (and wires
 the simulator's alerts with it); `remedy receiver serve` refuses a non-loopback address without a token.
@@ -14,7 +17,9 @@ the simulator's alerts with it); `remedy receiver serve` refuses a non-loopback 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import os
 import secrets
 import signal
@@ -24,25 +29,45 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from remedy.cli_args import http_url, port_number, positive_float, positive_int
 from remedy.errors import RemedyError
+
+log = logging.getLogger(__name__)
+UP_ROLE = "remedy-up"  # its record in <workdir>/running.json (remedy.processes)
+
+
+def add_prefect_arguments(p: argparse.ArgumentParser) -> None:
+    """--prefect-port / --prefect-url, shared by `remedy up` and `remedy demo`."""
+    p.add_argument("--prefect-port", type=port_number, default=None,
+                   help="port of remedy's own Prefect server (UI): default $REMEDY_PREFECT_PORT, else 4200; "
+                   "0 = any free port")
+    p.add_argument("--prefect-url", type=http_url, default=None,
+                   help="use this Prefect API (…/api) instead of starting one (default $PREFECT_API_URL)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("up", help="start the embedded stack: Prefect, deployments, dispatcher, receiver, simulator")
     p.add_argument("--workdir", default="var/stack", help="where the ledger and the Prefect server keep their files")
-    p.add_argument("--prefect-port", type=int, default=4200, help="port of the local Prefect server (UI)")
-    p.add_argument("--receiver-port", type=int, default=None, help="alert receiver port (default: settings; 0 = free)")
-    p.add_argument("--sim-port", type=int, default=8001, help="simulator port (0 = free)")
-    p.add_argument("--nodes", type=int, default=63, help="simulated nodes (default 63: 60 active, 3 spares)")
-    p.add_argument("--time-scale", type=float, default=0.05, help="simulated durations × this (1.0 = real time)")
+    add_prefect_arguments(p)
+    p.add_argument("--receiver-port", type=port_number, default=None,
+                   help="alert receiver port (default: settings; 0 = free)")
+    p.add_argument("--sim-port", type=port_number, default=8001, help="simulator port (0 = free)")
+    p.add_argument("--nodes", type=positive_int, default=63, help="simulated nodes (default 63: 60 active, 3 spares)")
+    p.add_argument("--time-scale", type=positive_float, default=0.05,
+                   help="simulated durations × this (default 0.05: a 10 min reboot takes 30 s; 1.0 = real time)")
     p.add_argument("--json", action="store_true", help="print the URLs as one JSON line once everything is up")
     p.set_defaults(func=_up)
+
+    d = sub.add_parser("down", help="stop what `remedy up` and `remedy demo` left running (and nothing else)")
+    d.add_argument("--workdir", action="append", default=None,
+                   help="a --workdir given to `remedy up`/`remedy demo` (repeatable; default var/stack and var/demo)")
+    d.set_defaults(func=_down)
 
     r = sub.add_parser("receiver", help="the Alertmanager webhook receiver")
     rsub = r.add_subparsers(dest="receiver_command", metavar="SUBCOMMAND")
     serve = rsub.add_parser("serve", help="serve the receiver (config from settings; announces to PREFECT_API_URL)")
     serve.add_argument("--host", default=None, help="bind address (default receiver.host)")
-    serve.add_argument("--port", type=int, default=None, help="port (default receiver.port)")
+    serve.add_argument("--port", type=port_number, default=None, help="port (default receiver.port)")
     serve.set_defaults(func=_receiver_serve)
     r.set_defaults(func=lambda args: (r.print_help(), 2)[1])
 
@@ -65,12 +90,50 @@ class Stack:
                 "receiver": self.receiver.alerts_url, "metrics": self.receiver.url + "/metrics",
                 "simulator": self.sim.url}
 
-    def stop(self) -> None:
+    def stop(self) -> list[str]:
+        """Stop every part; runs still open (paused for approval, waiting, running) are cancelled first, so none is
+        left with a live Resume button. Returns the names of the cancelled runs."""
+        cancelled: list[str] = []
         for part in reversed(self.parts):
+            if part is self.dispatcher:
+                try:
+                    cancelled = cancel_open_runs([run_id for run_id, _ in self.dispatcher.started_runs])
+                except Exception as exc:  # the server may be gone already: say so, stop the rest anyway
+                    log.warning("could not cancel the stack's open runs: %s", exc)
             try:
                 part.stop()
             except Exception:
                 pass
+        return cancelled
+
+
+CANCEL_MESSAGE = "remedy up stopped before this run finished: cancelled, nothing more is done by it"
+
+
+def cancel_open_runs(run_ids: list[Any]) -> list[str]:
+    """Cancel every run in `run_ids` and every subflow run under them that is not finished yet. Names cancelled."""
+    if not run_ids:
+        return []
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, FlowRunFilterParentFlowRunId
+    from prefect.states import Cancelled
+
+    names: list[str] = []
+    with get_client(sync_client=True) as client:
+        runs = list(client.read_flow_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=list(run_ids)))))
+        seen = {r.id for r in runs}
+        frontier = list(seen)
+        while frontier:  # walk down the subflow tree: a paused child is what shows the Resume button
+            children = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+                parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=frontier)))
+            frontier = [c.id for c in children if c.id not in seen]
+            seen.update(frontier)
+            runs.extend(c for c in children if c.id in frontier)
+        for run in reversed(runs):  # children first: a parent must not see its child's cancellation as news
+            if run.state is not None and not run.state.is_final():
+                client.set_flow_run_state(run.id, Cancelled(message=CANCEL_MESSAGE), force=True)
+                names.append(run.name)
+    return names
 
 
 def apply_deployments(specs=None, *, triggers_enabled: bool = True) -> tuple[dict[str, Any], dict[Any, Any]]:
@@ -102,6 +165,7 @@ def start_stack(*, workdir: Path, api_url: str, nodes: int = 63, spares: int = 3
     if start_triage not in ("direct", "trigger"):
         raise RemedyError(f"start_triage must be 'direct' or 'trigger', got {start_triage!r}")
     from remedy import runtime
+    from remedy.prefect_server import point_clients_at
     from remedy.receiver.dispatcher import Dispatcher
     from remedy.receiver.server import ReceiverServer, build_receiver
     from remedy.settings.triage import triage_settings
@@ -117,7 +181,7 @@ def start_stack(*, workdir: Path, api_url: str, nodes: int = 63, spares: int = 3
     try:
         sim = SimServer(build_cluster(nodes=nodes, spares=spares, time_scale=time_scale), port=sim_port).start()
         parts.append(sim)
-        os.environ["PREFECT_API_URL"] = api_url
+        point_clients_at(api_url)
         os.environ["REMEDY_CLUSTER__MODE"] = "simulator"
         os.environ["REMEDY_CLUSTER__SIMULATOR_URL"] = sim.url
         os.environ["REMEDY_DB_URL"] = f"sqlite:///{ledger_file.resolve()}"
@@ -177,47 +241,142 @@ def _adopt_fleet(runtime) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
+    from remedy import processes
     from remedy.config import load_settings
-    from remedy.prefect_server import ensure_server, healthy, offline_env
+    from remedy.prefect_server import (offline_env, point_clients_at, port_in_use, port_taken_message, stop_server,
+                                       use_server)
 
     workdir = Path(args.workdir)
     settings = load_settings(args.config)
     port = settings.receiver.port if args.receiver_port is None else args.receiver_port
-    api_url = os.environ.get("PREFECT_API_URL", "")
-    if not (api_url and healthy(api_url)):
-        print("starting the Prefect server (first start takes ~20 s)…", flush=True)
-        api_url = ensure_server(workdir, port=args.prefect_port)
-        os.environ.update(offline_env(workdir / "prefect"))
+    for taken, flag in ((args.sim_port, "--sim-port"), (port, "--receiver-port")):
+        if taken and port_in_use(taken, "127.0.0.1"):
+            raise RemedyError(port_taken_message(taken, flag))
     if args.config:
         os.environ["REMEDY_CONFIG"] = args.config
-    stack = start_stack(workdir=workdir, api_url=api_url, nodes=args.nodes, time_scale=args.time_scale,
-                        sim_port=args.sim_port, receiver_host=settings.receiver.host, receiver_port=port)
-    urls = stack.urls
-    if args.json:
-        print(json.dumps(urls), flush=True)
-    else:
-        print(f"Prefect UI:      {urls['prefect_ui']}")
-        print(f"alert receiver:  {urls['receiver']}  (metrics {urls['metrics']})")
-        print(f"simulator:       {urls['simulator']}  (kubectl --server={urls['simulator']} get nodes)")
-        print(f"deployments:     {', '.join(stack.deployment_ids)}")
-        print(f"try:             remedy sim inject xid 64 --node gpu042 --url {urls['simulator']}")
-        print("Ctrl-C stops everything.", flush=True)
-    _wait_for_interrupt()
-    print("stopping…", flush=True)
-    stack.stop()
+    with _stop_on_sigterm(), processes.recorded(workdir, UP_ROLE):
+        server = use_server(workdir, port=args.prefect_port, named_url=args.prefect_url,
+                            say=lambda msg: print(msg, file=sys.stderr if args.json else sys.stdout, flush=True))
+        point_clients_at(server.api_url, offline_env(workdir / "prefect") if server.owned else None)
+        stack = None
+        try:
+            stack = start_stack(workdir=workdir, api_url=server.api_url, nodes=args.nodes, time_scale=args.time_scale,
+                                sim_port=args.sim_port, receiver_host=settings.receiver.host, receiver_port=port)
+            _announce(stack, server, args)
+            _wait_for_interrupt()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            print("stopping…", flush=True)
+            cancelled = stack.stop() if stack is not None else []
+            if cancelled:
+                print(f"cancelled {len(cancelled)} open run(s): {', '.join(cancelled)}", flush=True)
+            # what is left are daemon threads of cancelled runs and Prefect's event workers: their complaints about
+            # the server going away are expected, and none may write to stderr while the interpreter shuts down
+            logging.disable(logging.CRITICAL)
+            if server.owned:
+                stop_server(workdir)
+                print(f"stopped remedy's Prefect server ({server.ui_url})", flush=True)
+    _exit_now(0)
     return 0
 
 
+def _exit_now(code: int) -> None:
+    """Leave without the interpreter's shutdown: daemon threads still inside a cancelled flow (a paused approval, a
+    recovery waiting on a reboot) can hold stdio locks there and make Python abort. Everything of ours is stopped
+    and recorded by now."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _announce(stack: Stack, server, args: argparse.Namespace) -> None:
+    urls = stack.urls
+    if args.json:
+        print(json.dumps(urls), flush=True)
+        return
+    whose = "remedy's own" if server.owned else f"named by {server.source}"
+    print(f"Prefect UI:      {urls['prefect_ui']}  ({whose})")
+    print(f"alert receiver:  {urls['receiver']}  (metrics {urls['metrics']})")
+    print(f"simulator:       {urls['simulator']}  (kubectl --server={urls['simulator']} get nodes)")
+    print(f"ledger:          {Path(args.workdir) / 'ledger.db'}")
+    print(f"deployments:     {', '.join(stack.deployment_ids)}")
+    print(f"time scale:      {args.time_scale:g} (simulated waits: a 10 min reboot takes {600 * args.time_scale:g} s)")
+    prometheus = _prometheus_note()
+    if prometheus:
+        print(f"nfs-audit:       {prometheus}")
+    print(f"try:             remedy sim inject xid 64 --node gpu042 --url {urls['simulator']}")
+    print("Ctrl-C (or `remedy down` from another terminal) stops everything this started.", flush=True)
+
+
+def _prometheus_note() -> str:
+    """The NFS audit reads node_exporter's mountstats through Prometheus, which the embedded stack does not run: say
+    so at start, with the setting that names one, instead of leaving a failed daily run to explain it."""
+    import httpx
+
+    from remedy import runtime
+
+    url = runtime.settings().nfs.prometheus_url
+    try:
+        if httpx.get(f"{url.rstrip('/')}/-/ready", timeout=1.0).status_code == 200:
+            return ""
+    except httpx.HTTPError:
+        pass
+    return (f"no Prometheus at {url}: the daily audit fails until nfs.prometheus_url (REMEDY_NFS__PROMETHEUS_URL) "
+            "names one that scrapes node_exporter's mountstats")
+
+
+class _Stop(KeyboardInterrupt):
+    """SIGTERM (e.g. from `remedy down`): stop the way Ctrl-C does."""
+
+
+@contextlib.contextmanager
+def _stop_on_sigterm():
+    def handler(*_):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one stop at a time: let the clean-up finish
+        raise _Stop()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _wait_for_interrupt() -> None:
+    """Until Ctrl-C (or SIGTERM inside `_stop_on_sigterm`)."""
     done = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: done.set())
     try:
         while not done.wait(0.5):
             pass
     except KeyboardInterrupt:
         pass
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+
+
+def _down(args: argparse.Namespace) -> int:
+    """Stop what `remedy up` / `remedy demo` recorded in their workdirs' running.json; nothing else is signalled."""
+    from remedy import processes
+    from remedy.prefect_server import ROLE, stop_server
+
+    workdirs = [Path(w) for w in args.workdir] if args.workdir else list(processes.DEFAULT_WORKDIRS)
+    stopped: list[str] = []
+    for workdir in workdirs:
+        state = processes.read_state(workdir)
+        for role, entry in sorted(state.items(), key=lambda kv: kv[0] == ROLE):  # the server last
+            if role == ROLE:
+                if stop_server(workdir):
+                    stopped.append(f"stopped remedy's Prefect server for {workdir} (pid {entry['pid']}, "
+                                   f"{entry.get('api_url', '').removesuffix('/api')})")
+                continue
+            if processes.terminate(entry, group=False, grace=60.0):
+                stopped.append(f"stopped `{role.replace('-', ' ')}` for {workdir} (pid {entry['pid']}) and what it "
+                               "started")
+            processes.forget(workdir, role)
+    for line in stopped:
+        print(line)
+    if not stopped:
+        print(f"nothing of remedy's is running (looked in {', '.join(str(w) for w in workdirs)})")
+    return 0
 
 
 def _receiver_serve(args: argparse.Namespace) -> int:
@@ -251,6 +410,7 @@ def _receiver_serve(args: argparse.Namespace) -> int:
     port = settings.receiver.port if args.port is None else args.port
     server = ReceiverServer(receiver, host=host, port=port).start()
     print(f"alert receiver on {server.alerts_url} (metrics {server.url}/metrics); Ctrl-C stops it", flush=True)
-    _wait_for_interrupt()
+    with _stop_on_sigterm():
+        _wait_for_interrupt()
     server.stop()
     return 0

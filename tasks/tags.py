@@ -1,4 +1,4 @@
-"""Run tags an operator filters on in the Prefect UI: node, rack, XID, lifecycle stage."""
+"""Run tags an operator filters on in the Prefect UI: node, rack, XID, lifecycle stage, dry-run."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from remedy import runtime
 
 
-def remediation_tags(node: str, *, stage: str, xid: int | None = None) -> list[str]:
-    out = [f"node:{node}", f"stage:{stage}"]
+def remediation_tags(node: str, *, stage: str, xid: int | None = None, dry_run: bool = False) -> list[str]:
+    out = [f"node:{node}", f"stage:{stage}"] + (["dry-run"] if dry_run else [])
     try:
         rack = runtime.cluster().get_node(node).topology.rack
         if rack:
@@ -22,11 +22,12 @@ def remediation_tags(node: str, *, stage: str, xid: int | None = None) -> list[s
 
 
 @contextlib.contextmanager
-def tagged(node: str, *, stage: str, xid: int | None = None) -> Iterator[None]:
-    """Runs (and subflow runs) started inside carry the node/rack/XID/stage tags."""
+def tagged(node: str, *, stage: str, xid: int | None = None, dry_run: bool = False) -> Iterator[None]:
+    """Runs (and subflow runs) started inside carry the node/rack/XID/stage tags, and `dry-run` when nothing is to
+    change (a planned run must not look like a live one in the runs list)."""
     from prefect import tags
 
-    with tags(*remediation_tags(node, stage=stage, xid=xid)):
+    with tags(*remediation_tags(node, stage=stage, xid=xid, dry_run=dry_run)):
         yield
 
 

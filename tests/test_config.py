@@ -74,6 +74,28 @@ def test_cli_reports_config_errors_in_one_line(tmp_path, monkeypatch, capsys):
     assert err == [err[0]] and err[0].startswith("remedy: error: cluster.mode")
 
 
+@pytest.mark.parametrize("text, message", [
+    ("drain:\n  grace_period_secnds: 10\n",
+     "drain.grace_period_secnds: unknown setting in {cfg}; did you mean drain.grace_period_seconds?"),
+    ("breaker:\n  rack:\n    max_nodse: 2\n", "breaker.rack.max_nodse: unknown setting in {cfg}"),
+    ("health:\n  nccl_profiles:\n    - gpu_model: B200\n      sizes: [{size_bytes: 1, busbw_gbs: 2}]\n",
+     "health.nccl_profiles[0].sizes[0].busbw_gbs: unknown setting in {cfg}"),
+])
+def test_a_misspelt_nested_key_is_rejected_with_its_path(tmp_path, text, message):
+    cfg = tmp_path / "typo.yaml"
+    cfg.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_settings(cfg)
+    assert str(err.value).startswith(message.format(cfg=cfg)), str(err.value)
+
+
+def test_a_misspelt_nested_environment_variable_is_rejected(monkeypatch):
+    monkeypatch.setenv("REMEDY_DRAIN__GRACE_PERIOD_SECNDS", "10")
+    with pytest.raises(ConfigError, match=r"^drain\.grace_period_secnds: unknown setting \(environment variable "
+                       r"REMEDY_DRAIN__GRACE_PERIOD_SECNDS\); did you mean drain\.grace_period_seconds\?"):
+        load_settings()
+
+
 def test_lease_renewal_must_fit_well_inside_the_lease(monkeypatch):
     monkeypatch.setenv("REMEDY_LEASES__TTL_SECONDS", "10")
     monkeypatch.setenv("REMEDY_LEASES__RENEW_SECONDS", "6")

@@ -9,6 +9,20 @@ from remedy.audit.cadence import CadenceError, mtbf_hours, parse_duration, save_
 from remedy.audit.delta import diff_mountstats
 from remedy.audit.mountstats import read_mountstats
 from remedy.audit.rpc import MountAudit, audit_mount, worst_mount
+from remedy.cli_args import http_url, non_negative_int, positive_float, positive_int
+
+
+# Verdicts that need a person (exit 1); "healthy" and "idle" do not.
+FINDINGS = frozenset({"rpc-slot-starvation", "link-saturated", "slow-server"})
+
+
+def duration(text: str) -> str:
+    """A duration argument (18s, 133.5m, 56.2h), checked at parse time; kept as written (PromQL takes it as is)."""
+    try:
+        parse_duration(text)
+    except CadenceError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,13 +31,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     nfs = audit_sub.add_parser("nfs", help="where NFS request time goes: RPC slot wait vs network+server")
     source = nfs.add_mutually_exclusive_group(required=True)
     source.add_argument("--mountstats", help="a /proc/self/mountstats snapshot (the later one)")
-    source.add_argument("--prometheus", metavar="URL", help="read every node from Prometheus (node_exporter mountstats)")
-    nfs.add_argument("--window", help="PromQL rate window with --prometheus (default: config nfs.window)")
+    source.add_argument("--prometheus", metavar="URL", type=http_url, help="read every node from Prometheus (node_exporter mountstats)")
+    nfs.add_argument("--window", type=duration, help="PromQL rate window with --prometheus (default: config nfs.window)")
     nfs.add_argument("--at", help="with --prometheus: audit a past moment (ISO time or Unix seconds), e.g. a checkpoint save")
     nfs.add_argument("--before", help="an earlier snapshot of the same node: rates over the interval between them")
-    nfs.add_argument("--interval-seconds", type=float, help="seconds between the snapshots (default: from age:)")
-    nfs.add_argument("--link-gbps", type=float, help="storage link speed per node (default: config nfs.link_gbps)")
-    nfs.add_argument("--slot-limit", type=int, help="RPC slots per connection (default: config nfs.rpc_slot_limit)")
+    nfs.add_argument("--interval-seconds", type=positive_float, help="seconds between the snapshots (default: from age:)")
+    nfs.add_argument("--link-gbps", type=positive_float, help="storage link speed per node (default: config nfs.link_gbps)")
+    nfs.add_argument("--slot-limit", type=positive_int, help="RPC slots per connection (default: config nfs.rpc_slot_limit)")
     nfs.add_argument("--node", default="", help="node name to put in the report")
     nfs.add_argument("--json", action="store_true", help="print machine-readable JSON")
     nfs.set_defaults(func=_audit_nfs)
@@ -32,14 +46,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     ckpt_sub = ckpt.add_subparsers(dest="checkpoint_command", metavar="WHAT", required=True)
     iv = ckpt_sub.add_parser("interval", help="optimal checkpoint interval and the cost of the current one")
     delta = iv.add_mutually_exclusive_group(required=True)
-    delta.add_argument("--delta", help="save duration δ, e.g. 18s")
-    delta.add_argument("--spike-samples", type=float, help="mean samples a save's write spike spans (N̄)")
-    iv.add_argument("--sample-seconds", type=float, help="sampling period for --spike-samples (default: config)")
+    delta.add_argument("--delta", type=duration, help="save duration δ, e.g. 18s")
+    delta.add_argument("--spike-samples", type=positive_float, help="mean samples a save's write spike spans (N̄)")
+    iv.add_argument("--sample-seconds", type=positive_float, help="sampling period for --spike-samples (default: config)")
     mtbf = iv.add_mutually_exclusive_group()
-    mtbf.add_argument("--mtbf", help="job mean time between failures, e.g. 56.2h (default: config nfs.mtbf_hours)")
-    mtbf.add_argument("--failures", type=int, help="failures seen in --observed-hours of training")
-    iv.add_argument("--observed-hours", type=float, help="training hours in which --failures were seen")
-    iv.add_argument("--interval", help="the current checkpoint interval, e.g. 133.5m")
+    mtbf.add_argument("--mtbf", type=duration, help="job mean time between failures, e.g. 56.2h (default: config nfs.mtbf_hours)")
+    mtbf.add_argument("--failures", type=non_negative_int, help="failures seen in --observed-hours of training")
+    iv.add_argument("--observed-hours", type=positive_float, help="training hours in which --failures were seen")
+    iv.add_argument("--interval", type=duration, help="the current checkpoint interval, e.g. 133.5m")
     iv.add_argument("--json", action="store_true", help="print machine-readable JSON")
     iv.set_defaults(func=_checkpoint_interval)
 
@@ -64,16 +78,17 @@ def _audit_nfs(args: argparse.Namespace) -> int:
             raise CadenceError(f"--interval-seconds must be positive, got {args.interval_seconds:g}")
         audits = [audit_mount(d, s, node=args.node) for d in diff_mountstats(before, after, args.interval_seconds)]
         skipped = after.skipped
+    finding = 1 if any(a.verdict.kind in FINDINGS for a in audits) else 0  # docs/operations.md: exit codes
     if args.json:
         print(json.dumps({"skipped_mounts": skipped, "mounts": [a.to_dict() for a in audits]}, indent=2))
-        return 0
+        return finding
     if not audits:
         print("no node_mountstats_nfs_* series in Prometheus: is node_exporter's mountstats collector on?")
     for a in sorted(audits, key=lambda a: a is not worst_mount(audits)):
         print(_render(a))
     if skipped:
         print(f"({skipped} non-NFS mounts skipped)")
-    return 0
+    return finding
 
 
 def _from_prometheus(args: argparse.Namespace, s) -> list[MountAudit]:

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 from remedy.errors import RemedyError
+from remedy.textinput import printable, read_input_file
 
 PARSE_KINDS = ("dmesg", "dcgm", "alertmanager", "joblog")
 
@@ -32,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parse.add_argument("file", help="path, or - for standard input")
     parse.add_argument("--json", action="store_true", help="machine-readable output")
     parse.add_argument("--node", help="node name when the input does not carry one (dmesg without prefix, job logs)")
-    parse.add_argument("--year", type=int, help="year for syslog time stamps that omit it (dmesg)")
+    parse.add_argument("--year", type=_year, help="year for syslog time stamps that omit it (dmesg)")
     parse.add_argument(
         "--gpu-map", default="", help="PCI bus id → GPU index for dmesg, e.g. 0000:3b:00=3,0000:5e:00=4"
     )
@@ -46,6 +45,7 @@ def _xid_explain(args: argparse.Namespace) -> int:
         info = explain(parse_xid(args.code))
     except ValueError as exc:
         raise RemedyError(str(exc)) from None
+    info["triage"] = _triage_choice(info, getattr(args, "config", None))
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=True))
         return 0
@@ -54,22 +54,55 @@ def _xid_explain(args: argparse.Namespace) -> int:
         f" (NVIDIA catalog: {info['catalog_bucket']})" if info["catalog_bucket"] and info["catalog_bucket"] != info["resolution"] else ""))
     print(f"  path:        {info['path']} — {info['reason']}")
     print(f"  if it recurs: {info['recurrence_path']}")
+    if info["triage"]:
+        t = info["triage"]
+        print(f"  triage:      {t['summary']}")
     if info["investigatory"]:
         print(f"  investigate: {info['investigatory']}")
-    print(f"  source:      {info['source']} (confidence: {info['confidence']})")
+    confidence = {"seed-002": "field practice"}.get(info["confidence"], info["confidence"])
+    print(f"  source:      {info['source']} (confidence: {confidence})")
     return 0
 
 
-def _read(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
-    p = Path(path)
-    if not p.is_file():
-        raise RemedyError(f"file not found: {path}")
+def _year(text: str) -> int:
     try:
-        return p.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise RemedyError(f"{path}: cannot read: {exc.strerror}") from None
+        year = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a year") from None
+    if not 1970 <= year <= 9999:
+        raise argparse.ArgumentTypeError(f"a year is 1970..9999, got {year}")
+    return year
+
+
+def _triage_choice(info: dict[str, Any], config: str | None) -> dict[str, Any] | None:
+    """What triage does with this XID, the way it decides it (remedy.remediate.choice, the catalog's prior odds,
+    this config's durations): for an in-place fix, the choice with a spare ready and without one. None when the
+    path is not an in-place fix (triage follows the path as it is)."""
+    from remedy.config import load_settings
+    from remedy.domain.xid import Resolution
+    from remedy.remediate.choice import Durations, Situation, choose, odds_for
+
+    settings = load_settings(config)
+    if info["path"] not in ("reset-gpu", "reboot") or not settings.ladder.replace_first:
+        return None
+    resolution = Resolution(info["resolution"])
+    durations = Durations(reload=settings.workload.reload_minutes)
+    picks = {ready: choose(Situation(resolution=resolution, odds=odds_for(resolution, []), spare_ready=ready,
+                                     durations=durations)) for ready in (True, False)}
+    with_spare, without = picks[True], picks[False]
+
+    def minutes(choice, option: str) -> str:
+        return next(f"{c.downtime_minutes:.1f} min" for c in choice.costs if c.option.value == option)
+
+    fix = {"reboot": "reboots the node", "reset-gpu": "resets the GPU"}[info["path"]]
+    if with_spare.option.value == "replace":
+        summary = (f"with a validated spare ready it replaces first ({minutes(with_spare, 'replace')} expected job "
+                   f"downtime vs {info['path']} {minutes(with_spare, info['path'])}), then {fix} off the critical "
+                   f"path; with none ready, {without.option.value} in place")
+    else:
+        summary = f"{with_spare.option.value} in place, spare or not ({with_spare.reason})"
+    return {"with_spare": with_spare.option.value, "without_spare": without.option.value, "summary": summary,
+            "odds": "the catalog's prior; the fleet's recorded outcomes refine them"}
 
 
 def _gpu_map(text: str) -> dict[str, int]:
@@ -87,13 +120,14 @@ def _signals_parse(args: argparse.Namespace) -> int:
     from remedy.detect.signals import classify
 
     thresholds = load_settings(getattr(args, "config", None)).signals
-    text = _read(args.file)
+    bus_to_gpu = _gpu_map(args.gpu_map)
+    text = read_input_file(args.file, args.kind)
     summary: dict[str, Any]
     try:
         if args.kind == "dmesg":
             from remedy.detect.kernel_log import parse_kernel_log
 
-            r = parse_kernel_log(text, node=args.node, bus_to_gpu=_gpu_map(args.gpu_map), year=args.year)
+            r = parse_kernel_log(text, node=args.node, bus_to_gpu=bus_to_gpu, year=args.year)
             signals, summary, bad = r.signals, r.summary(), r.unparsed
         elif args.kind == "dcgm":
             from remedy.detect.dcgm import parse_dcgm_metrics, signals_from_dcgm
@@ -128,5 +162,5 @@ def _signals_parse(args: argparse.Namespace) -> int:
         for key in ("unparsed_samples", "problems"):
             for item in summary.get(key, []):
                 where = f"line {item['line']}: {item['text']}" if isinstance(item, dict) else item
-                print(f"  unparsed: {where}")
+                print(f"  unparsed: {printable(str(where))}")
     return 1 if bad else 0

@@ -247,13 +247,13 @@ def _uncorrectable(s: Signal, t: SignalThresholds, n: int) -> Verdict:
     return Verdict(RemediationPath.WATCH, Severity.WARNING, "uncorrectable-remap",
                    f"{s.value if s.value is not None else 'some'} uncorrectable remapped rows on {_where(s)}: watch; "
                    f"the remap-failure flag (a bank at {t.remap_rows_per_bank_limit}) triggers replacement "
-                   "(seed 002 Fig. 4: rising counts preceded a dead GPU)")
+                   "(in the field, rising counts preceded a dead GPU)")
 
 
 def _correctable(s: Signal, t: SignalThresholds, n: int) -> Verdict:
     return Verdict(RemediationPath.WATCH, Severity.INFO, "correctable-remap-trend",
                    f"{s.value if s.value is not None else 'some'} correctable remapped rows on {_where(s)}: the trend "
-                   "matters, not the count (seed 002 Fig. 4); handed to early warning")
+                   "matters, not the count; handed to early warning")
 
 
 def _throttle(s: Signal, t: SignalThresholds, n: int) -> Verdict:
@@ -261,7 +261,7 @@ def _throttle(s: Signal, t: SignalThresholds, n: int) -> Verdict:
     if s.value is not None and s.value >= t.throttle_replace_seconds:
         return Verdict(RemediationPath.REPLACE, Severity.CRITICAL, f"{what}-persistent",
                        f"{what} on {_where(s)} for {s.value:.0f} s (>= {t.throttle_replace_seconds:.0f} s): "
-                       "fail-slow node drags every step (seed 001/002); replace")
+                       "fail-slow node drags every step; replace")
     if s.value is not None and s.value < t.throttle_warn_seconds:
         return Verdict(RemediationPath.WATCH, Severity.INFO, f"{what}-transient",
                        f"{what} on {_where(s)} for {s.value:.0f} s (< {t.throttle_warn_seconds:.0f} s): keep observing")
@@ -274,7 +274,7 @@ def _pcie(s: Signal, t: SignalThresholds, n: int) -> Verdict:
     detail = ", ".join(f"{k}={v}" for k, v in sorted(s.labels.items()) if k.startswith("pcie_"))
     return Verdict(RemediationPath.REPLACE, Severity.WARNING, "pcie-link-below-max",
                    f"PCIe link below its maximum on {_where(s)}{f' ({detail})' if detail else ''}: bandwidth lost "
-                   "without any XID (seed 002 Table 1); replace at the next checkpoint")
+                   "without any XID; replace at the next checkpoint")
 
 
 def _nvlink(s: Signal, t: SignalThresholds, n: int) -> Verdict:
@@ -303,7 +303,7 @@ def _ib_port_down(s: Signal, t: SignalThresholds, n: int) -> Verdict:
     if s.value is not None and s.value >= t.ib_single_outage_seconds:
         return Verdict(RemediationPath.RESTART_APP, Severity.CRITICAL, "ib-single-outage",
                        f"IB port {port} on {s.node} down {s.value:.1f} s (>= {t.ib_single_outage_seconds:.1f} s "
-                       "transport timeout): the run's connections are gone; restart from checkpoint now (seed 001)")
+                       "transport timeout): the run's connections are gone; restart from checkpoint now")
     lasted = "so far" if s.value is None else f"{s.value:.1f} s"
     return Verdict(RemediationPath.WATCH, Severity.WARNING, "ib-port-down",
                    f"IB port {port} on {s.node} down ({lasted}): one flap is not a fault; cumulative downtime is tracked")
@@ -314,7 +314,7 @@ def _ib_downtime(s: Signal, t: SignalThresholds, n: int) -> Verdict:
     if s.value is not None and s.value >= t.ib_cumulative_seconds:
         return Verdict(RemediationPath.REPLACE, Severity.CRITICAL, "ib-cumulative-downtime",
                        f"IB port {port} on {s.node} down {s.value:.1f} s in total within {t.ib_window_seconds:.0f} s "
-                       f"(>= {t.ib_cumulative_seconds:.1f} s): cumulative downtime, not flap count, kills runs (seed 001)")
+                       f"(>= {t.ib_cumulative_seconds:.1f} s): cumulative downtime, not flap count, kills runs")
     total = "unknown" if s.value is None else f"{s.value:.1f} s"
     return Verdict(RemediationPath.WATCH, Severity.WARNING, "ib-downtime-below-budget",
                    f"IB port {port} on {s.node}: {total} down in the window, below {t.ib_cumulative_seconds:.1f} s")
@@ -323,7 +323,7 @@ def _ib_downtime(s: Signal, t: SignalThresholds, n: int) -> Verdict:
 def _isolate(s: Signal, t: SignalThresholds, n: int) -> Verdict:
     what = "NCCL watchdog timeout" if s.kind is SignalKind.NCCL_TIMEOUT else "loss became NaN/zero"
     return Verdict(RemediationPath.ISOLATE, Severity.CRITICAL, s.kind.value,
-                   f"{what} in the job on {s.node}: the symptom names no culprit (seed 001); isolate by bisection (seed 004)")
+                   f"{what} in the job on {s.node}: the symptom names no culprit; isolate by bisection")
 
 
 def _not_ready(s: Signal, t: SignalThresholds, n: int) -> Verdict:

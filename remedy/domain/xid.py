@@ -65,7 +65,8 @@ class RemediationPath(StrEnum):
 XID_MIN, XID_MAX = 1, 65535
 
 SOURCE_CATALOG = "NVIDIA Xid catalog (analyzing-xid-catalog; bucket via NVIDIA/NVSentinel xiderrorsmapping.csv)"
-SOURCE_SEED_002 = "seed 002 Table 3 (overrides/confirms the NVIDIA catalog bucket)"
+# seed 002 Table 3: a 60-node B200 cluster's published XID actions (overrides/confirms the NVIDIA catalog bucket)
+SOURCE_SEED_002 = "field practice on a 60-node B200 training cluster (overrides or confirms the NVIDIA catalog bucket)"
 
 
 @dataclass(frozen=True)
@@ -415,12 +416,12 @@ _BUCKET_POLICY: dict[Resolution | str, tuple[RemediationPath, str, RemediationPa
 _PATH_OVERRIDES: dict[int, tuple[RemediationPath, str, RemediationPath]] = {
     79: (
         RemediationPath.REBOOT,
-        "seed 002 Table 3: GPU fell off the bus → RESTART_BM (reboot the node); stop retrying if it recurs",
+        "field practice: GPU fell off the bus → RESTART_BM (reboot the node); stop retrying if it recurs",
         RemediationPath.REPLACE,  # seed 002 §4.3.5: do not retry a recurring 79; escalate/replace
     ),
     94: (
         RemediationPath.RESTART_APP,
-        "seed 002 Table 3: contained ECC error → restart the job, the node stays",
+        "field practice: contained ECC error → restart the job, the node stays",
         # catalog: RESTART_APP (reset the GPU when convenient). A repeat is a watch finding; the node-level signals
         # of the same GPU (row-remap pending → reset, row-remap failure → replace) take it out when it is failing.
         RemediationPath.WATCH,
@@ -428,7 +429,7 @@ _PATH_OVERRIDES: dict[int, tuple[RemediationPath, str, RemediationPath]] = {
     43: (
         RemediationPath.WATCH,
         "catalog: IGNORE — GPU stopped processing, reported when the application was already stopped; the job's "
-        "own restart handles it (seed 002 Table 3 restarted the session by hand)",
+        "own restart handles it (field practice restarted the session by hand)",
         RemediationPath.WATCH,
     ),
     64: (
@@ -468,7 +469,7 @@ def _build() -> dict[int, XidEntry]:
         path, reason, recurrence = _PATH_OVERRIDES.get(code) or _BUCKET_POLICY[bucket if folded else resolution]
         if code in SEED_002_TABLE_3 and code not in _PATH_OVERRIDES and code not in FOLLOW_CATALOG_OVER_SEED_002:
             action = SEED_002_TABLE_3[code][1]
-            reason = f"seed 002 Table 3: {_SEED_002_NAMES[code]} → {resolution.value} ({action})"
+            reason = f"field practice: {_SEED_002_NAMES[code]} → {resolution.value} ({action})"
             if resolution is not bucket:
                 reason += f"; NVIDIA catalog says {bucket_name}"
                 if _BUCKET_POLICY[bucket][2] is not RemediationPath.IGNORE:

@@ -15,7 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from remedy.cli_args import non_negative_float, positive_int
 from remedy.errors import RemedyError
+from remedy.textinput import read_input_file
 
 PARSE_KINDS = {"dcgm-diag": "dcgm-diag", "nccl": "nccl", "nvidia-smi": "nvidia-smi", "ibstat": "ib",
                "fio": "fio", "stress": "stress"}
@@ -24,9 +26,9 @@ PARSE_KINDS = {"dcgm-diag": "dcgm-diag", "nccl": "nccl", "nvidia-smi": "nvidia-s
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("probe", help="probe this node's GPUs through NVML and judge them")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--expect-gpus", type=int, help="GPUs this node should have (default: health.gpus_per_node)")
+    p.add_argument("--expect-gpus", type=positive_int, help="GPUs this node should have (default: health.gpus_per_node)")
     p.add_argument("--expect-model", help="GPU product name expected (default: health.gpu_model)")
-    p.add_argument("--xid-wait", type=float, help="seconds to listen for XID events (default: health.probe.xid_wait_seconds)")
+    p.add_argument("--xid-wait", type=non_negative_float, help="seconds to listen for XID events (default: health.probe.xid_wait_seconds)")
     p.add_argument("--nvml", help="NVML backend: pynvml or fake:<health.json> (default $REMEDY_NVML, else pynvml)")
     p.set_defaults(func=_probe)
 
@@ -38,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     pp.add_argument("--json", action="store_true", help="print the CheckResult as JSON")
     pp.add_argument("--gpu-model", help="GPU model for the NCCL criteria / nvidia-smi check (default: health.gpu_model)")
     pp.add_argument("--fabric", help="fabric for the NCCL criteria profile (default: health.fabric)")
-    pp.add_argument("--expect-gpus", type=int, help="nvidia-smi/stress: GPUs expected (default: health.gpus_per_node)")
+    pp.add_argument("--expect-gpus", type=positive_int, help="nvidia-smi/stress: GPUs expected (default: health.gpus_per_node)")
     pp.add_argument("--counters", help="ibstat: sysfs-like directory of IB counters (<dev>/ports/<n>/counters/*)")
     pp.set_defaults(func=_parse)
     ps = hs.add_parser("suite", help="list the checks a validation level runs")
@@ -71,7 +73,7 @@ def _probe(args: argparse.Namespace) -> int:
     except ProbeUnavailable as exc:
         if args.json:
             print(json.dumps({"verdict": "error", "error": str(exc)}))
-        print(f"remedy: cannot probe: {exc}", file=sys.stderr)
+        print(f"remedy: error: cannot probe: {exc}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, default=str))
@@ -82,22 +84,15 @@ def _probe(args: argparse.Namespace) -> int:
     return 1 if report.verdict.value == "fail" else 0
 
 
-def _read(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
-    p = Path(path)
-    if not p.is_file():
-        raise RemedyError(f"file not found: {path}")
-    return p.read_text(errors="replace")
-
-
 def _parse(args: argparse.Namespace) -> int:
     from remedy.health import ib, load, nccl, smi
     from remedy.health.suite import parse_check_output
 
     settings = _settings(args)
     h = settings.health
-    texts = [_read(f) for f in args.files]
+    texts = [read_input_file(f, f"{args.kind} output") for f in args.files]
+    if args.counters and not Path(args.counters).is_dir():
+        raise RemedyError(f"--counters {args.counters}: not a directory (expected <dev>/ports/<n>/counters/*)")
     kind = PARSE_KINDS[args.kind]
     if kind == "nccl":
         result = nccl.check_nccl(texts, h.nccl_criteria_for(args.gpu_model, args.fabric),

@@ -95,9 +95,19 @@ def _history(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"node": args.node, "entries": [e.as_dict() for e in entries]}, indent=2))
         return 0
-    rows = [(e.at.strftime("%Y-%m-%d %H:%M:%S"), e.kind, e.by, e.summary) for e in entries]
+    rows = [(e.at.strftime("%Y-%m-%d %H:%M:%S"), e.kind, short_by(e.by), e.summary) for e in entries]
     _print_table(("TIME (UTC)", "KIND", "BY", "WHAT"), rows)
     return 0
+
+
+def short_by(by: str | None) -> str:
+    """Who, in a table cell: a person's name as recorded; automation as `gpu-remedy` and the first 8 characters of
+    its flow run's id (the full "flow-run:<run name>:<uuid>" stays in --json and in the Prefect UI)."""
+    by = by or ""
+    if by.startswith("flow-run:"):
+        run_id = by.rsplit(":", 1)[-1]
+        return f"gpu-remedy run {run_id[:8]}" if run_id else "gpu-remedy"
+    return by if len(by) <= 32 else by[:31] + "…"
 
 
 def _incidents(args: argparse.Namespace) -> int:

@@ -26,8 +26,9 @@ def locate(explicit: str | None = None, config: str | None = None) -> tuple[str,
         return explicit, "--db"
     from remedy.config import load_settings
 
+    settings = load_settings(config)  # a broken config file is the error to report, before any ledger is looked for
     if os.environ.get("REMEDY_DB_URL") or _config_names_db(config):
-        return load_settings(config).db_url, "configuration"
+        return settings.db_url, "configuration"
     for path in STACK_LEDGERS:
         if path.is_file():
             return f"sqlite:///{path}", f"{'remedy up' if 'stack' in str(path) else 'remedy demo'} ledger"
@@ -45,7 +46,7 @@ def _config_names_db(config: str | None) -> bool:
     if not path or not Path(path).is_file():
         return False
     try:
-        data = yaml.safe_load(Path(path).read_text()) or {}
+        data = yaml.safe_load(Path(path).read_bytes().decode("utf-8", errors="replace")) or {}
     except yaml.YAMLError:
         return False  # load_settings reports the broken file with its reason
     return isinstance(data, dict) and "db_url" in data

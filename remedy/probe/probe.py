@@ -198,7 +198,7 @@ def _judge_gpu(report: ProbeReport, s: str, r: dict[str, Any], expected: Expecte
     if rr is not None:
         if rr["failure"]:
             add(s, "row-remap-failure", Verdict.FAIL, True, "no failure",
-                "row remapping failure: a bank ran out of spare rows (seed 002), replace the GPU")
+                "row remapping failure: a bank ran out of spare rows, replace the GPU")
         if rr["pending"]:
             add(s, "row-remap-pending", Verdict.FAIL, True, "none pending", "row remap pending: reset the GPU")
         _at_most(report, s, "remapped-rows-uncorrectable", rr["uncorrectable"],

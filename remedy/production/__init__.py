@@ -25,6 +25,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
+from remedy.cli_args import writable_dir
 from remedy.errors import RemedyError
 from remedy.production.rbac import (  # noqa: F401 — the package's public API
     Permission, adapter_permissions, check_rbac, client_calls, event_namespace, granted_permissions, permission_for,
@@ -121,7 +122,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     r = dsub.add_parser("render", help="render manifests (+ alertmanager snippet, work pool, prefect.yaml with --out)")
     common(r)
-    r.add_argument("--out", help="write files into this directory instead of printing the manifests")
+    r.add_argument("--out", type=writable_dir, help="write files into this directory instead of printing the manifests")
     r.set_defaults(func=_render)
     j = dsub.add_parser("job", help="the Kubernetes Job a flow run of DEPLOYMENT gets from the work pool")
     common(j)

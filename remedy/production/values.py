@@ -10,6 +10,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from remedy.errors import RemedyError
+from remedy.textinput import one_line_yaml_error, read_input_file
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S_TEMPLATES = ROOT / "deployments" / "k8s" / "templates"
@@ -76,7 +77,11 @@ def load_values(path: str | Path | None = None, sets: list[str] | tuple[str, ...
         p = Path(path)
         if not p.exists():
             raise RemedyError(f"values file not found: {p}")
-        loaded = yaml.safe_load(p.read_text()) or {}
+        text = read_input_file(str(p), "values YAML")
+        try:
+            loaded = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise RemedyError(f"{p}: not valid YAML: {one_line_yaml_error(exc)}") from None
         if not isinstance(loaded, dict):
             raise RemedyError(f"{p}: values must be a mapping, got {type(loaded).__name__}")
         data.update(loaded)
@@ -84,7 +89,10 @@ def load_values(path: str | Path | None = None, sets: list[str] | tuple[str, ...
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise RemedyError(f"--set {item!r}: expected key=value")
-        data[key.strip()] = yaml.safe_load(value) if value else ""
+        try:
+            data[key.strip()] = yaml.safe_load(value) if value else ""
+        except yaml.YAMLError as exc:
+            raise RemedyError(f"--set {item!r}: the value is not valid YAML: {one_line_yaml_error(exc)}") from None
     try:
         return Values(**data)
     except ValidationError as exc:

@@ -72,6 +72,9 @@ class Dispatcher:
 
             with get_client(sync_client=True) as client:
                 for run_id in left:
+                    state = client.read_flow_run(run_id).state
+                    if state is not None and state.is_final():  # e.g. cancelled by `remedy up` on the way out
+                        continue
                     client.set_flow_run_state(run_id, Crashed(message="remedy up stopped while this run was in "
                                                               "progress; retry it from the UI"), force=True)
         except Exception:

@@ -40,23 +40,25 @@ def _status(args: argparse.Namespace) -> int:
     rows = load_board().describe()
     if args.json:
         print(json.dumps({"ledger": where, "not_closed": rows}, indent=2, default=str))
-        return 0
+        return 1 if rows else 0
     print(where)
     if not rows:
         print("all breakers closed: automation acts")
     else:
         for r in rows:
             print("  ".join(f"{k}={v}" for k, v in r.items()))
-    return 0
+    return 1 if rows else 0  # a breaker not closed holds automation back: a finding (docs/operations.md)
 
 
 def _change(scope: str, fn, args: argparse.Namespace) -> int:
     from remedy.ledger.locate import use
     from tasks.gate import breaker_lock, load_board, record_transitions
 
-    print(use(args.db, getattr(args, "config", None), write=True))
+    where = use(args.db, getattr(args, "config", None), write=True)
     with breaker_lock():
         board = load_board()
+        _check_scope_exists(board, scope)
+        print(where)
         transitions = fn(board, datetime.now(timezone.utc))
         record_transitions(transitions)
     for t in transitions:
@@ -64,6 +66,27 @@ def _change(scope: str, fn, args: argparse.Namespace) -> int:
     if not transitions:
         print(f"{scope}: no change")
     return 0
+
+
+def _check_scope_exists(board, scope: str) -> None:
+    """A scope names a failure domain of the fleet the ledger knows (or one the board already tracks): opening
+    `rack:rack-99` when there is no such rack would pause nothing and look like it did."""
+    from remedy import runtime
+    from remedy.ledger.actions import BREAKER_SCOPES
+    from remedy.safety.board import BreakerError
+    from remedy.safety.scopes import split_key
+
+    try:
+        kind, name = split_key(board.resolve(scope))
+    except ValueError as exc:
+        raise BreakerError(f"{exc}; kinds: {', '.join(BREAKER_SCOPES)}") from None
+    key = f"{kind}:{name}"
+    if kind == "cluster" or key in board.status:
+        return
+    known = sorted({getattr(n, kind) for n in runtime.ledger().nodes()} - {""})
+    if name not in known:
+        listed = ", ".join(known[:12]) + (" …" if len(known) > 12 else "") if known else "none: no nodes recorded yet"
+        raise BreakerError(f"no {kind} named {name!r} in the fleet the ledger knows ({kind}s: {listed})")
 
 
 def _open(args: argparse.Namespace) -> int:

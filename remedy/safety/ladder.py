@@ -156,7 +156,7 @@ def next_step(
         delay = backoff_schedule(settings)[0] if first is P.RESTART_APP else timedelta(0)
         reason = f"{fault} ({resolution.value}): first fix is {first.value}"
         if delay:
-            reason += f" after {delay.total_seconds() / 60:g} min back-off (seed 002)"
+            reason += f" after {delay.total_seconds() / 60:g} min back-off"
         return Step(first, 0, 1, step_timeout(first, settings), now + delay, reason)
 
     last = episode[-1]
@@ -182,7 +182,7 @@ def next_step(
                 1,
                 step_timeout(P.REPLACE, settings),
                 now,
-                f"{fault} again on this node within {window} after {last.kind.value}: stop retrying (seed 002) — replace",
+                f"{fault} again on this node within {window} after {last.kind.value}: stop retrying — replace",
             )
 
     if outcome is AttemptOutcome.SUCCEEDED:

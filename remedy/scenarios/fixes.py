@@ -1,14 +1,13 @@
-"""In-place fix scenarios: the XID ladder on one node (restart the app, reset the GPU, or climb to replacement)."""
+"""Fix scenarios, as triage runs them: restart the app in place; reset the GPU in place when no spare is ready;
+replace first and fix the failed node off the critical path when one is (and to repair when its fix fails)."""
 
 from __future__ import annotations
-
-from tasks.states import run_subflow
 
 import contextlib
 from datetime import datetime, timezone
 from typing import Any
 
-from remedy.scenarios import DemoContext, Scenario
+from remedy.scenarios import DemoContext, Scenario, via_triage
 
 NODE = "gpu042"
 
@@ -23,14 +22,12 @@ def _answering(ctx: DemoContext):
 
 
 def _fix(ctx: DemoContext, xid: int, gpu: int, detected_at: datetime) -> dict[str, Any]:
-    from flows.fix_in_place import fix_in_place
-
     with _answering(ctx):
-        return run_subflow(fix_in_place, node=NODE, xid=xid, gpu=gpu, detected_at=detected_at.isoformat(), dry_run=ctx.dry_run)
+        return via_triage(ctx, NODE, xid=xid, gpu=gpu, detected_at=detected_at.isoformat())
 
 
 def xid94(ctx: DemoContext) -> dict[str, Any]:
-    import flows.fix_in_place  # noqa: F401 — imported before the fault, so detection time is not import time
+    import flows.triage  # noqa: F401 — imported before the fault, so detection time is not import time
     from remedy.sim.faults import inject
 
     detected_at = datetime.now(timezone.utc)
@@ -40,7 +37,7 @@ def xid94(ctx: DemoContext) -> dict[str, Any]:
 
 
 def xid145(ctx: DemoContext) -> dict[str, Any]:
-    import flows.fix_in_place  # noqa: F401
+    import flows.triage  # noqa: F401
     from remedy.sim.faults import inject
 
     detected_at = datetime.now(timezone.utc)
@@ -50,7 +47,7 @@ def xid145(ctx: DemoContext) -> dict[str, Any]:
 
 
 def reset_fails(ctx: DemoContext) -> dict[str, Any]:
-    import flows.fix_in_place  # noqa: F401
+    import flows.triage  # noqa: F401
     from remedy.sim.faults import inject
 
     detected_at = datetime.now(timezone.utc)
@@ -65,8 +62,10 @@ def reset_fails(ctx: DemoContext) -> dict[str, Any]:
 SCENARIOS = [
     Scenario("xid94", "Contained error (XID 94): restart the job's pods, the node stays in", xid94,
              ok_statuses=("restarted", "planned")),
-    Scenario("xid145", "NVLink error (XID 145): drain, reset the GPU, verify with NVML, uncordon", xid145,
+    Scenario("xid145", "NVLink error (XID 145) with no spare ready: drain, reset the GPU, verify with NVML, uncordon "
+             "(with a spare ready, triage would replace first)", xid145, sim_options={"spares": 0},
              ok_statuses=("fixed", "planned")),
-    Scenario("reset-fails", "XID 145 that a GPU reset cannot clear: reset → reboot → replace from the spare pool",
-             reset_fails, ok_statuses=("replaced", "planned")),
+    Scenario("reset-fails", "XID 145 that neither a GPU reset nor a reboot clears: the job gets a spare first; the "
+             "reset and reboot off the critical path fail, so the node goes to repair", reset_fails,
+             ok_statuses=("replaced", "planned")),
 ]

@@ -52,6 +52,6 @@ def nan_loss(ctx: DemoContext) -> dict[str, Any]:
 
 
 SCENARIOS = [
-    Scenario("nan-loss", "training loss turned to NaN: bisect the training pool to the bad node(s) (seed 004)",
+    Scenario("nan-loss", "training loss turned to NaN: bisect the training pool to the bad node(s)",
              nan_loss, ok_statuses=("infrastructure", "code", "planned")),
 ]

@@ -9,6 +9,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from remedy.cli_args import http_url, non_negative_int, port_number, positive_float, positive_int
 from remedy.errors import ClusterUnreachable, RemedyError
 
 
@@ -18,21 +19,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     sim.set_defaults(func=lambda args: (sim.print_help(), 2)[1])
 
     serve = cmds.add_parser("serve", help="serve a simulated GPU cluster on 127.0.0.1 until Ctrl-C")
-    serve.add_argument("--port", type=int, default=8001, help="port (0 = any free port; default 8001)")
-    serve.add_argument("--nodes", type=int, default=63, help="GPU nodes in total, spares included (default 63)")
-    serve.add_argument("--spares", type=int, default=3, help="warm spares among them (default 3)")
-    serve.add_argument("--sessions", type=int, default=0,
+    serve.add_argument("--port", type=port_number, default=8001, help="port (0 = any free port; default 8001)")
+    serve.add_argument("--nodes", type=positive_int, default=63, help="GPU nodes in total, spares included (default 63)")
+    serve.add_argument("--spares", type=non_negative_int, default=3, help="warm spares among them (default 3)")
+    serve.add_argument("--sessions", type=non_negative_int, default=0,
                        help="training-pool nodes that run a low-priority interactive session instead of the "
                             "training job (default 0)")
-    serve.add_argument("--gpus-per-node", type=int, default=8)
-    serve.add_argument("--nodes-per-rack", type=int, default=8)
-    serve.add_argument("--racks", type=int, default=None, help="number of racks (default: nodes / nodes-per-rack)")
-    serve.add_argument("--time-scale", type=float, default=None,
+    serve.add_argument("--gpus-per-node", type=positive_int, default=8)
+    serve.add_argument("--nodes-per-rack", type=positive_int, default=8)
+    serve.add_argument("--racks", type=positive_int, default=None, help="number of racks (default: nodes / nodes-per-rack)")
+    serve.add_argument("--time-scale", type=positive_float, default=None,
                        help="real seconds per simulated second (0.01 = 100x faster grace periods and jobs; "
                             "default 1, or the saved state's)")
-    serve.add_argument("--seed", type=int, default=0)
+    serve.add_argument("--seed", type=non_negative_int, default=0)
     serve.add_argument("--state", help="load this saved state instead of building a fresh cluster")
-    serve.add_argument("--alert-url", help="POST Alertmanager v4 webhooks for injected faults here")
+    serve.add_argument("--alert-url", type=http_url, help="POST Alertmanager v4 webhooks for injected faults here")
     serve.add_argument("--alert-token", help="bearer token for --alert-url")
     serve.add_argument("--json", action="store_true", help="print the URL as JSON")
     serve.set_defaults(func=cmd_serve)
@@ -44,21 +45,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     inject.add_argument("value", nargs="?", help="the kind's main value: " +
                         ", ".join(f"{k} → {v}" for k, v in VALUE_PARAM.items()))
     inject.add_argument("--node", required=True)
-    inject.add_argument("--gpu", type=int)
+    inject.add_argument("--gpu", type=non_negative_int, help="GPU index on the node")
     inject.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                         help="extra parameter, e.g. --param port=2 --param seconds=30")
-    inject.add_argument("--url", help="simulator URL (default: config cluster.simulator_url)")
+    inject.add_argument("--url", type=http_url, help="simulator URL (default: config cluster.simulator_url)")
     inject.add_argument("--json", action="store_true")
     inject.set_defaults(func=cmd_inject)
 
     save = cmds.add_parser("save", help="save a running simulator's full state (objects + hidden health) to FILE")
     save.add_argument("file")
-    save.add_argument("--url")
+    save.add_argument("--url", type=http_url, help="simulator URL (default: config cluster.simulator_url)")
     save.add_argument("--json", action="store_true")
     save.set_defaults(func=cmd_save)
 
     state = cmds.add_parser("state", help="show each node's readiness and hidden health faults")
-    state.add_argument("--url")
+    state.add_argument("--url", type=http_url, help="simulator URL (default: config cluster.simulator_url)")
     state.add_argument("--json", action="store_true")
     state.set_defaults(func=cmd_state)
 
@@ -66,9 +67,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _url(args) -> str:
     if getattr(args, "url", None):
         return args.url.rstrip("/")
-    from remedy.config import RemedySettings
+    from remedy.config import load_settings
 
-    return RemedySettings().cluster.simulator_url.rstrip("/")
+    return load_settings(getattr(args, "config", None)).cluster.simulator_url.rstrip("/")
 
 
 def _call(url: str, path: str, payload: dict | None = None, timeout: float = 30.0) -> dict:

@@ -149,7 +149,7 @@ def check_diversity(spares: Sequence[Node], settings: SpareSettings | None = Non
             if total >= 2 and count == total:
                 msg = (
                     f"all {total} spares are in {domain} {name}: one {domain} failure takes the whole pool "
-                    f"(seed 000) — move some elsewhere"
+                    "— move some elsewhere"
                 )
             elif count / total > settings.max_share_per_domain and total >= 2:
                 msg = (

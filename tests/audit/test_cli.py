@@ -58,7 +58,7 @@ def test_audit_nfs_two_snapshots(tmp_path, capsys):
     (tmp_path / "a").write_text(after)
     rc, out, _ = _run(capsys, "audit", "nfs", "--mountstats", str(tmp_path / "a"), "--before", str(tmp_path / "b"),
                       "--node", "gpu074")  # fmt: skip
-    assert rc == 0
+    assert rc == 1  # a finding: starved of RPC slots (docs/operations.md: exit codes)
     assert "RPC slot starvation: 92% of WRITE latency is waiting for a slot" in out
     assert "the storage link is 1.4% used; raising bandwidth will not help" in out
     assert "remedy: raise the client RPC slot limit" in out
@@ -71,7 +71,7 @@ def test_audit_nfs_json_and_link_override(tmp_path, capsys):
     rc, out, _ = _run(capsys, "audit", "nfs", "--mountstats", str(tmp_path / "a"), "--before", str(tmp_path / "b"),
                       "--link-gbps", "400", "--json")  # fmt: skip
     [m] = json.loads(out)["mounts"]
-    assert rc == 0 and f"{m['link_utilization']:.1%}" == "0.7%"  # same bytes on a link twice as fast
+    assert rc == 1 and f"{m['link_utilization']:.1%}" == "0.7%"  # same bytes on a link twice as fast
     assert m["verdict"]["kind"] == "rpc-slot-starvation"
     write = next(o for o in m["ops"] if o["op"] == "WRITE")
     assert round(write["slot_wait_ms"]) == 1495
@@ -79,7 +79,7 @@ def test_audit_nfs_json_and_link_override(tmp_path, capsys):
 
 def test_audit_nfs_single_snapshot_counts_skipped(capsys):
     rc, out, _ = _run(capsys, "audit", "nfs", "--mountstats", str(SAMPLES / "v3_tcp.mountstats"))
-    assert rc == 0 and "since mount (86400 s)" in out and "(4 non-NFS mounts skipped)" in out
+    assert rc == 1 and "since mount (86400 s)" in out and "(4 non-NFS mounts skipped)" in out
 
 
 @pytest.mark.parametrize(

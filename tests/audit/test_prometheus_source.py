@@ -78,7 +78,7 @@ def test_table13_through_node_exporter_and_prometheus(tmp_path, capsys):
         assert phases[0] == "training" and phases[-1] == "save"
 
         # the CLI reads the same moment
-        assert main(["audit", "nfs", "--prometheus", prom, "--window", "6s", "--at", f"{at:.3f}"]) == 0
+        assert main(["audit", "nfs", "--prometheus", prom, "--window", "6s", "--at", f"{at:.3f}"]) == 1  # starved: a finding
         out = capsys.readouterr().out
         assert "10.20.0.5:/ckpt (tcp) over 6 s" in out and "RPC slot starvation: 92% of WRITE latency" in out
 

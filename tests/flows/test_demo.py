@@ -85,3 +85,53 @@ def test_demo_preempt_denied_keeps_the_sessions(prefect_server, tmp_path):
     assert [(a["kind"], a["decision"]) for a in out["approvals"]] == [("preempt", "deny")]
     assert "preempt_workload" not in [a["kind"] for a in out["actions"]]
     assert [i["status"] for i in out["incidents"]] == ["escalated"]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = _prefect_env()
+    env.pop("PREFECT_FLOWS_HEARTBEAT_FREQUENCY")
+    return subprocess.run([sys.executable, "-m", "remedy.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _runs_of() -> list[dict]:
+    import httpx
+    from prefect.settings import PREFECT_API_URL
+
+    return httpx.post(f"{PREFECT_API_URL.value()}/flow_runs/filter", json={"limit": 200}, timeout=30).json()
+
+
+def test_the_xid79_demo_tells_the_story_xid_explain_and_triage_tell(prefect_server, tmp_path):
+    """Issue 16: `remedy xid explain 79` (reboot is the fix; with a spare ready triage replaces first, then reboots
+    off the critical path) and the demo agree, because the demo runs triage itself."""
+    explained = json.loads(_cli("xid", "explain", "79", "--json").stdout)
+    assert explained["path"] == "reboot" and explained["triage"]["with_spare"] == "replace"
+    out = _demo(tmp_path)
+    assert out["choice"]["option"] == explained["triage"]["with_spare"]
+    assert out["path"] == "replace" and out["status"] == "replaced"
+    assert [s["step"] for s in out["recovery"]["steps"]] == [explained["path"]], "the catalog's fix, off the path"
+    assert out["recovery"]["status"] == "returned-to-spares"
+
+
+def test_with_no_spare_the_xid145_demo_resets_in_place_as_explain_says(prefect_server, tmp_path):
+    explained = json.loads(_cli("xid", "explain", "145", "--json").stdout)
+    out = _demo(tmp_path, "--scenario", "xid145")
+    assert out["choice"]["option"] == explained["triage"]["without_spare"] == "reset-gpu"
+    assert out["status"] == "fixed" and out["path"] == "reset-gpu" and not out.get("recovery")
+
+
+def test_a_dry_run_says_would_prints_its_time_scale_and_every_run_is_tagged(prefect_server, tmp_path):
+    before = {r["id"] for r in _runs_of()}
+    proc = _cli("demo", "--dry-run", "--workdir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "DRY RUN: nothing was changed" in proc.stdout
+    assert "would cordon" in proc.stdout and "would drain" in proc.stdout
+    assert "\ncordoned " not in proc.stdout and "\ndrained " not in proc.stdout
+    assert "time scale 0.05" in proc.stdout and "time scale 0.05" in proc.stderr
+    runs = [r for r in _runs_of() if r["id"] not in before]
+    assert runs and all("dry-run" in r["tags"] and "demo" in r["tags"] for r in runs), \
+        [(r["name"], r["tags"]) for r in runs]
+    remediation = [r for r in runs if r["name"].startswith(("replace ", "fix ", "recover ", "escalate "))]
+    assert remediation and all("node:gpu042" in r["tags"] and any(t.startswith("rack:") for t in r["tags"])
+                               for r in remediation), \
+        [(r["name"], r["tags"]) for r in remediation]

@@ -84,3 +84,30 @@ def test_dry_run_archives_and_posts_nothing(prefect_server, configured):
     s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=aws_endpoint)
     assert s3.list_buckets()["Buckets"] == []
     assert slack.calls_to("chat.postMessage") == []
+
+
+def test_without_prometheus_the_run_names_the_setting_and_is_not_green(prefect_server, monkeypatch):
+    """`remedy up` runs no Prometheus: a scheduled audit (no parameters) is named for what it audits, not
+    `nfs-audit-None`, and fails with one line that names the setting to change."""
+    import socket
+
+    from prefect.client.orchestration import get_client
+
+    from flows.nfs_audit import nfs_audit
+    from remedy import runtime
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        nowhere = f"http://127.0.0.1:{s.getsockname()[1]}"
+    monkeypatch.setenv("REMEDY_NFS__PROMETHEUS_URL", nowhere)
+    runtime.reset()
+    try:
+        state = nfs_audit(return_state=True)
+    finally:
+        runtime.reset()
+    assert state.is_failed()
+    assert f"Prometheus at {nowhere} did not answer" in state.message
+    assert "nfs.prometheus_url (REMEDY_NFS__PROMETHEUS_URL)" in state.message and "\n" not in state.message
+    with get_client(sync_client=True) as client:
+        name = client.read_flow_run(state.state_details.flow_run_id).name
+    assert name.startswith("nfs audit over 5m, ") and "None" not in name

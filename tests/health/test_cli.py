@@ -113,4 +113,4 @@ def test_probe_without_driver_exits_2_naming_the_cause(capsys, monkeypatch):
         return
     assert code == 2
     assert json.loads(out) == {"verdict": "error", "error": "NVML library not found: is the NVIDIA driver installed on this node?"}
-    assert err == "remedy: cannot probe: NVML library not found: is the NVIDIA driver installed on this node?\n"
+    assert err == "remedy: error: cannot probe: NVML library not found: is the NVIDIA driver installed on this node?\n"

@@ -87,3 +87,24 @@ def test_unreachable_database_and_default_url_from_config(tmp_path, monkeypatch,
     assert (tmp_path / "configured.db").exists()
     assert main(["ledger", "incidents", "--json"]) == 0
     assert json.loads(capsys.readouterr().out.split("\n", 1)[1]) == []
+
+
+def test_history_by_column_says_who_not_the_run_name_and_uuid(tmp_path, capsys) -> None:
+    """Automation is `gpu-remedy run <first 8 of its id>`; a person's name stays as recorded; --json keeps it all."""
+    url = f"sqlite:///{tmp_path / 'by.db'}"
+    run = "flow-run:replace gpu-001 (XID 79):1e0b1591-2fc7-45c7-82e7-3bf37bf4dad0"
+    with Ledger(url) as led:
+        led.migrate()
+        led.upsert_node(Node("gpu-001", gpu_count=8))
+        led.transition("gpu-001", NodeState.ACTIVE, reason="adopted", requested_by=run, at=T0)
+        rec, _ = led.start_action(Action(kind="cordon_node", node="gpu-001", requested_by="alice",
+                                         started_at=T0.replace(minute=5)))
+        led.finish_action(rec.id, ActionOutcome.SUCCEEDED)
+    assert main(["ledger", "history", "gpu-001", "--db", url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    by = lines[0].index("BY")
+    assert lines[1][by:].startswith("gpu-remedy run 1e0b1591 ") and "3bf37bf4dad0" not in lines[1]
+    assert lines[2][by:].startswith("alice ")
+    assert max(len(line) for line in lines) < 100
+    assert main(["ledger", "history", "gpu-001", "--db", url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["entries"][0]["by"] == run

@@ -33,7 +33,7 @@ def test_breaker_status_reads_the_stacks_ledger_and_says_so(workdir, capsys, mon
     led.record_breaker_event("rack", "rack-2", "closed", "open", reason="3 nodes in 60 s", by="gate")
     led.record_breaker_event("cluster", "cluster", "closed", "open", reason="driver rollout", by="alice")
     led.close()
-    assert main(["breaker", "status"]) == 0
+    assert main(["breaker", "status"]) == 1  # breakers open: a finding
     out = capsys.readouterr().out
     assert out.splitlines()[0] == "ledger: sqlite:///var/stack/ledger.db (remedy up ledger)"
     assert "rack-2" in out and "cluster" in out and "all breakers closed" not in out

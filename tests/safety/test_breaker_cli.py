@@ -21,7 +21,7 @@ def ledger_env(tmp_path, monkeypatch):
 
 def test_open_status_close_are_recorded(ledger_env, capsys):
     assert main(["breaker", "open", "cluster:cluster", "--by", "alice", "--reason", "driver rollout"]) == 0
-    assert main(["breaker", "status", "--json"]) == 0
+    assert main(["breaker", "status", "--json"]) == 1  # a breaker open: a finding
     out = capsys.readouterr().out
     rows = json.loads(out[out.index("{"):])["not_closed"]
     assert [(r["scope"], r["state"]) for r in rows] == [("cluster:cluster", "open")]

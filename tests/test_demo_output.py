@@ -1,0 +1,32 @@
+"""What `remedy demo` prints (its runs are tested end to end in tests/flows/test_demo.py): conclusions on stdout,
+progress on stderr; a dry run's timeline says what would happen."""
+
+from __future__ import annotations
+
+from remedy.demo import _print_outcome
+
+
+def _outcome(**extra):
+    return {"summary": "s", "status": "x", "node": "gpu023", "job": {"ready": 60, "desired": 60}, "incidents": [],
+            "actions": [], "breaker_transitions": [], "approvals": [], "prefect_ui": "http://127.0.0.1:1",
+            "prefect_server": "remedy's own", "time_scale": 0.05, "dry_run": False} | extra
+
+
+def test_the_isolation_verdict_and_the_burn_in_findings_go_to_stdout(capsys):
+    verdict = "Infrastructure: the divergence follows gpu023. They stay quarantined"
+    _print_outcome(_outcome(status="infrastructure", verdict_text=verdict))
+    _print_outcome(_outcome(status="burned-in", why="nvml-probe: GPU 4: row remap pending", pool="7 spares keep …",
+                            diversity=["all 3 spares are in rack r2"]))
+    out, err = capsys.readouterr()
+    assert verdict in out and "why: nvml-probe: GPU 4: row remap pending" in out and "7 spares keep" in out
+    assert "spare pool: all 3 spares are in rack r2" in out
+    assert err == ""
+
+
+def test_a_dry_run_timeline_says_would_and_the_time_scale_is_printed(capsys):
+    timeline = [{"step": s, "since_detection_s": i} for i, s in enumerate(["detected", "cordoned", "drained"])]
+    _print_outcome(_outcome(dry_run=True, status="planned", timeline=timeline, replacement="gpu048"))
+    out = capsys.readouterr().out
+    assert "DRY RUN: nothing was changed" in out and "(would use gpu048)" in out
+    assert "would cordon" in out and "would drain" in out and "\ncordoned" not in out
+    assert "time scale 0.05" in out and "`remedy down` stops it" in out

@@ -1,0 +1,261 @@
+"""remedy writes only into a Prefect server it started (and proved to be that one) or one the operator named, and
+`remedy down` stops what `remedy up` / `remedy demo` started, and nothing else.
+
+Real processes throughout: the CLI in a subprocess with a clean environment (no PREFECT_API_URL), a foreign HTTP
+server that records every request it gets, remedy's own Prefect server (marked `prefect`: ~20 s to start)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.fixtures.prefect import clean_env
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Foreign:
+    """Someone else's server on a loopback port: answers 200 with `{}` to everything (so it even passes for a healthy
+    Prefect API) and records each request's method and path."""
+
+    def __init__(self, owner_answer: dict | None = None):
+        self.requests: list[tuple[str, str]] = []
+        owner = owner_answer
+        seen = self.requests
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self):
+                seen.append((self.command, self.path))
+                length = int(self.headers.get("content-length") or 0)
+                if length:
+                    self.rfile.read(length)
+                body = json.dumps(owner if owner is not None and self.path.startswith("/remedy/owner") else {})
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body.encode())
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def writes(self) -> list[tuple[str, str]]:
+        return [(m, p) for m, p in self.requests if m not in ("GET", "HEAD", "OPTIONS")]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def foreign():
+    server = Foreign()
+    yield server
+    server.close()
+
+
+def remedy(tmp_path: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = clean_env(tmp_path) | {"PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "remedy.cli", *args], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def one_error_line(proc: subprocess.CompletedProcess) -> str:
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", [["demo"], ["up", "--sim-port", "0", "--receiver-port", "0"]])
+def test_a_foreign_server_on_the_port_gets_nothing_written_and_the_operator_is_told(tmp_path, foreign, command):
+    started = time.monotonic()
+    proc = remedy(tmp_path, *command, "--prefect-port", str(foreign.port), "--workdir", "w", timeout=120)
+    line = one_error_line(proc)
+    assert proc.returncode == 2
+    assert f"port {foreign.port} is in use by a Prefect server remedy did not start" in line
+    assert "nothing was written to it" in line and "--prefect-port" in line
+    assert foreign.writes() == []
+    assert time.monotonic() - started < 30, "a taken port is known at once, not after a start-up timeout"
+    assert not (tmp_path / "w" / "running.json").exists()
+
+
+def test_a_program_that_is_not_prefect_on_the_port_is_named_as_such(tmp_path):
+    import socket
+
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        proc = remedy(tmp_path, "demo", "--prefect-port", str(port), "--workdir", "w", timeout=120)
+    assert proc.returncode == 2
+    assert f"port {port} is in use by a program remedy did not start" in one_error_line(proc)
+
+
+def test_up_names_the_flag_of_each_taken_port(tmp_path, foreign):
+    proc = remedy(tmp_path, "up", "--sim-port", str(foreign.port), "--prefect-port", "0", "--workdir", "w")
+    assert proc.returncode == 2
+    assert f"port {foreign.port} is in use" in one_error_line(proc) and "--sim-port" in one_error_line(proc)
+    assert foreign.writes() == []
+
+
+def test_a_record_pointing_at_a_server_that_cannot_prove_it_is_ours_is_not_trusted(tmp_path, monkeypatch):
+    """A stale running.json (remedy's server gone, its pid alive as something else, its port taken by another
+    server that answers the owner check wrongly): use_server does not reuse it, forgets it, and says the port is
+    taken."""
+    from remedy import processes
+    from remedy.errors import RemedyError
+    from remedy.prefect_server import ROLE, use_server
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.delenv("REMEDY_PREFECT_PORT", raising=False)
+    impostor = Foreign(owner_answer={"proof": "0" * 64})
+    try:
+        processes.record(tmp_path, ROLE, os.getpid(), port=impostor.port,
+                         api_url=f"http://127.0.0.1:{impostor.port}/api", nonce="the-nonce-remedy-gave-its-server")
+        with pytest.raises(RemedyError, match=f"port {impostor.port} is in use by a Prefect server remedy did not"):
+            use_server(tmp_path, port=impostor.port)
+        assert ("GET", "/remedy/owner") in [(m, p.split("?")[0]) for m, p in impostor.requests]
+        assert impostor.writes() == []
+        assert ROLE not in processes.read_state(tmp_path)
+    finally:
+        impostor.close()
+
+
+def test_a_named_server_that_does_not_answer_is_one_line(tmp_path):
+    proc = remedy(tmp_path, "demo", "--prefect-url", "http://127.0.0.1:9/api", "--workdir", "w")
+    assert proc.returncode == 2
+    assert "the Prefect API named by --prefect-url (http://127.0.0.1:9/api) does not answer" in one_error_line(proc)
+
+
+def test_down_with_nothing_running_says_so_and_signals_nothing(tmp_path):
+    """A record whose pid now belongs to another process (start time differs) is not signalled."""
+    from remedy import processes
+
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        (tmp_path / "var" / "stack").mkdir(parents=True)
+        processes._write_state(tmp_path / "var" / "stack", {"remedy-up": {"pid": sleeper.pid, "start_time": 1}})
+        proc = remedy(tmp_path, "down")
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == "nothing of remedy's is running (looked in var/stack, var/demo)"
+        assert sleeper.poll() is None, "a process remedy did not start must not be signalled"
+        assert not (tmp_path / "var" / "stack" / "running.json").exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2 :][0] != "Z"
+
+
+def _ours(nonce: str, pgid: int) -> list[int]:
+    """Live processes that carry the server's nonce in their environment, or sit in its process group."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or not _running(int(proc.name)):
+            continue
+        try:
+            environ = (proc / "environ").read_bytes()
+            group = os.getpgid(int(proc.name))
+        except (OSError, ProcessLookupError):
+            continue
+        if nonce.encode() in environ or group == pgid:
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.prefect
+def test_demo_writes_to_its_own_server_reuses_it_and_down_leaves_no_process_of_ours(tmp_path):
+    proc = remedy(tmp_path, "demo", "--json", "--prefect-port", "0")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["status"] == "replaced" and out["prefect_server"] == "remedy's own"
+    record = json.loads((tmp_path / "var" / "demo" / "running.json").read_text())["prefect-server"]
+    assert out["prefect_ui"] == record["api_url"].removesuffix("/api")
+    runs = httpx.post(f"{record['api_url']}/flow_runs/filter", json={}, timeout=30).json()
+    assert "replace gpu042 (XID 79)" in [r["name"] for r in runs], "the demo's run is in the server it printed"
+
+    again = remedy(tmp_path, "demo", "--json", "--scenario", "xid94")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(again.stdout)["prefect_ui"] == out["prefect_ui"], "the running server of ours is reused"
+    assert "starting remedy's own Prefect server" not in again.stderr
+
+    assert _running(record["pid"]) and _ours(record["nonce"], record["pid"])
+    down = remedy(tmp_path, "down")
+    assert down.returncode == 0, down.stderr
+    assert f"stopped remedy's Prefect server for var/demo (pid {record['pid']}" in down.stdout
+    assert _ours(record["nonce"], record["pid"]) == []
+    assert not (tmp_path / "var" / "demo" / "running.json").exists()
+    assert remedy(tmp_path, "down").stdout.startswith("nothing of remedy's is running")
+
+
+@pytest.mark.prefect
+def test_down_stops_up_which_cancels_its_paused_runs_and_stops_its_server(tmp_path):
+    """`remedy up`, a rack storm whose held runs pause for a person, then `remedy down` from another terminal: the
+    paused runs end Cancelled (no live Resume button), and nothing of ours is left running."""
+    env = clean_env(tmp_path) | {"PYTHONPATH": str(ROOT)}
+    up = subprocess.Popen([sys.executable, "-m", "remedy.cli", "up", "--json", "--prefect-port", "0", "--sim-port", "0",
+                           "--receiver-port", "0"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                          stderr=open(tmp_path / "up.err", "w"), text=True)
+    try:
+        urls = json.loads(up.stdout.readline())
+        record = json.loads((tmp_path / "var" / "stack" / "running.json").read_text())["prefect-server"]
+        for node in ("gpu009", "gpu010", "gpu011", "gpu012", "gpu013"):  # rack-2: the breaker holds the later ones
+            inject = remedy(tmp_path, "sim", "inject", "xid", "79", "--node", node, "--url", urls["simulator"])
+            assert inject.returncode == 0, inject.stderr
+        api = urls["prefect_api"]
+        deadline = time.monotonic() + 120
+        paused: list[str] = []
+        while not paused and time.monotonic() < deadline:
+            time.sleep(1)
+            runs = httpx.post(f"{api}/flow_runs/filter", json={}, timeout=30).json()
+            paused = [r["id"] for r in runs if r["state_type"] == "PAUSED"]
+        assert paused, "the storm's held runs pause for a person"
+        # read the states from the server before it goes: cancel happens first, then the server stops
+        states: dict[str, str] = {}
+
+        def watch():
+            while up.poll() is None:
+                try:
+                    query = {"flow_runs": {"id": {"any_": paused}}}
+                    for r in httpx.post(f"{api}/flow_runs/filter", json=query, timeout=5).json():
+                        states[r["id"]] = r["state_type"]
+                except (httpx.HTTPError, ValueError):
+                    pass
+                time.sleep(0.5)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        down = remedy(tmp_path, "down")
+        assert down.returncode == 0, down.stderr
+        assert "stopped `remedy up` for var/stack" in down.stdout
+        up.wait(timeout=30)
+        watcher.join(10)
+        assert up.returncode == 0, (tmp_path / "up.err").read_text()[-3000:]
+        assert {states[r] for r in paused} == {"CANCELLED"}
+        assert _ours(record["nonce"], record["pid"]) == []
+        assert not (tmp_path / "var" / "stack" / "running.json").exists()
+    finally:
+        if up.poll() is None:
+            up.kill()
+        remedy(tmp_path, "down")
