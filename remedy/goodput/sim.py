@@ -114,13 +114,19 @@ class FleetSim:
         if self.sc.failure_clock == "training":
             epoch = self.epoch
             delay = self.fail_rng.exponential(1.0 / self._job_rate())
-            lead = self.sc.warning_lead_minutes
-            if self.sc.warning_share and delay > lead and self.warn_rng.random() < self.sc.warning_share:
-                # a detector sees this failure coming: the node and fault are drawn at the warning
+            if self._announced():
+                # a detector sees this failure coming: the node and fault are drawn at the warning. A failure due
+                # sooner than the lead after the (re)start is announced at the start, with the time that is left,
+                # so the share of failures announced is the scenario's `warning_share`.
+                lead = min(self.sc.warning_lead_minutes, delay)
                 self.clock.after(delay - lead, lambda: self._true_warning(epoch, lead))
             else:
                 self.clock.after(delay, lambda: self._node_failure(epoch))
             self._schedule_false_warning(epoch)
+
+    def _announced(self) -> bool:
+        """Does an early-warning detector see the next failure coming (`warning_share` of them)?"""
+        return bool(self.sc.warning_share) and self.warn_rng.random() < self.sc.warning_share
 
     def _schedule_false_warning(self, epoch: int | None) -> None:
         if self.sc.warning_share and self.sc.false_warnings_per_true:
@@ -130,8 +136,8 @@ class FleetSim:
     def _next_wall_failure(self) -> None:
         """Wall-clock failure process: job nodes fail whether or not the job is training."""
         delay = self.fail_rng.exponential(1.0 / self._job_rate())
-        lead = self.sc.warning_lead_minutes
-        if self.sc.warning_share and delay > lead and self.warn_rng.random() < self.sc.warning_share:
+        if self._announced():
+            lead = min(self.sc.warning_lead_minutes, delay)
             self.clock.after(delay - lead, lambda: self._wall_warning(lead))
         else:
             self.clock.after(delay, lambda: self._node_failure(None))
@@ -400,11 +406,16 @@ class FleetSim:
         if self.lemon[node]:
             self.lemon_slots.add(slot)
 
-    def send_to_repair(self, node: int) -> None:
+    def send_to_repair(self, node: int, why: str = "replaced") -> None:
         self._move(node, NodeState.REPAIR)
         self.acc.sent_to_repair += 1
+        self.acc.repair_reasons[why] = self.acc.repair_reasons.get(why, 0) + 1
         self._clear(node)  # the repair shop fixes what is broken, but cannot see a lemon
         self.clock.after(self.sc.repair_days * 24 * 60, lambda: self.burn_in(node))
+
+    def await_burn_in(self, node: int) -> None:
+        """A node waits (in burn-in, not yet running it) until it can be validated, e.g. until it is Ready again."""
+        self._move(node, NodeState.BURN_IN)
 
     def burn_in(self, node: int) -> None:
         """A node back from repair, or fixed off the critical path, is validated before it is a spare again."""
