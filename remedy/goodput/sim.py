@@ -34,10 +34,13 @@ _MANAGED = (NodeState.ACTIVE, NodeState.QUARANTINED)  # what the breaker counts 
 class FleetSim:
     """Run one policy on one scenario: `FleetSim(scenario, policy, seed=1).run()`."""
 
-    def __init__(self, scenario: Scenario, policy: object, *, seed: int = 0, check_invariants: bool = False) -> None:
+    def __init__(self, scenario: Scenario, policy: object, *, seed: int = 0, check_invariants: bool = False,
+                 trace: list | None = None) -> None:
         if not isinstance(seed, int) or seed < 0:
             raise ValueError(f"seed must be a non-negative whole number, got {seed!r}")
         self.sc, self.policy, self.seed = scenario, policy, seed
+        # A fixed failure trace (remedy.goodput.trace) instead of drawn failures: no other failures, no warnings.
+        self.trace = trace
         self.check = check_invariants
         self.fail_rng = np.random.default_rng([seed, 0])  # failure process
         self.rng = np.random.default_rng([seed, 1])  # everything a policy or repair shop draws
@@ -85,14 +88,38 @@ class FleetSim:
     def run(self) -> SimResult:
         t0 = time.perf_counter()
         horizon = self.sc.days * 24 * 60
-        self._schedule_rack_events(horizon)
+        if self.trace is not None:
+            self._schedule_trace()
+        else:
+            self._schedule_rack_events(horizon)
         self._start_running()
-        if self.sc.failure_clock == "wall":
+        if self.sc.failure_clock == "wall" and self.trace is None:
             self._next_wall_failure()
             self._schedule_false_warning(None)
         self.clock.run_until(horizon, self.check_invariants if self.check else None)
         self._close_phase(failed=False)
         return summarise(self, time.perf_counter() - t0)
+
+    def _schedule_trace(self) -> None:
+        from remedy.goodput.trace import RACK
+
+        kinds = {k.name: k for k in self.sc.fault_mix}
+        for ev in self.trace:
+            if ev.kind == RACK:
+                self.clock.at(ev.minute, lambda r=ev.rack: self._rack_event(r % (max(self.rack_of) + 1)))
+            elif ev.kind not in kinds:
+                raise ValueError(f"trace fault {ev.kind!r} is not in scenario {self.sc.name!r}'s fault mix")
+            else:
+                fault = Fault(kinds[ev.kind], ev.xid, ev.needs, gpu=ev.gpu)
+                self.clock.at(ev.minute, lambda ev=ev, f=fault: self._trace_failure(ev.slot, f))
+
+    def _trace_failure(self, slot: int, fault: Fault) -> None:
+        node = self.slots[slot % len(self.slots)]
+        if node is None or node in self.faults:
+            return  # that slot is empty or already broken: as the drawn wall-clock process, the failure is thinned
+        self.acc.job_failures += 1
+        self._stop()
+        self._open_incident(node, fault)
 
     def _schedule_rack_events(self, horizon: float) -> None:
         racks = max(self.rack_of) + 1
@@ -111,7 +138,7 @@ class FleetSim:
     def _start_running(self) -> None:
         self.phase, self.run_start = RUNNING, self.clock.now
         self.epoch += 1
-        if self.sc.failure_clock == "training":
+        if self.sc.failure_clock == "training" and self.trace is None:
             epoch = self.epoch
             delay = self.fail_rng.exponential(1.0 / self._job_rate())
             if self._announced():
