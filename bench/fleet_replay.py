@@ -110,7 +110,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="a short smoke run: a 6-hour trace")
     ap.add_argument("--verbose", action="store_true", help="print the job and the watched nodes while a fault settles")
     args = ap.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the Prefect server and the stack on a kill too
+    signal.signal(signal.SIGTERM, _stop_children)  # a killed replay leaves no Prefect server behind
     try:
         sc = _scenario(args)
     except ValueError as exc:
@@ -135,10 +135,15 @@ def main() -> int:
     print(f"{sc.name}: {sc.total_nodes} nodes ({sc.training_nodes} in the job, {sc.spares} spares), trace of "
           f"{hours:g} h (seed {args.seed}): {len(trace)} events; Kubernetes simulator time scale {args.time_scale:g}",
           flush=True)
+    # the discrete-event run gets the same opened gates, on its own (uncompressed) clock
+    os.environ.update({k: str(v) for k, v in OPEN_GATES.items()})
+    from remedy.config import load_settings
+
+    settings = load_settings()
     t0 = time.monotonic()
     stack_out = run_stack(sc, trace, args)
     stack_out["replay"].wall_seconds = time.monotonic() - t0
-    des = run_des(sc, trace, hours, stack_out["settings"])
+    des = run_des(sc, trace, hours, settings)
     print_report(sc, trace, hours, args, stack_out, des)
     return 0
 
@@ -156,6 +161,36 @@ def _scenario(args):
     return SCENARIOS[args.scenario]
 
 
+def compressed_timeouts(scale: float) -> dict[str, float]:
+    """The waits the flows measure in real seconds, on the compressed clock: 600 s → 6 s at 0.01. Step timeouts
+    keep a floor of 30 s real for the orchestration itself (HTTP, Prefect) that does not shrink."""
+    return {
+        "REMEDY_WORKLOAD__RESUME_TIMEOUT_SECONDS": max(10.0, 600.0 * scale),
+        "REMEDY_SIGNALS__NODE_NOT_READY_SECONDS": max(1.0, 300.0 * scale),
+        "REMEDY_LADDER__RESTART_BACKOFF_MINUTES": max(0.01, 10.0 * scale),
+        "REMEDY_LADDER__RESTART_APP_TIMEOUT_MINUTES": max(0.5, 60.0 * scale),
+        "REMEDY_LADDER__RESET_GPU_TIMEOUT_MINUTES": max(0.5, 10.0 * scale),
+        "REMEDY_LADDER__REBOOT_TIMEOUT_MINUTES": max(0.5, 30.0 * scale),
+        "REMEDY_LADDER__REPLACE_TIMEOUT_MINUTES": max(0.5, 15.0 * scale),
+    }
+
+
+def _stop_children(*_) -> None:
+    """On a kill: stop the Prefect server this process started (its own session), then leave at once."""
+    me = str(os.getpid())
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == me:  # parent pid
+            try:
+                os.killpg(int(stat.parent.name), signal.SIGTERM)
+            except OSError:
+                pass
+    os._exit(143)
+
+
 # ---- the real stack ------------------------------------------------------------------------------------------------
 def run_stack(sc, trace, args) -> dict:
     from tests.fixtures.prefect import prefect_server_process
@@ -169,7 +204,7 @@ def run_stack(sc, trace, args) -> dict:
         t = time.monotonic()
         # The flows wait in real seconds for the job to come back after a restart; on the compressed clock that
         # wait shrinks with everything else (600 s → 6 s at 0.01), with a floor for the orchestration itself.
-        compressed = {"REMEDY_WORKLOAD__RESUME_TIMEOUT_SECONDS": max(10.0, 600.0 * args.time_scale)}
+        compressed = compressed_timeouts(args.time_scale)
         st = start_stack(workdir=work / "stack", api_url=api, nodes=sc.total_nodes, spares=sc.spares,
                          time_scale=args.time_scale, fresh_ledger=True, settings_overrides=OPEN_GATES | compressed)
         print(f"stack up in {time.monotonic() - t:.1f} s: Prefect {api}, receiver {st.receiver.alerts_url}, "
@@ -180,7 +215,6 @@ def run_stack(sc, trace, args) -> dict:
             replay = replayer.play(trace)
             st.dispatcher.wait_idle(120)
             out = collect(st, replay)
-            out["settings"] = runtime.settings()
         finally:
             # flow runs still waiting (a restart whose job cannot come back) must not keep the server alive
             stopper = threading.Thread(target=st.stop, daemon=True)
@@ -193,6 +227,7 @@ class Replayer:
     def __init__(self, st, time_scale: float, settle_timeout: float, person_minutes: float) -> None:
         self.st, self.cl, self.scale, self.timeout = st, st.sim.cluster, time_scale, settle_timeout
         self.person_after = person_minutes * 60 * time_scale  # real seconds
+        self.not_ready_seconds = 300.0  # simulated seconds (the NotReady rule's threshold, settings' default)
         self.verbose = False
         job = self.cl.training_job()
         self.parallelism = int(job["spec"]["parallelism"])
@@ -275,6 +310,18 @@ class Replayer:
             if bad:
                 replace_node(node=node, cause="on-call: the job is short on this node", return_state=True)
 
+    def _still_not_ready(self, node: str, seconds: float) -> None:
+        """The NotReady alert again, now with how long the node has been NotReady (`value`, in seconds), as the
+        alert rule reports it; the injector's first alert has no duration, and without one triage only watches."""
+        from remedy.sim import alerts
+
+        labels = {"alertname": "KubeNodeNotReady", "Hostname": node, "node": node, "severity": "critical",
+                  "job": "kube-state-metrics", "instance": f"{node}:9400"}
+        alert = alerts.make_alert(labels, {"summary": f"{node} NotReady for {seconds:.0f} s", "value": f"{seconds:.0f}"})
+        outcome = alerts.post(self.cl.alert_url, self.cl.alert_token, alerts.webhook_payload([alert]))
+        with self.cl.lock:
+            self.cl.alerts.append({"at": time.time(), "labels": labels, "status": "firing", **outcome})
+
     def _heal_rack(self, nodes: list[str]) -> None:
         with self.cl.lock:
             for n in nodes:
@@ -329,6 +376,8 @@ class Replayer:
         ok_since: float | None = None
         crash_at: dict[str, float] = {}
         last_note = start
+        not_ready_for = self.not_ready_seconds * self.scale  # real seconds before the rule reports a duration
+        next_report = {n: start + not_ready_for for n, r in self.watched.items() if r is rec}
         while True:
             now = time.monotonic()
             ok = self.job_ok()
@@ -343,6 +392,9 @@ class Replayer:
                     pods = {p["metadata"]["uid"] for p in self._job_pods(node)}
                 if not faulty:
                     continue
+                if now >= next_report.get(node, float("inf")) and self.cl.health_of(node).not_ready:
+                    self._still_not_ready(node, (now - start) / self.scale)
+                    next_report[node] = now + not_ready_for
                 new = pods - self.seen_pods.get(node, set())
                 if new:  # the job restarted here while the fault is still there
                     self.seen_pods.setdefault(node, set()).update(new)
@@ -404,14 +456,20 @@ class FlowsAsBuilt:
     """The flows of this branch, played in the discrete-event simulator: triage follows the XID catalog's ladder
     (remedy.safety.ladder.LADDERS) on the job's critical path — restart the application, reset, reboot, then
     replace (the failed node to repair). A restart that leaves a GPU fault behind ends the flow ("restarted") while
-    the job cannot come back on that node: it stays short until a person replaces the node (the manual runbook)."""
+    the job cannot come back on that node: it stays short until a person replaces the node (the manual runbook).
+    A NotReady node is watched for the NotReady grace, then replaced."""
 
     name: str = "flows-as-built"
+    not_ready_minutes: float = 5.0  # signals.node_not_ready_seconds
+    # the Kubernetes simulator's own step durations (simulated): 30-s drain grace, 20-s reset Job or 180-s reboot,
+    # then the NVML probe Job; the simulator's gpu-remedy policy assumes 5 and 15 min for a real fleet
+    reset_minutes: float = 1.0
+    reboot_minutes: float = 4.0
 
     def handle(self, sim, inc):
         from remedy.domain.xid import RemediationPath as P
         from remedy.domain.xid import lookup
-        from remedy.goodput.gpu_remedy_policy import _NO_XID_RESOLUTION, REBOOT_MINUTES, RESET_MINUTES
+        from remedy.goodput.gpu_remedy_policy import _NO_XID_RESOLUTION
         from remedy.goodput.policies import AUTO_DETECT_MINUTES, AUTO_GRACE_MINUTES, escalate
         from remedy.safety.ladder import LADDERS
 
@@ -419,7 +477,15 @@ class FlowsAsBuilt:
         yield AUTO_DETECT_MINUTES
         fault = inc.fault
         res = lookup(fault.xid).resolution if fault.xid is not None else _NO_XID_RESOLUTION.get(fault.kind.signal)
-        for rung in LADDERS.get(res, ()):
+        rungs = LADDERS.get(res, ())
+        if fault.kind.not_ready:  # triage watches a NotReady node for the grace, then replaces it (no ladder)
+            yield max(0.0, inc.start + self.not_ready_minutes - sim.clock.now)
+            if sim.unready_until.get(inc.node, 0.0) <= sim.clock.now and sim.cleared(inc.node, "restart"):
+                sim.release(inc)
+                sim.close(inc, "came back")
+                return
+            rungs = (P.REPLACE,)
+        for rung in rungs:
             if rung is P.RESTART_APP:
                 inc.automatic_retries += 1
                 sim.release(inc)
@@ -429,7 +495,7 @@ class FlowsAsBuilt:
                 break  # the job cannot come back on the faulty node, and nothing tells the flow
             if rung in (P.RESET_GPU, P.REBOOT):
                 slot = sim.pull(inc)
-                yield RESET_MINUTES if rung is P.RESET_GPU else REBOOT_MINUTES
+                yield self.reset_minutes if rung is P.RESET_GPU else self.reboot_minutes
                 ok = sim.fix_in_place(inc.node, "reset" if rung is P.RESET_GPU else "reboot")
                 key = "reset-gpu" if rung is P.RESET_GPU else "reboot"
                 sim.acc.fix_attempts[key] = sim.acc.fix_attempts.get(key, 0) + 1
@@ -472,7 +538,8 @@ def run_des(sc, trace, hours: float, settings) -> dict:
                                     "rack_size": SIM_RACK_SIZE})
     out = {}
     for name in DES_POLICIES:
-        policy = FlowsAsBuilt() if name == "flows-as-built" else make_policy(name, settings)
+        policy = (FlowsAsBuilt(not_ready_minutes=settings.signals.node_not_ready_seconds / 60.0)
+                  if name == "flows-as-built" else make_policy(name, settings))
         sim = FleetSim(same, policy, seed=0, trace=trace)
         res = sim.run()
         downs: Counter = Counter()
@@ -560,9 +627,9 @@ def explain(real: dict, res: dict, des: dict, played: list, scale: float, horizo
         print(f"    {kind:22} {real_min - pred:+8.1f} min = {100 * (pred - real_min) / horizon:+6.2f} points")
     print(f"  why: (1) every real second of orchestration (HTTP, Prefect, SQLite) is {1 / scale / 60:.2f} simulated "
           f"minutes at time scale {scale:g}, where the prediction counts 30 s to detect and 30 s to drain;"
-          f"\n       (2) the prediction's in-place steps take 5 min (reset) and 15 min (reboot) "
-          f"(remedy.goodput.gpu_remedy_policy, assumptions); the Kubernetes simulator's reset Job and 180-s reboot"
-          f" are shorter;"
+          f"\n       (2) the prediction's in-place steps take the Kubernetes simulator's nominal durations (1 min "
+          f"to drain and reset, 4 min to drain and reboot); the stack also waits for Jobs to be scheduled and "
+          f"probed;"
           f"\n       (3) faults closer together than an incident lasts overlap in the prediction but were replayed "
           f"one after the other; a different downtime also moves every later checkpoint, so the rollback differs.")
     person = [e for e in played if e.person]
