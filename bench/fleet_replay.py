@@ -359,13 +359,11 @@ class Replayer:
                 self.inject(ev, node)
             self._settle(rec)
             replay.events.append(rec)
-            done = sum(1 for e in replay.events if not e.skipped)
             print(f"  [{i + 1}/{len(trace)}] {ev.minute / 60:6.1f} h {rec.kind:<22} needs {rec.needs:<8} "
                   f"{','.join(rec.nodes[:2]) + ('…' if len(rec.nodes) > 2 else ''):<20} job down "
                   f"{rec.down_real:6.2f} s real = {rec.down_real / self.scale / 60:6.1f} min simulated"
                   f"{'  (replaced by hand)' if rec.person else ''}{'' if rec.settled else '  (did not settle)'}",
                   flush=True)
-            del done
         for t in self.timers:
             t.join()
         return replay
@@ -571,11 +569,14 @@ def print_report(sc, trace, hours, args, st: dict, des: dict) -> None:
     def row(name: str, real_value: str, per_policy) -> None:
         print(f"{name:32}{real_value:>22}" + "".join(f"{per_policy(n, res[n], des[n]):>22}" for n in DES_POLICIES))
 
-    row("job goodput", f"{real['goodput']:.2%}", lambda n, r, a: f"{r.goodput:.2%}")
-    row("  job down, minutes", f"{real['down']:.0f}", lambda n, r, a: f"{r.minutes['down'] + r.minutes['failed_retry']:.0f}")
-    row("  work rolled back, minutes", f"{real['rollback']:.0f}", lambda n, r, a: f"{r.minutes['rollback']:.0f}")
-    row("faults / job failures", f"{len(played)}", lambda n, r, a: f"{r.job_failures}")
-    row("incidents", f"{len(st['incidents'])}", lambda n, r, a: f"{r.incidents}")
+    row("job goodput", f"{real['goodput']:.2%}", lambda n, r, d: f"{r.goodput:.2%}")
+    row("  job down, minutes", f"{real['down']:.0f}", lambda n, r, d: f"{r.minutes['down'] + r.minutes['failed_retry']:.0f}")
+    row("  work rolled back, minutes", f"{real['rollback']:.0f}", lambda n, r, d: f"{r.minutes['rollback']:.0f}")
+    node_faults = sum(1 for e in played if not e.kind.startswith("rack"))
+    row("node faults / job failures", f"{node_faults}", lambda n, r, d: f"{r.job_failures}")
+    row("rack events", f"{len(played) - node_faults}", lambda n, r, d: f"{r.rack_events}")
+    ignored = st["incident_status"].get("ignored", 0)
+    row("incidents (closed, no action)", f"{len(st['incidents'])} ({ignored})", lambda n, r, d: f"{r.incidents}")
     row("restarts in place", f"{acts.get('restart_app', 0)}", lambda n, r, d: f"{d['restarts']}")
     row("resets / reboots (on the job's path)", f"{acts.get('job_gpu-reset', 0)}/{acts.get('job_reboot', 0)}",
         lambda n, r, d: "-" if n == "gpu-remedy" else f"{d['acc'].fix_attempts.get('reset-gpu', 0)}/"
@@ -637,12 +638,6 @@ def explain(real: dict, res: dict, des: dict, played: list, scale: float, horizo
         print(f"  {len(person)} fault(s) left the job short after a restart: the GPU is still faulty, so its pod "
               f"cannot come back, yet the restart step reports 'restarted' and the incident is closed. Both sides "
               f"wait for the on-call engineer (the manual runbook's time), who replaces the node by hand.")
-
-
-def _fixes(actions: Counter) -> str:
-    reset = sum(v for k, v in actions.items() if "reset" in k)
-    reboot = sum(v for k, v in actions.items() if "reboot" in k)
-    return f"{reset}/{reboot}"
 
 
 if __name__ == "__main__":

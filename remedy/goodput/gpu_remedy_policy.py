@@ -422,15 +422,17 @@ class GpuRemedy:
         back to the spare pool, one that does not goes to repair. A node that already came back this way within
         the lemon recurrence gap failed again under load: the fix did not hold, so it goes to repair (the lemon
         signature: passes checks idle, fails again under load)."""
+        if sim.unready_until.get(node, 0.0) > sim.clock.now:
+            yield from self._burn_in_when_ready(sim, node)  # down with its rack: not a fix that failed to hold
+            return
         gap = self.settings.lemon.recurrence_gap_days * 24 * 60.0
         last = self.returned.get(node)
         if last is not None and sim.clock.now - last <= gap:
             sim.send_to_repair(node, "failed again after an off-path fix")
             return
-        if sim.unready_until.get(node, 0.0) > sim.clock.now:
-            yield from self._burn_in_when_ready(sim, node)
-            return
-        for option in DEPTHS[max(tried + 1, 1):]:  # a restart cannot be tried on a node that carries no job
+        # a restart cannot be tried on a node that carries no job; a node whose ladder ran out on the critical path
+        # (perhaps while its rack was down) gets one more reboot here, where it costs the job nothing
+        for option in DEPTHS[max(tried + 1, 1):] or (Option.REBOOT,):
             started = sim.clock.now
             yield _FIX_MINUTES[option]
             ok = sim.fix_in_place(node, _LEVEL[option])
@@ -456,8 +458,7 @@ class GpuRemedy:
         if not sim.cleared(node, REBOOT):
             sim.send_to_repair(node, "failed validation once Ready again")
             return
-        self.returned[node] = sim.clock.now
-        sim.burn_in(node)
+        sim.burn_in(node)  # nothing was fixed on the node itself: no recurrence clock starts
 
     def _pick_spare(self, sim, failed: int, correlated: bool, ready: list[int]) -> int | None:
         """select_spare's choice, from the spares with no fault in the lemon recurrence gap first: a node just back

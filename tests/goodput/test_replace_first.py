@@ -140,7 +140,7 @@ def test_a_warning_swap_never_stops_the_job_without_a_spare_to_swap_in():
 
 
 def test_nodes_of_a_rack_that_lost_power_go_back_to_the_pool_not_to_repair():
-    sc = scenario("seed002-63", job_mtbf_hours=1e7, rack_events_per_rack_year=20.0, warning_share=0.0,
+    sc = scenario("seed002-63", job_mtbf_hours=1e7, rack_events_per_rack_year=5.0, warning_share=0.0,
                   lemon_fraction=0.0, spares=8)
     sim = FleetSim(sc, make_policy("gpu-remedy"), seed=1, check_invariants=True)
     result = sim.run()
