@@ -5,7 +5,8 @@ retries, spares consumed and retry-chain success (means over seeds; downtimes po
 time per run with its ratio to naive auto-replace on the same scenario (measured in the same run: what the
 domain calls of the gpu-remedy policy cost). The 16,384-GPU × 55-day target is ≤ 10 s per run.
 gpu-remedy's variants (remedy.goodput.compare.VARIANTS) switch one behaviour off each, to show what it buys.
-The acceptance lines compare gpu-remedy with auto-replace on the same seeds. A PNG (goodput by policy; downtime
+The acceptance lines compare gpu-remedy with auto-replace on the same seeds; `floor` is the share of the scenario's
+faults that only a replacement clears (the repair share cannot go below it). A PNG (goodput by policy; downtime
 distributions) goes to bench/out/policies.png.
 
     .venv/bin/python bench/policies.py [--seeds 3] [--scenarios seed000-1k,seed002-63,meta-16k,llama3-405b] [--no-plots]
@@ -67,10 +68,18 @@ def run(scenarios: list[str], seeds: int) -> dict[tuple[str, str], list[SimResul
     return out
 
 
+def replace_share(name: str) -> float:
+    """Share of the scenario's faults that only a replacement clears: whatever the policy, those nodes go to repair,
+    so the repair share cannot fall below about this (auto-replace sends every failed node)."""
+    mix = SCENARIOS[name].fault_mix
+    total = sum(k.share for k in mix)
+    return sum(k.share * dict(k.needs).get("replace", 0.0) / sum(dict(k.needs).values()) for k in mix) / total
+
+
 def acceptance(results: dict[tuple[str, str], list[SimResult]]) -> str:
     """gpu-remedy against auto-replace on the same seeds, with issue 15's targets."""
     lines = [f"{'scenario':12} {'auto-replace':>12} {'gpu-remedy':>10} {'Δ points':>8} {'target':>16} "
-             f"{'to repair (gpu-remedy/auto-replace)':>36} verdict"]
+             f"{'to repair (gpu-remedy/auto-replace)':>36} {'floor':>6} verdict"]
     for sc in dict.fromkeys(s for s, _ in results):
         base, ours = results.get((sc, "auto-replace")), results.get((sc, "gpu-remedy"))
         if not base or not ours:
@@ -82,7 +91,8 @@ def acceptance(results: dict[tuple[str, str], list[SimResult]]) -> str:
         share = r1 / r0 if r0 else 0.0
         ok = g1 >= floor and share <= MAX_REPAIR_SHARE
         lines.append(f"{sc:12} {g0:12.2%} {g1:10.2%} {100 * (g1 - g0):+8.2f} {'≥ ' + format(floor, '.2%'):>16} "
-                     f"{f'{r1}/{r0} = {share:.0%} (≤ {MAX_REPAIR_SHARE:.0%})':>36} {'met' if ok else 'NOT MET'}")
+                     f"{f'{r1}/{r0} = {share:.0%} (≤ {MAX_REPAIR_SHARE:.0%})':>36} {replace_share(sc):6.0%} "
+                     f"{'met' if ok else 'NOT MET'}")
     lines.append("why gpu-remedy sent nodes to repair, and what waited for a person (all seeds):")
     for sc in dict.fromkeys(s for s, _ in results):
         ours = results.get((sc, "gpu-remedy"))
