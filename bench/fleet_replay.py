@@ -33,7 +33,14 @@ How a trace fault becomes a Kubernetes-simulator fault (the simulator's hidden h
 A job restarted on a node that is still faulty dies again: the replay raises the same alert again 30 s (simulated)
 later, as the worker's next crash would.
 
-Measured here (2 shared cores, 2026-11-2x; see the end of this docstring once filled in by a run).
+Measured here (2 shared cores, quiet), meta-16k, 72-h trace, seed 0: 34 node faults and 2 rack events replayed in
+320 s (about 6 min with the Prefect server and the stack starting); all 143 alerts received, none lost, no healthy
+node touched. Job goodput: real stack 80.53 %, the discrete-event model of the flows as built 81.84 % (−1.3 points:
+orchestration stretched by the time scale, about +12 simulated minutes per fault class; the Kubernetes simulator
+also spreads its spares over racks, so one rack event took 8 job nodes there and only spares in the model), the
+discrete-event gpu-remedy policy (replace first) 87.63 %, auto-replace 87.33 %. The flows as built lose the 7 points
+on the critical-path ladder and on 4 restarts that left a faulty GPU behind: the job stayed short until a person
+replaced the node. `--quick` (6-h trace) takes about 2 minutes.
 """
 
 from __future__ import annotations
@@ -632,7 +639,9 @@ def explain(real: dict, res: dict, des: dict, played: list, scale: float, horizo
           f"to drain and reset, 4 min to drain and reboot); the stack also waits for Jobs to be scheduled and "
           f"probed;"
           f"\n       (3) faults closer together than an incident lasts overlap in the prediction but were replayed "
-          f"one after the other; a different downtime also moves every later checkpoint, so the rollback differs.")
+          f"one after the other; a different downtime also moves every later checkpoint, so the rollback differs;"
+          f"\n       (4) the Kubernetes simulator spreads its spares over racks, the model keeps them in racks of "
+          f"their own, so a rack event can take job nodes on one side and only spares on the other.")
     person = [e for e in played if e.person]
     if person:
         print(f"  {len(person)} fault(s) left the job short after a restart: the GPU is still faulty, so its pod "
