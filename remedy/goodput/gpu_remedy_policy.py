@@ -9,7 +9,8 @@ Per incident, in the flow's order:
    fault gets the spare at once and the failed node is reset/rebooted off the critical path, then burn-in,
    then back to the spare pool; to repair only when that fails.
 3. Circuit breaker (`remedy.safety.breaker.decide`) on a `BreakerBoard`: a correlated burst
-   (a rack going down) pauses automation there and pages a person; the spare reserve too.
+   (a rack going down) pauses automation there and pages a person; a hold for the spare reserve or the capacity
+   budget asks a person for a yes (page + triage) and then acts, as the flows' approvals do.
 4. Spare selection (`remedy.spares.selection.select_spare`): matching, freshly validated,
    not a lemon, in another rack when the failure may be correlated.
 5. Lemon scoring (`remedy.lemon.scoring.score_fleet` + `select_for_retirement`), run like the flow's
