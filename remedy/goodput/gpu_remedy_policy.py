@@ -9,7 +9,8 @@ Per incident, in the flow's order:
    fault gets the spare at once and the failed node is reset/rebooted off the critical path, then burn-in,
    then back to the spare pool; to repair only when that fails.
 3. Circuit breaker (`remedy.safety.breaker.decide`) on a `BreakerBoard`: a correlated burst
-   (a rack going down) pauses automation there and pages a person; the spare reserve too.
+   (a rack going down) pauses automation there and pages a person; a hold for the spare reserve or the capacity
+   budget asks a person for a yes (page + triage) and then acts, as the flows' approvals do.
 4. Spare selection (`remedy.spares.selection.select_spare`): matching, freshly validated,
    not a lemon, in another rack when the failure may be correlated.
 5. Lemon scoring (`remedy.lemon.scoring.score_fleet` + `select_for_retirement`), run like the flow's
@@ -36,7 +37,7 @@ from remedy.goodput.policies import AUTO_DETECT_MINUTES, AUTO_GRACE_MINUTES, MAN
 from remedy.goodput.scenarios import REBOOT, RESET, UPSTREAM
 from remedy.lemon.records import IncidentRecord, NodeHistory, ValidationRecord
 from remedy.lemon.scoring import score_fleet, select_for_retirement
-from remedy.safety.breaker import BreakerBoard, decide
+from remedy.safety.breaker import BreakerBoard, approval_token, decide
 from remedy.safety.held_swap import may_swap_while_held
 from remedy.remediate.choice import (
     DEPTHS, PRIORS, Durations, FixOdds, Option, Situation, WarningAction, choose, choose_on_warning, estimate_odds,
@@ -56,12 +57,16 @@ RESET_MINUTES = 5.0  # drain, nvidia-smi -r, verify (timeout 10)
 REBOOT_MINUTES = 15.0  # drain, reboot, wait Ready, verify (timeout 30)
 LEMON_REVIEW_MINUTES = 7 * 24 * 60.0  # lemon review weekly, the retirement budget's window
 SPARE_CYCLE_MINUTES = 24 * 60.0  # idle spares are re-validated daily (within the 72-h freshness window)
+NOT_READY_POLL_MINUTES = 10.0  # a NotReady node off the critical path is looked at this often
+NOT_READY_WAIT_MINUTES = 24 * 60.0  # and sent to repair if it is still NotReady after a day
 
 # Faults without an XID: NotReady goes through triage's rule (remedy.detect.signals.classify); a fail-slow
 # node has no XID and no detector verdict in this model, so it gets the RESTART_APP ladder (assumption).
 _NO_XID_RESOLUTION = {"node-not-ready": Resolution.RESTART_BM, "fail-slow": Resolution.RESTART_APP,
                       "app-error": Resolution.RESTART_APP}
 _BREAKER_HOLDS = (SkipReason.BREAKER_TRIPPED, SkipReason.BREAKER_OPEN, SkipReason.PROBE_IN_FLIGHT)
+# holds a person answers with a yes the flow then acts on (remedy.safety.breaker.approval_token)
+_APPROVABLE = (SkipReason.SPARE_RESERVE, SkipReason.CAPACITY_BUDGET)
 _LEVEL = {Option.RESET: RESET, Option.REBOOT: REBOOT}
 _FIX_MINUTES = {Option.RESET: RESET_MINUTES, Option.REBOOT: REBOOT_MINUTES}
 _ACT, _AGAIN, _ESCALATED = "act", "again", "escalated"  # what the gate told the incident
@@ -101,6 +106,7 @@ class GpuRemedy:
         self.outcomes: dict[Resolution, list[tuple[Option, bool]]] = {}
         self.last_fix: dict[int, tuple[Option, float]] = {}  # node → (fix that cleared it, when)
         self.returned: dict[int, float] = {}  # node → when an off-path fix last sent it back to the pool
+        self.claimed: set[str] = set()  # nodes on the board whose spare is already out of the pool
         self.lemons: set[int] = set()
         self.retired_at: list[datetime] = []
         self._incidents: dict[int, list[IncidentRecord]] = {}
@@ -124,7 +130,9 @@ class GpuRemedy:
         rack = sim.rack_of[node]
         counts = {"cluster:cluster": sim.managed_total, f"rack:rack-{rack:04d}": sim.managed_by_rack[rack]}
         quarantined = frozenset(f"node-{n:05d}" for n in sim.quarantined)
-        return FleetView(counts, ready_spares=len(sim.ready_spares()), in_remediation=quarantined)
+        # spares already promoted for incidents still on the board are not promised twice
+        return FleetView(counts, ready_spares=len(sim.ready_spares()), in_remediation=quarantined,
+                         spare_claims=frozenset(self.claimed))
 
     # ---- the incident ----------------------------------------------------------------------------
     def handle(self, sim, inc) -> Process:
@@ -140,8 +148,10 @@ class GpuRemedy:
         tried = self._already_tried(sim, inc)
         unreachable = fault.kind.not_ready
         while True:
-            choice = choose(Situation(resolution, self._odds(resolution), spare_ready=bool(sim.ready_spares()),
-                                      durations=self._durations(sim), tried_depth=tried, unreachable=unreachable))
+            ready, approval = self._spare_state(sim)
+            choice = choose(Situation(resolution, self._odds(resolution), spare_ready=ready,
+                                      durations=self._durations(sim), tried_depth=tried, unreachable=unreachable,
+                                      spare_needs_approval=approval))
             inc.actions.append(f"chose:{choice.option.value}")
             if choice.option is Option.ESCALATE:
                 if inc.automatic_retries and inc.chain_success is None:
@@ -186,6 +196,7 @@ class GpuRemedy:
                 inc.failed_retries += 1
                 tried = 0
                 sim.hold(inc)
+                yield AUTO_DETECT_MINUTES  # the restarted job died again: seen like any failure
                 continue
             # RESET / REBOOT in place: no spare worth spending, so the job waits on this node
             slot = sim.pull(inc)
@@ -202,13 +213,30 @@ class GpuRemedy:
                 return
             tried = DEPTHS.index(choice.option)
 
+    def _spare_state(self, sim) -> tuple[bool, bool]:
+        """(a spare is ready, taking it needs a person's approval): the breaker's reserve rule, seen ahead."""
+        ready = len(sim.ready_spares())
+        return ready > 0, ready - 1 < self.settings.breaker.spare_reserve
+
     def _gate(self, sim, inc, name: str, *, needs_spare: bool):
-        """The breaker gate before an action that takes the node out: act, wait for a review, or escalate."""
+        """The breaker gate before an action that takes the node out: act, wait for a review or an approval, or
+        escalate."""
         event = FailureEvent(name, at(inc.start), sim.topology(inc.node), needs_spare, inc.fault.kind.name)
-        decision = decide(event, self.board, self._fleet(sim, inc.node), at(sim.clock.now))
-        if decision.verdict is not Verdict.HOLD or decision.skip is None:
-            return _ACT
-        reason = decision.skip.reason
+        approved: frozenset[str] = frozenset()
+        while True:
+            decision = decide(event, self.board, self._fleet(sim, inc.node), at(sim.clock.now), approved)
+            if decision.verdict is not Verdict.HOLD or decision.skip is None:
+                return _ACT
+            reason = decision.skip.reason
+            token = approval_token(decision.skip)
+            if reason not in _APPROVABLE or token in approved:
+                break
+            # The flow asks a person (Slack / the Prefect form) and acts on their yes; the job waits for the answer
+            # (page + triage), not for the whole manual runbook.
+            sim.acc.approvals += 1
+            inc.actions.append(f"approval:{reason.value}")
+            yield from self._ask_a_person(sim)
+            approved |= {token}
         if reason is SkipReason.ALREADY_IN_REMEDIATION:
             return _ACT  # our own earlier step of this incident is still on the board: carry on
         if reason in _BREAKER_HOLDS and decision.skip.scope:
@@ -258,17 +286,24 @@ class GpuRemedy:
         if sim.epoch != epoch or node not in sim.slot_of or node in sim.open_by_node:
             return  # the job stopped, or the node failed, before the boundary
         name = f"node-{node:05d}"
+        # The spare is chosen before the job is stopped: the pool may have emptied since the warning, and a swap
+        # with nothing to swap in would turn a clean checkpoint into an outage.
+        spare = self._pick_spare(sim, node, False, sim.ready_spares())
+        if spare is None:
+            return
         event = FailureEvent(name, at(sim.clock.now), sim.topology(node), True, "early-warning")
         decision = decide(event, self.board, self._fleet(sim, node), at(sim.clock.now))
         if decision.verdict is Verdict.HOLD:
             return  # a breaker, the budget or the reserve says no: the warning stays a warning
+        spare = sim.try_take_spare(lambda ready: spare)
+        self.claimed.add(name)
         if extra:
             sim.charge_checkpoint(extra)
         inc = sim.swap_incident(node)
         inc.actions.append(f"warning:{choice.action.value}")
         resolution = (lookup(inc.fault.xid).resolution if inc.fault.xid is not None
                       else _NO_XID_RESOLUTION.get(inc.fault.kind.signal, Resolution.UNKNOWN))
-        yield from self._replace(sim, inc, resolution, tried=0)
+        yield from self._replace(sim, inc, resolution, tried=0, spare=spare)
         self._finish(sim, name, True)
 
     def _spares_outside(self, sim, node: int) -> list[int]:
@@ -327,6 +362,13 @@ class GpuRemedy:
             self.last_fix[inc.node] = (option, sim.clock.now)
         sim.acc.fix_attempts[option.value] = sim.acc.fix_attempts.get(option.value, 0) + 1
 
+    def _ask_a_person(self, sim) -> Process:
+        """One on-call engineer reads the request and answers it (page + triage of the manual runbook)."""
+        yield sim.on_call.acquire()
+        steps = manual_steps(sim)
+        yield steps["page"] + steps["triage"]
+        sim.on_call.release()
+
     def _review(self, sim, scope: str) -> Signal:
         """One on-call review per paused scope; every incident held there waits for the same one."""
         if scope not in self._reviews:
@@ -345,12 +387,17 @@ class GpuRemedy:
         sig.fire(True)
 
     def _finish(self, sim, name: str, ok: bool) -> None:
+        self.claimed.discard(name)
         if self.board.is_active(name):
             self.board.record_outcome(name, ok, at(sim.clock.now))
 
-    def _replace(self, sim, inc, resolution: Resolution, *, retire: bool = False, tried: int = -1) -> Process:
+    def _replace(self, sim, inc, resolution: Resolution, *, retire: bool = False, tried: int = -1,
+                 spare: int | None = None) -> Process:
         """The job gets a warm spare now; the failed node is fixed off the critical path (or retired, a lemon)."""
-        spare = sim.try_take_spare(lambda ready: self._pick_spare(sim, inc, ready))
+        if spare is None:
+            spare = sim.try_take_spare(lambda ready: self._pick_spare(sim, inc.node, inc.fault.kind.not_ready, ready))
+            if spare is not None:
+                self.claimed.add(f"node-{inc.node:05d}")
         if spare is None:
             inc.actions.append("no-spare")
             yield from escalate(sim, inc)
@@ -367,7 +414,7 @@ class GpuRemedy:
         elif self.repair_in_background:
             sim.clock.spawn(self._repair_off_path(sim, inc.node, resolution, tried))
         else:
-            sim.send_to_repair(inc.node)
+            sim.send_to_repair(inc.node, "replaced")
         sim.release(inc)
         sim.close(inc, "retired-lemon" if retire else "replaced")
 
@@ -376,12 +423,17 @@ class GpuRemedy:
         back to the spare pool, one that does not goes to repair. A node that already came back this way within
         the lemon recurrence gap failed again under load: the fix did not hold, so it goes to repair (the lemon
         signature: passes checks idle, fails again under load)."""
+        if sim.unready_until.get(node, 0.0) > sim.clock.now:
+            yield from self._burn_in_when_ready(sim, node)  # down with its rack: not a fix that failed to hold
+            return
         gap = self.settings.lemon.recurrence_gap_days * 24 * 60.0
         last = self.returned.get(node)
         if last is not None and sim.clock.now - last <= gap:
-            sim.send_to_repair(node)
+            sim.send_to_repair(node, "failed again after an off-path fix")
             return
-        for option in DEPTHS[max(tried + 1, 1):]:  # a restart cannot be tried on a node that carries no job
+        # a restart cannot be tried on a node that carries no job; a node whose ladder ran out on the critical path
+        # (perhaps while its rack was down) gets one more reboot here, where it costs the job nothing
+        for option in DEPTHS[max(tried + 1, 1):] or (Option.REBOOT,):
             started = sim.clock.now
             yield _FIX_MINUTES[option]
             ok = sim.fix_in_place(node, _LEVEL[option])
@@ -390,28 +442,52 @@ class GpuRemedy:
                 self.returned[node] = sim.clock.now
                 sim.burn_in(node)
                 return
-        sim.send_to_repair(node)
+        sim.send_to_repair(node, "reset and reboot did not clear it")
 
-    def _pick_spare(self, sim, inc, ready: list[int]) -> int | None:
-        if select_spare is None:
-            return ready[0]
-        cands = [SpareCandidate(self._node(sim, n), at(sim.validated_at.get(n, 0.0))) for n in ready]
-        choice = select_spare(
-            self._node(sim, inc.node),
-            cands,
-            at(sim.clock.now),
-            self.settings.spares,
-            correlated=inc.fault.kind.not_ready,
-            lemons=[f"node-{n:05d}" for n in self.lemons],
-        )
-        return int(choice.name.split("-")[1]) if isinstance(choice, SpareChoice) else None
+    def _burn_in_when_ready(self, sim, node: int) -> Process:
+        """A NotReady node cannot be reset or rebooted from here: its rack's power or switch may be down with it. It
+        waits in burn-in (not in remediation: the job already runs on its spare) and is validated once it reports
+        Ready again; one still NotReady after a day, or failing the validation, goes to repair."""
+        sim.await_burn_in(node)
+        waited = 0.0
+        while sim.unready_until.get(node, 0.0) > sim.clock.now:
+            if waited >= NOT_READY_WAIT_MINUTES:
+                sim.send_to_repair(node, "still NotReady after a day")
+                return
+            yield NOT_READY_POLL_MINUTES
+            waited += NOT_READY_POLL_MINUTES
+        if not sim.cleared(node, REBOOT):
+            sim.send_to_repair(node, "failed validation once Ready again")
+            return
+        sim.burn_in(node)  # nothing was fixed on the node itself: no recurrence clock starts
+
+    def _pick_spare(self, sim, failed: int, correlated: bool, ready: list[int]) -> int | None:
+        """select_spare's choice, from the spares with no fault in the lemon recurrence gap first: a node just back
+        from an off-path fix is the freshest validated, so select_spare alone would send it straight back into the
+        job, where a lemon fails again (the recurrence the lemon scoring looks for)."""
+        gap = self.settings.lemon.recurrence_gap_days * 24 * 60.0
+        clean = [n for n in ready if sim.clock.now - self.returned.get(n, -math.inf) > gap]
+        for group in ([clean, ready] if len(clean) < len(ready) else [ready]):
+            if not group:
+                continue
+            if select_spare is None:
+                return group[0]
+            cands = [SpareCandidate(self._node(sim, n), at(sim.validated_at.get(n, 0.0))) for n in group]
+            choice = select_spare(self._node(sim, failed), cands, at(sim.clock.now), self.settings.spares,
+                                  correlated=correlated, lemons=[f"node-{n:05d}" for n in self.lemons])
+            if isinstance(choice, SpareChoice):
+                return int(choice.name.split("-")[1])
+        return None
 
     # ---- the scheduled flows -------------------------------------------------------------------
     def _spare_cycling(self, sim) -> Process:
         while True:
             yield SPARE_CYCLE_MINUTES
             for n in sim.ready_spares():
-                if n not in self.lemons:
+                if n in self.lemons:  # flagged while it was away (off-path fix, burn-in): it leaves the pool now
+                    sim.spare_pool.remove(n)
+                    sim.retire(n)
+                else:
                     sim.record_validation(n)
 
     def _lemon_review(self, sim) -> Process:

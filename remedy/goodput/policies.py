@@ -81,7 +81,7 @@ def human_replaces(sim, inc, steps: dict[str, float], *, restart: bool = True) -
         sim.install(slot, spare)
     else:
         sim.make_spare(spare)  # the node was not in the job after all; the spare goes back
-    sim.send_to_repair(inc.node)
+    sim.send_to_repair(inc.node, "a person replaced it")
     inc.actions.append("human-replace")
     if restart:
         yield steps["restart"]

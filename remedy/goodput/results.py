@@ -31,6 +31,8 @@ class Accounts:
     retired: int = 0
     breaker_holds: int = 0
     sent_to_repair: int = 0
+    repair_reasons: dict = field(default_factory=dict)  # why a node went to repair → count
+    approvals: int = 0  # holds a person answered with a yes (spare reserve, capacity budget)
     warnings: int = 0  # early warnings raised (true and false)
     warning_swaps: int = 0  # nodes swapped at a checkpoint on a warning
     failures_avoided: int = 0  # warned failures that never hit the job (the node was already swapped out)
@@ -70,6 +72,8 @@ class SimResult:
     nodes_retired: int
     breaker_holds: int
     nodes_to_repair: int
+    repair_reasons: dict[str, int]
+    approvals: int
     warnings: int
     warning_swaps: int
     failures_avoided: int
@@ -131,6 +135,8 @@ def summarise(sim: "FleetSim", wall_seconds: float) -> SimResult:
         nodes_retired=acc.retired,
         breaker_holds=acc.breaker_holds,
         nodes_to_repair=acc.sent_to_repair,
+        repair_reasons=dict(acc.repair_reasons),
+        approvals=acc.approvals,
         warnings=acc.warnings,
         warning_swaps=acc.warning_swaps,
         failures_avoided=acc.failures_avoided,

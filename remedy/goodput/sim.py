@@ -34,10 +34,13 @@ _MANAGED = (NodeState.ACTIVE, NodeState.QUARANTINED)  # what the breaker counts 
 class FleetSim:
     """Run one policy on one scenario: `FleetSim(scenario, policy, seed=1).run()`."""
 
-    def __init__(self, scenario: Scenario, policy: object, *, seed: int = 0, check_invariants: bool = False) -> None:
+    def __init__(self, scenario: Scenario, policy: object, *, seed: int = 0, check_invariants: bool = False,
+                 trace: list | None = None) -> None:
         if not isinstance(seed, int) or seed < 0:
             raise ValueError(f"seed must be a non-negative whole number, got {seed!r}")
         self.sc, self.policy, self.seed = scenario, policy, seed
+        # A fixed failure trace (remedy.goodput.trace) instead of drawn failures: no other failures, no warnings.
+        self.trace = trace
         self.check = check_invariants
         self.fail_rng = np.random.default_rng([seed, 0])  # failure process
         self.rng = np.random.default_rng([seed, 1])  # everything a policy or repair shop draws
@@ -85,14 +88,38 @@ class FleetSim:
     def run(self) -> SimResult:
         t0 = time.perf_counter()
         horizon = self.sc.days * 24 * 60
-        self._schedule_rack_events(horizon)
+        if self.trace is not None:
+            self._schedule_trace()
+        else:
+            self._schedule_rack_events(horizon)
         self._start_running()
-        if self.sc.failure_clock == "wall":
+        if self.sc.failure_clock == "wall" and self.trace is None:
             self._next_wall_failure()
             self._schedule_false_warning(None)
         self.clock.run_until(horizon, self.check_invariants if self.check else None)
         self._close_phase(failed=False)
         return summarise(self, time.perf_counter() - t0)
+
+    def _schedule_trace(self) -> None:
+        from remedy.goodput.trace import RACK
+
+        kinds = {k.name: k for k in self.sc.fault_mix}
+        for ev in self.trace:
+            if ev.kind == RACK:
+                self.clock.at(ev.minute, lambda r=ev.rack: self._rack_event(r % (max(self.rack_of) + 1)))
+            elif ev.kind not in kinds:
+                raise ValueError(f"trace fault {ev.kind!r} is not in scenario {self.sc.name!r}'s fault mix")
+            else:
+                fault = Fault(kinds[ev.kind], ev.xid, ev.needs, gpu=ev.gpu)
+                self.clock.at(ev.minute, lambda ev=ev, f=fault: self._trace_failure(ev.slot, f))
+
+    def _trace_failure(self, slot: int, fault: Fault) -> None:
+        node = self.slots[slot % len(self.slots)]
+        if node is None or node in self.faults:
+            return  # that slot is empty or already broken: as the drawn wall-clock process, the failure is thinned
+        self.acc.job_failures += 1
+        self._stop()
+        self._open_incident(node, fault)
 
     def _schedule_rack_events(self, horizon: float) -> None:
         racks = max(self.rack_of) + 1
@@ -111,16 +138,22 @@ class FleetSim:
     def _start_running(self) -> None:
         self.phase, self.run_start = RUNNING, self.clock.now
         self.epoch += 1
-        if self.sc.failure_clock == "training":
+        if self.sc.failure_clock == "training" and self.trace is None:
             epoch = self.epoch
             delay = self.fail_rng.exponential(1.0 / self._job_rate())
-            lead = self.sc.warning_lead_minutes
-            if self.sc.warning_share and delay > lead and self.warn_rng.random() < self.sc.warning_share:
-                # a detector sees this failure coming: the node and fault are drawn at the warning
+            if self._announced():
+                # a detector sees this failure coming: the node and fault are drawn at the warning. A failure due
+                # sooner than the lead after the (re)start is announced at the start, with the time that is left,
+                # so the share of failures announced is the scenario's `warning_share`.
+                lead = min(self.sc.warning_lead_minutes, delay)
                 self.clock.after(delay - lead, lambda: self._true_warning(epoch, lead))
             else:
                 self.clock.after(delay, lambda: self._node_failure(epoch))
             self._schedule_false_warning(epoch)
+
+    def _announced(self) -> bool:
+        """Does an early-warning detector see the next failure coming (`warning_share` of them)?"""
+        return bool(self.sc.warning_share) and self.warn_rng.random() < self.sc.warning_share
 
     def _schedule_false_warning(self, epoch: int | None) -> None:
         if self.sc.warning_share and self.sc.false_warnings_per_true:
@@ -130,8 +163,8 @@ class FleetSim:
     def _next_wall_failure(self) -> None:
         """Wall-clock failure process: job nodes fail whether or not the job is training."""
         delay = self.fail_rng.exponential(1.0 / self._job_rate())
-        lead = self.sc.warning_lead_minutes
-        if self.sc.warning_share and delay > lead and self.warn_rng.random() < self.sc.warning_share:
+        if self._announced():
+            lead = min(self.sc.warning_lead_minutes, delay)
             self.clock.after(delay - lead, lambda: self._wall_warning(lead))
         else:
             self.clock.after(delay, lambda: self._node_failure(None))
@@ -400,11 +433,16 @@ class FleetSim:
         if self.lemon[node]:
             self.lemon_slots.add(slot)
 
-    def send_to_repair(self, node: int) -> None:
+    def send_to_repair(self, node: int, why: str = "replaced") -> None:
         self._move(node, NodeState.REPAIR)
         self.acc.sent_to_repair += 1
+        self.acc.repair_reasons[why] = self.acc.repair_reasons.get(why, 0) + 1
         self._clear(node)  # the repair shop fixes what is broken, but cannot see a lemon
         self.clock.after(self.sc.repair_days * 24 * 60, lambda: self.burn_in(node))
+
+    def await_burn_in(self, node: int) -> None:
+        """A node waits (in burn-in, not yet running it) until it can be validated, e.g. until it is Ready again."""
+        self._move(node, NodeState.BURN_IN)
 
     def burn_in(self, node: int) -> None:
         """A node back from repair, or fixed off the critical path, is validated before it is a spare again."""

@@ -120,6 +120,7 @@ class Durations:
     reboot: float = 15.0
     reload: float = 0.0  # checkpoint reload before training resumes (seed 002 §4.2.3: median 31 min)
     escalate: float = 60.0  # a person's runbook (seed 000: ~60 min)
+    approval: float = 32.5  # a person answers a hold (seed 000's page 5–30 + triage 10–20 min, midpoints)
     not_ready_grace: float = 5.0  # an unreachable node gets this long to come back (Kubernetes' default 300 s)
 
 
@@ -133,6 +134,7 @@ class Situation:
     durations: Durations = field(default_factory=Durations)
     tried_depth: int = -1  # index into DEPTHS of the deepest in-place fix that already failed on this incident
     unreachable: bool = False  # the node is NotReady: "restart in place" means waiting for it to come back
+    spare_needs_approval: bool = False  # only the spare reserve is left: taking it waits for a person's yes
     tolerance_minutes: float = 1.0
 
 
@@ -209,9 +211,11 @@ def _options(s: Situation) -> list[Cost]:
                    f"{nxt.option.value} {nxt.downtime_minutes:.1f}")
         out.append(Cost(option, down, (1 - q) * nxt.spares, q, nxt.option, how))
     if s.spare_ready:
-        down = d.grace + d.join + d.reload
+        wait = d.approval if s.spare_needs_approval else 0.0
+        down = wait + d.grace + d.join + d.reload
+        how = f"drain {d.grace:g} + spare joins {d.join:g} + reload {d.reload:g}"
         out.append(Cost(Option.REPLACE, down, 1.0, 1.0, None,
-                        f"drain {d.grace:g} + spare joins {d.join:g} + reload {d.reload:g}"))
+                        f"a person approves spending the reserve {wait:g} + {how}" if wait else how))
     out.append(Cost(Option.ESCALATE, d.escalate + d.reload, 0.0, 1.0, None,
                     f"a person {d.escalate:g} + reload {d.reload:g}"))
     return out
@@ -242,6 +246,8 @@ def choose(s: Situation) -> Choice:
     source = f"odds from {s.odds.samples} recorded outcomes + prior" if s.odds.samples else "catalog prior odds"
     if not s.spare_ready:
         why += "; no spare ready"
+    elif s.spare_needs_approval:
+        why += "; only the spare reserve is left"
     return Choice(best.option, tuple(costs), f"{why}; {source}")
 
 

@@ -117,3 +117,48 @@ def load_path():
     from remedy.goodput.scenarios import SCENARIO_DIR
 
     return SCENARIO_DIR / "llama3-405b.yaml"
+
+
+def test_only_the_spare_reserve_left_asks_a_person_for_a_yes_then_automation_swaps():
+    # one spare and a reserve of one: every replacement needs a person's approval. The flow asks and acts on the
+    # answer (page + triage), it does not hand the incident to the manual runbook.
+    sc = scenario("seed002-63", spares=1, warning_share=0.0, rack_events_per_rack_year=0.0, lemon_fraction=0.0)
+    sim = FleetSim(sc, make_policy("gpu-remedy"), seed=2)
+    result = sim.run()
+    approved = [i for i in sim.incidents if any(a.startswith("approval:spare-reserve") for a in i.actions)]
+    assert result.approvals == len(approved) > 0
+    for inc in approved:
+        assert inc.actions[-1] == "replaced" and not inc.human_acted
+
+
+def test_a_warning_swap_never_stops_the_job_without_a_spare_to_swap_in():
+    for seed in range(4):
+        sim = FleetSim(scenario("seed002-63"), make_policy("gpu-remedy"), seed=seed)
+        sim.run()
+        for inc in sim.incidents:
+            assert not (any(a.startswith("warning:") for a in inc.actions) and "no-spare" in inc.actions), inc.actions
+
+
+def test_nodes_of_a_rack_that_lost_power_go_back_to_the_pool_not_to_repair():
+    sc = scenario("seed002-63", job_mtbf_hours=1e7, rack_events_per_rack_year=5.0, warning_share=0.0,
+                  lemon_fraction=0.0, spares=8)
+    sim = FleetSim(sc, make_policy("gpu-remedy"), seed=1, check_invariants=True)
+    result = sim.run()
+    rack = [i for i in sim.incidents if i.fault.kind.name == "rack" and i.actions and i.actions[-1] == "replaced"]
+    assert rack, "some rack nodes should have been swapped for spares"
+    assert result.nodes_to_repair == 0, result.repair_reasons
+    back = [i.node for i in rack if sim.validations.get(i.node, [0])[-1] > i.start]
+    assert back, "a swapped rack node should pass validation and return once its rack is up"
+
+
+def test_a_spare_just_back_from_an_off_path_fix_is_used_last():
+    sc = scenario("seed002-63", warning_share=0.0)
+    policy = GpuRemedy()
+    sim = FleetSim(sc, policy, seed=0)
+    policy._setup(sim)
+    ready = sim.ready_spares()
+    assert len(ready) == 3
+    policy.returned = {ready[0]: 0.0, ready[1]: 0.0}  # both came back from a reset a moment ago
+    assert policy._pick_spare(sim, 0, False, ready) == ready[2]
+    policy.returned[ready[2]] = 0.0  # all of them did: any will do, rather than none
+    assert policy._pick_spare(sim, 0, False, ready) in ready
