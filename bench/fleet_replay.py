@@ -517,10 +517,7 @@ class FlowsAsBuilt:
                     break
                 slot = sim.pull(inc)
                 yield AUTO_GRACE_MINUTES + sim.sc.spare_join_minutes
-                if slot is not None:
-                    sim.install(slot, spare)
-                else:
-                    sim.make_spare(spare)
+                sim.fill(slot, spare)
                 sim.send_to_repair(inc.node)
                 sim.release(inc)
                 sim.close(inc, "replaced")

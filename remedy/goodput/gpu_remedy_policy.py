@@ -314,10 +314,7 @@ class GpuRemedy:
         spare = sim.try_take_spare(lambda ready: next((n for n in ready if n in outside), None))
         slot = sim.pull(inc)
         yield AUTO_GRACE_MINUTES + sim.sc.spare_join_minutes
-        if slot is not None:
-            sim.install(slot, spare)
-        else:
-            sim.make_spare(spare)
+        sim.fill(slot, spare)
         sim.release(inc)
         sim.close(inc, "swapped-while-held")
         sim.clock.spawn(self._after_review(sim, inc, review))
@@ -405,10 +402,7 @@ class GpuRemedy:
             return
         slot = sim.pull(inc)
         yield AUTO_GRACE_MINUTES + sim.sc.spare_join_minutes
-        if slot is not None:
-            sim.install(slot, spare)
-        else:
-            sim.make_spare(spare)
+        sim.fill(slot, spare)
         if retire:
             sim.retire(inc.node)
         elif self.repair_in_background:

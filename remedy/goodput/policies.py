@@ -63,10 +63,7 @@ def human_replaces(sim, inc, steps: dict[str, float], *, restart: bool = True) -
             slot = sim.pull(inc)
             yield steps["replace"]
             yield steps["validate"]
-            if slot is not None:
-                sim.install(slot, spare)
-            else:
-                sim.make_spare(spare)
+            sim.fill(slot, spare)
             sim.clock.spawn(_rejoin_after_upstream_fix(sim, inc))
             inc.actions.append("human-swap-upstream")
         if restart:
@@ -140,10 +137,7 @@ class AutoReplace:
         slot = sim.pull(inc)  # cordoned immediately
         yield AUTO_GRACE_MINUTES
         yield sim.sc.spare_join_minutes
-        if slot is not None:
-            sim.install(slot, spare)
-        else:
-            sim.make_spare(spare)
+        sim.fill(slot, spare)
         sim.send_to_repair(inc.node)
         sim.release(inc)
         sim.close(inc, "auto-replaced")

@@ -449,6 +449,13 @@ class FleetSim:
         self._move(node, NodeState.BURN_IN)
         self.clock.after(self.sc.burn_in_hours * 60, lambda: self.make_spare(node))
 
+    def fill(self, slot: int | None, spare: int) -> None:
+        """The spare takes the job's pulled slot; with no slot (the job had already lost it) it stays a spare."""
+        if slot is not None:
+            self.install(slot, spare)
+        else:
+            self.make_spare(spare)
+
     def make_spare(self, node: int) -> None:
         """Validated node (burn-in or an offline fix) joins the warm pool."""
         self._clear(node)
