@@ -1,7 +1,7 @@
 """Dead runs are taken over: the flow runs in its own process and is killed with SIGKILL at each step of
 replace-node and fix-in-place; then a new run (a person's, or the next trigger's) or the watchdog's re-announce
 takes the incident over. Exactly one spare is used, the node is never left cordoned without a live owner, and the
-incident ends settled. Nothing marks the dead run Crashed by hand: its lease (4 s here) runs out.
+incident ends settled. Nothing marks the dead run Crashed by hand: its lease (10 s here) runs out.
 
 Real parts: a Prefect server (test harness), the cluster simulator over HTTP, a ledger shared by the killed process
 and this one (a SQLite file, or a real PostgreSQL 15 database), the receiver's lease watchdog with the trigger's own
@@ -25,19 +25,19 @@ from tests.fixtures.prefect import run_to_state_result
 
 pytestmark = pytest.mark.prefect
 
-# a lease long enough to ride out a stall of this shared machine (load 8 on 2 cores seen), short for a test
-LEASES = {"LEASES__TTL_SECONDS": 4, "LEASES__RENEW_SECONDS": 0.2, "LEASES__WATCHDOG_SECONDS": 0.2}
+# a lease long enough to ride out a stall of this shared machine (flow processes seen silent for over 4 s at load
+# 20 on 2 cores), short for a test
+LEASES = {"LEASES__TTL_SECONDS": 10, "LEASES__RENEW_SECONDS": 0.2, "LEASES__WATCHDOG_SECONDS": 0.2}
 SPARES = 2  # the simulator's sim fixture: 16 nodes, 2 spares
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def ledger_db(request) -> dict[str, object]:
     """The ledger the flow processes share (remedy_env's SQLite file, or a fresh PostgreSQL database), with the
-    test's lease settings. On PostgreSQL a new flow process's first ledger writes were seen to take longer than 4 s
-    on this shared machine at load 20+: the lease is longer there, or the run would lose it before it acts."""
+    test's lease settings."""
     if request.param == "sqlite":
         return dict(LEASES)
-    return LEASES | {"DB_URL": request.getfixturevalue("fresh_postgres_url"), "LEASES__TTL_SECONDS": 10}
+    return LEASES | {"DB_URL": request.getfixturevalue("fresh_postgres_url")}
 
 
 def _acts(led, incident_id: int, kind: str, outcome: ActionOutcome | None = None, *, not_node: str | None = None):
@@ -78,7 +78,8 @@ def go(proc: subprocess.Popen, incident_id: int) -> subprocess.Popen:
     return proc
 
 
-def kill_when(proc: subprocess.Popen, ready: Callable[[], object], log_path, timeout: float = 90.0) -> None:
+def kill_when(proc: subprocess.Popen, ready: Callable[[], object], log_path, timeout: float = 240.0) -> None:
+    # generous: on this shared machine at load 20 a fresh flow process took over 80 s to reach its first fix step
     deadline = time.monotonic() + timeout
     while not ready():
         if proc.poll() is not None:
@@ -356,7 +357,7 @@ def test_a_stopped_run_taken_over_meanwhile_is_refused_when_it_continues(prefect
     led = runtime.ledger()
     incident, _ = led.open_incident(Incident(node=node, signal="row-remap-failure", gpu=2), window_seconds=600)
     go(proc, incident.id)
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + 240
     while not _acts(led, incident.id, "drain_node", ActionOutcome.RUNNING):
         assert proc.poll() is None, log.read_text()[-3000:]
         assert time.monotonic() < deadline, log.read_text()[-3000:]
