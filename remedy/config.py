@@ -261,7 +261,9 @@ def _first_error(exc: ValidationError) -> str:
 
 
 def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> RemedySettings:
-    """Read YAML (path, else $REMEDY_CONFIG, else defaults) + environment; raise ConfigError naming the field."""
+    """Read YAML (path, else $REMEDY_CONFIG, else defaults), then REMEDY_* environment, then `overrides`.
+
+    Raises ConfigError naming the field."""
     path = path or os.environ.get("REMEDY_CONFIG")
     data: dict[str, Any] = {}
     if path:
@@ -289,11 +291,12 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
     if unknown:
         variable = "REMEDY_" + unknown[0].upper().replace(".", "__")
         raise ConfigError(f"{unknown[0]}: unknown setting (environment variable {variable}){unknown[1]}")
-    # YAML is the lowest layer: environment variables override it field by field.
+    # Layers, lowest first: YAML, environment variables, keyword overrides (a caller's explicit value, e.g. a CLI
+    # flag, beats an exported REMEDY_* variable); each overrides the one below field by field.
     try:
         base = RemedySettings(**_deep_merge(data, overrides))
         if env:
-            merged = _deep_merge(base.model_dump(mode="python"), env)
+            merged = _deep_merge(_deep_merge(base.model_dump(mode="python"), env), overrides)
             base = RemedySettings.model_validate(_unwrap_secrets(merged))
         return base
     except ValidationError as exc:
