@@ -42,7 +42,7 @@ from tasks.health import reconfirm_fault
 from tasks.states import final_state, run_subflow
 from tasks.tags import tag_this_run
 from tasks.ledger import claim_remediation, open_incident, requester, sync_fleet
-from tasks.leases import keeps_lease
+from tasks.leases import fence, keeps_lease
 
 P = RemediationPath
 ATTEMPT_PREFIX = "fix_"
@@ -183,7 +183,7 @@ def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run:
                 record_remediation_outcome(node, succeeded=True, incident_id=incident_id, dry_run=dry_run)
                 if not dry_run:
                     led.set_incident_status(incident_id, status.incident_status,
-                                            detail=f"{status.label.lower()}: {check['why']}")
+                                            detail=f"{status.label.lower()}: {check['why']}", fence=fence(incident_id))
                 timeline.mark(status.label.lower())
                 return _finish(out | {"status": status.value, "why": check["why"]})
 
@@ -221,7 +221,8 @@ def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run:
         if status in (Outcome.FIXED, Outcome.RESTARTED, Outcome.PLANNED) and step.kind is not P.REPLACE:
             record_remediation_outcome(node, succeeded=True, incident_id=incident_id, dry_run=dry_run)
         if not dry_run and status in (Outcome.FIXED, Outcome.RESTARTED):
-            led.set_incident_status(incident_id, IncidentStatus.RESOLVED, detail=f"{step.kind.value}: {status}")
+            led.set_incident_status(incident_id, IncidentStatus.RESOLVED, detail=f"{step.kind.value}: {status}",
+                                    fence=fence(incident_id))
         return _finish(out | result | {"status": status})
     raise RuntimeError(f"{node}: ladder did not settle within {MAX_STEPS} steps: {out['steps']}")
 
@@ -305,7 +306,8 @@ def _start_attempt(led, node: str, incident_id: int, step: Step, xid: int, gpu: 
         kind=f"{ATTEMPT_PREFIX}{step.kind.value}", node=node, requested_by=requester(), dry_run=dry_run,
         incident_id=incident_id,
         detail={"xid": xid, "gpu": gpu, "rung": step.rung, "attempt": step.attempt, "reason": step.reason,
-                "timeout_s": step.timeout.total_seconds(), "not_before": step.not_before.isoformat()}))
+                "timeout_s": step.timeout.total_seconds(), "not_before": step.not_before.isoformat()}),
+        fence=fence(incident_id))  # a run taken over while it stalled starts no rung
     return rec
 
 
@@ -324,7 +326,7 @@ def _jsonable(d: dict) -> dict:
 
 def _record_skip(led, node: str, incident_id: int, kind: str, why: str, dry_run: bool) -> None:
     led.start_action(Action(kind=kind, node=node, requested_by=requester(), dry_run=dry_run, incident_id=incident_id,
-                            outcome=ActionOutcome.SKIPPED, error=why[:500]))
+                            outcome=ActionOutcome.SKIPPED, error=why[:500]), fence=fence(incident_id))
 
 
 def _abandon_orphans(led, node: str) -> None:

@@ -28,7 +28,7 @@ from remedy.approvals.model import DECISIONS, ApprovalOutcome, wait_phases
 from remedy.domain.model import Action, ActionOutcome
 from remedy.errors import RemedyError
 from remedy.ledger.errors import LedgerConflict
-from tasks.leases import keep_alive
+from tasks.leases import fence, keep_alive
 
 class ApprovalInput(RunInput):
     """What a person answers (Prefect UI form, or the Slack receiver on a button press).
@@ -68,7 +68,8 @@ def request_approval(*, kind: str, title: str, summary_markdown: str, incident_i
     if not flow_run.id:
         raise RemedyError("request_approval must be called from inside a flow run (it pauses the run)")
     led = runtime.ledger()
-    rec = led.request_approval(incident_id=incident_id, flow_run_id=str(flow_run.id), kind=kind)
+    rec = led.request_approval(incident_id=incident_id, flow_run_id=str(flow_run.id), kind=kind,
+                               fence=fence(incident_id))  # a run taken over asks nobody
     log.info("approval %s (%s) requested: %s — waiting up to %g s", rec.id, kind, title, timeout_seconds)
 
     notifier, ts = (messages.notifier(runtime.settings()) if slack else None), None

@@ -27,6 +27,7 @@ from remedy.domain.model import Action, ActionOutcome, NodeState, Topology
 from remedy.safety.board import BreakerBoard
 from remedy.safety.breaker import decide
 from remedy.safety.scopes import BreakerState, BreakerTransition, Decision, FailureEvent, FleetView
+from tasks.leases import fence
 from tasks.ledger import requester
 from tasks.retry import transient_only
 
@@ -148,7 +149,7 @@ def check_breaker(node: str, incident_id: int | None, signal: str, detected_at: 
                   "transitions": [t.to_dict() for t in (*cooled, *decision.transitions)],
                   "decision": decision.to_dict()}
         record, _ = led.start_action(Action(kind=GATE_KIND, node=node, requested_by=requester(), dry_run=dry_run,
-                                            incident_id=incident_id, idempotency_key=key))
+                                            incident_id=incident_id, idempotency_key=key), fence=fence(incident_id))
         acted = ActionOutcome.PLANNED if dry_run else ActionOutcome.SUCCEEDED
         led.finish_action(record.id, acted if decision.acted else ActionOutcome.SKIPPED,
                           error="" if decision.acted else decision.explain(), detail=detail)
@@ -170,7 +171,7 @@ def record_remediation_outcome(node: str, succeeded: bool, incident_id: int | No
         record, new = led.start_action(Action(kind=OUTCOME_KIND, node=node, requested_by=requester(),
                                               dry_run=dry_run, incident_id=incident_id,
                                               idempotency_key=f"incident-{incident_id}:{OUTCOME_KIND}:{node}"
-                                              + (":dry-run" if dry_run else "")))
+                                              + (":dry-run" if dry_run else "")), fence=fence(incident_id))
         if new:
             led.finish_action(record.id, ActionOutcome.PLANNED if dry_run else ActionOutcome.SUCCEEDED,
                               detail={"succeeded": succeeded})

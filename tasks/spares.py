@@ -52,7 +52,7 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
                  dry_run: bool = False) -> dict:
     """Pick the warm spare that replaces `node`; the answer explains itself (chosen and rejected, with reasons)."""
     from tasks.gate import breaker_lock  # one lock for every decision that spends the shared pool
-    from tasks.leases import ensure_held
+    from tasks.leases import ensure_held, fence
 
     ensure_held()  # a run that lost its lease must not claim a spare: its incident may be another run's now
     cluster, led, settings = runtime.cluster(), runtime.ledger(), runtime.settings()
@@ -86,7 +86,8 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
         # taken by an unfinished claim from before (its run died) gets the next attempt number.
         led.start_action(Action(kind=CLAIM_KIND, node=choice.name, requested_by=requester(), incident_id=incident_id,
                                 outcome=ActionOutcome.SUCCEEDED, detail=detail,
-                                idempotency_key=key + (f"#{len(earlier) + 1}" if earlier else "")))
+                                idempotency_key=key + (f"#{len(earlier) + 1}" if earlier else "")),
+                         fence=fence(incident_id))  # a run taken over while it stalled claims nothing
         return detail
 
 
