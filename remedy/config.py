@@ -63,6 +63,12 @@ class ClusterAccess(BaseModel):
         "nvidia.com/gpu.present=true",
         description="Label selector that picks the GPU nodes gpu-remedy manages.",
     )
+    list_page_size: int = Field(
+        500, ge=1, le=10000,
+        description="Every list is read in pages of this many objects (`limit` / `continue`), as kubectl does (its "
+        "--chunk-size defaults to 500): one request never asks the API server for a 12,500-node or 100,000-pod "
+        "answer at once. A continue token that expired (410) restarts the list once.",
+    )
 
 
 class TopologyLabels(BaseModel):

@@ -105,14 +105,17 @@ def choose_remediation(node: str, xid: int, incident_id: int) -> dict[str, Any]:
     from remedy.domain.xid import lookup
     from remedy.remediate.choice import ATTEMPT_OPTIONS, Durations, Situation, choose, odds_for
 
+    from remedy.ledger.recent import latest_actions
+    from remedy.settings.triage import triage_settings
+
     led = runtime.ledger()
     resolution = lookup(xid).resolution
+    latest = triage_settings(runtime.settings()).odds_from_latest
     attempts = []
-    for kind in ATTEMPT_OPTIONS:
-        for a in led.actions(kind=kind):
-            if a.outcome.value not in ("succeeded", "failed") or a.dry_run or a.detail.get("xid") is None:
-                continue
-            attempts.append((kind, lookup(int(a.detail["xid"])).resolution, a.outcome.value == "succeeded"))
+    for kind in ATTEMPT_OPTIONS:  # each fix's latest finished attempts: bounded, however long the history
+        for a in latest_actions(led, kind, latest, outcomes=(ActionOutcome.SUCCEEDED, ActionOutcome.FAILED)):
+            if a.detail.get("xid") is not None:
+                attempts.append((kind, lookup(int(a.detail["xid"])).resolution, a.outcome is ActionOutcome.SUCCEEDED))
     spares = [n for n in led.nodes(NodeState.SPARE) if n.name != node]
     durations = Durations(reload=runtime.settings().workload.reload_minutes)
     choice = choose(Situation(resolution=resolution, odds=odds_for(resolution, attempts), spare_ready=bool(spares),

@@ -114,6 +114,30 @@ class KubernetesCluster:
         resp = self._call(what, fn, *args, _preload_content=False, **kwargs)
         return json.loads(resp.data)
 
+    def _list(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[dict]:
+        """Every item of a list, read in pages of `cluster.list_page_size` (`limit` / `continue`).
+
+        The API server serves each page from the snapshot of the first; once that revision is compacted (etcd
+        compacts every 5 minutes) the next page is a 410 Expired (staging/src/k8s.io/apiserver/pkg/storage/etcd3/
+        errors.go). Its offered token would continue an inconsistent list, so the whole list is read again, once."""
+        size = self.settings.cluster.list_page_size
+        for attempt in (1, 2):
+            items: list[dict] = []
+            token: str | None = None
+            try:
+                while True:
+                    page = self._json(what, fn, *args, limit=size, **({"_continue": token} if token else {}),
+                                      **kwargs)
+                    items += page.get("items") or []
+                    token = (page.get("metadata") or {}).get("continue")
+                    if not token:
+                        return items
+            except RemedyError as exc:
+                if getattr(exc, "status", None) != 410 or token is None or attempt == 2:
+                    raise
+                log.info("%s: continue token expired after %d items; listing again from the start", what, len(items))
+        raise AssertionError("unreachable")
+
     def _node_json(self, name: str) -> dict:
         try:
             return self._json(f"read node {name}", self.core.read_node, name)
@@ -130,19 +154,18 @@ class KubernetesCluster:
 
     # ------------------------------------------------------------------ reads
     def list_gpu_nodes(self) -> list[Node]:
-        data = self._json("list GPU nodes", self.core.list_node, label_selector=self.settings.cluster.node_selector)
-        return [self._to_node(item) for item in data.get("items", [])]
+        items = self._list("list GPU nodes", self.core.list_node, label_selector=self.settings.cluster.node_selector)
+        return [self._to_node(item) for item in items]
 
     def get_node(self, name: str) -> Node:
         return self._to_node(self._node_json(name))
 
     def pods_on_node(self, name: str) -> list[dict]:
-        data = self._json(
+        return self._list(
             f"list pods on {name}",
             self.core.list_pod_for_all_namespaces,
             field_selector=f"spec.nodeName={name},status.phase!=Succeeded,status.phase!=Failed",
         )
-        return data.get("items", [])
 
     def read_job(self, namespace: str, job: str) -> dict:
         """A Job as the API serves it (spec and status), e.g. for its failed pods against its backoffLimit."""
@@ -174,17 +197,17 @@ class KubernetesCluster:
 
     def workload_nodes(self, namespace: str, job: str) -> list[str]:
         """Nodes that run a pod of the training Job (the suspects when the job, not a node, reports a fault)."""
-        data = self._json(f"list pods of {namespace}/{job}", self.core.list_namespaced_pod, namespace,
+        pods = self._list(f"list pods of {namespace}/{job}", self.core.list_namespaced_pod, namespace,
                           label_selector=f"job-name={job}")
-        return sorted({p["spec"]["nodeName"] for p in data.get("items", [])
+        return sorted({p["spec"]["nodeName"] for p in pods
                        if (p.get("spec") or {}).get("nodeName") and (p.get("status") or {}).get("phase") == "Running"})
 
     def workload_running_on(self, namespace: str, job: str, node: str) -> bool:
         """Is a pod of the training Job running on `node` (the promoted spare took its share of the work)?"""
-        data = self._json(f"list pods of {namespace}/{job} on {node}", self.core.list_namespaced_pod, namespace,
+        pods = self._list(f"list pods of {namespace}/{job} on {node}", self.core.list_namespaced_pod, namespace,
                           label_selector=f"job-name={job}", field_selector=f"spec.nodeName={node}")
         return any((p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
-                   for p in data.get("items", []))
+                   for p in pods)
 
     def resize_workload(self, namespace: str, job: str, nodes: int) -> dict:
         """Set the training Job's size (elastic jobs continue with fewer nodes inside their min:max range)."""
@@ -428,8 +451,8 @@ class KubernetesCluster:
         try:
             labels = (self._json(f"read pod {namespace}/{pod}", self.core.read_namespaced_pod, pod, namespace)
                       .get("metadata") or {}).get("labels") or {}
-            budgets = self._json(f"list PodDisruptionBudgets in {namespace}",
-                                 self.policy.list_namespaced_pod_disruption_budget, namespace).get("items", [])
+            budgets = self._list(f"list PodDisruptionBudgets in {namespace}",
+                                 self.policy.list_namespaced_pod_disruption_budget, namespace)
             names = sorted(b["metadata"]["name"] for b in budgets if _selects((b.get("spec") or {}).get("selector"),
                                                                               labels))
         except RemedyError as exc:
@@ -457,10 +480,10 @@ class KubernetesCluster:
         other controller) or per bare pod, named "namespace/name", with the nodes it runs on, its highest
         spec.priority (none = 0) and its earliest start. DaemonSet, mirror, finished, terminating and unbound pods
         are left out."""
-        data = self._json("list GPU pods", self.core.list_pod_for_all_namespaces,
+        pods = self._list("list GPU pods", self.core.list_pod_for_all_namespaces,
                           field_selector="status.phase!=Succeeded,status.phase!=Failed")
         groups: dict[str, list[dict]] = {}
-        for pod in data.get("items", []):
+        for pod in pods:
             if _skip_reason(pod) or not (pod.get("spec") or {}).get("nodeName") or not _gpu_request(pod):
                 continue
             groups.setdefault(_workload_of(pod)[0], []).append(pod)
@@ -483,9 +506,9 @@ class KubernetesCluster:
         ns, sep, short = name.partition("/")
         if not sep or not ns or not short:
             raise RemedyError(f"workload name must be namespace/name, got {name!r}")
-        data = self._json(f"list pods of {name}", self.core.list_namespaced_pod, ns,
-                          field_selector="status.phase!=Succeeded,status.phase!=Failed")
-        pods = [p for p in data.get("items", []) if _workload_of(p)[0] == name and not _skip_reason(p)]
+        listed = self._list(f"list pods of {name}", self.core.list_namespaced_pod, ns,
+                            field_selector="status.phase!=Succeeded,status.phase!=Failed")
+        pods = [p for p in listed if _workload_of(p)[0] == name and not _skip_reason(p)]
         kind = _workload_of(pods[0])[1] if pods else ""
         nodes = sorted({p["spec"]["nodeName"] for p in pods if (p.get("spec") or {}).get("nodeName")})
         keys = [f"{ns}/{p['metadata']['name']}" for p in pods]
@@ -576,8 +599,7 @@ class KubernetesCluster:
 
     def job_pods(self, job: str) -> list[dict]:
         ns = self.settings.cluster.jobs_namespace
-        data = self._json(f"list pods of job {job}", self.core.list_namespaced_pod, ns, label_selector=f"job-name={job}")
-        return data.get("items", [])
+        return self._list(f"list pods of job {job}", self.core.list_namespaced_pod, ns, label_selector=f"job-name={job}")
 
     def job_logs(self, job: str) -> str:
         ns = self.settings.cluster.jobs_namespace
@@ -647,13 +669,12 @@ class KubernetesCluster:
             log.warning("could not record event %s on %s: %s", reason, node, exc)
 
     def node_events(self, node: str) -> list[dict]:
-        data = self._json(
+        return self._list(
             f"list events of {node}",
             self.core.list_namespaced_event,
             EVENT_NAMESPACE,
             field_selector=f"involvedObject.kind=Node,involvedObject.name={node}",
         )
-        return data.get("items", [])
 
 
 # ---------------------------------------------------------------------- helpers
