@@ -44,6 +44,8 @@ class DrainReport:
     # pods the Eviction API refuses whatever the wait (covered by more than one PodDisruptionBudget), with why and
     # the budgets' names: a person must act; also in not_evicted
     refused: dict[str, str] = field(default_factory=dict)
+    # pods left Terminating past their grace period on a NotReady node (no kubelet to confirm): force-deleted
+    force_deleted: list[str] = field(default_factory=list)
     seconds: float = 0.0
     dry_run: bool = False
 

@@ -9,11 +9,12 @@ controller (pods per Job, status counts, backoff). Pods a controller owns are fo
 from __future__ import annotations
 
 import time
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
 from remedy.sim.index import gpu_request
 from remedy.sim.objects import owner_ref, random_suffix
-from remedy.sim.store import deep_copy, now_iso
+from remedy.sim.store import deep_copy, now_iso, parse_iso
 
 if TYPE_CHECKING:
     from remedy.sim.cluster import Cluster
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 UNREACHABLE = "node.kubernetes.io/unreachable"
 NOT_READY = "node.kubernetes.io/not-ready"
 UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"  # non-graceful node shutdown: PodGC force-deletes
 CONTROLLER_TAINTS = (UNREACHABLE, UNSCHEDULABLE)
 DEFAULT_TOLERATION_SECONDS = 300  # the DefaultTolerationSeconds admission plugin's value
 HOSTNAME = "kubernetes.io/hostname"
@@ -222,8 +224,17 @@ def delete_pod(cluster: "Cluster", namespace: str, name: str, grace: int | None 
         return pod  # already going, at least as fast
 
     def change(p: dict) -> None:
-        p["metadata"]["deletionTimestamp"] = now_iso()
-        p["metadata"]["deletionGracePeriodSeconds"] = grace
+        # staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go (BeforeDelete): deletionTimestamp is when the
+        # grace period ends, now + grace; a shorter grace on a pod already terminating moves it back by the
+        # difference, never before now. Simulated seconds: it is when the pod will be gone here.
+        meta, now = p["metadata"], datetime.now(timezone.utc)
+        at = now + timedelta(seconds=cluster.scaled(grace))
+        if meta.get("deletionTimestamp"):
+            at = max(now, parse_iso(meta["deletionTimestamp"]) - timedelta(
+                seconds=cluster.scaled(int(meta.get("deletionGracePeriodSeconds") or 0)))
+                + timedelta(seconds=cluster.scaled(grace)))
+        meta["deletionTimestamp"] = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        meta["deletionGracePeriodSeconds"] = grace
 
     out = store.mutate("Pod", namespace, name, change)
     cluster.deletions[(namespace, name)] = time.monotonic() + cluster.scaled(grace)
@@ -253,14 +264,19 @@ def _remove_pod(cluster: "Cluster", namespace: str, name: str) -> None:
 
 def _finish_deletions(cluster: "Cluster") -> None:
     """Terminating pods go once their grace period is over, but only if their kubelet can confirm it: on a
-    NotReady node they stay Terminating until it is back (or a force delete, grace 0), as on a real cluster."""
+    NotReady node they stay Terminating until it is back, a force delete (grace 0), or — PodGC's gcTerminating
+    (pkg/controller/podgc/gc_controller.go, non-graceful node shutdown) — the node is tainted
+    `node.kubernetes.io/out-of-service`: then they are marked Failed and deleted, as on a real cluster."""
     now = time.monotonic()
     for key, due in list(cluster.deletions.items()):
-        if due > now:
-            continue
         pod = cluster.store.get("Pod", *key)
-        node = (pod or {}).get("spec", {}).get("nodeName")
-        if node and node in cluster.health and cluster.store.get("Node", "", node) and not cluster.node_ready(node):
+        node_name = (pod or {}).get("spec", {}).get("nodeName")
+        node = cluster.store.get("Node", "", node_name) if node_name else None
+        down = bool(node and node_name in cluster.health and not cluster.node_ready(node_name))
+        if down and any(t.get("key") == OUT_OF_SERVICE for t in node.get("spec", {}).get("taints") or []):
+            _remove_pod(cluster, *key)  # PodGC does not wait for the grace period
+            continue
+        if due > now or down:
             continue
         _remove_pod(cluster, *key)
 

@@ -9,6 +9,11 @@ eviction subresource, the taint manager, PodGC) keeps disruptions off the count.
 itself (suspend, scale-down) never count. With a podFailurePolicy a replacement waits until the old pod has ended
 (podReplacementPolicy defaults to Failed).
 
+Every failed pod — counted or ignored by the policy — also delays the Job's next pod: the controller creates none
+until 10 s x 2^(n-1) (at most 10 min) after the latest of the n failures since the last success
+(job_controller.go DefaultJobPodFailureBackOff / MaxJobPodFailureBackOff, backoff_utils.go
+getRemainingTimeForFailuresCount). Simulated seconds: at time_scale 0.01 the first wait is 0.1 s.
+
 Two shapes of Job:
 - the training job (annotation `remedy.io/sim-workload: training`): a gang of `parallelism` pods, one
   per eligible node, that run until deleted; a missing pod is recreated on an eligible node or stays Pending;
@@ -36,6 +41,9 @@ if TYPE_CHECKING:
     from remedy.sim.cluster import Cluster
 
 DEFAULT_BACKOFF_LIMIT = 6  # Kubernetes' default spec.backoffLimit
+# pkg/controller/job/job_controller.go v1.36.2: DefaultJobPodFailureBackOff, MaxJobPodFailureBackOff
+POD_FAILURE_BACKOFF_SECONDS = 10.0
+MAX_POD_FAILURE_BACKOFF_SECONDS = 600.0
 
 
 def is_training(job: dict) -> bool:
@@ -102,6 +110,50 @@ def match_pod_failure_policy(job: dict, pod: dict) -> tuple[bool, str | None]:
     return True, None
 
 
+def pod_failure_backoff(failures: int) -> float:
+    """Seconds the Job controller waits after the latest of `failures` pod failures since the last success before
+    it creates a pod (backoff_utils.go getRemainingTimeForFailuresCount: 10 s doubled per further failure, capped
+    at 10 min; no failure, no wait)."""
+    if failures <= 0:
+        return 0.0
+    return min(POD_FAILURE_BACKOFF_SECONDS * 2 ** min(failures - 1, 16), MAX_POD_FAILURE_BACKOFF_SECONDS)
+
+
+def backoff_remaining(cluster: "Cluster", job: dict) -> float:
+    """Real seconds before the Job controller may create a pod for `job` (0: now)."""
+    record = cluster.job_backoff.get(job["metadata"]["uid"])
+    if not cluster.pod_failure_backoff or record is None:
+        return 0.0
+    failures, last = record
+    return max(0.0, last + cluster.scaled(pod_failure_backoff(failures)) - time.monotonic())
+
+
+def _held_by_backoff(cluster: "Cluster", job: dict) -> bool:
+    """True while the back-off holds new pods; wakes the Job's sync when it is over (enqueueSyncJobWithDelay)."""
+    remaining = backoff_remaining(cluster, job)
+    if remaining <= 0:
+        return False
+    uid = job["metadata"]["uid"]
+    if uid not in cluster.job_backoff_wake:
+        cluster.job_backoff_wake.add(uid)
+
+        def wake() -> None:
+            cluster.job_backoff_wake.discard(uid)
+            cluster.index.dirty_owners.add(uid)
+
+        cluster.call_later(remaining / cluster.time_scale + 1e-3, wake)
+    return True
+
+
+def _record_outcome(cluster: "Cluster", job_uid: str, succeeded: bool) -> None:
+    """The back-off record (backoffStore.newBackoffRecord): a success clears it, a failure adds one."""
+    if succeeded:
+        cluster.job_backoff.pop(job_uid, None)
+        return
+    failures, _ = cluster.job_backoff.get(job_uid, (0, 0.0))
+    cluster.job_backoff[job_uid] = (failures + 1, time.monotonic())
+
+
 def _count(cluster: "Cluster", job: dict, pod: dict) -> None:
     """Count a failed pod once (the real controller's tracking finalizer makes it see each pod's end once)."""
     uid, pod_uid = job["metadata"]["uid"], pod["metadata"].get("uid", pod["metadata"]["name"])
@@ -109,6 +161,7 @@ def _count(cluster: "Cluster", job: dict, pod: dict) -> None:
     if pod_uid in seen:
         return
     seen.add(pod_uid)
+    _record_outcome(cluster, uid, succeeded=False)  # ignored by the policy or not, it delays the next pod
     counts, fail_job = match_pod_failure_policy(job, pod)
     if counts:
         cluster.job_new_failures[uid] = cluster.job_new_failures.get(uid, 0) + 1
@@ -222,6 +275,8 @@ def _sync_gang(cluster: "Cluster", job: dict) -> bool:
         else:
             _pending_status(copy, reasons, total)
         cluster.store.put("Pod", copy)
+    if missing > 0 and _held_by_backoff(cluster, job):
+        missing = 0
     for _ in range(max(0, missing)):
         pod = new_job_pod(job)
         if ok:
@@ -269,6 +324,9 @@ def _sync_finite(cluster: "Cluster", job: dict, pods: list[dict]) -> bool:
         live = [p for p in mine if not terminating(p) and not finished(p)]
         ending = only_replace_failed(job) and any(terminating(p) and not finished(p) for p in mine)
         if not live and not ending:
+            if _held_by_backoff(cluster, job):
+                settled = False
+                continue
             pod = new_job_pod(job, index=index, node=node)
             settled &= _place_finite(cluster, job, pod, created=False)
         for pod in live:
@@ -344,6 +402,8 @@ def finish_pod(cluster: "Cluster", namespace: str, name: str, uid: str | None = 
                                           "startedAt": started, "finishedAt": ts}}
 
     cluster.store.mutate("Pod", namespace, name, change)
+    if ok and (owner := controller_uid(pod)):
+        _record_outcome(cluster, owner, succeeded=True)
     node = pod["spec"].get("nodeName")
     if node:  # what the run did to the node's health (a reset, say) shows on the node now
         cluster.reconcile({node})
