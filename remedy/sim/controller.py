@@ -77,12 +77,96 @@ def tolerates(tolerations: list[dict], taint: dict) -> dict | None:
     return None
 
 
+def _node_selector_requirement(expr: dict, labels: dict) -> bool:
+    """One NodeSelectorRequirement (k8s.io/component-helpers/scheduling/corev1/nodeaffinity): In, NotIn, Exists,
+    DoesNotExist, Gt, Lt."""
+    key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+    if op == "In":
+        return key in labels and labels[key] in values
+    if op == "NotIn":
+        return labels.get(key) not in values
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    if op in ("Gt", "Lt") and key in labels and values:
+        try:
+            have, want = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return have > want if op == "Gt" else have < want
+    return False
+
+
+def matches_node_affinity(spec: dict, labels: dict) -> bool:
+    """requiredDuringSchedulingIgnoredDuringExecution: the terms are ORed, each term's expressions ANDed; no
+    required affinity matches every node."""
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution")
+    if not required:
+        return True
+    return any(all(_node_selector_requirement(e, labels) for e in term.get("matchExpressions") or [])
+               and not term.get("matchFields")
+               or (term.get("matchFields") and all(_node_selector_requirement(
+                   e, {"metadata.name": labels.get(HOSTNAME, "")}) for e in term["matchFields"]))
+               for term in required.get("nodeSelectorTerms") or [])
+
+
+def affinity_hosts(spec: dict) -> list[str] | None:
+    """The hosts a pod is pinned to: nodeSelector kubernetes.io/hostname, or required node affinity whose only
+    term is `kubernetes.io/hostname In [...]` (what gpu-remedy's node Jobs carry); None: not pinned that way.
+    Lets the scheduler look at those nodes only (a 12,500-node cluster is not scanned per check pod)."""
+    pinned = (spec.get("nodeSelector") or {}).get(HOSTNAME)
+    if pinned is not None:
+        return [pinned]
+    terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [])
+    if len(terms) == 1 and not terms[0].get("matchFields"):
+        exprs = terms[0].get("matchExpressions") or []
+        hosts = [e for e in exprs if e.get("key") == HOSTNAME and e.get("operator") == "In"]
+        if hosts:
+            return list(hosts[0].get("values") or [])
+    return None
+
+
+def anti_affinity_conflict(cluster: "Cluster", spec: dict, namespace: str, node: dict) -> bool:
+    """Required pod anti-affinity: does a live pod matching a term's labelSelector (in the pod's namespace unless
+    the term names others) already run in the same topology domain as `node`? (kube-scheduler's
+    InterPodAffinity plugin; only existing pods are weighed, as there.)"""
+    from remedy.sim.selectors import label_match
+
+    terms = ((spec.get("affinity") or {}).get("podAntiAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution") or []
+    if not terms:
+        return False
+    for term in terms:
+        key = term.get("topologyKey") or HOSTNAME
+        domain = (node["metadata"].get("labels") or {}).get(key)
+        if domain is None:
+            continue
+        namespaces = set(term.get("namespaces") or [namespace])
+        if key == HOSTNAME:
+            hosts = [node["metadata"]["name"]]
+        else:
+            hosts = [n["metadata"]["name"] for n in cluster.store.objects("Node")
+                     if (n["metadata"].get("labels") or {}).get(key) == domain]
+        for host in hosts:
+            for pod in cluster.index.on_node(host):
+                if finished(pod) or pod["metadata"].get("namespace") not in namespaces:
+                    continue
+                if label_match(term.get("labelSelector") or {}, pod["metadata"].get("labels") or {}):
+                    return True
+    return False
+
+
 def unschedulable_reason(node: dict, spec: dict, ready: bool) -> str | None:
     """Why a pod with this spec cannot go on `node` (None: it can), as the scheduler words it."""
     labels = node["metadata"].get("labels", {})
     for k, v in (spec.get("nodeSelector") or {}).items():
         if labels.get(k) != v:
             return "didn't match Pod's node affinity/selector"
+    if not matches_node_affinity(spec, labels):
+        return "didn't match Pod's node affinity/selector"
     tolerations = spec.get("tolerations") or []
     if node.get("spec", {}).get("unschedulable") and not tolerates(
             tolerations, {"key": UNSCHEDULABLE, "effect": "NoSchedule"}):
@@ -351,7 +435,7 @@ def _pending_status(pod: dict, reasons: dict[str, int], total: int) -> None:
 
 
 def _candidates(cluster: "Cluster", spec: dict, exclude: set[str],
-                cache_key: str | None = None) -> tuple[list[str], dict[str, int], int]:
+                cache_key: str | None = None, namespace: str = "default") -> tuple[list[str], dict[str, int], int]:
     """Nodes a pod with `spec` may go on (sorted, minus `exclude`), and why the others may not.
     With cache_key (a Job uid: all its pods share one spec) each node's verdict is reused until that node
     changes (resourceVersion) or its readiness does, so a drain does not re-judge 2,048 nodes per eviction.
@@ -359,14 +443,15 @@ def _candidates(cluster: "Cluster", spec: dict, exclude: set[str],
     they are checked on every pass against the index's per-node sum of requests."""
     nodes = cluster.store.objects("Node")
     gpus = gpu_request(spec)
-    pinned = (spec.get("nodeSelector") or {}).get(HOSTNAME)
+    pinned = affinity_hosts(spec)
     reasons: dict[str, int] = {}
-    if pinned is not None:  # one node to look at; the rest fail the selector
-        only = cluster.store.get("Node", "", pinned)
-        to_check = [only] if only else []
+    if pinned is not None:  # those nodes to look at; the rest fail the selector
+        to_check = [n for n in (cluster.store.get("Node", "", h) for h in dict.fromkeys(pinned)) if n]
         reasons["didn't match Pod's node affinity/selector"] = len(nodes) - len(to_check)
     else:
         to_check = nodes
+    repels = bool(((spec.get("affinity") or {}).get("podAntiAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"))
     cache = cluster.eligible_cache.setdefault(cache_key, {}) if cache_key else {}
     ok = []
     for node in to_check:
@@ -381,6 +466,8 @@ def _candidates(cluster: "Cluster", spec: dict, exclude: set[str],
                 cache[name] = (rv, ready, why)
         if why is None and gpus and cluster.index.free_gpus(node) < gpus:
             why = INSUFFICIENT_GPU
+        if why is None and repels and anti_affinity_conflict(cluster, spec, namespace, node):
+            why = "didn't match pod anti-affinity rules"
         if why is None and name in exclude:
             why = "already run a pod of this job"
         if why:
@@ -392,7 +479,8 @@ def _candidates(cluster: "Cluster", spec: dict, exclude: set[str],
 
 
 def _schedule_bare_pod(cluster: "Cluster", pod: dict) -> None:
-    ok, reasons, total = _candidates(cluster, pod.get("spec", {}), set())
+    ok, reasons, total = _candidates(cluster, pod.get("spec", {}), set(),
+                                     namespace=pod["metadata"].get("namespace", "default"))
     copy = deep_copy(pod)
     if ok:
         _bind(cluster, copy, ok[0])

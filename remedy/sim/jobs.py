@@ -30,10 +30,11 @@ from typing import TYPE_CHECKING
 
 from remedy.sim.cluster import CHECK_LABEL, WORKLOAD_ANNOTATION, PodRun
 from remedy.sim.controller import (
-    HOSTNAME, SIM_NODES, _bind, _candidates, _pending_status, add_default_tolerations,
+    _bind, _candidates, _pending_status, add_default_tolerations,
     add_extended_resource_tolerations, controller_uid, create_generated, delete_pod, finished, new_job_pod, pod_key,
     terminating,
 )
+from remedy.sim.images import kubelet_refusal
 from remedy.sim.runners import RunResult, get_runner, spread_times
 from remedy.sim.store import deep_copy, now_iso
 
@@ -288,19 +289,13 @@ def _sync_gang(cluster: "Cluster", job: dict) -> bool:
 
 
 def _targets(cluster: "Cluster", job: dict, pods: list[dict]) -> list[tuple[int, str | None]]:
-    """(completion index, pinned node) for each pod the Job needs; fixed when the Job first syncs."""
+    """(completion index, None) for each pod the Job needs: `completions` of them. Where they run is the
+    scheduler's business — node affinity, and pod anti-affinity to spread a group one pod per node — as on a
+    real cluster (the simulator no longer gives a label-selected check one pod per matching node by itself)."""
     uid = job["metadata"]["uid"]
     if uid in cluster.job_targets:
         return cluster.job_targets[uid]
-    template = job["spec"].get("template") or {}
-    selector = (template.get("spec") or {}).get("nodeSelector") or {}
-    check = (template.get("metadata") or {}).get("labels", {}).get(CHECK_LABEL)
-    if check and selector and HOSTNAME not in selector:
-        nodes = sorted({(p["metadata"].get("annotations") or {}).get(SIM_NODES) for p in pods} - {None}) \
-            or cluster.nodes_matching(selector)
-        targets = [(i, n) for i, n in enumerate(nodes)] or [(0, None)]
-    else:
-        targets = [(i, None) for i in range(int(job["spec"].get("completions") or 1))]
+    targets = [(i, None) for i in range(int(job["spec"].get("completions") or 1))]
     cluster.job_targets[uid] = targets
     return targets
 
@@ -317,6 +312,7 @@ def _sync_finite(cluster: "Cluster", job: dict, pods: list[dict]) -> bool:
     if _deadline_passed(cluster, job):
         return True
     settled = True
+    bound: list[dict] = []
     for index, node in targets:
         mine = [p for p in pods if _index(p) == index]
         if any(p["status"].get("phase") == "Succeeded" for p in mine):
@@ -328,16 +324,20 @@ def _sync_finite(cluster: "Cluster", job: dict, pods: list[dict]) -> bool:
                 settled = False
                 continue
             pod = new_job_pod(job, index=index, node=node)
-            settled &= _place_finite(cluster, job, pod, created=False)
+            settled &= _place_finite(cluster, job, pod, created=False, bound=bound)
         for pod in live:
             if not pod["spec"].get("nodeName"):
-                settled &= _place_finite(cluster, job, deep_copy(pod), created=True)
+                settled &= _place_finite(cluster, job, deep_copy(pod), created=True, bound=bound)
+    for pod in bound:  # every pod placed first: a group check's runner sees all the nodes it runs on
+        start_run(cluster, job, pod)
     return settled
 
 
-def _place_finite(cluster: "Cluster", job: dict, pod: dict, created: bool) -> bool:
-    """Bind and start the pod if a node takes it, else leave it Pending; True when it was bound."""
-    ok, reasons, total = _candidates(cluster, pod["spec"], set())
+def _place_finite(cluster: "Cluster", job: dict, pod: dict, created: bool, bound: list[dict]) -> bool:
+    """Bind the pod if a node takes it (its run starts once the pass has placed every pod), else leave it
+    Pending; True when it was bound."""
+    ok, reasons, total = _candidates(cluster, pod["spec"], set(), namespace=pod["metadata"].get("namespace",
+                                                                                                 "default"))
     if ok:
         _bind(cluster, pod, ok[0])
     else:
@@ -348,10 +348,16 @@ def _place_finite(cluster: "Cluster", job: dict, pod: dict, created: bool) -> bo
     if created:
         cluster.store.put("Pod", pod)
     else:
-        create_generated(cluster, pod)
+        pod = create_generated(cluster, pod)
     if ok:
-        start_run(cluster, job, pod)
+        bound.append(pod)
     return bool(ok)
+
+
+def job_nodes(cluster: "Cluster", job: dict) -> list[str]:
+    """Nodes the Job's live pods are bound to: a group check's peers (what mpirun's host list would be)."""
+    return sorted({p["spec"]["nodeName"] for p in cluster.index.owned(job["metadata"]["uid"])
+                   if p["spec"].get("nodeName") and not finished(p) and not terminating(p)})
 
 
 def start_run(cluster: "Cluster", job: dict, pod: dict) -> None:
@@ -360,7 +366,10 @@ def start_run(cluster: "Cluster", job: dict, pod: dict) -> None:
     node = pod["spec"]["nodeName"]
     check = (pod["metadata"].get("labels") or {}).get(CHECK_LABEL)
     runner = get_runner(check)
-    if runner is None:
+    refusal = kubelet_refusal(pod, check)  # what a real node does first: image, command, GPUs
+    if refusal is not None:
+        result = refusal
+    elif runner is None:
         result = RunResult(127, f"simulator: no runner registered for check {check!r}", 0.1)
     else:
         try:
