@@ -75,6 +75,15 @@ def _api_configuration(settings: RemedySettings) -> k8s.Configuration:
     return cfg
 
 
+def render_node_job(spec: NodeJobSpec, settings: RemedySettings) -> dict:
+    """The Job manifest for `spec` (templates/node-job.yaml.j2), without a cluster: `remedy deploy` shows these."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+                             autoescape=False)
+    text = env.get_template("node-job.yaml.j2").render(spec=spec, namespace=settings.cluster.jobs_namespace,
+                                                       taints=settings.taints)
+    return yaml.safe_load(text)
+
+
 class KubernetesCluster:
     """ClusterPort over the official client. `dry_run` is passed down from the flow, never branched on there."""
 
@@ -89,9 +98,6 @@ class KubernetesCluster:
         self.policy = k8s.PolicyV1Api(self.api)
         self._timeout = settings.cluster.request_timeout_seconds
         self._retry = ApiRetry(settings.cluster.api_retries + 1)
-        self._templates = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined, autoescape=False
-        )
 
     def close(self) -> None:
         self.api.close()
@@ -572,10 +578,7 @@ class KubernetesCluster:
 
     # ------------------------------------------------------------------ jobs
     def render_node_job(self, spec: NodeJobSpec) -> dict:
-        text = self._templates.get_template("node-job.yaml.j2").render(
-            spec=spec, namespace=self.settings.cluster.jobs_namespace, taints=self.settings.taints
-        )
-        return yaml.safe_load(text)
+        return render_node_job(spec, self.settings)
 
     def run_node_job(self, spec: NodeJobSpec, *, poll_seconds: float = 0.2) -> JobResult:
         """Create the Job, wait until it succeeds, fails or times out, return its pods' logs."""
