@@ -75,6 +75,15 @@ def _api_configuration(settings: RemedySettings) -> k8s.Configuration:
     return cfg
 
 
+def render_node_job(spec: NodeJobSpec, settings: RemedySettings) -> dict:
+    """The Job manifest for `spec` (templates/node-job.yaml.j2), without a cluster: `remedy deploy` shows these."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+                             autoescape=False)
+    text = env.get_template("node-job.yaml.j2").render(spec=spec, namespace=settings.cluster.jobs_namespace,
+                                                       taints=settings.taints)
+    return yaml.safe_load(text)
+
+
 class KubernetesCluster:
     """ClusterPort over the official client. `dry_run` is passed down from the flow, never branched on there."""
 
@@ -89,9 +98,6 @@ class KubernetesCluster:
         self.policy = k8s.PolicyV1Api(self.api)
         self._timeout = settings.cluster.request_timeout_seconds
         self._retry = ApiRetry(settings.cluster.api_retries + 1)
-        self._templates = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined, autoescape=False
-        )
 
     def close(self) -> None:
         self.api.close()
@@ -180,20 +186,25 @@ class KubernetesCluster:
         return ready, desired
 
     def restart_pods(self, node: str, namespace: str) -> list[str]:
-        """Delete the workload's pods on `node` (not DaemonSet/mirror ones); their controller recreates them.
-        The node stays schedulable: this is the in-place RESTART_APP fix, not a drain."""
+        """Evict the workload's pods on `node` (not DaemonSet/mirror ones); their controller recreates them.
+        The node stays schedulable: this is the in-place RESTART_APP fix, not a drain. Evicted, not deleted: the
+        Eviction API marks a pod DisruptionTarget, which a Job's podFailurePolicy can ignore, whereas a plain
+        delete counts toward the Job's backoffLimit (job_controller.go isPodFailed). A budget that refuses
+        for longer than a minute leaves the pod running; the returned names are the pods restarted."""
         names = [p["metadata"]["name"] for p in self.pods_on_node(node)
                  if p["metadata"].get("namespace") == namespace and not _skip_reason(p)]
         if self.dry_run:
             return names
-        for name in names:
-            try:
-                self._call(f"delete pod {namespace}/{name}", self.core.delete_namespaced_pod, name, namespace)
-            except ObjectNotFound:  # already gone: the goal is reached
-                pass
+        deadline = min(60.0, self.settings.drain.eviction_deadline_seconds)
+        evicted, not_evicted, _, _ = self._evict([f"{namespace}/{n}" for n in names], None, time.monotonic(),
+                                                 deadline)
+        for key, why in sorted(not_evicted.items()):
+            self.record_event(node, reason="RemedyRestartRefused", type="Warning",
+                              message=f"Cannot restart {key}: {why}")
+        restarted = [k.split("/", 1)[1] for k in evicted]
         self.record_event(node, reason="RemedyRestartApp",
-                          message=f"Restarted {len(names)} pod(s) in {namespace}; the node stays in service")
-        return names
+                          message=f"Restarted {len(restarted)} pod(s) in {namespace}; the node stays in service")
+        return restarted
 
     def workload_nodes(self, namespace: str, job: str) -> list[str]:
         """Nodes that run a pod of the training Job (the suspects when the job, not a node, reports a fault)."""
@@ -303,6 +314,8 @@ class KubernetesCluster:
             },
             "uncordon",
         )
+        if (OUT_OF_SERVICE, "NoExecute") in node.taints:  # a drain marked it while it was down (_release_stuck)
+            self.set_taints(name, remove=[OUT_OF_SERVICE])
         self.record_event(name, reason="RemedyUncordon", message=f"Uncordoned by {by}: {reason}")
         return Change(name, "uncordon", changed=True, detail=reason)
 
@@ -393,7 +406,7 @@ class KubernetesCluster:
         )
         return report
 
-    def _evict(self, keys: list[str], grace_period_seconds: int, start: float, deadline_seconds: float
+    def _evict(self, keys: list[str], grace_period_seconds: int | None, start: float, deadline_seconds: float
                ) -> tuple[list[str], dict[str, str], int, dict[str, str]]:
         """Evict "namespace/name" pods through the Eviction API. A PodDisruptionBudget's 429 is retried with back-off
         (`drain.pdb_backoff_seconds`, doubling to 30 s) until the deadline, then reported; a pod under more than one
@@ -462,17 +475,57 @@ class KubernetesCluster:
                 "time; a person must merge the budgets or delete the pod")
 
     def _wait_pods_gone(self, name: str, report: DrainReport, start: float, deadline: float, grace: int) -> None:
-        """Evicted pods terminate within their grace period; wait for that (bounded by grace + deadline)."""
+        """Evicted pods terminate within their grace period; wait for that (bounded by grace + deadline). On a
+        NotReady node no kubelet confirms their end, so pods still Terminating after their grace period
+        (deletionTimestamp passed) are force-deleted — see _release_stuck."""
         evicted = set(report.evicted)
         limit = start + deadline + grace
-        while evicted:
-            left = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in self.pods_on_node(name)}
+        first = True
+        while evicted or first:
+            pods = self.pods_on_node(name)
+            if first or evicted:
+                self._release_stuck(name, pods, report)
+            first = False
+            left = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods} - set(report.force_deleted)
             evicted &= left
             if not evicted or time.monotonic() > limit:
                 break
             time.sleep(0.1)
         for key in evicted:
             report.not_evicted[key] = "evicted but still terminating at the deadline"
+
+    def _release_stuck(self, name: str, pods: list[dict], report: DrainReport) -> None:
+        """Pods Terminating past their grace period on a NotReady node: its kubelet cannot confirm their end, so
+        they would hold their place (and a Job with podReplacementPolicy Failed would never replace them) until
+        the node came back. Taint the node `node.kubernetes.io/out-of-service` (non-graceful node shutdown:
+        PodGC marks such pods Failed and deletes them, pkg/controller/podgc/gc_controller.go gcTerminating)
+        and force-delete them (grace 0, as `kubectl delete --force`). Only for a NotReady node: on a Ready one
+        the kubelet is still stopping them. Uncordon removes the taint."""
+        now = datetime.now(timezone.utc)
+        stuck = []
+        for p in pods:
+            meta = p["metadata"]
+            key = f"{meta['namespace']}/{meta['name']}"
+            at = _parse_time(meta.get("deletionTimestamp") or "")
+            if at is None or at > now or key in report.force_deleted or _skip_reason(p) in ("mirror pod",
+                                                                                           "DaemonSet pod"):
+                continue
+            stuck.append((key, meta))
+        if not stuck or self.get_node(name).ready:
+            return
+        self.set_taints(name, add=[Taint(OUT_OF_SERVICE, "NoExecute", "nodeshutdown")])
+        for key, meta in stuck:
+            try:
+                self._call(f"force-delete pod {key}", self.core.delete_namespaced_pod, meta["name"],
+                           meta["namespace"], grace_period_seconds=0,
+                           body=k8s.V1DeleteOptions(grace_period_seconds=0,
+                                                    preconditions=k8s.V1Preconditions(uid=meta.get("uid"))))
+            except (ObjectNotFound, Conflict):  # gone already, or a new pod of that name: nothing stuck
+                pass
+            report.force_deleted.append(key)
+        self.record_event(name, reason="RemedyForceDelete", type="Warning",
+                          message=f"{name} is NotReady: force-deleted {len(stuck)} pod(s) stuck Terminating "
+                                  f"and marked the node out-of-service ({', '.join(k for k, _ in stuck)})")
 
     # ------------------------------------------------------------------ preemption
     def gpu_workloads(self) -> list[Workload]:
@@ -548,10 +601,7 @@ class KubernetesCluster:
 
     # ------------------------------------------------------------------ jobs
     def render_node_job(self, spec: NodeJobSpec) -> dict:
-        text = self._templates.get_template("node-job.yaml.j2").render(
-            spec=spec, namespace=self.settings.cluster.jobs_namespace, taints=self.settings.taints
-        )
-        return yaml.safe_load(text)
+        return render_node_job(spec, self.settings)
 
     def run_node_job(self, spec: NodeJobSpec, *, poll_seconds: float = 0.2) -> JobResult:
         """Create the Job, wait until it succeeds, fails or times out, return its pods' logs."""
@@ -726,6 +776,7 @@ def _skip_reason(pod: dict) -> str:
 
 
 GPU = "nvidia.com/gpu"
+OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
 
 
 def _gpu_request(pod: dict) -> int:
