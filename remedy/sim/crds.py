@@ -94,9 +94,10 @@ def _is_true(obj: dict, type_: str) -> bool:
 
 
 def _set_status(cluster: "Cluster", kind: str, obj: dict, status: dict) -> None:
-    if status != (obj.get("status") or {}):
-        cluster.store.mutate(kind, obj["metadata"]["namespace"], obj["metadata"]["name"],
-                             lambda o: o.__setitem__("status", status))
+    ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+    stored = cluster.store.get(kind, ns, name)
+    if stored is not None and status != (stored.get("status") or {}):
+        cluster.store.mutate(kind, ns, name, lambda o: o.__setitem__("status", status))
 
 
 # ---------------------------------------------------------------- API hooks (remedy.sim.api)
