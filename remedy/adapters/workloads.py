@@ -48,6 +48,13 @@ JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 TO_JOB_NAME = "training.kubeflow.org/job-name"
 TO_OPERATOR = "training.kubeflow.org/operator-name"
 SUSPENDABLE = frozenset({WorkloadKind.JOB, WorkloadKind.JOBSET, WorkloadKind.PYTORCHJOB})
+# What this port asks of custom resources (remedy.production.rbac reads it: the calls name their resource in
+# arguments). Cluster-wide: preemption suspends lower-priority work of these kinds wherever it runs.
+CRD_RBAC = (
+    ("jobset.x-k8s.io", "jobsets", "get"), ("jobset.x-k8s.io", "jobsets", "patch"),
+    ("kubeflow.org", "pytorchjobs", "get"), ("kubeflow.org", "pytorchjobs", "patch"),
+    ("kueue.x-k8s.io", "workloads", "list"), ("kueue.x-k8s.io", "workloads", "patch"),
+)
 
 
 class WorkloadRefused(RemedyError):
