@@ -324,11 +324,13 @@ def _no_spare(node: str, why: str, incident_id: int, dry_run: bool, outcome: dic
     if work.min_nodes and work.when_no_spare == "shrink":
         ready, desired = runtime.cluster().workload_size(work.namespace, work.job)
         if desired - 1 >= work.min_nodes:
-            resize_workload(work.namespace, work.job, desired - 1, dry_run=dry_run, incident_id=incident_id)
-            timeline.mark("job shrunk")
-            set_incident_status(incident_id, IncidentStatus.ESCALATED.value,
-                                detail=f"no spare; job continues with {desired - 1} nodes (min {work.min_nodes})")
-            return _report(outcome | {"status": "shrunk", "why": why, "job_nodes": desired - 1}, timeline)
+            resized = resize_workload(work.namespace, work.job, desired - 1, dry_run=dry_run, incident_id=incident_id)
+            if not resized.get("refused"):
+                timeline.mark("job shrunk")
+                set_incident_status(incident_id, IncidentStatus.ESCALATED.value,
+                                    detail=f"no spare; job continues with {desired - 1} nodes (min {work.min_nodes})")
+                return _report(outcome | {"status": "shrunk", "why": why, "job_nodes": desired - 1}, timeline)
+            why = f"{why}\ncannot shrink the job: {resized['refused']}"  # its controller says no: a person decides
     set_incident_status(incident_id, IncidentStatus.ESCALATED.value, detail=f"no spare: {why}")
     record_remediation_outcome(node, succeeded=False, incident_id=incident_id, dry_run=dry_run)
     post_notice(f":rotating_light: gpu-remedy: {node} is quarantined and drained but no spare can replace it.\n{why}")

@@ -146,11 +146,27 @@ class ReconfirmSettings(BaseModel):
         "more after this long; GPUs present then means a monitor artefact, not a fault.")
 
 
+class WorkloadKind(StrEnum):
+    """The API kind of the training workload (remedy.adapters.workloads drives each through its own controller)."""
+
+    JOB = "Job"  # batch/v1
+    JOBSET = "JobSet"  # jobset.x-k8s.io/v1alpha2
+    PYTORCHJOB = "PyTorchJob"  # kubeflow.org/v1
+
+
 class WorkloadSettings(BaseModel):
     """The gang-scheduled training job whose nodes gpu-remedy keeps at full size."""
 
-    namespace: str = Field("training", description="Namespace of the training Job.")
-    job: str = Field("llm-pretrain", description="Name of the training Job (batch/v1, parallelism = nodes).")
+    namespace: str = Field("training", description="Namespace of the training workload.")
+    job: str = Field("llm-pretrain", description="Name of the training workload (a Job: parallelism = nodes).")
+    kind: WorkloadKind = Field(
+        WorkloadKind.JOB,
+        description="Its kind: 'Job' (batch/v1), 'JobSet' (jobset.x-k8s.io/v1alpha2) or 'PyTorchJob' "
+        "(kubeflow.org/v1). Suspend, resize and restart go through that kind's controller; a workload labelled "
+        "kueue.x-k8s.io/queue-name is suspended and resumed through its Kueue Workload (spec.active).")
+    replicated_job: str = Field(
+        "workers", description="JobSet only: the replicatedJob whose replicas are resized (ignored when the JobSet "
+        "has just one).")
     resume_timeout_seconds: float = Field(
         600.0, gt=0, description="How long to wait for the job to be back at full size after a promotion."
     )

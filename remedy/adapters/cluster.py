@@ -7,10 +7,13 @@ the official client (against a real API server or the simulator).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from remedy.domain.model import Node
 from remedy.spares.preemption import Workload
+
+if TYPE_CHECKING:
+    from remedy.adapters.workloads import TrainingWorkload
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,7 @@ class ClusterPort(Protocol):
     def detect_drift(self, name: str) -> Drift | None: ...
     def read_job(self, namespace: str, job: str) -> dict: ...
 
+    def workload(self, namespace: str, name: str, kind: str | None = None) -> "TrainingWorkload": ...
     def workload_size(self, namespace: str, job: str) -> tuple[int, int]: ...
     def resize_workload(self, namespace: str, job: str, nodes: int) -> dict: ...
     def workload_running_on(self, namespace: str, job: str, node: str) -> bool: ...

@@ -39,7 +39,10 @@ from tenacity import (
 
 from remedy.adapters.apierrors import ApiRetry, DisruptionRefused, MultipleBudgets
 from remedy.adapters.cluster import Change, DrainReport, Drift, JobResult, NodeJobSpec, Taint
-from remedy.config import ClusterMode, RemedySettings
+from remedy.adapters.workloads import (
+    SUSPENDABLE, TrainingWorkload, WorkloadRefused, open_workload, workload_of_pod,
+)
+from remedy.config import ClusterMode, RemedySettings, WorkloadKind
 from remedy.domain.model import Node, NodeState, Topology
 from remedy.errors import (
     AlreadyExists, ClusterUnreachable, Conflict, NodeNotFound, ObjectNotFound, RemedyError,
@@ -96,6 +99,7 @@ class KubernetesCluster:
         self.core = k8s.CoreV1Api(self.api)
         self.batch = k8s.BatchV1Api(self.api)
         self.policy = k8s.PolicyV1Api(self.api)
+        self.custom = k8s.CustomObjectsApi(self.api)  # JobSet, PyTorchJob, Kueue Workload (remedy.adapters.workloads)
         self._timeout = settings.cluster.request_timeout_seconds
         self._retry = ApiRetry(settings.cluster.api_retries + 1)
 
@@ -177,13 +181,14 @@ class KubernetesCluster:
         """A Job as the API serves it (spec and status), e.g. for its failed pods against its backoffLimit."""
         return self._json(f"read job {namespace}/{job}", self.batch.read_namespaced_job, job, namespace)
 
+    def workload(self, namespace: str, name: str, kind: WorkloadKind | str | None = None) -> TrainingWorkload:
+        """The training workload (settings `workload.kind` unless `kind` is given), driven through its controller."""
+        return open_workload(self, kind or self.settings.workload.kind, namespace, name)
+
     def workload_size(self, namespace: str, job: str) -> tuple[int, int]:
-        """(ready pods, desired pods) of a gang-scheduled training Job."""
-        data = self._json(f"read job {namespace}/{job}", self.batch.read_namespaced_job, job, namespace)
-        desired = int(data.get("spec", {}).get("parallelism") or 0)
-        status = data.get("status", {})
-        ready = int(status.get("ready") if status.get("ready") is not None else status.get("active") or 0)
-        return ready, desired
+        """(ready pods, desired pods) of the gang-scheduled training workload."""
+        state = self.workload(namespace, job).state()
+        return state.ready, state.desired
 
     def restart_pods(self, node: str, namespace: str) -> list[str]:
         """Evict the workload's pods on `node` (not DaemonSet/mirror ones); their controller recreates them.
@@ -209,25 +214,27 @@ class KubernetesCluster:
     def workload_nodes(self, namespace: str, job: str) -> list[str]:
         """Nodes that run a pod of the training Job (the suspects when the job, not a node, reports a fault)."""
         pods = self._list(f"list pods of {namespace}/{job}", self.core.list_namespaced_pod, namespace,
-                          label_selector=f"job-name={job}")
+                          label_selector=self.workload(namespace, job).pod_selector())
         return sorted({p["spec"]["nodeName"] for p in pods
                        if (p.get("spec") or {}).get("nodeName") and (p.get("status") or {}).get("phase") == "Running"})
 
     def workload_running_on(self, namespace: str, job: str, node: str) -> bool:
         """Is a pod of the training Job running on `node` (the promoted spare took its share of the work)?"""
         pods = self._list(f"list pods of {namespace}/{job} on {node}", self.core.list_namespaced_pod, namespace,
-                          label_selector=f"job-name={job}", field_selector=f"spec.nodeName={node}")
+                          label_selector=self.workload(namespace, job).pod_selector(),
+                          field_selector=f"spec.nodeName={node}")
         return any((p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
                    for p in pods)
 
     def resize_workload(self, namespace: str, job: str, nodes: int) -> dict:
-        """Set the training Job's size (elastic jobs continue with fewer nodes inside their min:max range)."""
-        if self.dry_run:
-            return {"job": f"{namespace}/{job}", "parallelism": nodes, "dry_run": True}
-        body = {"spec": {"parallelism": nodes}}
-        self._call(f"resize job {namespace}/{job}", self.batch.patch_namespaced_job, job, namespace, body,
-                   _content_type=SMP, _preload_content=False)
-        return {"job": f"{namespace}/{job}", "parallelism": nodes}
+        """Set the training workload's size as its controller allows (elastic jobs continue with fewer nodes inside
+        their min:max range). A size the controller refuses is reported under "refused", nothing changed."""
+        try:
+            change = self.workload(namespace, job).resize(nodes)
+        except WorkloadRefused as exc:
+            return {"job": f"{namespace}/{job}", "nodes": nodes, "changed": False, "refused": str(exc),
+                    "dry_run": self.dry_run}
+        return change.as_dict() | {"job": f"{namespace}/{job}", "nodes": nodes, "parallelism": nodes}
 
     def joined(self, name: str) -> tuple[bool, str]:
         """Did the node really join the pool: Ready, schedulable, all its GPUs allocatable (seed 002 lost hours
@@ -566,7 +573,7 @@ class KubernetesCluster:
         nodes = sorted({p["spec"]["nodeName"] for p in pods if (p.get("spec") or {}).get("nodeName")})
         keys = [f"{ns}/{p['metadata']['name']}" for p in pods]
         priority = max((int((p.get("spec") or {}).get("priority") or 0) for p in pods), default=0)
-        how = "suspend" if kind == "Job" else "evict"
+        how = "suspend" if kind in SUSPENDABLE else "evict"
         out: dict[str, Any] = {"workload": name, "how": how, "kind": kind or "gone", "pods": keys, "nodes": nodes,
                                "priority": priority, "not_evicted": {}, "changed": bool(pods),
                                "dry_run": self.dry_run}
@@ -577,14 +584,13 @@ class KubernetesCluster:
             out["detail"] = f"would {how} {name} ({len(keys)} pod(s) on {', '.join(nodes)})"
             return out
         start = time.monotonic()
-        if how == "suspend":
-            body = {"spec": {"suspend": True}}
+        if how == "suspend":  # through its controller (a Kueue-managed one through its Kueue Workload)
             try:
-                self._call(f"suspend job {name}", self.batch.patch_namespaced_job, short, ns, body,
-                           _content_type=SMP, _preload_content=False)
+                change = self.workload(ns, short, kind).suspend()
+                out["via"] = change.via
+                out["detail"] = f"suspended {kind} {name} ({change.via}); its {len(keys)} pod(s) are deleted"
             except ObjectNotFound:  # deleted meanwhile: its pods go with it
-                pass
-            out["detail"] = f"suspended job {name}; the Job controller deletes its {len(keys)} pod(s)"
+                out["detail"] = f"{kind} {name} was deleted meanwhile; its pods go with it"
         else:
             evicted, not_evicted, blocked, refused = self._evict(keys, grace_period_seconds, start,
                                                                  self.settings.drain.eviction_deadline_seconds)
@@ -797,11 +803,9 @@ def _gpu_request(pod: dict) -> int:
 
 
 def _workload_of(pod: dict) -> tuple[str, str]:
-    """("namespace/name", controller kind): the pod's controller (a Job, ...) or, for a bare pod, the pod itself."""
-    meta = pod["metadata"]
-    owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
-    name = owner["name"] if owner else meta["name"]
-    return f"{meta.get('namespace', '')}/{name}", (owner or {}).get("kind", "")
+    """("namespace/name", kind): the workload the pod belongs to (a JobSet for its child Jobs' pods, a Job, a
+    PyTorchJob, ...) or, for a bare pod, the pod itself (remedy.adapters.workloads.workload_of_pod)."""
+    return workload_of_pod(pod)
 
 
 def _node_of(pods: list[dict], key: str) -> str:

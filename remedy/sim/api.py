@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
-from remedy.sim import admission, discovery, paging, validation
+from remedy.sim import admission, crds, discovery, paging, validation
 from remedy.sim.cluster import Cluster
 from remedy.sim.controller import BY_POD_GC, delete_pod
 from remedy.sim.disruption import evict
@@ -149,6 +149,7 @@ def _handle(cluster, method, path, query, headers, body, server_address) -> Repl
         return _write(cluster, res, ns or "", name, sub, lambda cur: _json_body(body), dry_run, replace=True)
     if method == "PATCH":
         ctype = headers.get("content-type", "").split(";")[0].strip()
+        crds.check_patch_type(res.kind, ctype)
         patch = _json_body(body) if ctype in PATCH_TYPES else None
         if ctype == "application/strategic-merge-patch+json":
             fn = lambda cur: strategic_merge(cur, patch)  # noqa: E731
@@ -294,6 +295,7 @@ def _write(cluster: Cluster, res, ns: str, name: str, sub: str | None, compute, 
                 new["status"] = deep_copy(current.get("status", {}))
         if res.kind == "Job" and new.get("spec") != current.get("spec"):
             _check_job_update(current, new)
+        crds.check_update(cluster, res.kind, current, new)
         if new.get("spec") != current.get("spec") and "generation" in current["metadata"]:
             new["metadata"]["generation"] = int(current["metadata"]["generation"]) + 1
         validation.validate(res.kind, new)
@@ -368,6 +370,8 @@ def _delete(cluster: Cluster, res, ns: str, name: str, query, body: bytes, dry_r
         elif res.kind == "Node":  # PodGC: the node's pods go at once, marked as disrupted
             for pod in cluster.index.on_node(name):
                 delete_pod(cluster, pod["metadata"]["namespace"], pod["metadata"]["name"], 0, disruption=BY_POD_GC)
+        elif res.kind in crds.KINDS:  # custom resources: background garbage collection of what they own
+            crds.collect(cluster, current, grace)
         elif res.kind == "Namespace":
             for kind in cluster.store.kinds():
                 for obj in cluster.store.objects(kind, name):

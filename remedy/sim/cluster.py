@@ -97,6 +97,7 @@ class Cluster:
         self._reconciling = False
         self._again: set[str] | None = None
         self.throttle: Throttle | None = None  # API throttling (429 + Retry-After under load); off by default
+        self.jobset_elastic = False  # True: JobSet replicas may change (elastic JobSets, KEP-463); remedy.sim.crds
 
     # -- time --
     def scaled(self, seconds: float) -> float:

@@ -213,6 +213,9 @@ def reconcile(cluster: "Cluster", nodes: set[str] | None) -> None:
         if dirty or (nodes_changed and not job_done(job)):
             sync_job(cluster, job, dirty)
     index.dirty_owners.clear()
+    from remedy.sim.crds import sync_workloads
+
+    sync_workloads(cluster)  # JobSet, PyTorchJob and Kueue's Workload
     from remedy.sim.disruption import sync_budgets
 
     sync_budgets(cluster)

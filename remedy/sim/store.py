@@ -26,6 +26,9 @@ RESOURCE_OF_KIND = {
     "Lease": ("leases", "coordination.k8s.io"),
     "DaemonSet": ("daemonsets", "apps"),
     "PriorityClass": ("priorityclasses", "scheduling.k8s.io"),
+    "JobSet": ("jobsets", "jobset.x-k8s.io"),
+    "PyTorchJob": ("pytorchjobs", "kubeflow.org"),
+    "Workload": ("workloads", "kueue.x-k8s.io"),
 }
 
 
