@@ -98,9 +98,13 @@ def close_incident(incident_id: int, status: str, detail: str, only_if_acting: b
 
 
 @task(name="choose_remediation", task_run_name="choose-for-{node}", **READ)
-def choose_remediation(node: str, xid: int, incident_id: int) -> dict[str, Any]:
+def choose_remediation(node: str, xid: int, incident_id: int, tried_depth: int = -1,
+                       unreachable: bool | None = None) -> dict[str, Any]:
     """Compare restart / reset / reboot / replace / escalate by expected job downtime (remedy.remediate.choice),
-    with the fleet's own recorded fix outcomes for this fault class and whether a validated spare is ready."""
+    with the fleet's own recorded fix outcomes for this fault class and whether a validated spare is ready.
+    `tried_depth`: the deepest in-place fix (index into DEPTHS) that already failed on this incident, so only
+    deeper ones are offered; `unreachable`: the node is NotReady (a restart means waiting for it to come back);
+    None reads it from the live node."""
     from remedy.domain.model import NodeState
     from remedy.domain.xid import lookup
     from remedy.remediate.choice import ATTEMPT_OPTIONS, Durations, Situation, choose, odds_for
@@ -117,7 +121,15 @@ def choose_remediation(node: str, xid: int, incident_id: int) -> dict[str, Any]:
             if a.detail.get("xid") is not None:
                 attempts.append((kind, lookup(int(a.detail["xid"])).resolution, a.outcome is ActionOutcome.SUCCEEDED))
     spares = [n for n in led.nodes(NodeState.SPARE) if n.name != node]
-    durations = Durations(reload=runtime.settings().workload.reload_minutes)
+    settings = runtime.settings()
+    if unreachable is None:
+        try:
+            unreachable = not runtime.cluster().get_node(node).ready
+        except NodeNotFound:
+            unreachable = True
+    durations = Durations(reload=settings.workload.reload_minutes,
+                          not_ready_grace=settings.signals.node_not_ready_seconds / 60)
     choice = choose(Situation(resolution=resolution, odds=odds_for(resolution, attempts), spare_ready=bool(spares),
-                              durations=durations))
-    return choice.to_dict() | {"markdown": choice.markdown(), "spares_ready": len(spares)}
+                              durations=durations, tried_depth=tried_depth, unreachable=unreachable))
+    return choice.to_dict() | {"markdown": choice.markdown(), "spares_ready": len(spares),
+                               "tried_depth": tried_depth, "unreachable": unreachable}
