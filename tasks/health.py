@@ -15,6 +15,7 @@ from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
 from remedy.adapters.cluster import NodeJobSpec
+from remedy.domain.durations import human_duration
 from remedy.health import CheckOutputError, parse_check_output, suite_for
 from tasks.ledger import requester
 from tasks.retry import transient_only
@@ -42,7 +43,7 @@ def judge_job(spec, job, gpu_model: str | None) -> dict[str, Any]:
     except CheckOutputError as exc:
         verdict, reasons, measurements = "fail", [f"unreadable output: {exc}"], {}
     if job.phase == "Timeout":
-        verdict, reasons = "fail", [f"Job did not finish within {spec.timeout_seconds} s"] + reasons
+        verdict, reasons = "fail", [f"Job did not finish within {human_duration(spec.timeout_seconds)}"] + reasons
     return {"verdict": verdict, "reasons": reasons, "seconds": round(job.seconds, 2),
             "measurements": jsonable(measurements)}
 
