@@ -23,6 +23,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from remedy import runtime
+from remedy.domain.durations import human_duration
 from remedy.domain.outcome import Outcome, outcome_of
 from remedy.approvals.open_loop import is_open_loop, node_pool
 from remedy.domain.model import Action, ActionOutcome, IncidentStatus
@@ -294,7 +295,7 @@ def _do_step(step: Step, node: str, gpu: int | None, attempt_id: int, incident_i
                              timed_out=rb.get("phase") == "Timeout")
         up = wait_node_ready(node, step.timeout.total_seconds(), dry_run)
         if not up["ready"]:
-            raise StepFailed(f"node not Ready {up['seconds']:g} s after the reboot", timed_out=True)
+            raise StepFailed(f"node not Ready {human_duration(up['seconds'])} after the reboot", timed_out=True)
     else:
         raise StepFailed(f"{step.kind.value} is not an in-place step")
     _respect_operator(node, dry_run)

@@ -201,6 +201,9 @@ class AwsSettings(BaseModel):
     region: str = Field("us-east-1", description="AWS region.")
     endpoint_url: str | None = Field(None, description="Override endpoint (moto server in tests).")
     archive_bucket: str = Field("gpu-remedy-archive", description="S3 bucket for RMA reports and audit archives.")
+    archive_dir: str | None = Field(
+        None, description="Write RMA reports and audit archives as files under this directory instead of to S3. "
+        "`remedy up` sets it to <workdir>/archive when no S3 is configured (no endpoint_url, no AWS credentials).")
 
 
 class ReceiverSettings(BaseModel):

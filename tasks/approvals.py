@@ -25,6 +25,7 @@ from pydantic import Field
 from remedy import runtime
 from remedy.approvals import messages
 from remedy.approvals.model import DECISIONS, ApprovalOutcome, wait_phases
+from remedy.domain.durations import human_duration
 from remedy.domain.model import Action, ActionOutcome
 from remedy.errors import RemedyError
 from remedy.ledger.errors import LedgerConflict
@@ -115,7 +116,7 @@ def _wait(led, approval_id: int, title: str, summary_markdown: str, timeout_seco
     from prefect.flow_runs import pause_flow_run
 
     form = ApprovalInput.with_initial_data(
-        description=f"**{title}**\n\n{summary_markdown}\n\nNo answer within {timeout_seconds:g} s → "
+        description=f"**{title}**\n\n{summary_markdown}\n\nNo answer within {human_duration(timeout_seconds)} → "
                     f"**{default_on_timeout}**. Only a listed approver's answer counts.", reason="")
     nudge = _nudge_later(notifier, led, approval_id, title, timeout_seconds, default_on_timeout, node, incident_id)
     deadline = time.monotonic() + timeout_seconds
@@ -140,7 +141,7 @@ def _wait(led, approval_id: int, title: str, summary_markdown: str, timeout_seco
     if answer is not None:
         _record(led, approval_id, answer.decision, answer.approver.strip(), answer.reason)
     else:
-        _record(led, approval_id, "timeout", "timeout", f"no answer within {timeout_seconds:g} s")
+        _record(led, approval_id, "timeout", "timeout", f"no answer within {human_duration(timeout_seconds)}")
     return led.get_approval(approval_id)
 
 

@@ -23,6 +23,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
+from remedy.domain.durations import human_duration
 from remedy.domain.model import Action, ActionOutcome, NodeState, Topology
 from remedy.safety import history
 from remedy.safety.board import BreakerBoard
@@ -200,7 +201,7 @@ def wait_for_decision(approval_id: int, timeout_seconds: float) -> dict[str, Any
         if a.decision:
             return {"decision": a.decision, "by": a.decided_by or "", "reason": a.reason, "approval_id": a.id}
         time.sleep(0.5)
-    return {"decision": "timeout", "by": "", "reason": f"no decision within {timeout_seconds:.0f} s",
+    return {"decision": "timeout", "by": "", "reason": f"no decision within {human_duration(timeout_seconds)}",
             "approval_id": approval_id}
 
 

@@ -14,6 +14,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
+from remedy.domain.durations import human_duration
 from remedy.health.jobs import check_job
 from remedy.health import CheckOutputError, parse_check_output, suite_for
 from tasks.ledger import requester
@@ -40,7 +41,7 @@ def judge_job(spec, job, gpu_model: str | None) -> dict[str, Any]:
     except CheckOutputError as exc:
         verdict, reasons, measurements = "fail", [f"unreadable output: {exc}"], {}
     if job.phase == "Timeout":
-        verdict, reasons = "fail", [f"Job did not finish within {spec.timeout_seconds} s"] + reasons
+        verdict, reasons = "fail", [f"Job did not finish within {human_duration(spec.timeout_seconds)}"] + reasons
     return {"verdict": verdict, "reasons": reasons, "seconds": round(job.seconds, 2),
             "measurements": jsonable(measurements)}
 

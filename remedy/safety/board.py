@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from remedy.config import CapacityBudget
+from remedy.domain.durations import human_duration
 from remedy.errors import RemedyError
 from remedy.safety.scopes import (
     AUTOMATION,
@@ -63,7 +64,7 @@ class InFlight:
 
 
 def human_window(seconds: float) -> str:
-    return f"{seconds / 60:g} min" if seconds >= 120 else f"{seconds:g} s"
+    return human_duration(seconds)
 
 
 def scope_label(key: str) -> str:

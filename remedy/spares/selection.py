@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from remedy.domain.durations import hours
 from remedy.domain.model import Node, NodeState
 from remedy.safety.scopes import require_aware
 from remedy.settings.safety import SpareSettings
@@ -74,8 +75,8 @@ class NoSpare:
         return "\n".join([f"no spare: {self.reason}"] + [f"not {r.name}: {r.reason}" for r in self.rejected])
 
 
-def _age(hours: float) -> str:
-    return f"{hours / 24:.1f} d" if hours >= 48 else f"{hours:.1f} h"
+def _age(hours_old: float) -> str:
+    return hours(hours_old)
 
 
 def _shared_domains(failed: Node, cand: Node) -> list[str]:

@@ -31,7 +31,7 @@ def test_freshest_matching_spare_wins_then_name():
     assert isinstance(choice, SpareChoice)
     assert choice.name == "s-c" and not choice.needs_validation
     assert choice.ranked == ("s-c", "s-a", "s-b")  # equal freshness: name decides
-    assert "validated 1.0 h ago (within the 72-h freshness window)" in choice.explain()
+    assert "validated 1 h ago (within the 72-h freshness window)" in choice.explain()
 
 
 def test_correlated_failure_prefers_another_rack_even_if_less_fresh():
