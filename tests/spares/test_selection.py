@@ -108,7 +108,7 @@ def test_recently_fixed_spare_is_used_after_clean_record_spares():
     assert choice.name == "s-clean" and choice.ranked == ("s-clean", "s-fixed")
     # it is still used when it is the only one, and the explanation says why it came last
     only = select_spare(FAILED, [fixed], NOW)
-    assert only.name == "s-fixed" and "fixed in place 2.0 d ago (within 14 d)" in only.explain()
+    assert only.name == "s-fixed" and "fixed in place 2 d ago (within 14 d)" in only.explain()
     # outside the window, or with the preference switched off, freshness decides again
     old_fix = SpareCandidate(node("s-fixed", "r5"), NOW - 0.5 * H, fixed_at=NOW - 15 * 24 * H)
     assert select_spare(FAILED, [old_fix, clean], NOW).name == "s-fixed"
