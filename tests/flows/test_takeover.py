@@ -31,11 +31,13 @@ SPARES = 2  # the simulator's sim fixture: 16 nodes, 2 spares
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def ledger_db(request) -> dict[str, str]:
-    """The ledger the flow processes share: remedy_env's SQLite file, or a fresh PostgreSQL database."""
+def ledger_db(request) -> dict[str, object]:
+    """The ledger the flow processes share (remedy_env's SQLite file, or a fresh PostgreSQL database), with the
+    test's lease settings. On PostgreSQL a new flow process's first ledger writes were seen to take longer than 4 s
+    on this shared machine at load 20+: the lease is longer there, or the run would lose it before it acts."""
     if request.param == "sqlite":
-        return {}
-    return {"DB_URL": request.getfixturevalue("fresh_postgres_url")}
+        return dict(LEASES)
+    return LEASES | {"DB_URL": request.getfixturevalue("fresh_postgres_url"), "LEASES__TTL_SECONDS": 10}
 
 
 def _acts(led, incident_id: int, kind: str, outcome: ActionOutcome | None = None, *, not_node: str | None = None):
@@ -166,7 +168,7 @@ def test_replace_node_killed_at_each_step_is_taken_over(prefect_server, sim, rem
     from remedy.demo import _spares_validated_at_build
     from remedy.domain.model import Incident
 
-    runtime = remedy_env(sim=sim, **LEASES, **ledger_db)
+    runtime = remedy_env(sim=sim, **ledger_db)
     node, signal_kind = "gpu007", "row-remap-failure"  # triage's path for it is replace
     log = tmp_path / "flow.log"
     proc = start("triage(incident_id=incident_id, return_state=True)" if how == "watchdog" else
@@ -199,7 +201,7 @@ def test_fix_in_place_killed_during_its_fix_is_taken_over(prefect_server, sim, r
     from remedy.domain.model import Incident
 
     # fixed in place, not replaced first (triage would give the job a spare and fix the node off the critical path)
-    runtime = remedy_env(sim=sim, LADDER__REPLACE_FIRST="false", **LEASES, **ledger_db)
+    runtime = remedy_env(sim=sim, LADDER__REPLACE_FIRST="false", **ledger_db)
     node = "gpu005"
     log = tmp_path / "flow.log"
     proc = start("triage(incident_id=incident_id, return_state=True)" if how == "watchdog" else
@@ -322,7 +324,7 @@ def test_a_stopped_run_taken_over_meanwhile_is_refused_when_it_continues(prefect
     from remedy.domain.model import Incident
 
     sim = sim_factory(nodes=16, spares=2, time_scale=0.05)  # the 30 s drain grace lasts 1.5 s: time to stop it
-    runtime = remedy_env(sim=sim, **LEASES, **ledger_db)
+    runtime = remedy_env(sim=sim, **ledger_db)
     node = "gpu010"
     log = tmp_path / "flow.log"
     proc = start(f"replace_node(node='{node}', signal='row-remap-failure', gpu=2, incident_id=incident_id, "
