@@ -8,7 +8,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
-from remedy.domain.model import Action, ActionOutcome, IncidentStatus, NodeState
+from remedy.domain.model import Action, ActionOutcome, NodeState
 from remedy.spares.selection import NoSpare, SpareCandidate, select_spare as choose_spare
 from tasks.ledger import requester
 from tasks.retry import transient_only
@@ -23,14 +23,9 @@ def _claim_key(incident_id: int, node: str) -> str:
 
 def _claimed_by_others(led, incident_id: int | None) -> set[str]:
     """Spares promised to other remediations still in progress: never hand one spare to two failed nodes."""
-    live = {IncidentStatus.OPEN, IncidentStatus.ACTING}
-    out = set()
-    for a in led.actions(kind=CLAIM_KIND):
-        if a.incident_id == incident_id or a.outcome is not ActionOutcome.SUCCEEDED or a.dry_run:
-            continue
-        if a.incident_id is None or led.get_incident(a.incident_id).status in live:
-            out.add(a.node)
-    return out
+    from remedy.ledger.recent import live_claims
+
+    return live_claims(led, CLAIM_KIND, except_incident=incident_id)
 
 
 def correlated_failure(node: str, now: datetime) -> bool:

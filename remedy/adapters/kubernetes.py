@@ -3,7 +3,8 @@
 Same code against a real API server (kubeconfig / in-cluster) and the embedded simulator (plain HTTP).
 Design choices worth knowing:
 - Reads go through the client with `_preload_content=False` and are parsed as JSON dicts: deserialising 2,048
-  V1Node models costs seconds, the JSON a few tens of milliseconds.
+  V1Node models costs seconds, the JSON a few tens of milliseconds. Every list is read in pages
+  (`cluster.list_page_size`, `limit` / `continue`); a continue token that expired (410) restarts the list once.
 - Node.spec.taints is an atomic list on the API server, so taints are merged by (key, effect) here and written with
   a resourceVersion precondition; a 409 means someone else wrote first: re-read and merge again.
 - Every mutation is idempotent ("already cordoned" is success, `changed=False`) and records a Kubernetes Event on

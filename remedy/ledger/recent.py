@@ -12,7 +12,7 @@ from datetime import datetime
 
 from sqlalchemy import and_, exists, func, select
 
-from remedy.domain.model import ActionOutcome
+from remedy.domain.model import ActionOutcome, IncidentStatus
 from remedy.ledger import schema
 from remedy.ledger.convert import action_record, breaker_event_record, require_aware
 from remedy.ledger.engine import read_transaction
@@ -83,3 +83,20 @@ def latest_breaker_events(led) -> tuple[list[BreakerEventRecord], list[BreakerEv
         closes = [breaker_event_record(r) for r in conn.execute(
             select(schema.breaker_events).where(b.id.in_(closed)).order_by(b.id))]
     return last, closes
+
+
+def live_claims(led, kind: str, *, except_incident: int | None = None) -> set[str]:
+    """Nodes named by succeeded `kind` actions (spare claims) of incidents still open or acting — found from those
+    incidents (the incidents' status index), not by reading every claim ever made — plus claims made outside any
+    incident, which stay taken. `except_incident`: the asking remediation's own claims do not count (None: a claim
+    outside any incident asks, and those are its own)."""
+    a, i = schema.actions.c, schema.incidents.c
+    live = [IncidentStatus.OPEN.value, IncidentStatus.ACTING.value]
+    of_live = (select(a.node).select_from(schema.incidents.join(schema.actions, a.incident_id == i.id))
+               .where(i.status.in_(live), a.kind == kind, a.outcome == _SUCCEEDED))
+    if except_incident is not None:
+        of_live = of_live.where(i.id != except_incident)
+    loose = select(a.node).where(a.kind == kind, a.outcome == _SUCCEEDED, a.incident_id.is_(None))
+    with read_transaction(led.engine) as conn:
+        taken = {r.node for r in conn.execute(of_live)}
+        return taken if except_incident is None else taken | {r.node for r in conn.execute(loose)}

@@ -7,9 +7,9 @@ import random
 from datetime import datetime, timedelta, timezone
 
 from remedy.config import CapacityBudget
-from remedy.domain.model import Action, ActionOutcome, Incident, Node, Topology
+from remedy.domain.model import Action, ActionOutcome, Incident, IncidentStatus, Node, Topology
 from remedy.ledger import Ledger
-from remedy.ledger.recent import latest_actions, unfinished
+from remedy.ledger.recent import latest_actions, live_claims, unfinished
 from remedy.safety import history
 from remedy.safety.board import BreakerBoard
 from remedy.safety.breaker import decide
@@ -224,3 +224,26 @@ def test_latest_actions_keeps_the_newest_finished_real_ones(ledger: Ledger) -> N
     assert [(a.node, a.outcome) for a in got] == [("gpu-0-0", ActionOutcome.FAILED)] + \
         [("gpu-0-1", ActionOutcome.SUCCEEDED)] * 3
     assert got == sorted(got, key=lambda a: a.started_at)
+
+
+def test_spares_claimed_by_live_incidents_only(ledger: Ledger) -> None:
+    seed_nodes(ledger)
+
+    def claim(node: str, spare: str, status: IncidentStatus | None) -> int | None:
+        inc_id = None
+        if status is not None:
+            inc, _ = ledger.open_incident(Incident(node, "xid", xid=79), window_seconds=600)
+            inc_id = inc.id
+            if status is not IncidentStatus.OPEN:
+                ledger.set_incident_status(inc.id, status)
+        ledger.start_action(Action(kind=CLAIM_KIND, node=spare, incident_id=inc_id, outcome=ActionOutcome.SUCCEEDED,
+                                   detail={"replaces": node}))
+        return inc_id
+
+    mine = claim("gpu-0-0", "spare-a", IncidentStatus.ACTING)
+    claim("gpu-0-1", "spare-b", IncidentStatus.ACTING)
+    claim("gpu-0-2", "spare-c", IncidentStatus.RESOLVED)  # settled long ago: its spare is a node like any other
+    claim("gpu-0-3", "spare-d", None)  # claimed outside any incident: stays taken
+    ledger.start_action(Action(kind=CLAIM_KIND, node="spare-e", dry_run=True, outcome=ActionOutcome.PLANNED))
+    assert live_claims(ledger, CLAIM_KIND, except_incident=mine) == {"spare-b", "spare-d"}
+    assert live_claims(ledger, CLAIM_KIND) == {"spare-a", "spare-b"}
