@@ -163,7 +163,12 @@ class KubernetesCluster:
 
     def restart_pods(self, node: str, namespace: str) -> list[str]:
         """Delete the workload's pods on `node` (not DaemonSet/mirror ones); their controller recreates them.
-        The node stays schedulable: this is the in-place RESTART_APP fix, not a drain."""
+        The node stays schedulable: this is the in-place RESTART_APP fix, not a drain. In the training workload's
+        namespace it is that workload's restart, as its controller defines it (a JobSet's is a gang restart, refused
+        when failurePolicy.maxRestarts is used up: WorkloadRefused)."""
+        work = self.settings.workload
+        if namespace == work.namespace:
+            return list(self.workload(namespace, work.job).restart(node).pods)
         names = [p["metadata"]["name"] for p in self.pods_on_node(node)
                  if p["metadata"].get("namespace") == namespace and not _skip_reason(p)]
         if self.dry_run:

@@ -184,6 +184,9 @@ def test_jobset_restart_recreates_the_gang_and_counts_against_max_restarts(sim, 
         # no restart left: a pod restart would fail the whole JobSet, so it is refused and nothing is deleted
         with pytest.raises(WorkloadRefused, match="no JobSet restart left"):
             work.restart(node)
+        # the in-place RESTART_APP fix (restart_pods in the workload's namespace) goes through the same port
+        with pytest.raises(WorkloadRefused, match="no JobSet restart left"):
+            c.restart_pods(node, "training")
         assert work.state().ready == 6
 
 
@@ -311,3 +314,23 @@ def test_a_jobset_is_one_preemptable_workload_suspended_as_a_whole(sim, api):
         assert (out["how"], out["kind"], out["via"]) == ("suspend", "JobSet", "spec.suspend")
     assert co.get_namespaced_custom_object(*JS, "finetune")["spec"]["suspend"] is True
     wait(lambda: running(api, "jobset.sigs.k8s.io/jobset-name=finetune") == 0, what="JobSet pods gone")
+
+
+# ---------------------------------------------------------------- the fleet dashboard's restart budget
+def test_the_dashboard_counts_a_jobsets_gang_restarts_against_max_restarts(api, remedy_on_sim, monkeypatch):
+    from remedy import runtime
+    from tasks.dashboard import read_job_failures
+
+    monkeypatch.setenv("REMEDY_WORKLOAD__KIND", "JobSet")
+    monkeypatch.setenv("REMEDY_WORKLOAD__JOB", "train")
+    runtime.reset()
+    co = k8s.CustomObjectsApi(api)
+    co.create_namespaced_custom_object(*JS, jobset("train", 4, max_restarts=2))
+    work = runtime.cluster().workload("training", "train")
+    wait(lambda: work.state().ready == 4)
+    assert "0 gang restart(s) of failurePolicy.maxRestarts 2: 2 more" in read_job_failures.fn()["warning"]
+    work.restart(runtime.cluster().workload_nodes("training", "train")[0])
+    wait(lambda: co.get_namespaced_custom_object(*JS, "train")["status"]["restarts"] == 1)
+    job = read_job_failures.fn()
+    assert (job["failed"], job["limit"], job["limit_name"]) == (1, 2, "failurePolicy.maxRestarts")
+    assert "1 more drain(s) or restart(s) fail the whole JobSet" in job["warning"]
