@@ -18,6 +18,8 @@ Semantics under test, as each controller defines them:
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import time
 
 import pytest
@@ -91,6 +93,23 @@ def test_the_crds_are_discoverable_and_served_as_custom_resources(sim, api):
         co.patch_namespaced_custom_object(*JS, "train", {"spec": {"suspend": True}},
                                           _content_type="application/strategic-merge-patch+json")
     assert smp.value.status == 415
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_kubectl_sees_and_patches_the_crds_as_on_a_real_server(sim, api):
+    """kubectl (client-go) as an independent client: discovery finds the kinds, a merge patch suspends, and the
+    strategic merge patch kubectl sends by default is refused for a custom resource."""
+    k8s.CustomObjectsApi(api).create_namespaced_custom_object(*JS, jobset("train", 2))
+    base = ["kubectl", "--kubeconfig=/dev/null", f"--server={sim.url}", "-n", "training"]
+
+    def run(*args):
+        return subprocess.run(base + list(args), capture_output=True, text=True, timeout=60)
+
+    assert run("get", "jobsets", "-o", "name").stdout.split() == ["jobset.jobset.x-k8s.io/train"]
+    assert run("patch", "jobset", "train", "--type=merge", "-p", '{"spec":{"suspend":true}}').returncode == 0
+    assert k8s.CustomObjectsApi(api).get_namespaced_custom_object(*JS, "train")["spec"]["suspend"] is True
+    refused = run("patch", "jobset", "train", "-p", '{"spec":{"suspend":false}}')
+    assert refused.returncode != 0 and "strategic-merge-patch" in refused.stderr
 
 
 # ---------------------------------------------------------------- batch/v1 Job
