@@ -4,11 +4,16 @@ gpu-remedy keeps one gang-scheduled training workload at full size (settings `wo
 `.job`). What "suspend", "resize" and "restart" mean is the workload controller's, not ours, so each kind does them
 the way its controller defines them:
 
-| kind | suspend | resize (nodes) | restart on a node | budget |
-|---|---|---|---|---|
-| batch/v1 Job | `spec.suspend` (the Job controller deletes the pods) | `spec.parallelism` (+ `completions` for an Indexed Job: elastic Indexed Jobs change both) | delete the pods; the Job controller replaces them | `status.failed` vs `backoffLimit` |
-| JobSet jobset.x-k8s.io/v1alpha2 | `spec.suspend` (passed to every child Job) | `replicatedJobs[].replicas`; refused by JobSet's webhook unless the controller has elastic JobSets (KEP-463) | delete the pods; the child Job fails and the JobSet recreates every child Job | `status.restarts` vs `failurePolicy.maxRestarts` |
-| PyTorchJob kubeflow.org/v1 | `spec.runPolicy.suspend` | `pytorchReplicaSpecs.Worker.replicas` inside `elasticPolicy` min/maxReplicas (the scale subresource's spec path) | delete the pods; the operator recreates them by name | `runPolicy.backoffLimit` |
+- batch/v1 Job: suspend = `spec.suspend` (the Job controller deletes the pods); resize = `spec.parallelism` (and
+  `completions` for an Indexed Job: elastic Indexed Jobs change both); restart = delete the pods, the Job controller
+  replaces them; budget = `status.failed` against `backoffLimit`.
+- JobSet jobset.x-k8s.io/v1alpha2: suspend = `spec.suspend` (passed to every child Job); resize =
+  `replicatedJobs[].replicas`, refused by JobSet's webhook unless the controller has elastic JobSets (KEP-463);
+  restart = delete the pods, the child Job fails and the JobSet recreates every child Job; budget =
+  `status.restarts` against `failurePolicy.maxRestarts` (a restart with none left is refused).
+- PyTorchJob kubeflow.org/v1: suspend = `spec.runPolicy.suspend`; resize = `pytorchReplicaSpecs.Worker.replicas`
+  (the scale subresource's spec path) inside `elasticPolicy` min/maxReplicas; restart = delete the pods, the
+  operator recreates them under their names; budget = `runPolicy.backoffLimit`.
 
 Sources: kubernetes-sigs/jobset api/jobset/v1alpha2/jobset_types.go and pkg/webhooks/jobset_webhook.go (ValidateUpdate:
 replicatedJobs immutable), keps/463-ElasticJobsets; kubeflow/training-operator pkg/apis/kubeflow.org/v1/
@@ -210,7 +215,8 @@ class _Workload:
         wl = items[0]["metadata"]["name"]
         via = f"Kueue Workload {wl} spec.active"
         if ((items[0].get("spec") or {}).get("active", True) is not False) == active:
-            return self._change(action, False, via=via, detail=f"Kueue Workload already {'active' if active else 'inactive'}")
+            return self._change(action, False, via=via,
+                                detail=f"Kueue Workload already {'active' if active else 'inactive'}")
         if self.cluster.dry_run:
             return self._change(action, True, via=via, detail=f"would set {via}={str(active).lower()}")
         self.cluster._call(f"set spec.active={str(active).lower()} on Kueue Workload {self.namespace}/{wl}",
@@ -302,8 +308,9 @@ class _Custom(_Workload):
 
     def read(self) -> dict:
         group, version, plural = self.api
-        return self.cluster._json(f"read {self.kind.value} {self.key}", self.cluster.custom.get_namespaced_custom_object,
-                                  group, version, self.namespace, plural, self.name)
+        return self.cluster._json(f"read {self.kind.value} {self.key}",
+                                  self.cluster.custom.get_namespaced_custom_object, group, version, self.namespace,
+                                  plural, self.name)
 
     def _patch(self, body: dict, what: str) -> dict:
         group, version, plural = self.api

@@ -147,7 +147,8 @@ def test_jobset_suspend_and_resume_through_spec_suspend(sim, api):
         obj = co.get_namespaced_custom_object(*JS, "train")
         assert obj["spec"]["suspend"] is True
         wait(lambda: not pods(api, work.pod_selector()), what="pods deleted")
-        children = k8s.BatchV1Api(api).list_namespaced_job("training", label_selector="jobset.sigs.k8s.io/jobset-name=train")
+        children = k8s.BatchV1Api(api).list_namespaced_job("training",
+                                                           label_selector="jobset.sigs.k8s.io/jobset-name=train")
         assert len(children.items) == 6 and all(j.spec.suspend for j in children.items)
         obj = co.get_namespaced_custom_object(*JS, "train")
         assert any(c_["type"] == "Suspended" and c_["status"] == "True" for c_ in obj["status"]["conditions"])
