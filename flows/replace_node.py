@@ -21,6 +21,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from remedy import runtime
 from remedy.approvals.open_loop import is_open_loop, node_pool
+from remedy.domain.durations import human_duration
 from remedy.domain.model import IncidentStatus, NodeState
 from remedy.domain.outcome import Outcome
 from remedy.domain.timeline import Timeline
@@ -444,7 +445,7 @@ def _report(outcome: dict[str, Any], timeline: Timeline) -> dict[str, Any]:
     if outcome.get("dry_run"):
         story.append("- dry-run: every step planned and recorded, nothing changed")
     story += ["", "| step | at | since detection |", "|---|---|---|"]
-    story += [f"| {r['step']} | {r['at']} | {r['since_detection_s']} s |" for r in rows]
+    story += [f"| {r['step']} | {r['at']} | {human_duration(r['since_detection_s'])} |" for r in rows]
     create_markdown_artifact(key=f"replace-{node}-story", markdown="\n".join(story), description="What happened")
     outcome["timeline"] = rows
     outcome["finished_at"] = datetime.now(timezone.utc).isoformat()

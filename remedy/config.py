@@ -63,6 +63,12 @@ class ClusterAccess(BaseModel):
         "nvidia.com/gpu.present=true",
         description="Label selector that picks the GPU nodes gpu-remedy manages.",
     )
+    list_page_size: int = Field(
+        500, ge=1, le=10000,
+        description="Every list is read in pages of this many objects (`limit` / `continue`), as kubectl does (its "
+        "--chunk-size defaults to 500): one request never asks the API server for a 12,500-node or 100,000-pod "
+        "answer at once. A continue token that expired (410) restarts the list once.",
+    )
 
 
 class TopologyLabels(BaseModel):
@@ -195,6 +201,9 @@ class AwsSettings(BaseModel):
     region: str = Field("us-east-1", description="AWS region.")
     endpoint_url: str | None = Field(None, description="Override endpoint (moto server in tests).")
     archive_bucket: str = Field("gpu-remedy-archive", description="S3 bucket for RMA reports and audit archives.")
+    archive_dir: str | None = Field(
+        None, description="Write RMA reports and audit archives as files under this directory instead of to S3. "
+        "`remedy up` sets it to <workdir>/archive when no S3 is configured (no endpoint_url, no AWS credentials).")
 
 
 class ReceiverSettings(BaseModel):
@@ -277,7 +286,9 @@ def _first_error(exc: ValidationError) -> str:
 
 
 def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> RemedySettings:
-    """Read YAML (path, else $REMEDY_CONFIG, else defaults) + environment; raise ConfigError naming the field."""
+    """Read YAML (path, else $REMEDY_CONFIG, else defaults), then REMEDY_* environment, then `overrides`.
+
+    Raises ConfigError naming the field."""
     path = path or os.environ.get("REMEDY_CONFIG")
     data: dict[str, Any] = {}
     if path:
@@ -305,11 +316,12 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
     if unknown:
         variable = "REMEDY_" + unknown[0].upper().replace(".", "__")
         raise ConfigError(f"{unknown[0]}: unknown setting (environment variable {variable}){unknown[1]}")
-    # YAML is the lowest layer: environment variables override it field by field.
+    # Layers, lowest first: YAML, environment variables, keyword overrides (a caller's explicit value, e.g. a CLI
+    # flag, beats an exported REMEDY_* variable); each overrides the one below field by field.
     try:
         base = RemedySettings(**_deep_merge(data, overrides))
         if env:
-            merged = _deep_merge(base.model_dump(mode="python"), env)
+            merged = _deep_merge(_deep_merge(base.model_dump(mode="python"), env), overrides)
             base = RemedySettings.model_validate(_unwrap_secrets(merged))
         return base
     except ValidationError as exc:

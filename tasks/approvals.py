@@ -25,10 +25,11 @@ from pydantic import Field
 from remedy import runtime
 from remedy.approvals import messages
 from remedy.approvals.model import DECISIONS, ApprovalOutcome, wait_phases
+from remedy.domain.durations import human_duration
 from remedy.domain.model import Action, ActionOutcome
 from remedy.errors import RemedyError
 from remedy.ledger.errors import LedgerConflict
-from tasks.leases import keep_alive
+from tasks.leases import fence, keep_alive
 
 class ApprovalInput(RunInput):
     """What a person answers (Prefect UI form, or the Slack receiver on a button press).
@@ -68,7 +69,8 @@ def request_approval(*, kind: str, title: str, summary_markdown: str, incident_i
     if not flow_run.id:
         raise RemedyError("request_approval must be called from inside a flow run (it pauses the run)")
     led = runtime.ledger()
-    rec = led.request_approval(incident_id=incident_id, flow_run_id=str(flow_run.id), kind=kind)
+    rec = led.request_approval(incident_id=incident_id, flow_run_id=str(flow_run.id), kind=kind,
+                               fence=fence(incident_id))  # a run taken over asks nobody
     log.info("approval %s (%s) requested: %s — waiting up to %g s", rec.id, kind, title, timeout_seconds)
 
     notifier, ts = (messages.notifier(runtime.settings()) if slack else None), None
@@ -114,7 +116,7 @@ def _wait(led, approval_id: int, title: str, summary_markdown: str, timeout_seco
     from prefect.flow_runs import pause_flow_run
 
     form = ApprovalInput.with_initial_data(
-        description=f"**{title}**\n\n{summary_markdown}\n\nNo answer within {timeout_seconds:g} s → "
+        description=f"**{title}**\n\n{summary_markdown}\n\nNo answer within {human_duration(timeout_seconds)} → "
                     f"**{default_on_timeout}**. Only a listed approver's answer counts.", reason="")
     nudge = _nudge_later(notifier, led, approval_id, title, timeout_seconds, default_on_timeout, node, incident_id)
     deadline = time.monotonic() + timeout_seconds
@@ -139,7 +141,7 @@ def _wait(led, approval_id: int, title: str, summary_markdown: str, timeout_seco
     if answer is not None:
         _record(led, approval_id, answer.decision, answer.approver.strip(), answer.reason)
     else:
-        _record(led, approval_id, "timeout", "timeout", f"no answer within {timeout_seconds:g} s")
+        _record(led, approval_id, "timeout", "timeout", f"no answer within {human_duration(timeout_seconds)}")
     return led.get_approval(approval_id)
 
 

@@ -46,13 +46,29 @@ def correlated_failure(node: str, now: datetime) -> bool:
     return False
 
 
+def last_fixed(led) -> dict[str, datetime]:
+    """Node → when a reset or reboot last cleared a fault on it (fix-in-place's rungs and recover-node's off-path
+    fixes are both `fix_<step>` rows): select_spare uses such a node after the spares with a clean record."""
+    from remedy.remediate.choice import ATTEMPT_OPTIONS, Option
+
+    out: dict[str, datetime] = {}
+    for kind, option in ATTEMPT_OPTIONS.items():
+        if option is Option.RESTART:  # a restart fixes the application, not the node
+            continue
+        for a in led.actions(kind=kind):
+            if a.outcome is ActionOutcome.SUCCEEDED and not a.dry_run:
+                when = a.finished_at or a.started_at
+                out[a.node] = max(out.get(a.node, when), when)
+    return out
+
+
 @task(name="select_spare", task_run_name="select-spare-for-{node}", cache_policy=NO_CACHE, retries=2,
       retry_delay_seconds=1, retry_condition_fn=transient_only)
 def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | None = None,
                  dry_run: bool = False) -> dict:
     """Pick the warm spare that replaces `node`; the answer explains itself (chosen and rejected, with reasons)."""
     from tasks.gate import breaker_lock  # one lock for every decision that spends the shared pool
-    from tasks.leases import ensure_held
+    from tasks.leases import ensure_held, fence
 
     ensure_held()  # a run that lost its lease must not claim a spare: its incident may be another run's now
     cluster, led, settings = runtime.cluster(), runtime.ledger(), runtime.settings()
@@ -65,6 +81,7 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
         now = datetime.now(timezone.utc)
         failed = cluster.get_node(node)
         taken = _claimed_by_others(led, incident_id)
+        fixed = last_fixed(led)
         candidates = []
         for n in cluster.list_gpu_nodes():
             if n.name == node or n.state is not NodeState.SPARE or not n.ready or n.name in taken:
@@ -73,7 +90,7 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
                 validated_at = led.get_node(n.name).validated_at
             except Exception:
                 validated_at = None
-            candidates.append(SpareCandidate(n, validated_at))
+            candidates.append(SpareCandidate(n, validated_at, fixed.get(n.name)))
         choice = choose_spare(failed, candidates, now, settings.spares, correlated=correlated_failure(node, now),
                               lemons=lemons or ())
         if isinstance(choice, NoSpare):
@@ -86,7 +103,8 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
         # taken by an unfinished claim from before (its run died) gets the next attempt number.
         led.start_action(Action(kind=CLAIM_KIND, node=choice.name, requested_by=requester(), incident_id=incident_id,
                                 outcome=ActionOutcome.SUCCEEDED, detail=detail,
-                                idempotency_key=key + (f"#{len(earlier) + 1}" if earlier else "")))
+                                idempotency_key=key + (f"#{len(earlier) + 1}" if earlier else "")),
+                         fence=fence(incident_id))  # a run taken over while it stalled claims nothing
         return detail
 
 

@@ -12,6 +12,7 @@ from prefect.cache_policies import NO_CACHE
 from remedy import runtime
 from remedy.domain.model import ActionOutcome, IncidentStatus, utcnow
 from remedy.errors import NodeNotFound
+from remedy.ledger.errors import LeaseLost
 from remedy.ledger.leases import REANNOUNCE_KIND
 from tasks.ledger import requester, took_over
 from tasks.retry import transient_only
@@ -77,7 +78,7 @@ def close_incident(incident_id: int, status: str, detail: str, only_if_acting: b
     run's was found gone and the incident taken over)."""
     from prefect.runtime import flow_run
 
-    from tasks.leases import ensure_held
+    from tasks.leases import ensure_held, fence
 
     ensure_held()
     led = runtime.ledger()
@@ -86,28 +87,49 @@ def close_incident(incident_id: int, status: str, detail: str, only_if_acting: b
     lease = led.get_lease(holder) if holder and holder != str(flow_run.id or "") else None
     taken = lease is not None and lease.live(utcnow())
     if not (only_if_acting and (rec.status is not IncidentStatus.ACTING or taken)):
-        rec = led.set_incident_status(incident_id, IncidentStatus(status), detail=detail[:2000])
+        try:  # fenced: decided inside the write whether this run still speaks for the incident
+            rec = led.set_incident_status(incident_id, IncidentStatus(status), detail=detail[:2000],
+                                          fence=fence(incident_id))
+        except LeaseLost:
+            if not only_if_acting:
+                raise
+            rec = led.get_incident(incident_id)  # another run has it now: its word stands
     return {"id": rec.id, "status": rec.status.value}
 
 
 @task(name="choose_remediation", task_run_name="choose-for-{node}", **READ)
-def choose_remediation(node: str, xid: int, incident_id: int) -> dict[str, Any]:
+def choose_remediation(node: str, xid: int, incident_id: int, tried_depth: int = -1,
+                       unreachable: bool | None = None) -> dict[str, Any]:
     """Compare restart / reset / reboot / replace / escalate by expected job downtime (remedy.remediate.choice),
-    with the fleet's own recorded fix outcomes for this fault class and whether a validated spare is ready."""
+    with the fleet's own recorded fix outcomes for this fault class and whether a validated spare is ready.
+    `tried_depth`: the deepest in-place fix (index into DEPTHS) that already failed on this incident, so only
+    deeper ones are offered; `unreachable`: the node is NotReady (a restart means waiting for it to come back);
+    None reads it from the live node."""
     from remedy.domain.model import NodeState
     from remedy.domain.xid import lookup
     from remedy.remediate.choice import ATTEMPT_OPTIONS, Durations, Situation, choose, odds_for
 
+    from remedy.ledger.recent import latest_actions
+    from remedy.settings.triage import triage_settings
+
     led = runtime.ledger()
     resolution = lookup(xid).resolution
+    latest = triage_settings(runtime.settings()).odds_from_latest
     attempts = []
-    for kind in ATTEMPT_OPTIONS:
-        for a in led.actions(kind=kind):
-            if a.outcome.value not in ("succeeded", "failed") or a.dry_run or a.detail.get("xid") is None:
-                continue
-            attempts.append((kind, lookup(int(a.detail["xid"])).resolution, a.outcome.value == "succeeded"))
+    for kind in ATTEMPT_OPTIONS:  # each fix's latest finished attempts: bounded, however long the history
+        for a in latest_actions(led, kind, latest, outcomes=(ActionOutcome.SUCCEEDED, ActionOutcome.FAILED)):
+            if a.detail.get("xid") is not None:
+                attempts.append((kind, lookup(int(a.detail["xid"])).resolution, a.outcome is ActionOutcome.SUCCEEDED))
     spares = [n for n in led.nodes(NodeState.SPARE) if n.name != node]
-    durations = Durations(reload=runtime.settings().workload.reload_minutes)
+    settings = runtime.settings()
+    if unreachable is None:
+        try:
+            unreachable = not runtime.cluster().get_node(node).ready
+        except NodeNotFound:
+            unreachable = True
+    durations = Durations(reload=settings.workload.reload_minutes,
+                          not_ready_grace=settings.signals.node_not_ready_seconds / 60)
     choice = choose(Situation(resolution=resolution, odds=odds_for(resolution, attempts), spare_ready=bool(spares),
-                              durations=durations))
-    return choice.to_dict() | {"markdown": choice.markdown(), "spares_ready": len(spares)}
+                              durations=durations, tried_depth=tried_depth, unreachable=unreachable))
+    return choice.to_dict() | {"markdown": choice.markdown(), "spares_ready": len(spares),
+                               "tried_depth": tried_depth, "unreachable": unreachable}

@@ -5,14 +5,15 @@ gpu-remedy keeps one gang-scheduled training workload at full size (settings `wo
 the way its controller defines them:
 
 - batch/v1 Job: suspend = `spec.suspend` (the Job controller deletes the pods); resize = `spec.parallelism` (and
-  `completions` for an Indexed Job: elastic Indexed Jobs change both); restart = delete the pods, the Job controller
+  `completions` for an Indexed Job: elastic Indexed Jobs change both); restart = evict the pods, the Job controller
   replaces them; budget = `status.failed` against `backoffLimit`.
 - JobSet jobset.x-k8s.io/v1alpha2: suspend = `spec.suspend` (passed to every child Job); resize =
   `replicatedJobs[].replicas`, refused by JobSet's webhook unless the controller has elastic JobSets (KEP-463);
-  restart = delete the pods, the child Job fails and the JobSet recreates every child Job; budget =
-  `status.restarts` against `failurePolicy.maxRestarts` (a restart with none left is refused).
+  restart = evict the pods: without a podFailurePolicy ignoring DisruptionTarget the child Job fails and the
+  JobSet recreates every child Job; budget = `status.restarts` against `failurePolicy.maxRestarts` (a restart
+  that would cost one with none left is refused).
 - PyTorchJob kubeflow.org/v1: suspend = `spec.runPolicy.suspend`; resize = `pytorchReplicaSpecs.Worker.replicas`
-  (the scale subresource's spec path) inside `elasticPolicy` min/maxReplicas; restart = delete the pods, the
+  (the scale subresource's spec path) inside `elasticPolicy` min/maxReplicas; restart = evict the pods, the
   operator recreates them under their names; budget = `runPolicy.backoffLimit`.
 
 Sources: kubernetes-sigs/jobset api/jobset/v1alpha2/jobset_types.go and pkg/webhooks/jobset_webhook.go (ValidateUpdate:
@@ -34,11 +35,12 @@ replicatedJobs) is replaced whole, so it is written with a resourceVersion preco
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from remedy.config import WorkloadKind
-from remedy.errors import Forbidden, ObjectNotFound, RemedyError
+from remedy.errors import Forbidden, RemedyError
 
 if TYPE_CHECKING:
     from remedy.adapters.kubernetes import KubernetesCluster
@@ -131,6 +133,13 @@ def workload_of_pod(pod: dict) -> tuple[str, str]:
     return f"{ns}/{owner['name'] if owner else meta['name']}", (owner or {}).get("kind", "")
 
 
+def _ignores_disruptions(job_spec: dict) -> bool:
+    """A Job spec whose podFailurePolicy ignores pods with DisruptionTarget (evicted, drained, preempted)."""
+    return any(r.get("action") == "Ignore" and any(c.get("type") == "DisruptionTarget"
+                                                   for c in r.get("onPodConditions") or [])
+               for r in (job_spec.get("podFailurePolicy") or {}).get("rules") or [])
+
+
 def _ready(pod: dict) -> bool:
     status = pod.get("status") or {}
     return status.get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp") and any(
@@ -156,9 +165,8 @@ class _Workload:
         raise NotImplementedError
 
     def pods(self) -> list[dict]:
-        data = self.cluster._json(f"list pods of {self.key}", self.cluster.core.list_namespaced_pod, self.namespace,
+        return self.cluster._list(f"list pods of {self.key}", self.cluster.core.list_namespaced_pod, self.namespace,
                                   label_selector=self.pod_selector())
-        return data.get("items", [])
 
     def _ready_pods(self) -> int:
         return sum(1 for p in self.pods() if _ready(p))
@@ -228,34 +236,41 @@ class _Workload:
 
     # -- restart in place
     def restart(self, node: str) -> WorkloadChange:
-        """Delete the workload's pods on `node`; its controller brings them back (the node stays in service)."""
+        """Evict the workload's pods on `node` (the Eviction API: DisruptionTarget, which a podFailurePolicy can
+        ignore; PodDisruptionBudgets honoured for up to a minute); its controller brings them back and the node
+        stays in service."""
         st = self.state()
-        if st.restart_limit is not None and st.restarts >= st.restart_limit and self.kind is WorkloadKind.JOBSET:
+        if self._restart_is_counted() and st.restart_limit is not None and st.restarts >= st.restart_limit:
             raise WorkloadRefused(f"{self.key}: no JobSet restart left ({st.restarts} of failurePolicy.maxRestarts "
                                   f"{st.restart_limit}); a pod restart would fail the whole JobSet")
-        data = self.cluster._json(f"list pods of {self.key} on {node}", self.cluster.core.list_namespaced_pod,
+        pods = self.cluster._list(f"list pods of {self.key} on {node}", self.cluster.core.list_namespaced_pod,
                                   self.namespace, label_selector=self.pod_selector(),
                                   field_selector=f"spec.nodeName={node}")
-        names = tuple(p["metadata"]["name"] for p in data.get("items", [])
+        names = tuple(p["metadata"]["name"] for p in pods
                       if not p["metadata"].get("deletionTimestamp")
                       and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
         if not names:
             return self._change("restart", False, detail=f"no pod of {self.key} on {node}")
         if self.cluster.dry_run:
-            return self._change("restart", True, pods=names, detail=f"would delete {len(names)} pod(s) on {node}")
-        for pod in names:
-            try:
-                self.cluster._call(f"delete pod {self.namespace}/{pod}", self.cluster.core.delete_namespaced_pod,
-                                   pod, self.namespace)
-            except ObjectNotFound:
-                pass
+            return self._change("restart", True, pods=names, detail=f"would evict {len(names)} pod(s) on {node}")
+        deadline = min(60.0, self.cluster.settings.drain.eviction_deadline_seconds)
+        evicted, not_evicted, _, _ = self.cluster._evict([f"{self.namespace}/{n}" for n in names], None,
+                                                         time.monotonic(), deadline)
+        for key, why in sorted(not_evicted.items()):
+            self.cluster.record_event(node, reason="RemedyRestartRefused", type="Warning",
+                                      message=f"Cannot restart {key}: {why}")
+        done = tuple(k.split("/", 1)[1] for k in evicted)
         self.cluster.record_event(node, reason="RemedyRestartApp",
-                                  message=f"Restarted {len(names)} pod(s) of {self.kind.value} {self.key}; "
+                                  message=f"Restarted {len(done)} pod(s) of {self.kind.value} {self.key}; "
                                   "the node stays in service")
-        return self._change("restart", True, pods=names, detail=self._restart_words(len(names)))
+        return self._change("restart", bool(done), pods=done, detail=self._restart_words(len(done)))
+
+    def _restart_is_counted(self) -> bool:
+        """Does a restart cost the workload a restart its controller counts toward failing it (JobSet only)?"""
+        return False
 
     def _restart_words(self, n: int) -> str:
-        return f"deleted {n} pod(s); the controller replaces them"
+        return f"evicted {n} pod(s); the controller replaces them"
 
 
 class BatchJob(_Workload):
@@ -300,7 +315,7 @@ class BatchJob(_Workload):
         return self._change("resize", True, via="spec.parallelism", detail=f"parallelism {nodes}")
 
     def _restart_words(self, n: int) -> str:
-        return f"deleted {n} pod(s); the Job controller replaces them"
+        return f"evicted {n} pod(s); the Job controller replaces them"
 
 
 class _Custom(_Workload):
@@ -378,9 +393,15 @@ class JobSet(_Custom):
                                   f"denied the change); resizing needs elastic JobSets (KEP-463). {exc}") from None
         return self._change("resize", True, via=via, detail=f"{replicas} {target['name']} job(s)")
 
+    def _restart_is_counted(self) -> bool:
+        """An evicted pod fails its child Job (and so restarts the gang, one of failurePolicy.maxRestarts) unless
+        every replicatedJob's Job template has a podFailurePolicy that ignores DisruptionTarget."""
+        return not all(_ignores_disruptions((rj.get("template") or {}).get("spec") or {})
+                       for rj in self._replicated(self.read()))
+
     def _restart_words(self, n: int) -> str:
-        return (f"deleted {n} pod(s); their child Job fails and the JobSet recreates every child Job "
-                "(one restart counted against failurePolicy.maxRestarts)")
+        return (f"evicted {n} pod(s); unless its Job template's podFailurePolicy ignores DisruptionTarget, the child "
+                "Job fails and the JobSet recreates every child Job (one restart of failurePolicy.maxRestarts)")
 
 
 class PyTorchJob(_Custom):
@@ -439,4 +460,4 @@ class PyTorchJob(_Custom):
         return self._change("resize", True, via=via, detail=f"{workers} workers")
 
     def _restart_words(self, n: int) -> str:
-        return f"deleted {n} pod(s); the training operator creates them again under their names"
+        return f"evicted {n} pod(s); the training operator creates them again under their names"

@@ -456,22 +456,19 @@ class GpuRemedy:
         sim.burn_in(node)  # nothing was fixed on the node itself: no recurrence clock starts
 
     def _pick_spare(self, sim, failed: int, correlated: bool, ready: list[int]) -> int | None:
-        """select_spare's choice, from the spares with no fault in the lemon recurrence gap first: a node just back
-        from an off-path fix is the freshest validated, so select_spare alone would send it straight back into the
-        job, where a lemon fails again (the recurrence the lemon scoring looks for)."""
-        gap = self.settings.lemon.recurrence_gap_days * 24 * 60.0
-        clean = [n for n in ready if sim.clock.now - self.returned.get(n, -math.inf) > gap]
-        for group in ([clean, ready] if len(clean) < len(ready) else [ready]):
-            if not group:
-                continue
-            if select_spare is None:
-                return group[0]
-            cands = [SpareCandidate(self._node(sim, n), at(sim.validated_at.get(n, 0.0))) for n in group]
-            choice = select_spare(self._node(sim, failed), cands, at(sim.clock.now), self.settings.spares,
-                                  correlated=correlated, lemons=[f"node-{n:05d}" for n in self.lemons])
-            if isinstance(choice, SpareChoice):
-                return int(choice.name.split("-")[1])
-        return None
+        """select_spare's choice, as the flows make it: a node just back from an off-path fix is the freshest
+        validated, and select_spare puts it after the spares with a clean record (`spares.recently_fixed_days`),
+        or it would go straight back into the job, where a lemon fails again."""
+        if not ready:
+            return None
+        if select_spare is None:
+            return ready[0]
+        fixed = {n: self.returned[n] for n in ready if n in self.returned}
+        cands = [SpareCandidate(self._node(sim, n), at(sim.validated_at.get(n, 0.0)),
+                                at(fixed[n]) if n in fixed else None) for n in ready]
+        choice = select_spare(self._node(sim, failed), cands, at(sim.clock.now), self.settings.spares,
+                              correlated=correlated, lemons=[f"node-{n:05d}" for n in self.lemons])
+        return int(choice.name.split("-")[1]) if isinstance(choice, SpareChoice) else None
 
     # ---- the scheduled flows -------------------------------------------------------------------
     def _spare_cycling(self, sim) -> Process:

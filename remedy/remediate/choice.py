@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import lru_cache
 
-from remedy.domain.xid import Resolution
+from remedy.domain.xid import RemediationPath, Resolution
 
 
 class Option(StrEnum):
@@ -249,6 +249,30 @@ def choose(s: Situation) -> Choice:
     elif s.spare_needs_approval:
         why += "; only the spare reserve is left"
     return Choice(best.option, tuple(costs), f"{why}; {source}")
+
+
+# ---- after a rung failed in the flows ---------------------------------------------------------------------
+
+PATHS: dict[Option, RemediationPath] = {Option.RESTART: RemediationPath.RESTART_APP, Option.RESET: RemediationPath.RESET_GPU,
+                                        Option.REBOOT: RemediationPath.REBOOT, Option.REPLACE: RemediationPath.REPLACE}
+
+
+def tried_depth(paths: Iterable[RemediationPath]) -> int:
+    """Index into DEPTHS of the deepest in-place fix among `paths` (attempts that failed or did not hold); -1: none."""
+    depths = [DEPTHS.index(o) for o, p in PATHS.items() if o in DEPTHS and p in set(paths)]
+    return max(depths, default=-1)
+
+
+def after_failed_rung(ladder: tuple[RemediationPath, ...], ladder_next: RemediationPath,
+                      chosen: Option) -> RemediationPath:
+    """The step after a rung failed (or did not hold): the ladder's next step or the expected-cost choice, whichever
+    is deeper on the ladder. The choice may skip rungs — a reset after a restart the job could not come back from,
+    the spare when one is ready and cheaper — but never go back to a shallower one; an escalation keeps the
+    ladder's step (the ladder escalates by itself when it runs out)."""
+    path = PATHS.get(chosen)
+    if path is None or path not in ladder or ladder_next not in ladder:
+        return ladder_next
+    return path if ladder.index(path) > ladder.index(ladder_next) else ladder_next
 
 
 # ---- acting on an early warning ---------------------------------------------------------------------------

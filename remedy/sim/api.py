@@ -7,14 +7,13 @@ status, pods/log (follow) and pods/eviction. Writes run the control loop before 
 
 from __future__ import annotations
 
-import base64
 import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
-from remedy.sim import admission, crds, discovery, validation
+from remedy.sim import admission, crds, discovery, paging, validation
 from remedy.sim.cluster import Cluster
 from remedy.sim.controller import BY_POD_GC, delete_pod
 from remedy.sim.disruption import evict
@@ -209,33 +208,17 @@ def _list(cluster: Cluster, res, ns, query, accept: str) -> Reply:
             entries = [e for e in entries if e.obj["metadata"].get("namespace", "") == ns]
         rv = str(cluster.store.resource_version)
     chosen = [e for e in entries if labels(e.obj["metadata"].get("labels") or {}) and fields(e.obj)]
-    chosen.sort(key=lambda e: (e.obj["metadata"].get("namespace", ""), e.obj["metadata"]["name"]))
-    start = 0
-    if query.get("continue"):
-        try:
-            after = tuple(json.loads(base64.urlsafe_b64decode(query["continue"].encode())))
-        except Exception:
-            raise ApiError(400, "BadRequest", "continue key is not valid: illegal base64 data") from None
-        while start < len(chosen) and (chosen[start].obj["metadata"].get("namespace", ""),
-                                       chosen[start].obj["metadata"]["name"]) <= after:
-            start += 1
-    cont, remaining = "", 0
-    try:
-        limit = int(query.get("limit") or 0)
-    except ValueError:
-        raise bad_request(f"limit must be an integer, got {query.get('limit')!r}") from None
-    end = len(chosen)
-    if limit > 0 and start + limit < len(chosen):
-        end = start + limit
-        last = chosen[end - 1].obj["metadata"]
-        cont = base64.urlsafe_b64encode(json.dumps([last.get("namespace", ""), last["name"]]).encode()).decode()
-        remaining = len(chosen) - end
-    page = chosen[start:end]
+    selected = bool(query.get("labelSelector") or query.get("fieldSelector"))
+    page, cont, remaining, rv = paging.page(chosen, lambda e: paging.storage_key(e.obj), query, int(rv),
+                                            cluster.store.compacted, selected)
+    rv = str(rv)
     if "as=Table" in accept:
         return ok(table(res.kind, [e.obj for e in page], rv, cont, query.get("includeObject", "Metadata")))
     meta = {"resourceVersion": rv}
     if cont:
-        meta["continue"], meta["remainingItemCount"] = cont, remaining
+        meta["continue"] = cont
+    if remaining is not None:
+        meta["remainingItemCount"] = remaining
     head = dumps({"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": meta})
     body = head[:-1] + b',"items":[' + b",".join(e.raw() for e in page) + b"]}"
     return Reply(200, body)

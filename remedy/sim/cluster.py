@@ -82,6 +82,11 @@ class Cluster:
         # True: deleted pods count toward backoffLimit as on a real cluster; False: only pods that end Failed while
         # present count (the simulator before issue 18, for tests that want the lenient controller)
         self.count_deleted_pods = True
+        # The Job controller's pod-failure back-off (remedy.sim.jobs.pod_failure_backoff): no new pod for a Job until
+        # 10 s x 2^(n-1) (max 10 min, simulated seconds) after its latest failure; False replaces at once
+        self.pod_failure_backoff = True
+        self.job_backoff: dict[str, tuple[int, float]] = {}  # Job uid -> (failures since last success, when: monotonic)
+        self.job_backoff_wake: set[str] = set()  # Job uids with a timer set for the end of their back-off
         self._pod_ips = itertools.count(1)
         self.booted = time.monotonic()
         self._timers: list[tuple[float, int, Callable[[], None]]] = []

@@ -2,7 +2,8 @@
 
 Rules (seed 000, Crusoe AutoClusters): a spare must match the failed node's GPU model and instance type, be
 validated recently (spares degrade and need regular cycling; a stale one is usable only if the caller validates
-it on promotion), and not be a lemon. When the failure may be correlated (a rack/switch/PDU problem), prefer a
+it on promotion), and not be a lemon. A spare fixed in place recently (`spares.recently_fixed_days`) comes after
+every spare with a clean record: a lemon passes its fix and the checks idle, then fails again under load. When the failure may be correlated (a rack/switch/PDU problem), prefer a
 spare in a different rack, switch and PDU, or the replacement may die of the same cause. Ties break
 deterministically: fresher validation first, then name.
 """
@@ -14,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from remedy.domain.durations import hours
 from remedy.domain.model import Node, NodeState
 from remedy.safety.scopes import require_aware
 from remedy.settings.safety import SpareSettings
@@ -27,6 +29,7 @@ class SpareCandidate:
 
     node: Node
     validated_at: datetime | None = None
+    fixed_at: datetime | None = None  # when a reset or reboot last cleared a fault on it (None = never)
 
     @property
     def name(self) -> str:
@@ -72,8 +75,8 @@ class NoSpare:
         return "\n".join([f"no spare: {self.reason}"] + [f"not {r.name}: {r.reason}" for r in self.rejected])
 
 
-def _age(hours: float) -> str:
-    return f"{hours / 24:.1f} d" if hours >= 48 else f"{hours:.1f} h"
+def _age(hours_old: float) -> str:
+    return hours(hours_old)
 
 
 def _shared_domains(failed: Node, cand: Node) -> list[str]:
@@ -123,6 +126,8 @@ def select_spare(
     lemon_set = frozenset(lemons)
     fresh_for = timedelta(hours=settings.validation_freshness_hours)
     window = f"{settings.validation_freshness_hours:g}-h freshness window"
+    recent_days = settings.recently_fixed_days
+    recent_for = timedelta(days=recent_days) if recent_days > 0 else timedelta(-1)  # 0: never "recent"
 
     dupes = sorted(n for n, c in Counter(c.name for c in candidates).items() if c > 1)
     if dupes:
@@ -145,8 +150,15 @@ def select_spare(
             continue
         shared = _shared_domains(failed, cand.node) if correlated else []
         age_s = float("inf") if age is None else age.total_seconds()
-        key = (stale, len(shared), age_s, cand.name)
+        if cand.fixed_at is not None:
+            require_aware(cand.fixed_at, f"fix time of {cand.name}")
+        since_fix = None if cand.fixed_at is None else max(now - cand.fixed_at, timedelta(0))
+        recent = since_fix is not None and since_fix <= recent_for
+        key = (recent, stale, len(shared), age_s, cand.name)
         notes = [f"{cand.node.gpu_model} like {failed.name}"]
+        if recent:
+            notes.append(f"fixed in place {_age(since_fix.total_seconds() / 3600)} ago (within {recent_days:g} d): "
+                         "used after the spares with a clean record")
         if age is None:
             notes.append("never validated: validate it on promotion")
         elif stale:

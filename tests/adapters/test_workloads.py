@@ -210,6 +210,28 @@ def test_jobset_restart_recreates_the_gang_and_counts_against_max_restarts(sim, 
         assert work.state().ready == 6
 
 
+def test_jobset_whose_jobs_ignore_disruptions_restarts_one_pod_not_the_gang(sim, api):
+    """With a podFailurePolicy ignoring DisruptionTarget in the Job template (docs/operations.md), the evicted pod
+    does not fail its child Job: it alone is replaced, no JobSet restart is spent, so none left is no refusal."""
+    co = k8s.CustomObjectsApi(api)
+    manifest = jobset("train", 4, max_restarts=0)
+    job_spec = manifest["spec"]["replicatedJobs"][0]["template"]["spec"]
+    job_spec["podFailurePolicy"] = {"rules": [{"action": "Ignore", "onPodConditions": [
+        {"type": "DisruptionTarget", "status": "True"}]}]}
+    co.create_namespaced_custom_object(*JS, manifest)
+    with adapter(sim, WorkloadKind.JOBSET, "train") as c:
+        work = c.workload("training", "train")
+        wait(lambda: work.state().ready == 4)
+        uids = {j.metadata.uid for j in k8s.BatchV1Api(api).list_namespaced_job("training").items}
+        node = c.workload_nodes("training", "train")[0]
+        change = work.restart(node)
+        assert change.changed and len(change.pods) == 1
+        wait(lambda: work.state().ready == 4 and change.pods[0] not in pods(api, work.pod_selector()),
+             what="the one pod replaced")
+        assert {j.metadata.uid for j in k8s.BatchV1Api(api).list_namespaced_job("training").items} == uids
+        assert co.get_namespaced_custom_object(*JS, "train")["status"]["restarts"] == 0
+
+
 def test_jobset_that_runs_out_of_restarts_fails(sim, api):
     co = k8s.CustomObjectsApi(api)
     co.create_namespaced_custom_object(*JS, jobset("train", 3, max_restarts=0))

@@ -56,7 +56,7 @@ def test_rack_storm_acts_on_first_two_holds_rest_with_one_transition():
         "rack", "rack-3", BreakerState.CLOSED, BreakerState.OPEN, "gpu-3-2"
     )
     assert ds[2].skip.reason is SkipReason.BREAKER_TRIPPED
-    assert "rack rack-3: 3 nodes failed within 60 s, over the limit of 2" in ds[2].skip.detail
+    assert "rack rack-3: 3 nodes failed within 1 min, over the limit of 2" in ds[2].skip.detail
     assert "a human must look" in ds[2].skip.detail
     assert all(d.skip.reason is SkipReason.BREAKER_OPEN for d in ds[3:])
     assert board.state_of("rack:rack-3") is BreakerState.OPEN
