@@ -188,5 +188,5 @@ def _jobset_restarts(namespace: str, name: str) -> dict[str, Any] | None:
         "or restart(s) fail the whole JobSet — raise maxRestarts or give its Job template a podFailurePolicy that "
         "ignores DisruptionTarget (docs/operations.md)")
     return {"name": f"{namespace}/{name}", "failed": st.restarts, "limit": st.restart_limit,
-            "ignores_disruptions": False, "warning": warning, "counted": "gang restarts",
+            "ignores_disruptions": st.ignores_disruptions, "warning": warning, "counted": "gang restarts",
             "limit_name": "failurePolicy.maxRestarts"}

@@ -80,6 +80,7 @@ class WorkloadState:
     restart_limit: int | None = None
     elastic: tuple[int, int] | None = None  # (fewest, most) pods the controller may run it with; None: fixed size
     kueue_queue: str = ""  # the Kueue LocalQueue that admits it ("" when Kueue does not manage it)
+    ignores_disruptions: bool = False  # its Jobs' podFailurePolicy ignores DisruptionTarget: evictions cost nothing
 
 
 @dataclass
@@ -296,7 +297,8 @@ class BatchJob(_Workload):
         ready = int(status.get("ready") if status.get("ready") is not None else status.get("active") or 0)
         return WorkloadState(self.kind, self.key, ready, int(spec.get("parallelism") or 0), bool(spec.get("suspend")),
                              restarts=int(status.get("failed") or 0), restart_limit=int(spec.get("backoffLimit", 6)),
-                             kueue_queue=(obj["metadata"].get("labels") or {}).get(KUEUE_QUEUE, ""))
+                             kueue_queue=(obj["metadata"].get("labels") or {}).get(KUEUE_QUEUE, ""),
+                             ignores_disruptions=_ignores_disruptions(spec))
 
     def resize(self, nodes: int) -> WorkloadChange:
         """spec.parallelism; an Indexed Job is elastic only with completions == parallelism, changed together."""
@@ -358,7 +360,8 @@ class JobSet(_Custom):
         return WorkloadState(self.kind, self.key, self._ready_pods(), desired, bool(spec.get("suspend")),
                              restarts=int(status.get("restarts") or 0),
                              restart_limit=int((spec.get("failurePolicy") or {}).get("maxRestarts", 0)),
-                             kueue_queue=(obj["metadata"].get("labels") or {}).get(KUEUE_QUEUE, ""))
+                             kueue_queue=(obj["metadata"].get("labels") or {}).get(KUEUE_QUEUE, ""),
+                             ignores_disruptions=self._all_ignore(obj))
 
     def resize(self, nodes: int) -> WorkloadChange:
         """replicas of the replicatedJob named by settings `workload.replicated_job` (the only one, if there is
@@ -396,8 +399,10 @@ class JobSet(_Custom):
     def _restart_is_counted(self) -> bool:
         """An evicted pod fails its child Job (and so restarts the gang, one of failurePolicy.maxRestarts) unless
         every replicatedJob's Job template has a podFailurePolicy that ignores DisruptionTarget."""
-        return not all(_ignores_disruptions((rj.get("template") or {}).get("spec") or {})
-                       for rj in self._replicated(self.read()))
+        return not self._all_ignore(self.read())
+
+    def _all_ignore(self, obj: dict) -> bool:
+        return all(_ignores_disruptions((rj.get("template") or {}).get("spec") or {}) for rj in self._replicated(obj))
 
     def _restart_words(self, n: int) -> str:
         return (f"evicted {n} pod(s); unless its Job template's podFailurePolicy ignores DisruptionTarget, the child "

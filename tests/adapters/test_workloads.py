@@ -222,6 +222,7 @@ def test_jobset_whose_jobs_ignore_disruptions_restarts_one_pod_not_the_gang(sim,
     with adapter(sim, WorkloadKind.JOBSET, "train") as c:
         work = c.workload("training", "train")
         wait(lambda: work.state().ready == 4)
+        assert work.state().ignores_disruptions
         uids = {j.metadata.uid for j in k8s.BatchV1Api(api).list_namespaced_job("training").items}
         node = c.workload_nodes("training", "train")[0]
         change = work.restart(node)
