@@ -196,7 +196,12 @@ class KubernetesCluster:
         The node stays schedulable: this is the in-place RESTART_APP fix, not a drain. Evicted, not deleted: the
         Eviction API marks a pod DisruptionTarget, which a Job's podFailurePolicy can ignore, whereas a plain
         delete counts toward the Job's backoffLimit (job_controller.go isPodFailed). A budget that refuses
-        for longer than a minute leaves the pod running; the returned names are the pods restarted."""
+        for longer than a minute leaves the pod running; the returned names are the pods restarted.
+        In the training workload's namespace it is that workload's restart, as its controller defines it (a JobSet's
+        may be a gang restart, refused when failurePolicy.maxRestarts is used up: WorkloadRefused)."""
+        work = self.settings.workload
+        if namespace == work.namespace:
+            return list(self.workload(namespace, work.job).restart(node).pods)
         names = [p["metadata"]["name"] for p in self.pods_on_node(node)
                  if p["metadata"].get("namespace") == namespace and not _skip_reason(p)]
         if self.dry_run:

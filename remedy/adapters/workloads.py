@@ -4,11 +4,17 @@ gpu-remedy keeps one gang-scheduled training workload at full size (settings `wo
 `.job`). What "suspend", "resize" and "restart" mean is the workload controller's, not ours, so each kind does them
 the way its controller defines them:
 
-| kind | suspend | resize (nodes) | restart on a node | budget |
-|---|---|---|---|---|
-| batch/v1 Job | `spec.suspend` (the Job controller deletes the pods) | `spec.parallelism` (+ `completions` for an Indexed Job: elastic Indexed Jobs change both) | delete the pods; the Job controller replaces them | `status.failed` vs `backoffLimit` |
-| JobSet jobset.x-k8s.io/v1alpha2 | `spec.suspend` (passed to every child Job) | `replicatedJobs[].replicas`; refused by JobSet's webhook unless the controller has elastic JobSets (KEP-463) | delete the pods; the child Job fails and the JobSet recreates every child Job | `status.restarts` vs `failurePolicy.maxRestarts` |
-| PyTorchJob kubeflow.org/v1 | `spec.runPolicy.suspend` | `pytorchReplicaSpecs.Worker.replicas` inside `elasticPolicy` min/maxReplicas (the scale subresource's spec path) | delete the pods; the operator recreates them by name | `runPolicy.backoffLimit` |
+- batch/v1 Job: suspend = `spec.suspend` (the Job controller deletes the pods); resize = `spec.parallelism` (and
+  `completions` for an Indexed Job: elastic Indexed Jobs change both); restart = evict the pods, the Job controller
+  replaces them; budget = `status.failed` against `backoffLimit`.
+- JobSet jobset.x-k8s.io/v1alpha2: suspend = `spec.suspend` (passed to every child Job); resize =
+  `replicatedJobs[].replicas`, refused by JobSet's webhook unless the controller has elastic JobSets (KEP-463);
+  restart = evict the pods: without a podFailurePolicy ignoring DisruptionTarget the child Job fails and the
+  JobSet recreates every child Job; budget = `status.restarts` against `failurePolicy.maxRestarts` (a restart
+  that would cost one with none left is refused).
+- PyTorchJob kubeflow.org/v1: suspend = `spec.runPolicy.suspend`; resize = `pytorchReplicaSpecs.Worker.replicas`
+  (the scale subresource's spec path) inside `elasticPolicy` min/maxReplicas; restart = evict the pods, the
+  operator recreates them under their names; budget = `runPolicy.backoffLimit`.
 
 Sources: kubernetes-sigs/jobset api/jobset/v1alpha2/jobset_types.go and pkg/webhooks/jobset_webhook.go (ValidateUpdate:
 replicatedJobs immutable), keps/463-ElasticJobsets; kubeflow/training-operator pkg/apis/kubeflow.org/v1/
@@ -29,11 +35,12 @@ replicatedJobs) is replaced whole, so it is written with a resourceVersion preco
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from remedy.config import WorkloadKind
-from remedy.errors import Forbidden, ObjectNotFound, RemedyError
+from remedy.errors import Forbidden, RemedyError
 
 if TYPE_CHECKING:
     from remedy.adapters.kubernetes import KubernetesCluster
@@ -73,6 +80,7 @@ class WorkloadState:
     restart_limit: int | None = None
     elastic: tuple[int, int] | None = None  # (fewest, most) pods the controller may run it with; None: fixed size
     kueue_queue: str = ""  # the Kueue LocalQueue that admits it ("" when Kueue does not manage it)
+    ignores_disruptions: bool = False  # its Jobs' podFailurePolicy ignores DisruptionTarget: evictions cost nothing
 
 
 @dataclass
@@ -124,6 +132,13 @@ def workload_of_pod(pod: dict) -> tuple[str, str]:
         return f"{ns}/{jobset}", WorkloadKind.JOBSET.value
     owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
     return f"{ns}/{owner['name'] if owner else meta['name']}", (owner or {}).get("kind", "")
+
+
+def _ignores_disruptions(job_spec: dict) -> bool:
+    """A Job spec whose podFailurePolicy ignores pods with DisruptionTarget (evicted, drained, preempted)."""
+    return any(r.get("action") == "Ignore" and any(c.get("type") == "DisruptionTarget"
+                                                   for c in r.get("onPodConditions") or [])
+               for r in (job_spec.get("podFailurePolicy") or {}).get("rules") or [])
 
 
 def _ready(pod: dict) -> bool:
@@ -209,7 +224,8 @@ class _Workload:
         wl = items[0]["metadata"]["name"]
         via = f"Kueue Workload {wl} spec.active"
         if ((items[0].get("spec") or {}).get("active", True) is not False) == active:
-            return self._change(action, False, via=via, detail=f"Kueue Workload already {'active' if active else 'inactive'}")
+            return self._change(action, False, via=via,
+                                detail=f"Kueue Workload already {'active' if active else 'inactive'}")
         if self.cluster.dry_run:
             return self._change(action, True, via=via, detail=f"would set {via}={str(active).lower()}")
         self.cluster._call(f"set spec.active={str(active).lower()} on Kueue Workload {self.namespace}/{wl}",
@@ -221,9 +237,11 @@ class _Workload:
 
     # -- restart in place
     def restart(self, node: str) -> WorkloadChange:
-        """Delete the workload's pods on `node`; its controller brings them back (the node stays in service)."""
+        """Evict the workload's pods on `node` (the Eviction API: DisruptionTarget, which a podFailurePolicy can
+        ignore; PodDisruptionBudgets honoured for up to a minute); its controller brings them back and the node
+        stays in service."""
         st = self.state()
-        if st.restart_limit is not None and st.restarts >= st.restart_limit and self.kind is WorkloadKind.JOBSET:
+        if self._restart_is_counted() and st.restart_limit is not None and st.restarts >= st.restart_limit:
             raise WorkloadRefused(f"{self.key}: no JobSet restart left ({st.restarts} of failurePolicy.maxRestarts "
                                   f"{st.restart_limit}); a pod restart would fail the whole JobSet")
         pods = self.cluster._list(f"list pods of {self.key} on {node}", self.cluster.core.list_namespaced_pod,
@@ -235,20 +253,25 @@ class _Workload:
         if not names:
             return self._change("restart", False, detail=f"no pod of {self.key} on {node}")
         if self.cluster.dry_run:
-            return self._change("restart", True, pods=names, detail=f"would delete {len(names)} pod(s) on {node}")
-        for pod in names:
-            try:
-                self.cluster._call(f"delete pod {self.namespace}/{pod}", self.cluster.core.delete_namespaced_pod,
-                                   pod, self.namespace)
-            except ObjectNotFound:
-                pass
+            return self._change("restart", True, pods=names, detail=f"would evict {len(names)} pod(s) on {node}")
+        deadline = min(60.0, self.cluster.settings.drain.eviction_deadline_seconds)
+        evicted, not_evicted, _, _ = self.cluster._evict([f"{self.namespace}/{n}" for n in names], None,
+                                                         time.monotonic(), deadline)
+        for key, why in sorted(not_evicted.items()):
+            self.cluster.record_event(node, reason="RemedyRestartRefused", type="Warning",
+                                      message=f"Cannot restart {key}: {why}")
+        done = tuple(k.split("/", 1)[1] for k in evicted)
         self.cluster.record_event(node, reason="RemedyRestartApp",
-                                  message=f"Restarted {len(names)} pod(s) of {self.kind.value} {self.key}; "
+                                  message=f"Restarted {len(done)} pod(s) of {self.kind.value} {self.key}; "
                                   "the node stays in service")
-        return self._change("restart", True, pods=names, detail=self._restart_words(len(names)))
+        return self._change("restart", bool(done), pods=done, detail=self._restart_words(len(done)))
+
+    def _restart_is_counted(self) -> bool:
+        """Does a restart cost the workload a restart its controller counts toward failing it (JobSet only)?"""
+        return False
 
     def _restart_words(self, n: int) -> str:
-        return f"deleted {n} pod(s); the controller replaces them"
+        return f"evicted {n} pod(s); the controller replaces them"
 
 
 class BatchJob(_Workload):
@@ -274,7 +297,8 @@ class BatchJob(_Workload):
         ready = int(status.get("ready") if status.get("ready") is not None else status.get("active") or 0)
         return WorkloadState(self.kind, self.key, ready, int(spec.get("parallelism") or 0), bool(spec.get("suspend")),
                              restarts=int(status.get("failed") or 0), restart_limit=int(spec.get("backoffLimit", 6)),
-                             kueue_queue=(obj["metadata"].get("labels") or {}).get(KUEUE_QUEUE, ""))
+                             kueue_queue=(obj["metadata"].get("labels") or {}).get(KUEUE_QUEUE, ""),
+                             ignores_disruptions=_ignores_disruptions(spec))
 
     def resize(self, nodes: int) -> WorkloadChange:
         """spec.parallelism; an Indexed Job is elastic only with completions == parallelism, changed together."""
@@ -293,7 +317,7 @@ class BatchJob(_Workload):
         return self._change("resize", True, via="spec.parallelism", detail=f"parallelism {nodes}")
 
     def _restart_words(self, n: int) -> str:
-        return f"deleted {n} pod(s); the Job controller replaces them"
+        return f"evicted {n} pod(s); the Job controller replaces them"
 
 
 class _Custom(_Workload):
@@ -301,8 +325,9 @@ class _Custom(_Workload):
 
     def read(self) -> dict:
         group, version, plural = self.api
-        return self.cluster._json(f"read {self.kind.value} {self.key}", self.cluster.custom.get_namespaced_custom_object,
-                                  group, version, self.namespace, plural, self.name)
+        return self.cluster._json(f"read {self.kind.value} {self.key}",
+                                  self.cluster.custom.get_namespaced_custom_object, group, version, self.namespace,
+                                  plural, self.name)
 
     def _patch(self, body: dict, what: str) -> dict:
         group, version, plural = self.api
@@ -335,7 +360,8 @@ class JobSet(_Custom):
         return WorkloadState(self.kind, self.key, self._ready_pods(), desired, bool(spec.get("suspend")),
                              restarts=int(status.get("restarts") or 0),
                              restart_limit=int((spec.get("failurePolicy") or {}).get("maxRestarts", 0)),
-                             kueue_queue=(obj["metadata"].get("labels") or {}).get(KUEUE_QUEUE, ""))
+                             kueue_queue=(obj["metadata"].get("labels") or {}).get(KUEUE_QUEUE, ""),
+                             ignores_disruptions=self._all_ignore(obj))
 
     def resize(self, nodes: int) -> WorkloadChange:
         """replicas of the replicatedJob named by settings `workload.replicated_job` (the only one, if there is
@@ -370,9 +396,17 @@ class JobSet(_Custom):
                                   f"denied the change); resizing needs elastic JobSets (KEP-463). {exc}") from None
         return self._change("resize", True, via=via, detail=f"{replicas} {target['name']} job(s)")
 
+    def _restart_is_counted(self) -> bool:
+        """An evicted pod fails its child Job (and so restarts the gang, one of failurePolicy.maxRestarts) unless
+        every replicatedJob's Job template has a podFailurePolicy that ignores DisruptionTarget."""
+        return not self._all_ignore(self.read())
+
+    def _all_ignore(self, obj: dict) -> bool:
+        return all(_ignores_disruptions((rj.get("template") or {}).get("spec") or {}) for rj in self._replicated(obj))
+
     def _restart_words(self, n: int) -> str:
-        return (f"deleted {n} pod(s); their child Job fails and the JobSet recreates every child Job "
-                "(one restart counted against failurePolicy.maxRestarts)")
+        return (f"evicted {n} pod(s); unless its Job template's podFailurePolicy ignores DisruptionTarget, the child "
+                "Job fails and the JobSet recreates every child Job (one restart of failurePolicy.maxRestarts)")
 
 
 class PyTorchJob(_Custom):
@@ -431,4 +465,4 @@ class PyTorchJob(_Custom):
         return self._change("resize", True, via=via, detail=f"{workers} workers")
 
     def _restart_words(self, n: int) -> str:
-        return f"deleted {n} pod(s); the training operator creates them again under their names"
+        return f"evicted {n} pod(s); the training operator creates them again under their names"

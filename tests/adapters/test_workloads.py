@@ -18,6 +18,8 @@ Semantics under test, as each controller defines them:
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import time
 
 import pytest
@@ -93,6 +95,23 @@ def test_the_crds_are_discoverable_and_served_as_custom_resources(sim, api):
     assert smp.value.status == 415
 
 
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_kubectl_sees_and_patches_the_crds_as_on_a_real_server(sim, api):
+    """kubectl (client-go) as an independent client: discovery finds the kinds, a merge patch suspends, and the
+    strategic merge patch kubectl sends by default is refused for a custom resource."""
+    k8s.CustomObjectsApi(api).create_namespaced_custom_object(*JS, jobset("train", 2))
+    base = ["kubectl", "--kubeconfig=/dev/null", f"--server={sim.url}", "-n", "training"]
+
+    def run(*args):
+        return subprocess.run(base + list(args), capture_output=True, text=True, timeout=60)
+
+    assert run("get", "jobsets", "-o", "name").stdout.split() == ["jobset.jobset.x-k8s.io/train"]
+    assert run("patch", "jobset", "train", "--type=merge", "-p", '{"spec":{"suspend":true}}').returncode == 0
+    assert k8s.CustomObjectsApi(api).get_namespaced_custom_object(*JS, "train")["spec"]["suspend"] is True
+    refused = run("patch", "jobset", "train", "-p", '{"spec":{"suspend":false}}')
+    assert refused.returncode != 0 and "strategic-merge-patch" in refused.stderr
+
+
 # ---------------------------------------------------------------- batch/v1 Job
 def test_batch_job_suspend_resize_restart(sim_factory):
     sim = sim_factory(nodes=10, spares=2)  # the simulator's own training Job, 8 pods
@@ -128,7 +147,8 @@ def test_jobset_suspend_and_resume_through_spec_suspend(sim, api):
         obj = co.get_namespaced_custom_object(*JS, "train")
         assert obj["spec"]["suspend"] is True
         wait(lambda: not pods(api, work.pod_selector()), what="pods deleted")
-        children = k8s.BatchV1Api(api).list_namespaced_job("training", label_selector="jobset.sigs.k8s.io/jobset-name=train")
+        children = k8s.BatchV1Api(api).list_namespaced_job("training",
+                                                           label_selector="jobset.sigs.k8s.io/jobset-name=train")
         assert len(children.items) == 6 and all(j.spec.suspend for j in children.items)
         obj = co.get_namespaced_custom_object(*JS, "train")
         assert any(c_["type"] == "Suspended" and c_["status"] == "True" for c_ in obj["status"]["conditions"])
@@ -184,7 +204,33 @@ def test_jobset_restart_recreates_the_gang_and_counts_against_max_restarts(sim, 
         # no restart left: a pod restart would fail the whole JobSet, so it is refused and nothing is deleted
         with pytest.raises(WorkloadRefused, match="no JobSet restart left"):
             work.restart(node)
+        # the in-place RESTART_APP fix (restart_pods in the workload's namespace) goes through the same port
+        with pytest.raises(WorkloadRefused, match="no JobSet restart left"):
+            c.restart_pods(node, "training")
         assert work.state().ready == 6
+
+
+def test_jobset_whose_jobs_ignore_disruptions_restarts_one_pod_not_the_gang(sim, api):
+    """With a podFailurePolicy ignoring DisruptionTarget in the Job template (docs/operations.md), the evicted pod
+    does not fail its child Job: it alone is replaced, no JobSet restart is spent, so none left is no refusal."""
+    co = k8s.CustomObjectsApi(api)
+    manifest = jobset("train", 4, max_restarts=0)
+    job_spec = manifest["spec"]["replicatedJobs"][0]["template"]["spec"]
+    job_spec["podFailurePolicy"] = {"rules": [{"action": "Ignore", "onPodConditions": [
+        {"type": "DisruptionTarget", "status": "True"}]}]}
+    co.create_namespaced_custom_object(*JS, manifest)
+    with adapter(sim, WorkloadKind.JOBSET, "train") as c:
+        work = c.workload("training", "train")
+        wait(lambda: work.state().ready == 4)
+        assert work.state().ignores_disruptions
+        uids = {j.metadata.uid for j in k8s.BatchV1Api(api).list_namespaced_job("training").items}
+        node = c.workload_nodes("training", "train")[0]
+        change = work.restart(node)
+        assert change.changed and len(change.pods) == 1
+        wait(lambda: work.state().ready == 4 and change.pods[0] not in pods(api, work.pod_selector()),
+             what="the one pod replaced")
+        assert {j.metadata.uid for j in k8s.BatchV1Api(api).list_namespaced_job("training").items} == uids
+        assert co.get_namespaced_custom_object(*JS, "train")["status"]["restarts"] == 0
 
 
 def test_jobset_that_runs_out_of_restarts_fails(sim, api):
@@ -311,3 +357,23 @@ def test_a_jobset_is_one_preemptable_workload_suspended_as_a_whole(sim, api):
         assert (out["how"], out["kind"], out["via"]) == ("suspend", "JobSet", "spec.suspend")
     assert co.get_namespaced_custom_object(*JS, "finetune")["spec"]["suspend"] is True
     wait(lambda: running(api, "jobset.sigs.k8s.io/jobset-name=finetune") == 0, what="JobSet pods gone")
+
+
+# ---------------------------------------------------------------- the fleet dashboard's restart budget
+def test_the_dashboard_counts_a_jobsets_gang_restarts_against_max_restarts(api, remedy_on_sim, monkeypatch):
+    from remedy import runtime
+    from tasks.dashboard import read_job_failures
+
+    monkeypatch.setenv("REMEDY_WORKLOAD__KIND", "JobSet")
+    monkeypatch.setenv("REMEDY_WORKLOAD__JOB", "train")
+    runtime.reset()
+    co = k8s.CustomObjectsApi(api)
+    co.create_namespaced_custom_object(*JS, jobset("train", 4, max_restarts=2))
+    work = runtime.cluster().workload("training", "train")
+    wait(lambda: work.state().ready == 4)
+    assert "0 gang restart(s) of failurePolicy.maxRestarts 2: 2 more" in read_job_failures.fn()["warning"]
+    work.restart(runtime.cluster().workload_nodes("training", "train")[0])
+    wait(lambda: co.get_namespaced_custom_object(*JS, "train")["status"]["restarts"] == 1)
+    job = read_job_failures.fn()
+    assert (job["failed"], job["limit"], job["limit_name"]) == (1, 2, "failurePolicy.maxRestarts")
+    assert "1 more drain(s) or restart(s) fail the whole JobSet" in job["warning"]
