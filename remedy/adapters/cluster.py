@@ -44,6 +44,7 @@ class DrainReport:
     # pods the Eviction API refuses whatever the wait (covered by more than one PodDisruptionBudget), with why and
     # the budgets' names: a person must act; also in not_evicted
     refused: dict[str, str] = field(default_factory=dict)
+    force_deleted: list[str] = field(default_factory=list)  # evicted from a NotReady node, then deleted with grace 0
     seconds: float = 0.0
     dry_run: bool = False
 

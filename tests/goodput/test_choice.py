@@ -97,3 +97,26 @@ def test_a_held_rack_keeps_its_nodes_but_not_the_job():
     assert not may_swap_while_held(fleet, ready_spares_outside=10, spare_reserve=1).allowed
     budget = Skip(SkipReason.CAPACITY_BUDGET, "too many out")
     assert not may_swap_while_held(budget, ready_spares_outside=10, spare_reserve=1).allowed
+
+
+def test_after_a_failed_rung_the_choice_may_skip_rungs_but_never_go_back():
+    from remedy.domain.xid import RemediationPath as P
+    from remedy.remediate.choice import after_failed_rung, tried_depth
+    from remedy.safety.ladder import LADDERS
+
+    assert tried_depth([]) == -1 and tried_depth([P.REPLACE]) == -1
+    assert tried_depth([P.RESTART_APP, P.RESTART_APP]) == 0 and tried_depth([P.RESET_GPU, P.RESTART_APP]) == 1
+    app = LADDERS[Resolution.RESTART_APP]  # restart → reset → reboot → replace
+    # the ladder would restart again after a back-off: the spare (or a reset) is deeper, so it wins
+    assert after_failed_rung(app, P.RESTART_APP, Option.REPLACE) is P.REPLACE
+    assert after_failed_rung(app, P.RESTART_APP, Option.RESET) is P.RESET_GPU
+    # a choice shallower than the ladder's next rung, or a person, keeps the ladder's step
+    assert after_failed_rung(app, P.REBOOT, Option.RESET) is P.REBOOT
+    assert after_failed_rung(app, P.RESET_GPU, Option.ESCALATE) is P.RESET_GPU
+    # an option the fault's ladder does not have (a restart for a reboot-only fault) keeps the ladder's step
+    assert after_failed_rung(LADDERS[Resolution.RESTART_BM], P.REBOOT, Option.RESTART) is P.REBOOT
+    # and with tried_depth the chooser offers only deeper fixes
+    s = Situation(Resolution.RESTART_APP, PRIORS[Resolution.RESTART_APP], spare_ready=False, durations=SLOW_RELOAD,
+                  tried_depth=0)
+    assert Option.RESTART not in {c.option for c in choose(s).costs}
+    assert choose(s).option is Option.RESET  # no spare: climb
