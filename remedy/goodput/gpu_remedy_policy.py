@@ -273,7 +273,8 @@ class GpuRemedy:
             minutes_to_next_checkpoint=sim.minutes_to_next_checkpoint(),
             checkpoint_interval_minutes=sc.checkpoint_interval_minutes,
             checkpoint_cost_minutes=sc.checkpoint_cost_minutes,
-            spare_ready=len(sim.ready_spares()) - 1 >= reserve, durations=self._durations(sim))
+            spare_ready=len(sim.ready_spares()) - 1 >= reserve, durations=self._durations(sim),
+            job_mtbf_minutes=sc.job_mtbf_hours * 60.0)
         if choice.action is WarningAction.WAIT:
             return
         epoch = sim.epoch
