@@ -293,7 +293,7 @@ def _do_step(step: Step, node: str, gpu: int | None, attempt_id: int, incident_i
         if rb.get("via") == "job" and not rb.get("succeeded"):
             raise StepFailed(f"reboot Job {rb.get('phase')}: {_tail(rb.get('logs', ''))}",
                              timed_out=rb.get("phase") == "Timeout")
-        up = wait_node_ready(node, step.timeout.total_seconds(), dry_run)
+        up = wait_node_ready(node, step.timeout.total_seconds(), dry_run, boot_id_before=rb.get("boot_id_before", ""))
         if not up["ready"]:
             raise StepFailed(f"node not Ready {human_duration(up['seconds'])} after the reboot", timed_out=True)
     else:

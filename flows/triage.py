@@ -26,8 +26,11 @@ from remedy.receiver.triage_policy import (
     Decision,
     decide,
     explain_markdown,
+    not_ready_seconds,
+    not_ready_without_duration,
     parse_incident_id,
     parse_time,
+    with_not_ready_duration,
 )
 from remedy.settings.triage import triage_settings
 from tasks.states import final_state, run_subflow
@@ -80,6 +83,12 @@ def triage(
     now = utcnow()
     detected = parse_time(detected_at) or incident["first_seen"]
     live = read_live_node(node) if (now - detected).total_seconds() > t.max_incident_age_seconds else {}
+
+    # 2b. NotReady without a duration (the alert did not say how long): measure it on the live node, waiting out
+    #     the NotReady grace (signals.node_not_ready_seconds) while it is still NotReady; without this the node
+    #     was only watched and the gang job stayed short.
+    if not_ready_without_duration(incident) and incident["status"] == IncidentStatus.OPEN.value:
+        incident, live = _measure_not_ready(incident, settings.signals.node_not_ready_seconds)
 
     # 3. Decide (plain Python: remedy.receiver.triage_policy).
     decision = decide(incident, recurrences=recurrences, node_state=state, now=now, detected_at=detected,
@@ -156,6 +165,20 @@ def triage(
                                          incident_id=incident_id, dry_run=dry_run)
     return final_state(result | {"status": status or "done", "incident_status": closed["status"], "outcome": outcome,
                                  "why": detail})
+
+
+def _measure_not_ready(incident: dict[str, Any], grace_seconds: float) -> tuple[dict[str, Any], dict | None]:
+    """The NotReady duration read from the live node; while it is NotReady but below the grace, wait for the rest
+    of the grace (the settings' seconds, the clock every wait of the flows uses) and look again."""
+    import time
+
+    live = read_live_node(incident["node"])
+    seconds = not_ready_seconds(incident, live, utcnow())
+    if seconds is not None and 0 < seconds < grace_seconds:
+        time.sleep(grace_seconds - seconds)
+        live = read_live_node(incident["node"])
+        seconds = not_ready_seconds(incident, live, utcnow())
+    return (incident if seconds is None else with_not_ready_duration(incident, seconds)), live
 
 
 def _explain(incident: dict[str, Any], decision: Decision, outcome: str = "") -> None:

@@ -106,6 +106,14 @@ class DrainSettings(BaseModel):
         300.0, gt=0, description="Give up evicting (PodDisruptionBudget 429s) after this long and report what is left."
     )
     pdb_backoff_seconds: float = Field(1.0, gt=0, description="First back-off after a 429; doubles up to 30 s.")
+    force_delete_when_not_ready: bool = Field(
+        True,
+        description="A NotReady node's kubelet cannot confirm that evicted pods stopped: they stay Terminating, and "
+        "a Job with a podFailurePolicy (the training job) never replaces them, so the job cannot move to its spare. "
+        "When the node is NotReady at the drain, force-delete its evicted pods (grace 0, as `kubectl delete pod "
+        "--force`). Kubernetes warns that a node only partitioned may still run them; false: leave them Terminating "
+        "for a person (force delete, or the node.kubernetes.io/out-of-service taint).",
+    )
 
 
 class CapacityBudget(BaseModel):

@@ -291,6 +291,7 @@ class KubernetesCluster:
             annotations=meta.get("annotations") or {},
             allocatable_gpus=int((status.get("allocatable") or {}).get("nvidia.com/gpu", 0) or 0),
             resource_version=meta.get("resourceVersion", ""),
+            boot_id=(status.get("nodeInfo") or {}).get("bootID", ""),
         )
 
     # ------------------------------------------------------------------ cordon / taints / labels
@@ -390,7 +391,7 @@ class KubernetesCluster:
         """Evict every pod but DaemonSet, mirror and finished ones; retry PDB 429s with backoff until the deadline."""
         start = time.monotonic()
         report = DrainReport(node=name, dry_run=self.dry_run)
-        self.get_node(name)  # NodeNotFound early, before listing pods
+        down = not self.get_node(name).ready  # NodeNotFound early, before listing pods
         to_evict: list[dict] = []
         for pod in self.pods_on_node(name):
             key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
@@ -405,7 +406,10 @@ class KubernetesCluster:
         keys = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in to_evict]
         report.evicted, report.not_evicted, report.blocked_retries, report.refused = self._evict(
             keys, grace_period_seconds, start, deadline_seconds)
-        self._wait_pods_gone(name, report, start, deadline_seconds, grace_period_seconds)
+        if down and self.settings.drain.force_delete_when_not_ready:
+            self._force_delete(name, report)  # no kubelet to confirm: waiting would only run out the deadline
+        else:
+            self._wait_pods_gone(name, report, start, deadline_seconds, grace_period_seconds)
         for key, why in report.refused.items():  # no wait helps these: say so where on-call looks
             self.record_event(name, reason="RemedyEvictionRefused", type="Warning",
                               message=f"Cannot evict {key}: {why}")
@@ -486,6 +490,24 @@ class KubernetesCluster:
         which = f" ({', '.join(names)})" if names else ""
         return (f"covered by more than one PodDisruptionBudget{which}: the Eviction API refuses such a pod every "
                 "time; a person must merge the budgets or delete the pod")
+
+    def _force_delete(self, name: str, report: DrainReport) -> None:
+        """The evicted pods of a NotReady node, deleted with grace 0 (their kubelet cannot confirm a graceful end)."""
+        left = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in self.pods_on_node(name)}
+        for key in [k for k in report.evicted if k in left]:
+            ns, pod_name = key.split("/", 1)
+            try:
+                self._call(f"force delete pod {key}", self.core.delete_namespaced_pod, pod_name, ns,
+                           grace_period_seconds=0)
+                report.force_deleted.append(key)
+            except ObjectNotFound:
+                pass
+            except RemedyError as exc:
+                report.not_evicted[key] = f"evicted from a NotReady node; force delete failed: {exc}"
+        if report.force_deleted:
+            self.record_event(name, reason="RemedyForceDelete", type="Warning",
+                              message=f"Node NotReady: force-deleted {len(report.force_deleted)} evicted pod(s) its "
+                              "kubelet could not confirm stopped")
 
     def _wait_pods_gone(self, name: str, report: DrainReport, start: float, deadline: float, grace: int) -> None:
         """Evicted pods terminate within their grace period; wait for that (bounded by grace + deadline). On a

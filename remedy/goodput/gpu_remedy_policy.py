@@ -268,12 +268,14 @@ class GpuRemedy:
             return
         sc = sim.sc
         reserve = self.settings.breaker.spare_reserve
+        precision, job_mtbf = self._warning_odds(sc)
         choice = choose_on_warning(
-            precision=1.0 / (1.0 + sc.false_warnings_per_true), lead_minutes=lead,
+            precision=precision, lead_minutes=lead,
             minutes_to_next_checkpoint=sim.minutes_to_next_checkpoint(),
             checkpoint_interval_minutes=sc.checkpoint_interval_minutes,
             checkpoint_cost_minutes=sc.checkpoint_cost_minutes,
-            spare_ready=len(sim.ready_spares()) - 1 >= reserve, durations=self._durations(sim))
+            spare_ready=len(sim.ready_spares()) - 1 >= reserve, durations=self._durations(sim),
+            job_mtbf_minutes=job_mtbf)
         if choice.action is WarningAction.WAIT:
             return
         epoch = sim.epoch
@@ -305,6 +307,11 @@ class GpuRemedy:
                       else _NO_XID_RESOLUTION.get(inc.fault.kind.signal, Resolution.UNKNOWN))
         yield from self._replace(sim, inc, resolution, tried=0, spare=spare)
         self._finish(sim, name, True)
+
+    def _warning_odds(self, sc) -> tuple[float, float]:
+        """(how often a warning is right, minutes between job failures): what the detector's record and the job's
+        own failure history tell the policy."""
+        return 1.0 / (1.0 + sc.false_warnings_per_true), sc.job_mtbf_hours * 60.0
 
     def _spares_outside(self, sim, node: int) -> list[int]:
         rack = sim.rack_of[node]

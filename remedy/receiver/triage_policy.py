@@ -106,6 +106,32 @@ def signal_of(incident: dict[str, Any]) -> Signal:
                   labels={"alertname": incident.get("detail", "")[:80]})
 
 
+def not_ready_without_duration(incident: dict[str, Any]) -> bool:
+    """A NotReady incident whose alert did not say how long the node has been NotReady (an exporter's plain
+    "NotReady" alert, or the simulator's first one): triage measures it on the live node (`not_ready_seconds`)."""
+    if incident.get("signal") != SignalKind.NODE_NOT_READY.value:
+        return False
+    value = (incident.get("evidence") or {}).get("value")
+    return not (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def not_ready_seconds(incident: dict[str, Any], live_node: dict[str, Any] | None, now: datetime) -> float | None:
+    """How long the node has been NotReady, as far as triage can tell: at least since the incident was first seen
+    while the live node is still NotReady; 0 once it is Ready again; None when the cluster has no such node."""
+    if live_node is None:
+        return None
+    if live_node.get("ready", True):
+        return 0.0
+    return age_seconds(incident["first_seen"], now)
+
+
+def with_not_ready_duration(incident: dict[str, Any], seconds: float) -> dict[str, Any]:
+    """The incident with the measured NotReady duration as its evidence value (what classify's rule reads)."""
+    evidence = dict(incident.get("evidence") or {})
+    evidence |= {"value": float(seconds), "unit": "s", "measured_by": "triage (live node)"}
+    return incident | {"evidence": evidence}
+
+
 def decide(incident: dict[str, Any], *, recurrences: int, node_state: str | None, now: datetime,
            detected_at: datetime | None, max_age_seconds: float, live_node: dict[str, Any] | None = None,
            thresholds: SignalThresholds | None = None, orphaned: bool = False, resumes: bool = False) -> Decision:

@@ -14,6 +14,7 @@ Plain Python: no Prefect, no I/O.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -294,15 +295,19 @@ class WarningChoice:
 
 def choose_on_warning(*, precision: float, lead_minutes: float, minutes_to_next_checkpoint: float,
                       checkpoint_interval_minutes: float, checkpoint_cost_minutes: float, spare_ready: bool,
-                      durations: Durations = Durations()) -> WarningChoice:
+                      durations: Durations = Durations(), job_mtbf_minutes: float = math.inf) -> WarningChoice:
     """A detector warns that a node will fail within `lead_minutes` (right with probability `precision`).
 
     Acting swaps the node at a checkpoint boundary: no work is rolled back, the job pays one swap (drain, join,
     reload) and, when the next scheduled checkpoint comes too late, one extra checkpoint. Waiting pays, with
     probability `precision`, the failure: on average half an interval of work rolled back, detection and the same
-    swap. The cheaper one wins; with no spare ready the node is left until it fails or a spare frees."""
+    swap — but only if the job is still running when it comes: with the job failing every `job_mtbf_minutes`
+    (any node), it stops first with probability 1 − exp(−lead / MTBF), and the node is then swapped while the job
+    is down anyway (no stop of its own). The cheaper one wins; with no spare ready the node is left until it fails
+    or a spare frees."""
     swap = durations.grace + durations.join + durations.reload
-    lose = precision * (checkpoint_interval_minutes / 2 + durations.detect + swap)
+    runs_until = math.exp(-lead_minutes / job_mtbf_minutes) if job_mtbf_minutes > 0 else 0.0
+    lose = precision * runs_until * (checkpoint_interval_minutes / 2 + durations.detect + swap)
     if not spare_ready:
         return WarningChoice(WarningAction.WAIT, float("inf"), lose, "no spare ready: nothing to swap in")
     if minutes_to_next_checkpoint < lead_minutes:
@@ -311,7 +316,9 @@ def choose_on_warning(*, precision: float, lead_minutes: float, minutes_to_next_
     else:
         act, action = checkpoint_cost_minutes + swap, WarningAction.CHECKPOINT_NOW
         how = f"extra checkpoint {checkpoint_cost_minutes:g} + swap {swap:g}"
-    how += f" vs {precision:.0%} × (rollback {checkpoint_interval_minutes / 2:g} + detect {durations.detect:g} + swap {swap:g})"
+    still = f"{runs_until:.0%} still running × " if runs_until < 1.0 else ""
+    how += (f" vs {precision:.0%} × {still}(rollback {checkpoint_interval_minutes / 2:g} + detect {durations.detect:g} + "
+            f"swap {swap:g})")
     if act < lose:
         return WarningChoice(action, act, lose, how)
     return WarningChoice(WarningAction.WAIT, act, lose, how)

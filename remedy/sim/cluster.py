@@ -11,6 +11,7 @@ import itertools
 import json
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -227,6 +228,9 @@ class Cluster:
 
             def back() -> None:
                 self.rebooting.pop(name, None)
+                # the kubelet reads a new /proc/sys/kernel/random/boot_id after a boot and reports it
+                self.store.mutate("Node", "", name, lambda n: n["status"].setdefault("nodeInfo", {}).update(
+                    bootID=str(uuid.uuid4())))
                 health = self.health.get(name)
                 if health is not None:
                     health.clear_after_reboot()

@@ -190,6 +190,28 @@ def test_drain_reports_what_a_pdb_still_blocks_at_the_deadline(cluster):
     assert key.startswith("training/") and "disruption budget" in why
 
 
+@pytest.mark.simulator_only("injects a fault into the simulator")
+def test_drain_of_a_not_ready_node_force_deletes_what_its_kubelet_cannot_confirm(cluster, sim):
+    """Pods evicted from a NotReady node stay Terminating (no kubelet confirms), and the training Job, with its
+    podFailurePolicy, replaces a pod only once it has ended: without a force delete the job never reaches its
+    spare. The drain force-deletes them (grace 0) and says so; with the setting off it waits and reports them."""
+    from remedy.sim.faults import inject
+
+    inject(sim.cluster, "not-ready", "gpu006")
+    cluster.cordon("gpu006", reason="NotReady", by="test")
+    t = time.monotonic()
+    report = cluster.drain("gpu006", grace_period_seconds=30, deadline_seconds=30)
+    assert time.monotonic() - t < 10, report  # not the deadline: nothing is waited for
+    assert report.complete and report.force_deleted and all("llm-pretrain" in k for k in report.force_deleted)
+    assert not [p for p in cluster.pods_on_node("gpu006") if "llm-pretrain" in p["metadata"]["name"]]
+
+    other = next(n for n in cluster.workload_nodes("training", "llm-pretrain") if n != "gpu006")
+    inject(sim.cluster, "not-ready", other)
+    with KubernetesCluster(settings_for(sim, drain={"force_delete_when_not_ready": False})) as waits:
+        kept = waits.drain(other, grace_period_seconds=30, deadline_seconds=1)
+    assert not kept.force_deleted and any("still terminating" in why for why in kept.not_evicted.values())
+
+
 @pytest.mark.simulator_only("the check's pod must run and log: the simulator runs checks, this control plane has no kubelet")
 def test_node_job_lifecycle(cluster):
     result = cluster.run_node_job(NodeJobSpec(name="reset-gpu011-1", node="gpu011", check="gpu-reset",

@@ -68,3 +68,20 @@ def test_no_spare_ready_keeps_the_in_place_fix(prefect_server, fleet):
     _, out = run_to_state(triage, incident_id=inc.id)
     assert out["choice"]["option"] in ("reboot", "reset-gpu"), out["choice"]
     assert out["path"] == "reboot" and "recovery" not in out
+
+
+def test_not_ready_without_a_duration_is_measured_and_replaced(prefect_server, fleet, monkeypatch):
+    """The NotReady alert said nothing about how long: triage waits out the grace on the live node (2 s here,
+    the setting's seconds), finds it still NotReady and replaces it, instead of only watching a short gang job."""
+    from flows.triage import triage
+    from remedy import runtime
+    from remedy.sim.faults import inject
+
+    monkeypatch.setenv("REMEDY_SIGNALS__NODE_NOT_READY_SECONDS", "2")
+    runtime.reset()
+    inject(fleet.cluster, "not-ready", "gpu005")
+    inc = open_incident("gpu005", signal="node-not-ready", gpu=None)
+    state, out = run_to_state(triage, incident_id=inc.id)
+    assert out["path"] == "replace", out
+    assert "NotReady for" in out["reason"] and state.is_completed(), (state, out)
+    assert runtime.ledger().get_node("gpu005").state.value in ("repair", "quarantined")
