@@ -11,6 +11,7 @@ import itertools
 import json
 import threading
 import time
+from typing import Any
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +85,7 @@ class Cluster:
         self.count_deleted_pods = True
         self._pod_ips = itertools.count(1)
         self.booted = time.monotonic()
+        self.nfs_counters: dict[str, Any] = {}  # node -> its NFS mount's counters (remedy.sim.nfs)
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
         self._wake = threading.Condition(self.lock)
