@@ -282,7 +282,8 @@ def _start_prometheus(workdir: Path, port: int, sim_url: str, settings) -> Any:
     Prometheus already (config or REMEDY_NFS__PROMETHEUS_URL) or no `prometheus` binary is installed (said at start)."""
     from remedy.stack_prometheus import URL_ENV, PrometheusNotInstalled, start_prometheus
 
-    if "prometheus_url" in settings.nfs.model_fields_set:
+    default = type(settings.nfs).model_fields["prometheus_url"].default
+    if os.environ.get(URL_ENV) or settings.nfs.prometheus_url != default:  # the operator named one
         return None
     try:
         prometheus = start_prometheus(workdir, port, sim_url)
