@@ -12,6 +12,7 @@ import json
 import threading
 import time
 import uuid
+from typing import Any
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,6 +91,7 @@ class Cluster:
         self.job_backoff_wake: set[str] = set()  # Job uids with a timer set for the end of their back-off
         self._pod_ips = itertools.count(1)
         self.booted = time.monotonic()
+        self.nfs_counters: dict[str, Any] = {}  # node -> its NFS mount's counters (remedy.sim.nfs)
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
         self._wake = threading.Condition(self.lock)
