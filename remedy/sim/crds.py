@@ -172,13 +172,34 @@ def _delete_job(cluster: "Cluster", job: dict, grace: int | None = None) -> None
 
 
 # ---------------------------------------------------------------- the loop
+def _queued(cluster: "Cluster") -> set[tuple[str, str, str]]:
+    """(kind, namespace, name) of the Jobs, JobSets and PyTorchJobs labelled for Kueue, kept current from the
+    store's change feed, so a pass over a cluster with thousands of check Jobs and no Kueue costs nothing."""
+    index = getattr(cluster, "_kueue_queued", None)
+    if index is None:
+        index = {(k, o["metadata"].get("namespace", ""), o["metadata"]["name"]) for k in ("Job", "JobSet", "PyTorchJob")
+                 for o in cluster.store.objects(k) if (o["metadata"].get("labels") or {}).get(QUEUE_NAME)}
+
+        def on_change(verb: str, kind: str, namespace: str, obj: dict | None) -> None:
+            if kind in ("Job", "JobSet", "PyTorchJob") and obj is not None:
+                key = (kind, namespace, obj["metadata"]["name"])
+                if verb != "DELETED" and (obj["metadata"].get("labels") or {}).get(QUEUE_NAME):
+                    index.add(key)
+                else:
+                    index.discard(key)
+
+        cluster.store.on_change.append(on_change)
+        cluster._kueue_queued = index  # type: ignore[attr-defined]
+    return index
+
+
 def sync_workloads(cluster: "Cluster") -> None:
     """Run after the Job controller on every reconcile pass; cheap when no such object exists."""
     changed = False
-    for wl_owner_kind in ("JobSet", "PyTorchJob", "Job"):
-        for obj in cluster.store.objects(wl_owner_kind):
-            if (obj["metadata"].get("labels") or {}).get(QUEUE_NAME):
-                changed |= _sync_kueue(cluster, wl_owner_kind, obj)
+    for kind, ns, name in sorted(_queued(cluster)):
+        obj = cluster.store.get(kind, ns, name)
+        if obj is not None:
+            changed |= _sync_kueue(cluster, kind, obj)
     for js in cluster.store.objects("JobSet"):
         changed |= _sync_jobset(cluster, cluster.store.get("JobSet", js["metadata"]["namespace"],
                                                            js["metadata"]["name"]) or js)
