@@ -484,3 +484,31 @@ def _sync_kueue(cluster: "Cluster", kind: str, obj: dict) -> bool:
             changed = True
     _set_status(cluster, "Workload", wl, status)
     return changed
+
+
+# ---------------------------------------------------------------- the training workload as a CRD
+def add_training_workload(cluster: "Cluster", kind: str, nodes: int) -> dict:
+    """training/llm-pretrain as a JobSet (one single-pod Job per node, the batch Job's pod template and its
+    podFailurePolicy, failurePolicy.maxRestarts 3) or an elastic PyTorchJob (`nodes` workers, elasticPolicy
+    minReplicas 3/4 of them), as if created through the API; its controller here starts the gang."""
+    from remedy.sim.objects import make_training_job
+
+    if kind not in ("JobSet", "PyTorchJob"):
+        raise ValueError(f"workload must be Job, JobSet or PyTorchJob, got {kind!r}")
+    job = make_training_job(nodes)
+    pod = deep_copy(job["spec"]["template"])
+    meta = {"name": job["metadata"]["name"], "namespace": job["metadata"]["namespace"],
+            "labels": dict(job["metadata"]["labels"]), "uid": str(uuid.uuid4()), "generation": 1}
+    if kind == "JobSet":
+        obj = {"apiVersion": JOBSET_API, "kind": "JobSet", "metadata": meta, "spec": {
+            "failurePolicy": {"maxRestarts": 3},
+            "replicatedJobs": [{"name": "workers", "replicas": nodes, "template": {"spec": {
+                "parallelism": 1, "completions": 1, "backoffLimit": 6,
+                "podFailurePolicy": deep_copy(job["spec"]["podFailurePolicy"]), "template": pod}}}]}}
+    else:
+        pod["spec"]["restartPolicy"] = "OnFailure"
+        obj = {"apiVersion": PYTORCH_API, "kind": "PyTorchJob", "metadata": meta, "spec": {
+            "runPolicy": {"backoffLimit": 6},
+            "elasticPolicy": {"minReplicas": max(1, nodes * 3 // 4), "maxReplicas": nodes, "rdzvBackend": "c10d"},
+            "pytorchReplicaSpecs": {"Worker": {"replicas": nodes, "restartPolicy": "OnFailure", "template": pod}}}}
+    return cluster.store.create(kind, obj)
