@@ -376,12 +376,14 @@ def build_cluster(
     sessions: int = 0,
     gpu_taint: bool = False,
     throttle: Throttle | None = None,
+    workload: str = "Job",
 ) -> Cluster:
     """A GPU cluster of `nodes` nodes in total (seed 002: 63 B200 nodes, 60 of them training), of which
     `spares` are warm spares, with its workloads; `sessions` of the training pool's nodes run one low-priority
     single-node interactive session each instead of the training job (parallelism = nodes - spares - sessions).
     `gpu_taint` puts the provider's nvidia.com/gpu=present:NoSchedule taint on every GPU node, as GKE does.
     `throttle` turns on API throttling (remedy.sim.throttle): 429 with Retry-After beyond its rate.
+    `workload`: the training workload's kind, "Job" (batch/v1), "JobSet" or "PyTorchJob" (remedy.sim.crds).
     See remedy/sim/objects.py for the exact objects."""
     from remedy.sim.objects import populate
 
@@ -399,8 +401,12 @@ def build_cluster(
         raise ValueError(f"sessions must be between 0 and nodes-spares ({nodes - spares}), got {sessions}")
     cluster = Cluster(time_scale=time_scale, seed=seed, alert_url=alert_url, alert_token=alert_token)
     populate(cluster, nodes=nodes, spares=spares, gpus_per_node=gpus_per_node, racks=racks,
-             nodes_per_rack=nodes_per_rack, prefix=prefix, training_job=training_job, sessions=sessions,
-             gpu_taint=gpu_taint)
+             nodes_per_rack=nodes_per_rack, prefix=prefix, training_job=training_job and workload == "Job",
+             sessions=sessions, gpu_taint=gpu_taint)
+    if training_job and workload != "Job":
+        from remedy.sim.crds import add_training_workload
+
+        add_training_workload(cluster, workload, nodes - spares - sessions)
     cluster.reconcile()
     cluster.throttle = throttle
     return cluster

@@ -172,13 +172,34 @@ def _delete_job(cluster: "Cluster", job: dict, grace: int | None = None) -> None
 
 
 # ---------------------------------------------------------------- the loop
+def _queued(cluster: "Cluster") -> set[tuple[str, str, str]]:
+    """(kind, namespace, name) of the Jobs, JobSets and PyTorchJobs labelled for Kueue, kept current from the
+    store's change feed, so a pass over a cluster with thousands of check Jobs and no Kueue costs nothing."""
+    index = getattr(cluster, "_kueue_queued", None)
+    if index is None:
+        index = {(k, o["metadata"].get("namespace", ""), o["metadata"]["name"]) for k in ("Job", "JobSet", "PyTorchJob")
+                 for o in cluster.store.objects(k) if (o["metadata"].get("labels") or {}).get(QUEUE_NAME)}
+
+        def on_change(verb: str, kind: str, namespace: str, obj: dict | None) -> None:
+            if kind in ("Job", "JobSet", "PyTorchJob") and obj is not None:
+                key = (kind, namespace, obj["metadata"]["name"])
+                if verb != "DELETED" and (obj["metadata"].get("labels") or {}).get(QUEUE_NAME):
+                    index.add(key)
+                else:
+                    index.discard(key)
+
+        cluster.store.on_change.append(on_change)
+        cluster._kueue_queued = index  # type: ignore[attr-defined]
+    return index
+
+
 def sync_workloads(cluster: "Cluster") -> None:
     """Run after the Job controller on every reconcile pass; cheap when no such object exists."""
     changed = False
-    for wl_owner_kind in ("JobSet", "PyTorchJob", "Job"):
-        for obj in cluster.store.objects(wl_owner_kind):
-            if (obj["metadata"].get("labels") or {}).get(QUEUE_NAME):
-                changed |= _sync_kueue(cluster, wl_owner_kind, obj)
+    for kind, ns, name in sorted(_queued(cluster)):
+        obj = cluster.store.get(kind, ns, name)
+        if obj is not None:
+            changed |= _sync_kueue(cluster, kind, obj)
     for js in cluster.store.objects("JobSet"):
         changed |= _sync_jobset(cluster, cluster.store.get("JobSet", js["metadata"]["namespace"],
                                                            js["metadata"]["name"]) or js)
@@ -463,3 +484,31 @@ def _sync_kueue(cluster: "Cluster", kind: str, obj: dict) -> bool:
             changed = True
     _set_status(cluster, "Workload", wl, status)
     return changed
+
+
+# ---------------------------------------------------------------- the training workload as a CRD
+def add_training_workload(cluster: "Cluster", kind: str, nodes: int) -> dict:
+    """training/llm-pretrain as a JobSet (one single-pod Job per node, the batch Job's pod template and its
+    podFailurePolicy, failurePolicy.maxRestarts 3) or an elastic PyTorchJob (`nodes` workers, elasticPolicy
+    minReplicas 3/4 of them), as if created through the API; its controller here starts the gang."""
+    from remedy.sim.objects import make_training_job
+
+    if kind not in ("JobSet", "PyTorchJob"):
+        raise ValueError(f"workload must be Job, JobSet or PyTorchJob, got {kind!r}")
+    job = make_training_job(nodes)
+    pod = deep_copy(job["spec"]["template"])
+    meta = {"name": job["metadata"]["name"], "namespace": job["metadata"]["namespace"],
+            "labels": dict(job["metadata"]["labels"]), "uid": str(uuid.uuid4()), "generation": 1}
+    if kind == "JobSet":
+        obj = {"apiVersion": JOBSET_API, "kind": "JobSet", "metadata": meta, "spec": {
+            "failurePolicy": {"maxRestarts": 3},
+            "replicatedJobs": [{"name": "workers", "replicas": nodes, "template": {"spec": {
+                "parallelism": 1, "completions": 1, "backoffLimit": 6,
+                "podFailurePolicy": deep_copy(job["spec"]["podFailurePolicy"]), "template": pod}}}]}}
+    else:
+        pod["spec"]["restartPolicy"] = "OnFailure"
+        obj = {"apiVersion": PYTORCH_API, "kind": "PyTorchJob", "metadata": meta, "spec": {
+            "runPolicy": {"backoffLimit": 6},
+            "elasticPolicy": {"minReplicas": max(1, nodes * 3 // 4), "maxReplicas": nodes, "rdzvBackend": "c10d"},
+            "pytorchReplicaSpecs": {"Worker": {"replicas": nodes, "restartPolicy": "OnFailure", "template": pod}}}}
+    return cluster.store.create(kind, obj)

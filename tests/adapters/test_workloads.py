@@ -377,3 +377,18 @@ def test_the_dashboard_counts_a_jobsets_gang_restarts_against_max_restarts(api, 
     job = read_job_failures.fn()
     assert (job["failed"], job["limit"], job["limit_name"]) == (1, 2, "failurePolicy.maxRestarts")
     assert "1 more drain(s) or restart(s) fail the whole JobSet" in job["warning"]
+
+
+@pytest.mark.parametrize("kind", [WorkloadKind.JOBSET, WorkloadKind.PYTORCHJOB])
+def test_the_simulator_can_run_the_training_workload_as_a_crd(sim_factory, kind):
+    """`remedy sim serve --workload JobSet|PyTorchJob`: training/llm-pretrain as that kind, one pod per active node."""
+    server = sim_factory(nodes=10, spares=2, workload=kind.value)
+    with adapter(server, kind, "llm-pretrain") as c:
+        work = c.workload("training", "llm-pretrain")
+        wait(lambda: work.state().ready == 8, what="8 pods ready")
+        assert work.state().desired == 8 and len(c.workload_nodes("training", "llm-pretrain")) == 8
+        assert not c.batch.list_namespaced_job("training").items or kind is WorkloadKind.JOBSET
+        if kind is WorkloadKind.PYTORCHJOB:
+            assert work.state().elastic == (6, 8)
+        else:
+            assert work.state().ignores_disruptions and work.state().restart_limit == 3
