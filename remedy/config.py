@@ -110,8 +110,8 @@ class DrainSettings(BaseModel):
         True,
         description="A NotReady node's kubelet cannot confirm that evicted pods stopped: they stay Terminating, and "
         "a Job with a podFailurePolicy (the training job) never replaces them, so the job cannot move to its spare. "
-        "When the node is NotReady at the drain, force-delete its evicted pods (grace 0, as `kubectl delete pod "
-        "--force`). Kubernetes warns that a node only partitioned may still run them; false: leave them Terminating "
+        "When the node is NotReady at the drain, mark it node.kubernetes.io/out-of-service and force-delete its "
+        "evicted pods (grace 0, as `kubectl delete pod --force`; non-graceful node shutdown). Kubernetes warns that a node only partitioned may still run them; false: leave them Terminating "
         "for a person (force delete, or the node.kubernetes.io/out-of-service taint).",
     )
 

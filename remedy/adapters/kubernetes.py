@@ -407,7 +407,8 @@ class KubernetesCluster:
         report.evicted, report.not_evicted, report.blocked_retries, report.refused = self._evict(
             keys, grace_period_seconds, start, deadline_seconds)
         if down and self.settings.drain.force_delete_when_not_ready:
-            self._force_delete(name, report)  # no kubelet to confirm: waiting would only run out the deadline
+            # no kubelet to confirm their end: waiting out the grace period would only delay the job's move
+            self._release_stuck(name, self.pods_on_node(name), report, at_once=True)
         else:
             self._wait_pods_gone(name, report, start, deadline_seconds, grace_period_seconds)
         for key, why in report.refused.items():  # no wait helps these: say so where on-call looks
@@ -491,24 +492,6 @@ class KubernetesCluster:
         return (f"covered by more than one PodDisruptionBudget{which}: the Eviction API refuses such a pod every "
                 "time; a person must merge the budgets or delete the pod")
 
-    def _force_delete(self, name: str, report: DrainReport) -> None:
-        """The evicted pods of a NotReady node, deleted with grace 0 (their kubelet cannot confirm a graceful end)."""
-        left = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in self.pods_on_node(name)}
-        for key in [k for k in report.evicted if k in left]:
-            ns, pod_name = key.split("/", 1)
-            try:
-                self._call(f"force delete pod {key}", self.core.delete_namespaced_pod, pod_name, ns,
-                           grace_period_seconds=0)
-                report.force_deleted.append(key)
-            except ObjectNotFound:
-                pass
-            except RemedyError as exc:
-                report.not_evicted[key] = f"evicted from a NotReady node; force delete failed: {exc}"
-        if report.force_deleted:
-            self.record_event(name, reason="RemedyForceDelete", type="Warning",
-                              message=f"Node NotReady: force-deleted {len(report.force_deleted)} evicted pod(s) its "
-                              "kubelet could not confirm stopped")
-
     def _wait_pods_gone(self, name: str, report: DrainReport, start: float, deadline: float, grace: int) -> None:
         """Evicted pods terminate within their grace period; wait for that (bounded by grace + deadline). On a
         NotReady node no kubelet confirms their end, so pods still Terminating after their grace period
@@ -518,7 +501,7 @@ class KubernetesCluster:
         first = True
         while evicted or first:
             pods = self.pods_on_node(name)
-            if first or evicted:
+            if (first or evicted) and self.settings.drain.force_delete_when_not_ready:
                 self._release_stuck(name, pods, report)
             first = False
             left = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods} - set(report.force_deleted)
@@ -529,20 +512,22 @@ class KubernetesCluster:
         for key in evicted:
             report.not_evicted[key] = "evicted but still terminating at the deadline"
 
-    def _release_stuck(self, name: str, pods: list[dict], report: DrainReport) -> None:
+    def _release_stuck(self, name: str, pods: list[dict], report: DrainReport, at_once: bool = False) -> None:
         """Pods Terminating past their grace period on a NotReady node: its kubelet cannot confirm their end, so
         they would hold their place (and a Job with podReplacementPolicy Failed would never replace them) until
         the node came back. Taint the node `node.kubernetes.io/out-of-service` (non-graceful node shutdown:
         PodGC marks such pods Failed and deletes them, pkg/controller/podgc/gc_controller.go gcTerminating)
         and force-delete them (grace 0, as `kubectl delete --force`). Only for a NotReady node: on a Ready one
-        the kubelet is still stopping them. Uncordon removes the taint."""
+        the kubelet is still stopping them. `at_once`: every terminating pod, not only those past their grace
+        period (the node was NotReady when drained). Off with drain.force_delete_when_not_ready = false.
+        Uncordon removes the taint."""
         now = datetime.now(timezone.utc)
         stuck = []
         for p in pods:
             meta = p["metadata"]
             key = f"{meta['namespace']}/{meta['name']}"
             at = _parse_time(meta.get("deletionTimestamp") or "")
-            if at is None or at > now or key in report.force_deleted or _skip_reason(p) in ("mirror pod",
+            if at is None or (at > now and not at_once) or key in report.force_deleted or _skip_reason(p) in ("mirror pod",
                                                                                            "DaemonSet pod"):
                 continue
             stuck.append((key, meta))

@@ -157,7 +157,7 @@ def select_spare(
         key = (recent, stale, len(shared), age_s, cand.name)
         notes = [f"{cand.node.gpu_model} like {failed.name}"]
         if recent:
-            notes.append(f"fixed in place {_age(since_fix.total_seconds() / 3600)} ago (within {recent_days:g} d): "
+            notes.append(f"fixed in place {_age(since_fix.total_seconds() / 3600)} ago (within {_age(recent_days * 24)}): "
                          "used after the spares with a clean record")
         if age is None:
             notes.append("never validated: validate it on promotion")
