@@ -64,7 +64,13 @@ def test_an_uncordon_at_each_step_stands_the_run_down(prefect_server, sim_factor
 
     sim = sim_factory(nodes=16, spares=1, time_scale=0.05)  # one spare: a released one is the only one there is
     stale = step == "after the spare claim"
-    runtime = remedy_env(sim=sim, BREAKER__SPARE_RESERVE=0, SPARES__VALIDATE_ON_PROMOTE=str(stale).lower())
+    # the stood-down node keeps its quarantine taint (only the cordon was lifted): the budget leaves room for the
+    # next failure, and the breakers let two failures of a 16-node fleet through (the cluster's 5 % is one node);
+    # a hold nobody answers would end in 5 s, not hang the test
+    wide = {f"BREAKER__{k}__{f}": 100 for k in ("RACK", "SWITCH", "PDU", "CLUSTER") for f in ("MAX_FAILURES", "MAX_PERCENT")}
+    runtime = remedy_env(sim=sim, BREAKER__SPARE_RESERVE=0, SPARES__VALIDATE_ON_PROMOTE=str(stale).lower(),
+                         BUDGET__MAX_NODES_IN_REMEDIATION=4, BUDGET__MAX_PERCENT_IN_REMEDIATION=50,
+                         APPROVALS__TIMEOUT_SECONDS=5, **wide)
     if not stale:
         _spares_validated_at_build(runtime)
     led = runtime.ledger()

@@ -191,15 +191,35 @@ def test_replace_node_killed_at_each_step_is_taken_over(prefect_server, sim, rem
     assert_settled(runtime, incident.id, node)
 
 
-@pytest.mark.parametrize("rung,how", [("reset", "watchdog"), ("reboot", "rerun")])
-def test_fix_in_place_killed_during_its_fix_is_taken_over(prefect_server, sim, remedy_env, ledger_db, tmp_path, rung,
-                                                          how):
+# fix-in-place's steps inside one rung (the ladder attempt row is running throughout): (rung, what the ledger shows)
+FIX_STEPS: dict[str, tuple[str, Callable]] = {
+    "after cordon": ("reset", lambda led, i: _acts(led, i, "cordon_node", ActionOutcome.SUCCEEDED)),
+    "during drain": ("reset", lambda led, i: _acts(led, i, "drain_node", ActionOutcome.RUNNING)),
+    "during reset": ("reset", lambda led, i: _acts(led, i, "job_gpu-reset", ActionOutcome.RUNNING)),
+    "during verify": ("reset", lambda led, i: (_acts(led, i, "job_gpu-reset", ActionOutcome.SUCCEEDED)  # the probe
+                                              and _acts(led, i, "job_nvml-probe", ActionOutcome.RUNNING))),
+    # the reboot was issued (the simulator reboots by Job) and the node is not back yet
+    "during reboot": ("reboot", lambda led, i: (_acts(led, i, "job_reboot")
+                                                and _acts(led, i, "fix_reboot", ActionOutcome.RUNNING))),
+}
+
+
+@pytest.mark.parametrize("step,how", [
+    ("after cordon", "rerun"),
+    ("during drain", "watchdog"),
+    ("during reset", "watchdog"),
+    ("during verify", "rerun"),
+    ("during reboot", "rerun"),
+])
+def test_fix_in_place_killed_at_each_step_is_taken_over(prefect_server, sim, remedy_env, ledger_db, tmp_path, step,
+                                                        how):
     """The rung the dead run was on is tried again (its abandoned attempt says nothing about the fix): the node is
     fixed in place, no spare is spent."""
     from flows.fix_in_place import fix_in_place
     from remedy.demo import _spares_validated_at_build
     from remedy.domain.model import Incident
 
+    rung, during = FIX_STEPS[step]
     # fixed in place, not replaced first (triage would give the job a spare and fix the node off the critical path)
     runtime = remedy_env(sim=sim, LADDER__REPLACE_FIRST="false", **ledger_db)
     node = "gpu005"
@@ -212,12 +232,7 @@ def test_fix_in_place_killed_during_its_fix_is_taken_over(prefect_server, sim, r
         inject(sim.cluster, "reset-fails", node, gpu=3)
     led = runtime.ledger()
     incident, _ = led.open_incident(Incident(node=node, signal="xid", gpu=3, xid=145), window_seconds=600)
-    if rung == "reset":  # the reset Job is running
-        during = lambda: _acts(led, incident.id, "job_gpu-reset", ActionOutcome.RUNNING)  # noqa: E731
-    else:  # the reboot was issued and the node is not back yet
-        during = lambda: (_acts(led, incident.id, "job_reboot")  # noqa: E731 - the simulator reboots by Job
-                          and _acts(led, incident.id, "fix_reboot", ActionOutcome.RUNNING))
-    kill_when(go(proc, incident.id), during, log)
+    kill_when(go(proc, incident.id), lambda: during(led, incident.id), log)
     assert runtime.cluster().get_node(node).unschedulable
 
     out = recover(runtime, incident.id, how, lambda: run_to_state_result(
@@ -225,8 +240,8 @@ def test_fix_in_place_killed_during_its_fix_is_taken_over(prefect_server, sim, r
     assert out["status"] == "fixed", out
     attempts = [(a.kind, a.outcome.value, a.error.split(":")[0]) for a in led.actions(incident_id=incident.id)
                 if a.kind.startswith("fix_")]
-    step = f"fix_{'reset-gpu' if rung == 'reset' else 'reboot'}"
-    assert attempts[-2:] == [(step, "failed", "abandoned"), (step, "succeeded", "")], attempts
+    fix = f"fix_{'reset-gpu' if rung == 'reset' else 'reboot'}"
+    assert attempts[-2:] == [(fix, "failed", "abandoned"), (fix, "succeeded", "")], attempts
     assert spares_left(runtime) == SPARES  # fixed in place: no spare spent
     assert not runtime.cluster().get_node(node).unschedulable and led.get_node(node).state is NodeState.ACTIVE
     assert led.get_incident(incident.id).status is IncidentStatus.RESOLVED
@@ -286,9 +301,12 @@ def test_a_late_approval_for_a_killed_run_says_so_and_the_incident_is_reannounce
     assert runtime.cluster().get_node("gpu009").unschedulable is False  # the gate held it: never cordoned
 
 
-def test_a_run_that_lost_its_lease_stops_acting(prefect_server, sim_factory, remedy_env):
+@pytest.mark.parametrize("lost", ["lease ended", "incident handed over"])
+def test_a_run_that_lost_its_lease_stops_acting(prefect_server, sim_factory, remedy_env, lost):
     """A live run whose lease was found expired (its process stalled past it) and whose incident went to another run
-    stops before its next step: it never claims or promotes a spare next to the run that has its incident now."""
+    stops before its next step: it never claims or promotes a spare next to the run that has its incident now.
+    `incident handed over`: its lease is still live (its own process sees nothing wrong), only the incident changed
+    hands: the ledger's fence inside the next write is what stops it."""
     from flows.replace_node import replace_node
     from remedy.demo import _spares_validated_at_build
     from remedy.domain.model import Incident
@@ -305,8 +323,13 @@ def test_a_run_that_lost_its_lease_stops_acting(prefect_server, sim_factory, rem
     wait_for("the drain", lambda: _acts(led, incident.id, "drain_node", ActionOutcome.RUNNING), timeout=60,
              every=0.01)
     holder = led.get_incident(incident.id).flow_run_id
-    assert led.end_lease(holder, reason="gone: found gone by the watchdog (test)")  # as after a long stall
-    assert led.claim(incident.id, "the-run-that-took-over").took_over_from == holder
+    if lost == "lease ended":
+        assert led.end_lease(holder, reason="gone: found gone by the watchdog (test)")  # as after a long stall
+        assert led.claim(incident.id, "the-run-that-took-over").took_over_from == holder
+    else:
+        assert led.take_over_incident(incident.id, "the-run-that-took-over", expected_holder=holder,
+                                      reason="test: handed to another run", holder_over=False).claimed
+        assert led.get_lease(holder).ended_at is None
     state, out = run.result(120)
     assert state.is_failed() and "LeaseLost" in state.message and "it stops here" in state.message, state
     assert _acts(led, incident.id, "claim_spare") == [] and _acts(led, incident.id, "set_state_active") == []
