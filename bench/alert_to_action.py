@@ -217,7 +217,7 @@ def _flow_rows(api: str, samples: int, only: str, db: str, pg: dict) -> list[tup
             latency_rounds(st, working_nodes(st, 40, 1))  # warm-up: first run imports and caches
             direct = latency_rounds(st, working_nodes(st, 10, samples))
             st.dispatcher.wait_idle(120)
-            bare = bare_prefect_rounds(st, working_nodes(st, 10 + samples, samples))
+            bare = bare_prefect_rounds(st, working_nodes(st, 10 + samples, samples + 1))
             st.dispatcher.wait_idle(120)
         finally:
             st.stop()
@@ -265,7 +265,7 @@ def bare_prefect_rounds(stack, nodes: list[str]) -> dict[str, list[float]]:
     announcer.sink = DirectTriageSink(ours.inner, dep_id, INCIDENT_TRIGGER, stack.dispatcher)
     try:
         latency_rounds(stack, nodes[:1])  # warm-up
-        return latency_rounds(stack, nodes[1:] + working_nodes(stack, 50, 1))
+        return latency_rounds(stack, nodes[1:])
     finally:
         announcer.sink = ours
 

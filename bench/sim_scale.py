@@ -133,6 +133,8 @@ def seed_ledger(url: str, nodes, actions: int, now: datetime, rng: random.Random
     if url.startswith("sqlite"):
         with led.engine.begin() as conn:
             conn.exec_driver_sql("ANALYZE")
+        with led.engine.connect() as conn:  # fold the bulk load's write-ahead log into the file, as a checkpoint would
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     else:
         with led.engine.connect() as conn:
             conn.exec_driver_sql("ANALYZE")
@@ -198,45 +200,59 @@ def whole_history_board(led, settings):
     return BreakerBoard.rebuild(decisions, transitions, outcomes, settings.breaker, settings.budget)
 
 
-def measure_ledger(url: str, sim_url: str, nodes, actions: int, repeat: int, whole: bool) -> dict:
-    """Seed a ledger of `actions` rows, point gpu-remedy's runtime at it, time the gate and triage."""
+def point_runtime(url: str, sim_url: str):
+    """gpu-remedy's runtime (settings, ledger, cluster) on this ledger and the simulator."""
     from remedy import runtime
-    from remedy.domain.model import Incident, NodeState, utcnow
-    from remedy.receiver.triage_policy import decide as triage_decide
-    from remedy.safety import history
 
-    now = utcnow()
-    seeded = seed_ledger(url, nodes, actions, now, random.Random(actions))
     os.environ.update({"REMEDY_DB_URL": url, "REMEDY_CLUSTER__MODE": "simulator",
                        "REMEDY_CLUSTER__SIMULATOR_URL": sim_url, "REMEDY_DRY_RUN": "false"})
     os.environ.pop("PREFECT_API_URL", None)
     runtime.reset()
+    return runtime.settings(), runtime.ledger()
+
+
+def measure_ledgers(urls: dict[int, str], sim_url: str, nodes, repeat: int, whole: bool) -> dict[int, dict]:
+    """Seed one ledger per size, then time the gate and triage on them turn about (small, large, small, ...), so a
+    change in the machine's load while the bench runs falls on both sizes alike."""
+    from remedy.domain.model import Incident, NodeState, utcnow
+    from remedy.receiver.triage_policy import decide as triage_decide
+    from remedy.safety import history
+
+    out: dict[int, dict] = {}
+    for size, url in urls.items():
+        print(f"seeding a ledger with {size:,} actions ...", flush=True)
+        seeded = seed_ledger(url, nodes, size, utcnow(), random.Random(size))
+        print(f"  seeded in {seeded['seconds']:.1f} s", flush=True)
+        out[size] = {"seed_s": seeded["seconds"], "board": [], "gate": [], "triage": []}
     from tasks.gate import check_breaker
     from tasks.triage import choose_remediation, read_incident
 
-    settings, led = runtime.settings(), runtime.ledger()
-    out: dict = {"seed_s": seeded["seconds"]}
-    out["board"] = timed(lambda: history.spare_claims(led, history.load_board(
-        led, settings.breaker, settings.budget, datetime.now(timezone.utc))), repeat * 4)
-    if whole:
-        out["whole"] = timed(lambda: whole_history_board(led, settings), 1)
-    # one new incident per decision, on nodes of different racks (no breaker trips: every decision reads alike)
     serving = [n for n in nodes if n.state is NodeState.ACTIVE]
     picks = [serving[i * (len(serving) // (repeat + 1))] for i in range(repeat)]
-    incidents = [led.open_incident(Incident(n.name, "xid", gpu=0, xid=79), window_seconds=600)[0] for n in picks]
-    out["gate"] = timed_each(lambda inc: check_breaker.fn(inc.node, inc.id, "xid", utcnow().isoformat(), False),
-                             incidents)
-
-    def triage(inc) -> None:
-        facts = read_incident.fn(inc.id, 168.0)
-        triage_decide(facts["incident"], recurrences=facts["recurrences"], node_state=facts["node_state"],
-                      now=utcnow(), detected_at=inc.first_seen, max_age_seconds=300, live_node={},
-                      thresholds=settings.signals)
-        choose_remediation.fn(inc.node, 79, inc.id)
-
-    out["triage"] = timed_each(triage, incidents)
-    led.close()
-    runtime.reset()
+    incidents = {}
+    for size, url in urls.items():  # one new incident per decision, on nodes of different racks (no trips)
+        _, led = point_runtime(url, sim_url)
+        incidents[size] = [led.open_incident(Incident(n.name, "xid", gpu=0, xid=79), window_seconds=600)[0]
+                           for n in picks]
+        if whole:
+            settings = point_runtime(url, sim_url)[0]
+            out[size]["whole"] = timed(lambda: whole_history_board(led, settings), 1)
+    for i in range(repeat):
+        for size, url in urls.items():
+            settings, led = point_runtime(url, sim_url)
+            out[size]["board"] += timed(lambda: history.spare_claims(led, history.load_board(
+                led, settings.breaker, settings.budget, datetime.now(timezone.utc))), 4)
+            inc = incidents[size][i]
+            t = time.perf_counter()
+            check_breaker.fn(inc.node, inc.id, "xid", utcnow().isoformat(), False)
+            out[size]["gate"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            facts = read_incident.fn(inc.id, 168.0)
+            triage_decide(facts["incident"], recurrences=facts["recurrences"], node_state=facts["node_state"],
+                          now=utcnow(), detected_at=inc.first_seen, max_age_seconds=300, live_node={},
+                          thresholds=settings.signals)
+            choose_remediation.fn(inc.node, 79, inc.id)
+            out[size]["triage"].append(time.perf_counter() - t)
     return out
 
 
@@ -285,11 +301,9 @@ def main() -> None:
             backends.append(("postgresql", lambda n: _pg_database(args.pg, f"sim_scale_{n}")))
         ledgers = {}
         for name, url_of in backends:
-            for size in (args.small, args.actions):
-                print(f"seeding a {name} ledger with {size:,} actions ...", flush=True)
-                ledgers[(name, size)] = measure_ledger(url_of(size), sim.url, nodes, size, args.repeat,
-                                                       whole=not args.no_whole_history)
-                print(f"  seeded in {ledgers[(name, size)]['seed_s']:.1f} s", flush=True)
+            got = measure_ledgers({size: url_of(size) for size in (args.small, args.actions)}, sim.url, nodes,
+                                  args.repeat, whole=not args.no_whole_history)
+            ledgers.update({(name, size): v for size, v in got.items()})
 
     med = statistics.median
     gpus = sum(n.gpu_count for n in nodes)

@@ -109,7 +109,7 @@ def choose_remediation(node: str, xid: int, incident_id: int, tried_depth: int =
     from remedy.domain.xid import lookup
     from remedy.remediate.choice import ATTEMPT_OPTIONS, Durations, Situation, choose, odds_for
 
-    from remedy.ledger.recent import latest_actions
+    from remedy.ledger.recent import latest_outcomes
     from remedy.settings.triage import triage_settings
 
     led = runtime.ledger()
@@ -117,9 +117,9 @@ def choose_remediation(node: str, xid: int, incident_id: int, tried_depth: int =
     latest = triage_settings(runtime.settings()).odds_from_latest
     attempts = []
     for kind in ATTEMPT_OPTIONS:  # each fix's latest finished attempts: bounded, however long the history
-        for a in latest_actions(led, kind, latest, outcomes=(ActionOutcome.SUCCEEDED, ActionOutcome.FAILED)):
-            if a.detail.get("xid") is not None:
-                attempts.append((kind, lookup(int(a.detail["xid"])).resolution, a.outcome is ActionOutcome.SUCCEEDED))
+        for ok, detail in latest_outcomes(led, kind, latest):
+            if detail.get("xid") is not None:
+                attempts.append((kind, lookup(int(detail["xid"])).resolution, ok))
     spares = [n for n in led.nodes(NodeState.SPARE) if n.name != node]
     settings = runtime.settings()
     if unreachable is None:

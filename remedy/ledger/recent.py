@@ -50,6 +50,19 @@ def latest_actions(led, kind: str, limit: int, *, outcomes: Iterable[ActionOutco
         return [action_record(r) for r in reversed(conn.execute(q).all())]
 
 
+def latest_outcomes(led, kind: str, limit: int) -> list[tuple[bool, dict]]:
+    """(succeeded?, detail) of the newest `limit` finished real actions of one kind, oldest first: what a learner
+    of outcomes needs, read from the (kind, started_at) index without building whole records."""
+    if limit < 0:
+        raise ValueError(f"limit must be >= 0, got {limit}")
+    a = schema.actions.c
+    q = (select(a.outcome, a.detail)
+         .where(a.kind == kind, a.outcome.in_([_SUCCEEDED, ActionOutcome.FAILED.value]), a.dry_run.is_(False))
+         .order_by(a.started_at.desc(), a.id.desc()).limit(limit))
+    with read_transaction(led.engine) as conn:
+        return [(r.outcome == _SUCCEEDED, dict(r.detail or {})) for r in reversed(conn.execute(q).all())]
+
+
 def unfinished(led, started_kind: str, finished_kind: str) -> list[ActionRecord]:
     """Per node, its newest succeeded `started_kind` action that no succeeded `finished_kind` action on the same node
     followed: the remediations still in flight, oldest first.

@@ -207,10 +207,11 @@ def _list(cluster: Cluster, res, ns, query, accept: str) -> Reply:
         if ns is not None and (node is not None or name is not None):
             entries = [e for e in entries if e.obj["metadata"].get("namespace", "") == ns]
         rv = str(cluster.store.resource_version)
-    chosen = [e for e in entries if labels(e.obj["metadata"].get("labels") or {}) and fields(e.obj)]
     selected = bool(query.get("labelSelector") or query.get("fieldSelector"))
-    page, cont, remaining, rv = paging.page(chosen, lambda e: paging.storage_key(e.obj), query, int(rv),
-                                            cluster.store.compacted, selected)
+    page, cont, remaining, rv = paging.page(
+        entries, lambda e: paging.storage_key(e.obj),
+        lambda e: labels(e.obj["metadata"].get("labels") or {}) and fields(e.obj), query, int(rv),
+        cluster.store.compacted, selected)
     rv = str(rv)
     if "as=Table" in accept:
         return ok(table(res.kind, [e.obj for e in page], rv, cont, query.get("includeObject", "Metadata")))

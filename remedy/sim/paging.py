@@ -74,10 +74,17 @@ def decode(token: str) -> tuple[str, int]:
     return start, rv
 
 
-def page(items: list, key_of, query: dict, current_rv: int, compacted_rv: int,
+def page(items: list, key_of, matches, query: dict, current_rv: int, compacted_rv: int,
          selected: bool) -> tuple[list, str, int | None, int]:
-    """(this page, continue token or "", remainingItemCount or None, the list's resourceVersion)."""
-    items = sorted(items, key=key_of)
+    """(this page, continue token or "", remainingItemCount or None, the list's resourceVersion).
+
+    As etcd3's GetList: items in key order from the token's start key, the selector applied on the way, and the
+    page closed as soon as it is full and one more match exists — so a page costs its size plus a sort, not a pass
+    of the selector over the whole collection."""
+    import bisect
+
+    keyed = sorted((key_of(e), e) for e in items) if items else []
+    keys = [k for k, _ in keyed]
     rv, start = current_rv, 0
     if query.get("continue"):
         start_key, rv = decode(query["continue"])
@@ -85,14 +92,19 @@ def page(items: list, key_of, query: dict, current_rv: int, compacted_rv: int,
             raise ContinueExpired(encode(start_key, -1))
         if rv < 0:
             rv = current_rv
-        while start < len(items) and key_of(items[start]) < start_key:
-            start += 1
+        start = bisect.bisect_left(keys, start_key)
     try:
         limit = int(query.get("limit") or 0)
     except ValueError:
         raise bad_request(f"limit must be an integer, got {query.get('limit')!r}") from None
-    if limit <= 0 or start + limit >= len(items):
-        return items[start:], "", None, rv
-    end = start + limit
-    token = encode(key_of(items[end - 1]) + "\x00", rv)
-    return items[start:end], token, (None if selected else len(items) - end), rv
+    out: list = []
+    last = start
+    for i in range(start, len(keyed)):
+        if not matches(keyed[i][1]):
+            continue
+        if limit > 0 and len(out) == limit:  # one more match exists: this page is full
+            token = encode(keys[last] + "\x00", rv)
+            return out, token, (None if selected else len(keyed) - last - 1), rv
+        out.append(keyed[i][1])
+        last = i
+    return out, "", None, rv

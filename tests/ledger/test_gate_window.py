@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 from remedy.config import CapacityBudget
 from remedy.domain.model import Action, ActionOutcome, Incident, IncidentStatus, Node, Topology
 from remedy.ledger import Ledger
-from remedy.ledger.recent import latest_actions, live_claims, unfinished
+from remedy.ledger.recent import latest_actions, latest_outcomes, live_claims, unfinished
 from remedy.safety import history
 from remedy.safety.board import BreakerBoard
 from remedy.safety.breaker import decide
@@ -224,6 +224,7 @@ def test_latest_actions_keeps_the_newest_finished_real_ones(ledger: Ledger) -> N
     assert [(a.node, a.outcome) for a in got] == [("gpu-0-0", ActionOutcome.FAILED)] + \
         [("gpu-0-1", ActionOutcome.SUCCEEDED)] * 3
     assert got == sorted(got, key=lambda a: a.started_at)
+    assert latest_outcomes(ledger, "fix_reboot", 4) == [(False, {"xid": 79})] + [(True, {"xid": 79})] * 3
 
 
 def test_spares_claimed_by_live_incidents_only(ledger: Ledger) -> None:
