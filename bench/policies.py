@@ -91,9 +91,12 @@ def acceptance(results: dict[tuple[str, str], list[SimResult]]) -> str:
         floor = value if kind == "abs" else g0 + value
         share = r1 / r0 if r0 else 0.0
         ok = g1 >= floor and share <= MAX_REPAIR_SHARE
+        verdict = "met" if ok else "NOT MET"
+        if share > MAX_REPAIR_SHARE and replace_share(sc) > MAX_REPAIR_SHARE:
+            verdict += " (repair cap below the floor: no policy can meet it)"
         lines.append(f"{sc:12} {g0:12.2%} {g1:10.2%} {100 * (g1 - g0):+8.2f} {'≥ ' + format(floor, '.2%'):>16} "
                      f"{f'{r1}/{r0} = {share:.0%} (≤ {MAX_REPAIR_SHARE:.0%})':>36} {replace_share(sc):6.0%} "
-                     f"{'met' if ok else 'NOT MET'}")
+                     f"{verdict}")
     lines.append("why gpu-remedy sent nodes to repair, and what waited for a person (all seeds):")
     for sc in dict.fromkeys(s for s, _ in results):
         ours = results.get((sc, "gpu-remedy"))

@@ -443,9 +443,10 @@ class KubernetesCluster:
                 "time; a person must merge the budgets or delete the pod")
 
     def _force_delete(self, name: str, report: DrainReport) -> None:
-        """The evicted pods of a NotReady node, deleted with grace 0 (their kubelet cannot confirm a graceful end)."""
-        left = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in self.pods_on_node(name)}
-        for key in [k for k in report.evicted if k in left]:
+        """The evicted pods of a NotReady node, and those already terminating there (the taint manager deletes a
+        pod once its unreachable toleration runs out), deleted with grace 0: their kubelet cannot confirm an end."""
+        left = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": _skip_reason(p) for p in self.pods_on_node(name)}
+        for key in [k for k, why in left.items() if k in report.evicted or why == "already terminating"]:
             ns, pod_name = key.split("/", 1)
             try:
                 self._call(f"force delete pod {key}", self.core.delete_namespaced_pod, pod_name, ns,
