@@ -260,8 +260,10 @@ def _do_step(step: Step, node: str, gpu: int | None, attempt_id: int, incident_i
         if not size["back_on_node"]:
             # the job's pod cannot run here again: the fault outlived the restart, so this rung failed (reporting
             # "restarted" would close the incident and leave the gang job short until a person noticed)
-            raise StepFailed(f"the job did not come back on {node} within {human_duration(work.resume_timeout_seconds)} of the "
-                             f"restart ({size['ready']}/{size['desired']} pods ready): the fault holds")
+            why = ("its GPUs are not allocatable (the device plugin took the faulty GPU out)" if size.get("gpus_short")
+                   else f"not within {human_duration(work.resume_timeout_seconds)} of the restart")
+            raise StepFailed(f"the job did not come back on {node}: {why} ({size['ready']}/{size['desired']} pods "
+                             "ready); the fault holds")
         schedule = backoff_schedule(settings.ladder)
         nxt = (datetime.now(timezone.utc) + schedule[step.attempt]).isoformat() if step.attempt < len(schedule) else None
         return {"status": "restarted", "restarted": done["restarted"], "workload": size,

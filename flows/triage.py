@@ -87,14 +87,31 @@ def triage(
     # 2b. NotReady without a duration (the alert did not say how long): measure it on the live node, waiting out
     #     the NotReady grace (signals.node_not_ready_seconds) while it is still NotReady; without this the node
     #     was only watched and the gang job stayed short.
-    if not_ready_without_duration(incident) and incident["status"] == IncidentStatus.OPEN.value:
+    #     With a spare ready, the shared choose() first weighs waiting for the node against the spare (a NotReady
+    #     node rarely comes back by itself: RESTART_BM's odds), as the simulator's policy does.
+    not_ready = None
+    if incident["signal"] == "node-not-ready" and incident["status"] == IncidentStatus.OPEN.value \
+            and settings.ladder.replace_first and state not in ("repair", "retired", "quarantined"):
+        now_live = read_live_node(node)
+        if now_live is not None and not now_live.get("ready", True):
+            not_ready = choose_remediation(node, None, incident_id, unreachable=True, signal=incident["signal"])
+    replace_now = bool(not_ready) and not_ready["option"] == RemediationPath.REPLACE.value
+    if not_ready_without_duration(incident) and incident["status"] == IncidentStatus.OPEN.value and not replace_now:
         incident, live = _measure_not_ready(incident, settings.signals.node_not_ready_seconds)
 
     # 3. Decide (plain Python: remedy.receiver.triage_policy).
     decision = decide(incident, recurrences=recurrences, node_state=state, now=now, detected_at=detected,
                       max_age_seconds=t.max_incident_age_seconds, live_node=live, thresholds=settings.signals,
                       orphaned=facts["orphaned"], resumes=facts["resumes"])
+    if replace_now and decision.action == "record" and decision.path is RemediationPath.WATCH:
+        entrypoint, plan = PATH_FLOWS[RemediationPath.REPLACE]
+        decision = dataclasses.replace(decision, action="remediate", path=RemediationPath.REPLACE, entrypoint=entrypoint,
+                                       plan=plan, reason=f"{decision.reason}; replace first: {not_ready['reason']}")
     result: dict[str, Any] = {"incident_id": incident_id, "node": node, "dry_run": dry_run, **decision.to_dict()}
+    if not_ready:
+        result["choice"] = {k: not_ready[k] for k in ("option", "reason", "options", "spares_ready")}
+        create_markdown_artifact(key=f"{artifact_key(incident)}-options", markdown=not_ready["markdown"],
+                                 description="NotReady: waiting for the node against the spare, by expected downtime")
 
     # 4. Claim: only one run acts on one incident (duplicate triggers stop here).
     if decision.action == "stop" and incident["status"] != IncidentStatus.OPEN.value:

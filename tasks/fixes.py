@@ -191,17 +191,27 @@ def wait_node_ready(node: str, timeout_seconds: float, dry_run: bool, down_grace
 
 @task(name="wait_job_back", task_run_name="wait-{job}-back-on-{node}", timeout_seconds=7200, cache_policy=NO_CACHE)
 def wait_job_back(node: str, namespace: str, job: str, timeout_seconds: float, dry_run: bool) -> dict:
-    """After a restart: wait until the job's pod runs on the node again and report the job's size."""
+    """After a restart: wait until the job's pod runs on the node again and report the job's size. When the node
+    has fewer allocatable GPUs than one of the job's pods requests (the device plugin took a faulty GPU out), the
+    pod cannot come back: say so at once rather than after the whole timeout on the job's critical path."""
     cluster = runtime.cluster()
     start = time.monotonic()
+    need = 0 if dry_run else _gpus_per_pod(cluster, namespace, job)
 
     def running_here() -> bool:
         return any(p["metadata"].get("namespace") == namespace and not p["metadata"].get("deletionTimestamp")
                    and (p["metadata"].get("labels") or {}).get("job-name") == job
                    and p.get("status", {}).get("phase") == "Running" for p in cluster.pods_on_node(node))
 
+    def cannot_fit() -> bool:
+        return bool(need) and cluster.get_node(node).allocatable_gpus < need
+
     back = dry_run or running_here()
+    short = False
     while not back and time.monotonic() - start < timeout_seconds:
+        short = cannot_fit()
+        if short:
+            break
         time.sleep(0.2)
         back = running_here()
     ready, desired = cluster.workload_size(namespace, job)
@@ -209,4 +219,21 @@ def wait_job_back(node: str, namespace: str, job: str, timeout_seconds: float, d
         time.sleep(0.2)
         ready, desired = cluster.workload_size(namespace, job)
     return {"back_on_node": back, "ready": ready, "desired": desired, "full": ready >= desired,
-            "seconds": round(time.monotonic() - start, 2)}
+            "gpus_short": short, "seconds": round(time.monotonic() - start, 2)}
+
+
+def _gpus_per_pod(cluster, namespace: str, job: str) -> int:
+    """nvidia.com/gpu one pod of the Job requests (limits when no request), from its pod template; 0 if unknown."""
+    try:
+        spec = cluster.read_job(namespace, job).get("spec", {}).get("template", {}).get("spec", {})
+    except Exception:  # no such Job (yet): nothing to compare with, wait as before
+        return 0
+    total = 0
+    for c in spec.get("containers") or []:
+        res = c.get("resources") or {}
+        value = (res.get("requests") or {}).get("nvidia.com/gpu") or (res.get("limits") or {}).get("nvidia.com/gpu")
+        try:
+            total += int(value or 0)
+        except (TypeError, ValueError):
+            pass
+    return total

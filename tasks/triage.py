@@ -98,22 +98,23 @@ def close_incident(incident_id: int, status: str, detail: str, only_if_acting: b
 
 
 @task(name="choose_remediation", task_run_name="choose-for-{node}", **READ)
-def choose_remediation(node: str, xid: int, incident_id: int, tried_depth: int = -1,
-                       unreachable: bool | None = None) -> dict[str, Any]:
+def choose_remediation(node: str, xid: int | None, incident_id: int, tried_depth: int = -1,
+                       unreachable: bool | None = None, signal: str = "") -> dict[str, Any]:
     """Compare restart / reset / reboot / replace / escalate by expected job downtime (remedy.remediate.choice),
     with the fleet's own recorded fix outcomes for this fault class and whether a validated spare is ready.
     `tried_depth`: the deepest in-place fix (index into DEPTHS) that already failed on this incident, so only
     deeper ones are offered; `unreachable`: the node is NotReady (a restart means waiting for it to come back);
-    None reads it from the live node."""
+    None reads it from the live node. Without an XID, `signal`'s class decides the odds (NotReady: a reboot's)."""
     from remedy.domain.model import NodeState
     from remedy.domain.xid import lookup
-    from remedy.remediate.choice import ATTEMPT_OPTIONS, Durations, Situation, choose, odds_for
+    from remedy.domain.xid import Resolution
+    from remedy.remediate.choice import ATTEMPT_OPTIONS, SIGNAL_RESOLUTION, Durations, Situation, choose, odds_for
 
     from remedy.ledger.recent import latest_outcomes
     from remedy.settings.triage import triage_settings
 
     led = runtime.ledger()
-    resolution = lookup(xid).resolution
+    resolution = lookup(xid).resolution if xid is not None else SIGNAL_RESOLUTION.get(signal, Resolution.UNKNOWN)
     latest = triage_settings(runtime.settings()).odds_from_latest
     attempts = []
     for kind in ATTEMPT_OPTIONS:  # each fix's latest finished attempts: bounded, however long the history

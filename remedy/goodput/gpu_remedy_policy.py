@@ -40,7 +40,8 @@ from remedy.lemon.scoring import score_fleet, select_for_retirement
 from remedy.safety.breaker import BreakerBoard, approval_token, decide
 from remedy.safety.held_swap import may_swap_while_held
 from remedy.remediate.choice import (
-    DEPTHS, PRIORS, Durations, FixOdds, Option, Situation, WarningAction, choose, choose_on_warning, estimate_odds,
+    DEPTHS, PRIORS, SIGNAL_RESOLUTION, Durations, FixOdds, Option, Situation, WarningAction, choose, choose_on_warning,
+    estimate_odds,
 )
 from remedy.safety.scopes import FailureEvent, FleetView, SkipReason, Verdict
 
@@ -62,8 +63,7 @@ NOT_READY_WAIT_MINUTES = 24 * 60.0  # and sent to repair if it is still NotReady
 
 # Faults without an XID: NotReady goes through triage's rule (remedy.detect.signals.classify); a fail-slow
 # node has no XID and no detector verdict in this model, so it gets the RESTART_APP ladder (assumption).
-_NO_XID_RESOLUTION = {"node-not-ready": Resolution.RESTART_BM, "fail-slow": Resolution.RESTART_APP,
-                      "app-error": Resolution.RESTART_APP}
+_NO_XID_RESOLUTION = SIGNAL_RESOLUTION  # the flows' triage uses the same (remedy.remediate.choice)
 _BREAKER_HOLDS = (SkipReason.BREAKER_TRIPPED, SkipReason.BREAKER_OPEN, SkipReason.PROBE_IN_FLIGHT)
 # holds a person answers with a yes the flow then acts on (remedy.safety.breaker.approval_token)
 _APPROVABLE = (SkipReason.SPARE_RESERVE, SkipReason.CAPACITY_BUDGET)

@@ -97,6 +97,12 @@ def estimate_odds(prior: FixOdds, outcomes: Iterable[tuple[Option, bool]], prior
     return FixOdds(est[Option.RESTART], est[Option.RESET], est[Option.REBOOT], samples=n)
 
 
+# Faults without an XID: NotReady is a node that needs a reboot unless it comes back by itself (triage's rule,
+# remedy.detect.signals); fail-slow and application errors get the RESTART_APP ladder (assumption).
+SIGNAL_RESOLUTION: dict[str, Resolution] = {"node-not-ready": Resolution.RESTART_BM, "fail-slow": Resolution.RESTART_APP,
+                                            "app-error": Resolution.RESTART_APP}
+
+
 # How a ladder attempt is recorded in the ledger (fix-in-place's `fix_<step>` actions) → the option it tried.
 ATTEMPT_OPTIONS = {"fix_restart-app": Option.RESTART, "fix_reset-gpu": Option.RESET, "fix_reboot": Option.REBOOT}
 

@@ -216,6 +216,7 @@ def test_a_restart_the_job_cannot_come_back_from_is_a_failed_rung_then_replace_f
     out = run_to_state_result(fix_in_place, node="gpu003", xid=94, gpu=2)
     assert [s["step"] for s in out["steps"]] == ["restart-app", "replace"], out["steps"]
     assert "did not come back" in out["steps"][0]["result"]["failed"]
+    assert "not allocatable" in out["steps"][0]["result"]["failed"]  # seen at once, not after the timeout
     assert out["choice"]["option"] == "replace" and out["choice"]["tried_depth"] == 0
     assert {o["option"] for o in out["choice"]["options"]} == {"reset-gpu", "reboot", "replace", "escalate"}
     assert out["status"] == "replaced" and out["replacement"] in ("gpu015", "gpu016")
@@ -236,7 +237,7 @@ def test_a_failed_restart_climbs_to_the_reset_when_no_spare_is_ready(prefect_ser
     10-minute back-off; the reset clears it and the node goes back to work."""
     from remedy.domain.model import NodeState
 
-    runtime = remedy_env(sim=sim, WORKLOAD__RESUME_TIMEOUT_SECONDS="3")
+    runtime = remedy_env(sim=sim)  # the default 600-s resume timeout: the GPU out of allocatable says it at once
     led = runtime.ledger()
     from remedy.demo import _spares_validated_at_build
 
@@ -249,3 +250,5 @@ def test_a_failed_restart_climbs_to_the_reset_when_no_spare_is_ready(prefect_ser
     assert out["choice"]["spares_ready"] == 0 and out["choice"]["option"] in ("reset-gpu", "reboot")
     assert out["status"] == "fixed" and "recovery" not in out
     assert not sim.cluster.health["gpu004"].faulty()
+    restart = next(a for a in led.actions(node="gpu004", kind="fix_restart-app"))
+    assert (restart.finished_at - restart.started_at).total_seconds() < 120  # not the 600-s resume timeout

@@ -70,18 +70,20 @@ def test_no_spare_ready_keeps_the_in_place_fix(prefect_server, fleet):
     assert out["path"] == "reboot" and "recovery" not in out
 
 
-def test_not_ready_without_a_duration_is_measured_and_replaced(prefect_server, fleet, monkeypatch):
-    """The NotReady alert said nothing about how long: triage waits out the grace on the live node (2 s here,
-    the setting's seconds), finds it still NotReady and replaces it, instead of only watching a short gang job."""
+def test_a_not_ready_node_with_a_spare_ready_is_replaced_at_once(prefect_server, fleet):
+    """NotReady, and the alert said nothing about how long: with a spare ready the shared choose() weighs waiting
+    for the node (it rarely comes back by itself) against the spare, and replaces it at once; the job's pod, stuck
+    Terminating on the unreachable node, is force-deleted so the Job can put it on the spare."""
     from flows.triage import triage
     from remedy import runtime
     from remedy.sim.faults import inject
 
-    monkeypatch.setenv("REMEDY_SIGNALS__NODE_NOT_READY_SECONDS", "2")
-    runtime.reset()
     inject(fleet.cluster, "not-ready", "gpu005")
     inc = open_incident("gpu005", signal="node-not-ready", gpu=None)
     state, out = run_to_state(triage, incident_id=inc.id)
-    assert out["path"] == "replace", out
-    assert "NotReady for" in out["reason"] and state.is_completed(), (state, out)
-    assert runtime.ledger().get_node("gpu005").state.value in ("repair", "quarantined")
+    assert out["choice"]["option"] == "replace" and out["path"] == "replace", out
+    assert "replace first" in out["reason"] and state.is_completed(), (state, out)
+    drains = [a for a in runtime.ledger().actions(node="gpu005", kind="drain_node")]
+    assert drains and drains[-1].detail.get("force_deleted"), drains[-1].detail
+    spare = out["outcome"]["replacement"]
+    assert runtime.cluster().workload_running_on("training", "llm-pretrain", spare)
