@@ -184,7 +184,7 @@ def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run:
 
             gate = pass_gate(node, incident_id, f"XID {xid}", detected, dry_run, needs_spare=step.kind is P.REPLACE,
                              takes_node_out=step.kind is not P.RESTART_APP)
-            out |= {k: v for k, v in gate.items() if k in ("gate", "approval", "approvals")}
+            out |= {k: v for k, v in gate.items() if k in ("gate", "approval", "approvals", "hold")}
             if gate["status"] is not None:
                 return _finish(out | {"status": gate["status"].value, "why": gate["gate"]})
 

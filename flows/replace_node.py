@@ -23,7 +23,7 @@ from remedy import runtime
 from remedy.approvals.open_loop import is_open_loop, node_pool
 from remedy.domain.durations import human_duration
 from remedy.domain.model import IncidentStatus, NodeState
-from remedy.domain.outcome import Outcome
+from remedy.domain.outcome import Outcome, decision_sentence
 from remedy.domain.timeline import Timeline
 from remedy.safety.scopes import NOT_A_NEW_FAILURE
 from tasks.approvals import propose_open_loop
@@ -104,7 +104,7 @@ def _replace(node: str, cause: str, signal: str, xid: int | None, gpu: int | Non
     # 3. Gate: circuit breakers per rack/switch/PDU/cluster, capacity budget, spare reserve. An approval answers
     #    one question; the whole gate then runs again.
     passed = pass_gate(node, incident_id, cause or signal, timeline.detected_at.isoformat(), dry_run)
-    outcome |= {k: v for k, v in passed.items() if k in ("gate", "approval", "approvals")}
+    outcome |= {k: v for k, v in passed.items() if k in ("gate", "approval", "approvals", "hold")}
     if passed["status"] is not None:
         if passed["status"] == Outcome.HELD:
             set_incident_status(incident_id, IncidentStatus.ESCALATED.value, detail=passed["gate"])
@@ -243,7 +243,7 @@ def pass_gate(node: str, incident_id: int, signal: str, detected_at: str, dry_ru
         approvals.append(decision | {"answers": token})
         out["approval"] = decision
         if decision["decision"] != "approve" or token in approved:
-            return out | {"status": Outcome.HELD}
+            return out | {"status": Outcome.HELD, "hold": {"skip": gate["skip"], "scope": gate["scope"]}}
         approved.append(token)
 
 
@@ -421,7 +421,7 @@ def _report(outcome: dict[str, Any], timeline: Timeline) -> dict[str, Any]:
     rows = timeline.rows()
     node = outcome["node"]
     create_table_artifact(key=f"replace-{node}-timeline", table=rows, description=f"Replacement timeline for {node}")
-    story = [f"### {node}: {outcome.get('status')}", ""]
+    story = [f"### {node}: {outcome.get('status')}", "", decision_sentence(outcome), ""]
     if outcome.get("gate"):
         story.append(f"- gate: {outcome['gate']}")
     if outcome.get("approval"):

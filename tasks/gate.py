@@ -31,6 +31,7 @@ from remedy.safety.breaker import decide
 from remedy.safety.history import GATE_KIND, OUTCOME_KIND
 from remedy.safety.scopes import BreakerTransition, FailureEvent, FleetView
 from tasks.leases import fence
+from remedy.spares.selection import validated_for_work
 from tasks.ledger import requester
 from tasks.retry import transient_only
 
@@ -77,7 +78,11 @@ def fleet_view(board: BreakerBoard) -> FleetView:
     # Scope sizes count every node that serves or is being remediated (repair included), so a storm that moves
     # nodes to repair does not shrink the denominator of the percentage limits while it is going on.
     serving = [n for n in nodes if n.state not in (NodeState.SPARE, NodeState.BURN_IN, NodeState.RETIRED)]
-    ready_spares = sum(1 for n in nodes if n.state is NodeState.SPARE and n.ready)
+    # the reserve counts spares that may carry work now (validated: remedy.spares.selection.validated_for_work)
+    now, spares = datetime.now(timezone.utc), runtime.settings().spares
+    validated = {r.name: r.validated_at for r in led.nodes(NodeState.SPARE)}
+    ready_spares = sum(1 for n in nodes if n.state is NodeState.SPARE and n.ready
+                       and validated_for_work(validated.get(n.name), now, spares))
     in_remediation = {n.name for n in nodes if n.state is NodeState.QUARANTINED}
     out_of_service = {n.name: n.state.value for n in nodes if n.state in (NodeState.REPAIR, NodeState.RETIRED)}
     open_incidents = {i.node for i in led.incidents(status="open", severity="critical")}

@@ -89,7 +89,11 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
         choice = choose_spare(failed, candidates, now, settings.spares, correlated=correlated_failure(node, now),
                               lemons=lemons or ())
         if isinstance(choice, NoSpare):
-            why = choice.explain() + (f"\n(promised to other remediations: {', '.join(sorted(taken))})" if taken else "")
+            if not candidates and taken:  # the pool is not empty: every ready spare is spoken for
+                choice = NoSpare(f"all {len(taken)} ready spare(s) are claimed by other remediations "
+                                 f"({', '.join(sorted(taken))})", choice.rejected)
+            why = choice.explain() + (f"\n(promised to other remediations: {', '.join(sorted(taken))})"
+                                      if taken and candidates else "")
             return {"spare": None, "needs_validation": False, "why": why}
         detail = {"spare": choice.name, "needs_validation": choice.needs_validation, "why": choice.explain()}
         if dry_run or incident_id is None:  # a claim binds a spare to an incident; without one, only advise

@@ -95,6 +95,36 @@ def test_a_foreign_server_on_the_port_gets_nothing_written_and_the_operator_is_t
     assert not (tmp_path / "w" / "running.json").exists()
 
 
+@pytest.mark.prefect
+def test_a_real_prefect_server_start_on_4200_gets_nothing_from_the_demo(tmp_path):
+    """Someone else's `prefect server start` on its default port 4200 (or, when 4200 is taken on this machine, on the
+    port REMEDY_PREFECT_PORT names: the same code path): `remedy demo` writes no run, deployment or automation into
+    it, and says so in one line."""
+    from remedy.prefect_server import DEFAULT_PORT, port_in_use
+    from tests.fixtures.prefect import prefect_server_process
+
+    port = None if port_in_use(DEFAULT_PORT) else DEFAULT_PORT
+    with prefect_server_process(tmp_path / "someone-else", plain=True, port=port) as api:
+        port = int(api.rsplit(":", 1)[1].split("/")[0])
+
+        def contents() -> tuple[int, int, int]:
+            return (httpx.post(f"{api}/flow_runs/count", json={}, timeout=30).json(),
+                    httpx.post(f"{api}/deployments/count", json={}, timeout=30).json(),
+                    len(httpx.post(f"{api}/automations/filter", json={}, timeout=30).json()))
+
+        before = contents()
+        env = clean_env(tmp_path) | {"PYTHONPATH": str(ROOT)}
+        if port != DEFAULT_PORT:
+            env["REMEDY_PREFECT_PORT"] = str(port)
+        proc = subprocess.run([sys.executable, "-m", "remedy.cli", "demo", "--workdir", "w"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120)
+        line = one_error_line(proc)
+        assert proc.returncode == 2
+        assert f"port {port} is in use by a Prefect server remedy did not start; nothing was written to it" in line
+        assert contents() == before
+    assert not (tmp_path / "w" / "running.json").exists()
+
+
 def test_a_program_that_is_not_prefect_on_the_port_is_named_as_such(tmp_path):
     import socket
 
