@@ -13,11 +13,25 @@ distributions) goes to bench/out/policies.png.
                                        [--bound]
 
 --bound adds a ceiling: gpu-remedy told which fix clears each fault and which warnings are true, on the same seeds.
+
+What the targets mean in these scenarios (issue 15's acceptance; measured numbers in docs/architecture.md):
+- repair share ≤ 40 % of auto-replace's: auto-replace sends every failed node to repair; a fault that only a
+  replacement clears goes to repair under any policy, so gpu-remedy's share cannot fall below the share of such
+  faults in the scenario's mix (`floor`, printed). Llama 3's published root causes put that floor at 50 %: the
+  40 % cap cannot be met there by any policy, and the verdict says so.
+- seed000-1k ≥ 93.2 %: the ceiling (perfect knowledge of every fault's fix and every warning's truth, same seeds)
+  stays below 93.2 %, so no choice rule reaches it under this scenario's inputs; only different inputs could
+  (faster joins or reloads, more warnings).
+- meta-16k ≥ auto-replace + 1.0: the ceiling is above it; what separates gpu-remedy from the ceiling is knowledge it
+  cannot have (which fix clears this fault rather than the odds of its class; which warnings are true). With a job
+  failing every 108 min a warned failure often finds the job already down, so warnings are acted on only when that
+  still pays (`choose_on_warning(job_mtbf_minutes=…)`).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import time
 from pathlib import Path
@@ -90,9 +104,12 @@ def acceptance(results: dict[tuple[str, str], list[SimResult]]) -> str:
         floor = value if kind == "abs" else g0 + value
         share = r1 / r0 if r0 else 0.0
         ok = g1 >= floor and share <= MAX_REPAIR_SHARE
+        verdict = "met" if ok else "NOT MET"
+        if share > MAX_REPAIR_SHARE and replace_share(sc) > MAX_REPAIR_SHARE:
+            verdict += " (repair cap below the floor: no policy can meet it)"
         lines.append(f"{sc:12} {g0:12.2%} {g1:10.2%} {100 * (g1 - g0):+8.2f} {'≥ ' + format(floor, '.2%'):>16} "
                      f"{f'{r1}/{r0} = {share:.0%} (≤ {MAX_REPAIR_SHARE:.0%})':>36} {replace_share(sc):6.0%} "
-                     f"{'met' if ok else 'NOT MET'}")
+                     f"{verdict}")
     lines.append("why gpu-remedy sent nodes to repair, and what waited for a person (all seeds):")
     for sc in dict.fromkeys(s for s, _ in results):
         ours = results.get((sc, "gpu-remedy"))
@@ -177,6 +194,9 @@ def bound(scenarios: list[str], seeds: int, results) -> str:
         def on_warning(self, sim, node, lead):
             if node in sim.pending:  # only true warnings
                 yield from super().on_warning(sim, node, lead)
+
+        def _warning_odds(self, sc):
+            return 1.0, math.inf  # it knows the warning is true and acts on it whatever else stops the job
 
     lines = ["ceiling: gpu-remedy knowing which fix clears each fault and which warnings are true (same seeds)"]
     for sc in scenarios:

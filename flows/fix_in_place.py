@@ -23,6 +23,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from remedy import runtime
+from remedy.domain.durations import human_duration
 from remedy.domain.outcome import Outcome, outcome_of
 from remedy.approvals.open_loop import is_open_loop, node_pool
 from remedy.domain.model import Action, ActionOutcome, IncidentStatus
@@ -30,7 +31,10 @@ from remedy.domain.timeline import Timeline
 from remedy.domain.xid import RemediationPath, Resolution, lookup
 from remedy.ledger.errors import LeaseLost, LedgerConflict
 from remedy.ledger.leases import ABANDONED
-from remedy.safety.ladder import LADDERS, Attempt, AttemptOutcome, LadderExhausted, Step, backoff_schedule, next_step
+from remedy.remediate.choice import Option, after_failed_rung, tried_depth
+from remedy.safety.ladder import (
+    LADDERS, Attempt, AttemptOutcome, LadderExhausted, Step, backoff_schedule, next_step, step_timeout,
+)
 from tasks.approvals import propose_open_loop
 from tasks.cluster import check_drift
 from tasks.gate import record_remediation_outcome
@@ -41,11 +45,13 @@ from tasks.fixes import (
 from tasks.health import reconfirm_fault
 from tasks.states import final_state, run_subflow
 from tasks.tags import tag_this_run
+from tasks.triage import choose_remediation
 from tasks.ledger import claim_remediation, open_incident, requester, sync_fleet
 from tasks.leases import fence, keeps_lease
 
 P = RemediationPath
 ATTEMPT_PREFIX = "fix_"
+IN_PLACE = (P.RESTART_APP, P.RESET_GPU, P.REBOOT)
 MAX_STEPS = 6  # more rungs than any ladder has: a loop that would not end is a bug, not a plan
 STEP_WORDS = {P.RESTART_APP: "restart app", P.RESET_GPU: "reset GPU", P.REBOOT: "reboot", P.REPLACE: "replace",
               P.IGNORE: "ignore", P.ESCALATE: "escalate"}
@@ -131,7 +137,7 @@ def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run:
                else f"run {claim['holder']} is handling incident {incident_id}")
         return _finish(out | {"status": "duplicate", "why": why})
     _abandon_orphans(led, node)
-    asked_open_loop, gate = False, None
+    asked_open_loop, gate, recover_after = False, None, False
     detected = detected_at or datetime.now(timezone.utc).isoformat()
 
     for _ in range(MAX_STEPS):
@@ -144,6 +150,15 @@ def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run:
                 record_remediation_outcome(node, succeeded=False, incident_id=incident_id, dry_run=dry_run)
             return _finish(out | {"status": "escalated", "escalated": True, "reason": step.reason, "why": step.reason},
                            _escalate(node, step.reason, incident_id, dry_run, history, entry, ask_replace_on_escalation))
+        # 2b. After a rung of this fault failed or did not hold, expected cost decides replace vs climb (the same
+        #     choose() as triage and the simulator): a ready spare often costs the job less than the next rung.
+        if step.kind in IN_PLACE and settings.ladder.replace_first and not dry_run:
+            step, chose = _after_failed_rung(step, history, node, xid, gpu, incident_id, entry.resolution, settings)
+            if chose is not None:
+                out["choice"] = {k: chose[k] for k in ("option", "reason", "options", "spares_ready", "tried_depth")}
+                create_markdown_artifact(key=f"fix-{node}-options".lower(), markdown=chose["markdown"],
+                                         description="After a failed rung: the options by expected job downtime")
+                recover_after = step.kind is P.REPLACE
         out["steps"].append({"step": step.kind.value, "rung": step.rung, "attempt": step.attempt, "reason": step.reason})
         log.info("%s: %s (%s)", node, step.kind.value, step.reason)
         if step.kind is P.IGNORE:
@@ -169,7 +184,7 @@ def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run:
 
             gate = pass_gate(node, incident_id, f"XID {xid}", detected, dry_run, needs_spare=step.kind is P.REPLACE,
                              takes_node_out=step.kind is not P.RESTART_APP)
-            out |= {k: v for k, v in gate.items() if k in ("gate", "approval", "approvals")}
+            out |= {k: v for k, v in gate.items() if k in ("gate", "approval", "approvals", "hold")}
             if gate["status"] is not None:
                 return _finish(out | {"status": gate["status"].value, "why": gate["gate"]})
 
@@ -223,6 +238,12 @@ def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run:
         if not dry_run and status in (Outcome.FIXED, Outcome.RESTARTED):
             led.set_incident_status(incident_id, IncidentStatus.RESOLVED, detail=f"{step.kind.value}: {status}",
                                     fence=fence(incident_id))
+        if recover_after and step.kind is P.REPLACE and status in (Outcome.REPLACED, Outcome.REPLACED_JOB_NOT_FULL):
+            # the job runs on the spare: fix the failed node off the critical path, burn-in, back to the spares
+            from flows.recover_node import recover_node
+
+            out["recovery"] = run_subflow(recover_node, node, xid=xid, gpu=gpu, incident_id=incident_id,
+                                          dry_run=dry_run)
         return _finish(out | result | {"status": status})
     raise RuntimeError(f"{node}: ladder did not settle within {MAX_STEPS} steps: {out['steps']}")
 
@@ -236,6 +257,13 @@ def _do_step(step: Step, node: str, gpu: int | None, attempt_id: int, incident_i
         work = settings.workload
         done = restart_app(node, work.namespace, attempt_id, dry_run, incident_id)
         size = wait_job_back(node, work.namespace, work.job, work.resume_timeout_seconds, dry_run)
+        if not size["back_on_node"]:
+            # the job's pod cannot run here again: the fault outlived the restart, so this rung failed (reporting
+            # "restarted" would close the incident and leave the gang job short until a person noticed)
+            why = ("its GPUs are not allocatable (the device plugin took the faulty GPU out)" if size.get("gpus_short")
+                   else f"not within {human_duration(work.resume_timeout_seconds)} of the restart")
+            raise StepFailed(f"the job did not come back on {node}: {why} ({size['ready']}/{size['desired']} pods "
+                             "ready); the fault holds")
         schedule = backoff_schedule(settings.ladder)
         nxt = (datetime.now(timezone.utc) + schedule[step.attempt]).isoformat() if step.attempt < len(schedule) else None
         return {"status": "restarted", "restarted": done["restarted"], "workload": size,
@@ -267,9 +295,9 @@ def _do_step(step: Step, node: str, gpu: int | None, attempt_id: int, incident_i
         if rb.get("via") == "job" and not rb.get("succeeded"):
             raise StepFailed(f"reboot Job {rb.get('phase')}: {_tail(rb.get('logs', ''))}",
                              timed_out=rb.get("phase") == "Timeout")
-        up = wait_node_ready(node, step.timeout.total_seconds(), dry_run)
+        up = wait_node_ready(node, step.timeout.total_seconds(), dry_run, boot_id_before=rb.get("boot_id_before", ""))
         if not up["ready"]:
-            raise StepFailed(f"node not Ready {up['seconds']:g} s after the reboot", timed_out=True)
+            raise StepFailed(f"node not Ready {human_duration(up['seconds'])} after the reboot", timed_out=True)
     else:
         raise StepFailed(f"{step.kind.value} is not an in-place step")
     _respect_operator(node, dry_run)
@@ -278,6 +306,27 @@ def _do_step(step: Step, node: str, gpu: int | None, attempt_id: int, incident_i
         raise StepFailed(f"NVML probe after {step.kind.value}: {probe['verdict']}: {'; '.join(probe['reasons'][:3])}")
     release_node(node, f"{why} fixed and verified", attempt_id, dry_run, incident_id)
     return {"status": "fixed", "verify": probe}
+
+
+def _after_failed_rung(step: Step, history: list[Attempt], node: str, xid: int, gpu: int | None, incident_id: int,
+                       resolution: Resolution, settings) -> tuple[Step, dict[str, Any] | None]:
+    """The ladder's next step, or the expected-cost choice when it is deeper (remedy.remediate.choice
+    .after_failed_rung), given the in-place fixes of this fault that already failed or did not hold."""
+    now = datetime.now(timezone.utc)
+    since = now - timedelta(hours=settings.ladder.recurrence_window_hours)
+    node_level = xid in settings.ladder.stop_retrying_xids
+    kinds = [a.kind for a in history if a.xid == xid and (node_level or a.gpu == gpu) and a.started_at >= since
+             and a.outcome is not AttemptOutcome.RUNNING]
+    depth = tried_depth(kinds)
+    if depth < 0:
+        return step, None
+    chose = choose_remediation(node, xid, incident_id, tried_depth=depth)
+    ladder = LADDERS[resolution]
+    kind = after_failed_rung(ladder, step.kind, Option(chose["option"]))
+    if kind is step.kind:
+        return step, chose
+    reason = f"{step.reason}; expected cost instead: {kind.value} ({chose['reason']})"
+    return Step(kind, ladder.index(kind), 1, step_timeout(kind, settings.ladder), now, reason), chose
 
 
 def _respect_operator(node: str, dry_run: bool) -> None:

@@ -62,8 +62,9 @@ def _recover(node: str, xid: int | None, gpu: int | None, incident_id: int | Non
             if option is Option.RESET:
                 reset_gpu(node, gpu, attempt, dry_run, incident_id)
             else:
-                reboot_node(node, attempt, dry_run, incident_id)
-                wait_node_ready(node, settings.ladder.reboot_timeout_minutes * 60, dry_run)
+                rb = reboot_node(node, attempt, dry_run, incident_id)
+                wait_node_ready(node, settings.ladder.reboot_timeout_minutes * 60, dry_run,
+                                boot_id_before=rb.get("boot_id_before", ""))
             probe = verify_gpus(node, attempt, dry_run, incident_id)
             fixed = dry_run or probe.get("verdict") in ("pass", "warn")
         except Exception as exc:  # a step that gave up after its retries: try the next, or repair

@@ -26,8 +26,11 @@ from remedy.receiver.triage_policy import (
     Decision,
     decide,
     explain_markdown,
+    not_ready_seconds,
+    not_ready_without_duration,
     parse_incident_id,
     parse_time,
+    with_not_ready_duration,
 )
 from remedy.settings.triage import triage_settings
 from tasks.states import final_state, run_subflow
@@ -81,11 +84,34 @@ def triage(
     detected = parse_time(detected_at) or incident["first_seen"]
     live = read_live_node(node) if (now - detected).total_seconds() > t.max_incident_age_seconds else {}
 
+    # 2b. NotReady without a duration (the alert did not say how long): measure it on the live node, waiting out
+    #     the NotReady grace (signals.node_not_ready_seconds) while it is still NotReady; without this the node
+    #     was only watched and the gang job stayed short.
+    #     With a spare ready, the shared choose() first weighs waiting for the node against the spare (a NotReady
+    #     node rarely comes back by itself: RESTART_BM's odds), as the simulator's policy does.
+    not_ready = None
+    if incident["signal"] == "node-not-ready" and incident["status"] == IncidentStatus.OPEN.value \
+            and settings.ladder.replace_first and state not in ("repair", "retired", "quarantined"):
+        now_live = read_live_node(node)
+        if now_live is not None and not now_live.get("ready", True):
+            not_ready = choose_remediation(node, None, incident_id, unreachable=True, signal=incident["signal"])
+    replace_now = bool(not_ready) and not_ready["option"] == RemediationPath.REPLACE.value
+    if not_ready_without_duration(incident) and incident["status"] == IncidentStatus.OPEN.value and not replace_now:
+        incident, live = _measure_not_ready(incident, settings.signals.node_not_ready_seconds)
+
     # 3. Decide (plain Python: remedy.receiver.triage_policy).
     decision = decide(incident, recurrences=recurrences, node_state=state, now=now, detected_at=detected,
                       max_age_seconds=t.max_incident_age_seconds, live_node=live, thresholds=settings.signals,
                       orphaned=facts["orphaned"], resumes=facts["resumes"])
+    if replace_now and decision.action == "record" and decision.path is RemediationPath.WATCH:
+        entrypoint, plan = PATH_FLOWS[RemediationPath.REPLACE]
+        decision = dataclasses.replace(decision, action="remediate", path=RemediationPath.REPLACE, entrypoint=entrypoint,
+                                       plan=plan, reason=f"{decision.reason}; replace first: {not_ready['reason']}")
     result: dict[str, Any] = {"incident_id": incident_id, "node": node, "dry_run": dry_run, **decision.to_dict()}
+    if not_ready:
+        result["choice"] = {k: not_ready[k] for k in ("option", "reason", "options", "spares_ready")}
+        create_markdown_artifact(key=f"{artifact_key(incident)}-options", markdown=not_ready["markdown"],
+                                 description="NotReady: waiting for the node against the spare, by expected downtime")
 
     # 4. Claim: only one run acts on one incident (duplicate triggers stop here).
     if decision.action == "stop" and incident["status"] != IncidentStatus.OPEN.value:
@@ -156,6 +182,20 @@ def triage(
                                          incident_id=incident_id, dry_run=dry_run)
     return final_state(result | {"status": status or "done", "incident_status": closed["status"], "outcome": outcome,
                                  "why": detail})
+
+
+def _measure_not_ready(incident: dict[str, Any], grace_seconds: float) -> tuple[dict[str, Any], dict | None]:
+    """The NotReady duration read from the live node; while it is NotReady but below the grace, wait for the rest
+    of the grace (the settings' seconds, the clock every wait of the flows uses) and look again."""
+    import time
+
+    live = read_live_node(incident["node"])
+    seconds = not_ready_seconds(incident, live, utcnow())
+    if seconds is not None and 0 < seconds < grace_seconds:
+        time.sleep(grace_seconds - seconds)
+        live = read_live_node(incident["node"])
+        seconds = not_ready_seconds(incident, live, utcnow())
+    return (incident if seconds is None else with_not_ready_duration(incident, seconds)), live
 
 
 def _explain(incident: dict[str, Any], decision: Decision, outcome: str = "") -> None:

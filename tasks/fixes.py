@@ -103,10 +103,11 @@ def drain_for_fix(node: str, attempt_id: int, dry_run: bool, incident_id: int | 
 
 
 def _job(node: str, check: str, attempt_id: int, dry_run: bool, incident_id: int | None, *, command=(), env=(),
-         privileged=False, timeout_seconds: int = 600, image: str | None = None) -> dict:
-    spec = NodeJobSpec(name=f"remedy-{check}-{node}-{attempt_id}", node=node, check=check, command=tuple(command),
-                       env=tuple(env), privileged=privileged, timeout_seconds=timeout_seconds,
-                       **({"image": image} if image else {}))
+         privileged=False, timeout_seconds: int = 600, image: str | None = None,
+         spec: NodeJobSpec | None = None) -> dict:
+    spec = spec or NodeJobSpec(name=f"remedy-{check}-{node}-{attempt_id}", node=node, check=check,
+                               command=tuple(command), env=tuple(env), privileged=privileged,
+                               timeout_seconds=timeout_seconds, **({"image": image} if image else {}))
     return act(f"job_{check}", node, lambda: asdict(runtime.cluster(dry_run).run_node_job(spec)),
                incident_id=incident_id, dry_run=dry_run, key=_key(attempt_id, f"job-{check}"))
 
@@ -129,9 +130,11 @@ def verify_gpus(node: str, attempt_id: int, dry_run: bool, incident_id: int | No
     from remedy.health.suite import CheckOutputError, probe_output_result, suite_for
 
     settings = runtime.settings()
+    from remedy.health.jobs import check_job
+
     spec = next(c for c in suite_for("quick", settings.health) if c.check == "nvml-probe")
-    job = _job(node, "nvml-probe", attempt_id, dry_run, incident_id, command=spec.command,
-               timeout_seconds=spec.timeout_seconds)
+    job = _job(node, "nvml-probe", attempt_id, dry_run, incident_id, spec=check_job(
+        spec, name=f"remedy-nvml-probe-{node}-{attempt_id}", nodes=[node], settings=settings.health))
     if job.get("dry_run"):
         return {"verdict": "planned", "passed": True, "reasons": [], "job": job["name"]}
     try:
@@ -155,42 +158,60 @@ def reboot_node(node: str, attempt_id: int, dry_run: bool, incident_id: int | No
     if instance and settings.cluster.mode is not ClusterMode.SIMULATOR:
         cloud = Ec2Nodes.from_settings(settings, dry_run=dry_run)
         return act("reboot_instance", node, lambda: asdict(cloud.reboot(instance)) | {"via": "ec2"},
-                   incident_id=incident_id, dry_run=dry_run, key=_key(attempt_id, "reboot"))
-    job = _job(node, "reboot", attempt_id, dry_run, incident_id, command=("systemctl", "reboot"), privileged=True,
-               timeout_seconds=300)
-    return job | {"via": "job"}
+                   incident_id=incident_id, dry_run=dry_run, key=_key(attempt_id, "reboot")) | {"boot_id_before": live.boot_id}
+    # the host's systemd, from a privileged pod sharing the host's PID namespace (the template sets hostPID)
+    job = _job(node, "reboot", attempt_id, dry_run, incident_id, privileged=True, timeout_seconds=300,
+               command=("nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid", "--",
+                        "systemctl", "reboot"))
+    return job | {"via": "job", "boot_id_before": live.boot_id}
 
 
 @task(name="wait_node_ready", task_run_name="wait-ready-{node}", timeout_seconds=7200, cache_policy=NO_CACHE)
-def wait_node_ready(node: str, timeout_seconds: float, dry_run: bool, down_grace_seconds: float = 120.0) -> dict:
-    """Wait for the reboot to take the node NotReady, then for it to be Ready again."""
+def wait_node_ready(node: str, timeout_seconds: float, dry_run: bool, down_grace_seconds: float = 120.0,
+                    boot_id_before: str = "") -> dict:
+    """Wait for the reboot to take the node NotReady, then for it to be Ready again. A new boot ID (the kubelet's
+    status.nodeInfo.bootID) says the reboot already happened, however fast: without it a reboot over before the
+    first look cost `down_grace_seconds` of real time on the job's critical path, whatever the cluster's clock."""
     if dry_run:
         return {"ready": True, "saw_not_ready": False, "seconds": 0.0, "dry_run": True}
     cluster = runtime.cluster()
     start = time.monotonic()
     saw_down = False
     while time.monotonic() - start < timeout_seconds:
-        ready = cluster.get_node(node).ready
+        live = cluster.get_node(node)
+        ready = live.ready
         saw_down = saw_down or not ready
-        if ready and (saw_down or time.monotonic() - start > min(down_grace_seconds, timeout_seconds / 2)):
-            return {"ready": True, "saw_not_ready": saw_down, "seconds": round(time.monotonic() - start, 2)}
+        rebooted = bool(boot_id_before and live.boot_id and live.boot_id != boot_id_before)
+        if ready and (saw_down or rebooted or time.monotonic() - start > min(down_grace_seconds, timeout_seconds / 2)):
+            return {"ready": True, "saw_not_ready": saw_down, "new_boot": rebooted,
+                    "seconds": round(time.monotonic() - start, 2)}
         time.sleep(0.2)
     return {"ready": False, "saw_not_ready": saw_down, "seconds": round(time.monotonic() - start, 2)}
 
 
 @task(name="wait_job_back", task_run_name="wait-{job}-back-on-{node}", timeout_seconds=7200, cache_policy=NO_CACHE)
 def wait_job_back(node: str, namespace: str, job: str, timeout_seconds: float, dry_run: bool) -> dict:
-    """After a restart: wait until the job's pod runs on the node again and report the job's size."""
+    """After a restart: wait until the job's pod runs on the node again and report the job's size. When the node
+    has fewer allocatable GPUs than one of the job's pods requests (the device plugin took a faulty GPU out), the
+    pod cannot come back: say so at once rather than after the whole timeout on the job's critical path."""
     cluster = runtime.cluster()
     start = time.monotonic()
+    need = 0 if dry_run else _gpus_per_pod(cluster, namespace, job)
 
     def running_here() -> bool:
         return any(p["metadata"].get("namespace") == namespace and not p["metadata"].get("deletionTimestamp")
                    and (p["metadata"].get("labels") or {}).get("job-name") == job
                    and p.get("status", {}).get("phase") == "Running" for p in cluster.pods_on_node(node))
 
+    def cannot_fit() -> bool:
+        return bool(need) and cluster.get_node(node).allocatable_gpus < need
+
     back = dry_run or running_here()
+    short = False
     while not back and time.monotonic() - start < timeout_seconds:
+        short = cannot_fit()
+        if short:
+            break
         time.sleep(0.2)
         back = running_here()
     ready, desired = cluster.workload_size(namespace, job)
@@ -198,4 +219,21 @@ def wait_job_back(node: str, namespace: str, job: str, timeout_seconds: float, d
         time.sleep(0.2)
         ready, desired = cluster.workload_size(namespace, job)
     return {"back_on_node": back, "ready": ready, "desired": desired, "full": ready >= desired,
-            "seconds": round(time.monotonic() - start, 2)}
+            "gpus_short": short, "seconds": round(time.monotonic() - start, 2)}
+
+
+def _gpus_per_pod(cluster, namespace: str, job: str) -> int:
+    """nvidia.com/gpu one pod of the Job requests (limits when no request), from its pod template; 0 if unknown."""
+    try:
+        spec = cluster.read_job(namespace, job).get("spec", {}).get("template", {}).get("spec", {})
+    except Exception:  # no such Job (yet): nothing to compare with, wait as before
+        return 0
+    total = 0
+    for c in spec.get("containers") or []:
+        res = c.get("resources") or {}
+        value = (res.get("requests") or {}).get("nvidia.com/gpu") or (res.get("limits") or {}).get("nvidia.com/gpu")
+        try:
+            total += int(value or 0)
+        except (TypeError, ValueError):
+            pass
+    return total

@@ -8,7 +8,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
-from remedy.domain.model import Action, ActionOutcome, IncidentStatus, NodeState
+from remedy.domain.model import Action, ActionOutcome, NodeState
 from remedy.spares.selection import NoSpare, SpareCandidate, select_spare as choose_spare
 from tasks.ledger import requester
 from tasks.retry import transient_only
@@ -23,14 +23,9 @@ def _claim_key(incident_id: int, node: str) -> str:
 
 def _claimed_by_others(led, incident_id: int | None) -> set[str]:
     """Spares promised to other remediations still in progress: never hand one spare to two failed nodes."""
-    live = {IncidentStatus.OPEN, IncidentStatus.ACTING}
-    out = set()
-    for a in led.actions(kind=CLAIM_KIND):
-        if a.incident_id == incident_id or a.outcome is not ActionOutcome.SUCCEEDED or a.dry_run:
-            continue
-        if a.incident_id is None or led.get_incident(a.incident_id).status in live:
-            out.add(a.node)
-    return out
+    from remedy.ledger.recent import live_claims
+
+    return live_claims(led, CLAIM_KIND, except_incident=incident_id)
 
 
 def correlated_failure(node: str, now: datetime) -> bool:
@@ -44,6 +39,22 @@ def correlated_failure(node: str, now: datetime) -> bool:
                                  or (me.pdu and inc.pdu == me.pdu)):
             return True
     return False
+
+
+def last_fixed(led) -> dict[str, datetime]:
+    """Node → when a reset or reboot last cleared a fault on it (fix-in-place's rungs and recover-node's off-path
+    fixes are both `fix_<step>` rows): select_spare uses such a node after the spares with a clean record."""
+    from remedy.remediate.choice import ATTEMPT_OPTIONS, Option
+
+    out: dict[str, datetime] = {}
+    for kind, option in ATTEMPT_OPTIONS.items():
+        if option is Option.RESTART:  # a restart fixes the application, not the node
+            continue
+        for a in led.actions(kind=kind):
+            if a.outcome is ActionOutcome.SUCCEEDED and not a.dry_run:
+                when = a.finished_at or a.started_at
+                out[a.node] = max(out.get(a.node, when), when)
+    return out
 
 
 @task(name="select_spare", task_run_name="select-spare-for-{node}", cache_policy=NO_CACHE, retries=2,
@@ -65,6 +76,7 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
         now = datetime.now(timezone.utc)
         failed = cluster.get_node(node)
         taken = _claimed_by_others(led, incident_id)
+        fixed = last_fixed(led)
         candidates = []
         for n in cluster.list_gpu_nodes():
             if n.name == node or n.state is not NodeState.SPARE or not n.ready or n.name in taken:
@@ -73,11 +85,15 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
                 validated_at = led.get_node(n.name).validated_at
             except Exception:
                 validated_at = None
-            candidates.append(SpareCandidate(n, validated_at))
+            candidates.append(SpareCandidate(n, validated_at, fixed.get(n.name)))
         choice = choose_spare(failed, candidates, now, settings.spares, correlated=correlated_failure(node, now),
                               lemons=lemons or ())
         if isinstance(choice, NoSpare):
-            why = choice.explain() + (f"\n(promised to other remediations: {', '.join(sorted(taken))})" if taken else "")
+            if not candidates and taken:  # the pool is not empty: every ready spare is spoken for
+                choice = NoSpare(f"all {len(taken)} ready spare(s) are claimed by other remediations "
+                                 f"({', '.join(sorted(taken))})", choice.rejected)
+            why = choice.explain() + (f"\n(promised to other remediations: {', '.join(sorted(taken))})"
+                                      if taken and candidates else "")
             return {"spare": None, "needs_validation": False, "why": why}
         detail = {"spare": choice.name, "needs_validation": choice.needs_validation, "why": choice.explain()}
         if dry_run or incident_id is None:  # a claim binds a spare to an incident; without one, only advise

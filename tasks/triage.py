@@ -98,23 +98,39 @@ def close_incident(incident_id: int, status: str, detail: str, only_if_acting: b
 
 
 @task(name="choose_remediation", task_run_name="choose-for-{node}", **READ)
-def choose_remediation(node: str, xid: int, incident_id: int) -> dict[str, Any]:
+def choose_remediation(node: str, xid: int | None, incident_id: int, tried_depth: int = -1,
+                       unreachable: bool | None = None, signal: str = "") -> dict[str, Any]:
     """Compare restart / reset / reboot / replace / escalate by expected job downtime (remedy.remediate.choice),
-    with the fleet's own recorded fix outcomes for this fault class and whether a validated spare is ready."""
+    with the fleet's own recorded fix outcomes for this fault class and whether a validated spare is ready.
+    `tried_depth`: the deepest in-place fix (index into DEPTHS) that already failed on this incident, so only
+    deeper ones are offered; `unreachable`: the node is NotReady (a restart means waiting for it to come back);
+    None reads it from the live node. Without an XID, `signal`'s class decides the odds (NotReady: a reboot's)."""
     from remedy.domain.model import NodeState
     from remedy.domain.xid import lookup
-    from remedy.remediate.choice import ATTEMPT_OPTIONS, Durations, Situation, choose, odds_for
+    from remedy.domain.xid import Resolution
+    from remedy.remediate.choice import ATTEMPT_OPTIONS, SIGNAL_RESOLUTION, Durations, Situation, choose, odds_for
+
+    from remedy.ledger.recent import latest_outcomes
+    from remedy.settings.triage import triage_settings
 
     led = runtime.ledger()
-    resolution = lookup(xid).resolution
+    resolution = lookup(xid).resolution if xid is not None else SIGNAL_RESOLUTION.get(signal, Resolution.UNKNOWN)
+    latest = triage_settings(runtime.settings()).odds_from_latest
     attempts = []
-    for kind in ATTEMPT_OPTIONS:
-        for a in led.actions(kind=kind):
-            if a.outcome.value not in ("succeeded", "failed") or a.dry_run or a.detail.get("xid") is None:
-                continue
-            attempts.append((kind, lookup(int(a.detail["xid"])).resolution, a.outcome.value == "succeeded"))
+    for kind in ATTEMPT_OPTIONS:  # each fix's latest finished attempts: bounded, however long the history
+        for ok, detail in latest_outcomes(led, kind, latest):
+            if detail.get("xid") is not None:
+                attempts.append((kind, lookup(int(detail["xid"])).resolution, ok))
     spares = [n for n in led.nodes(NodeState.SPARE) if n.name != node]
-    durations = Durations(reload=runtime.settings().workload.reload_minutes)
+    settings = runtime.settings()
+    if unreachable is None:
+        try:
+            unreachable = not runtime.cluster().get_node(node).ready
+        except NodeNotFound:
+            unreachable = True
+    durations = Durations(reload=settings.workload.reload_minutes,
+                          not_ready_grace=settings.signals.node_not_ready_seconds / 60)
     choice = choose(Situation(resolution=resolution, odds=odds_for(resolution, attempts), spare_ready=bool(spares),
-                              durations=durations))
-    return choice.to_dict() | {"markdown": choice.markdown(), "spares_ready": len(spares)}
+                              durations=durations, tried_depth=tried_depth, unreachable=unreachable))
+    return choice.to_dict() | {"markdown": choice.markdown(), "spares_ready": len(spares),
+                               "tried_depth": tried_depth, "unreachable": unreachable}

@@ -101,6 +101,7 @@ class Node:
     annotations: dict[str, str] = field(default_factory=dict)
     allocatable_gpus: int = 0
     resource_version: str = ""
+    boot_id: str = ""  # status.nodeInfo.bootID: the kubelet reports a new one after every boot
 
     @property
     def schedulable(self) -> bool:

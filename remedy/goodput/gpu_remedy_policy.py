@@ -40,7 +40,8 @@ from remedy.lemon.scoring import score_fleet, select_for_retirement
 from remedy.safety.breaker import BreakerBoard, approval_token, decide
 from remedy.safety.held_swap import may_swap_while_held
 from remedy.remediate.choice import (
-    DEPTHS, PRIORS, Durations, FixOdds, Option, Situation, WarningAction, choose, choose_on_warning, estimate_odds,
+    DEPTHS, PRIORS, SIGNAL_RESOLUTION, Durations, FixOdds, Option, Situation, WarningAction, choose, choose_on_warning,
+    estimate_odds,
 )
 from remedy.safety.scopes import FailureEvent, FleetView, SkipReason, Verdict
 
@@ -62,8 +63,7 @@ NOT_READY_WAIT_MINUTES = 24 * 60.0  # and sent to repair if it is still NotReady
 
 # Faults without an XID: NotReady goes through triage's rule (remedy.detect.signals.classify); a fail-slow
 # node has no XID and no detector verdict in this model, so it gets the RESTART_APP ladder (assumption).
-_NO_XID_RESOLUTION = {"node-not-ready": Resolution.RESTART_BM, "fail-slow": Resolution.RESTART_APP,
-                      "app-error": Resolution.RESTART_APP}
+_NO_XID_RESOLUTION = SIGNAL_RESOLUTION  # the flows' triage uses the same (remedy.remediate.choice)
 _BREAKER_HOLDS = (SkipReason.BREAKER_TRIPPED, SkipReason.BREAKER_OPEN, SkipReason.PROBE_IN_FLIGHT)
 # holds a person answers with a yes the flow then acts on (remedy.safety.breaker.approval_token)
 _APPROVABLE = (SkipReason.SPARE_RESERVE, SkipReason.CAPACITY_BUDGET)
@@ -268,12 +268,14 @@ class GpuRemedy:
             return
         sc = sim.sc
         reserve = self.settings.breaker.spare_reserve
+        precision, job_mtbf = self._warning_odds(sc)
         choice = choose_on_warning(
-            precision=1.0 / (1.0 + sc.false_warnings_per_true), lead_minutes=lead,
+            precision=precision, lead_minutes=lead,
             minutes_to_next_checkpoint=sim.minutes_to_next_checkpoint(),
             checkpoint_interval_minutes=sc.checkpoint_interval_minutes,
             checkpoint_cost_minutes=sc.checkpoint_cost_minutes,
-            spare_ready=len(sim.ready_spares()) - 1 >= reserve, durations=self._durations(sim))
+            spare_ready=len(sim.ready_spares()) - 1 >= reserve, durations=self._durations(sim),
+            job_mtbf_minutes=job_mtbf)
         if choice.action is WarningAction.WAIT:
             return
         epoch = sim.epoch
@@ -305,6 +307,11 @@ class GpuRemedy:
                       else _NO_XID_RESOLUTION.get(inc.fault.kind.signal, Resolution.UNKNOWN))
         yield from self._replace(sim, inc, resolution, tried=0, spare=spare)
         self._finish(sim, name, True)
+
+    def _warning_odds(self, sc) -> tuple[float, float]:
+        """(how often a warning is right, minutes between job failures): what the detector's record and the job's
+        own failure history tell the policy."""
+        return 1.0 / (1.0 + sc.false_warnings_per_true), sc.job_mtbf_hours * 60.0
 
     def _spares_outside(self, sim, node: int) -> list[int]:
         rack = sim.rack_of[node]
@@ -456,22 +463,19 @@ class GpuRemedy:
         sim.burn_in(node)  # nothing was fixed on the node itself: no recurrence clock starts
 
     def _pick_spare(self, sim, failed: int, correlated: bool, ready: list[int]) -> int | None:
-        """select_spare's choice, from the spares with no fault in the lemon recurrence gap first: a node just back
-        from an off-path fix is the freshest validated, so select_spare alone would send it straight back into the
-        job, where a lemon fails again (the recurrence the lemon scoring looks for)."""
-        gap = self.settings.lemon.recurrence_gap_days * 24 * 60.0
-        clean = [n for n in ready if sim.clock.now - self.returned.get(n, -math.inf) > gap]
-        for group in ([clean, ready] if len(clean) < len(ready) else [ready]):
-            if not group:
-                continue
-            if select_spare is None:
-                return group[0]
-            cands = [SpareCandidate(self._node(sim, n), at(sim.validated_at.get(n, 0.0))) for n in group]
-            choice = select_spare(self._node(sim, failed), cands, at(sim.clock.now), self.settings.spares,
-                                  correlated=correlated, lemons=[f"node-{n:05d}" for n in self.lemons])
-            if isinstance(choice, SpareChoice):
-                return int(choice.name.split("-")[1])
-        return None
+        """select_spare's choice, as the flows make it: a node just back from an off-path fix is the freshest
+        validated, and select_spare puts it after the spares with a clean record (`spares.recently_fixed_days`),
+        or it would go straight back into the job, where a lemon fails again."""
+        if not ready:
+            return None
+        if select_spare is None:
+            return ready[0]
+        fixed = {n: self.returned[n] for n in ready if n in self.returned}
+        cands = [SpareCandidate(self._node(sim, n), at(sim.validated_at.get(n, 0.0)),
+                                at(fixed[n]) if n in fixed else None) for n in ready]
+        choice = select_spare(self._node(sim, failed), cands, at(sim.clock.now), self.settings.spares,
+                              correlated=correlated, lemons=[f"node-{n:05d}" for n in self.lemons])
+        return int(choice.name.split("-")[1]) if isinstance(choice, SpareChoice) else None
 
     # ---- the scheduled flows -------------------------------------------------------------------
     def _spare_cycling(self, sim) -> Process:

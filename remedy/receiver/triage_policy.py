@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from remedy.detect.signals import Signal, SignalKind, Verdict, classify
+from remedy.domain.durations import human_duration
 from remedy.domain.model import IncidentStatus, NodeState
 from remedy.domain.xid import RemediationPath, unsafe_to_run
 from remedy.settings.signals import SignalThresholds
@@ -105,6 +106,32 @@ def signal_of(incident: dict[str, Any]) -> Signal:
                   labels={"alertname": incident.get("detail", "")[:80]})
 
 
+def not_ready_without_duration(incident: dict[str, Any]) -> bool:
+    """A NotReady incident whose alert did not say how long the node has been NotReady (an exporter's plain
+    "NotReady" alert, or the simulator's first one): triage measures it on the live node (`not_ready_seconds`)."""
+    if incident.get("signal") != SignalKind.NODE_NOT_READY.value:
+        return False
+    value = (incident.get("evidence") or {}).get("value")
+    return not (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def not_ready_seconds(incident: dict[str, Any], live_node: dict[str, Any] | None, now: datetime) -> float | None:
+    """How long the node has been NotReady, as far as triage can tell: at least since the incident was first seen
+    while the live node is still NotReady; 0 once it is Ready again; None when the cluster has no such node."""
+    if live_node is None:
+        return None
+    if live_node.get("ready", True):
+        return 0.0
+    return age_seconds(incident["first_seen"], now)
+
+
+def with_not_ready_duration(incident: dict[str, Any], seconds: float) -> dict[str, Any]:
+    """The incident with the measured NotReady duration as its evidence value (what classify's rule reads)."""
+    evidence = dict(incident.get("evidence") or {})
+    evidence |= {"value": float(seconds), "unit": "s", "measured_by": "triage (live node)"}
+    return incident | {"evidence": evidence}
+
+
 def decide(incident: dict[str, Any], *, recurrences: int, node_state: str | None, now: datetime,
            detected_at: datetime | None, max_age_seconds: float, live_node: dict[str, Any] | None = None,
            thresholds: SignalThresholds | None = None, orphaned: bool = False, resumes: bool = False) -> Decision:
@@ -130,10 +157,10 @@ def decide(incident: dict[str, Any], *, recurrences: int, node_state: str | None
     # 2. A late run (stack was down) acts only if the live node still needs it.
     if stale:
         if live_node is None:
-            return Decision("stop", None, None, f"stale incident ({age:.0f} s old > {max_age_seconds:.0f} s) and the "
+            return Decision("stop", None, None, f"stale incident ({human_duration(age)} old > {human_duration(max_age_seconds)}) and the "
                             f"node {incident['node']} is not in the cluster any more", stale=True, facts=facts)
         if live_node.get("unschedulable") and not resumes:
-            return Decision("stop", None, None, f"stale incident ({age:.0f} s old) and {incident['node']} is already "
+            return Decision("stop", None, None, f"stale incident ({human_duration(age)} old) and {incident['node']} is already "
                             "cordoned: someone acted meanwhile", stale=True, facts=facts)
 
     # 3. One remediation per node at a time: a node already taken out is not remediated again.
@@ -180,7 +207,7 @@ def explain_markdown(incident: dict[str, Any], decision: Decision, outcome: str 
         f"{incident.get('count', 1)} alert(s), severity {incident.get('severity', '')}",
         f"- occurrences of this fault in the lookback: {decision.recurrences}",
         f"- node state in the ledger: {decision.facts.get('node_state') or 'unmanaged'}; "
-        f"age when triaged: {decision.facts.get('age_seconds')} s" + (" (stale)" if decision.stale else ""),
+        f"age when triaged: {human_duration(decision.facts.get('age_seconds'))}" + (" (stale)" if decision.stale else ""),
         "",
         "**Which rule matched**",
     ]

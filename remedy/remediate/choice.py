@@ -14,12 +14,13 @@ Plain Python: no Prefect, no I/O.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import lru_cache
 
-from remedy.domain.xid import Resolution
+from remedy.domain.xid import RemediationPath, Resolution
 
 
 class Option(StrEnum):
@@ -94,6 +95,12 @@ def estimate_odds(prior: FixOdds, outcomes: Iterable[tuple[Option, bool]], prior
         floor = max(floor, p)  # a deeper fix never clears less than a shallower one
         est[d] = floor
     return FixOdds(est[Option.RESTART], est[Option.RESET], est[Option.REBOOT], samples=n)
+
+
+# Faults without an XID: NotReady is a node that needs a reboot unless it comes back by itself (triage's rule,
+# remedy.detect.signals); fail-slow and application errors get the RESTART_APP ladder (assumption).
+SIGNAL_RESOLUTION: dict[str, Resolution] = {"node-not-ready": Resolution.RESTART_BM, "fail-slow": Resolution.RESTART_APP,
+                                            "app-error": Resolution.RESTART_APP}
 
 
 # How a ladder attempt is recorded in the ledger (fix-in-place's `fix_<step>` actions) → the option it tried.
@@ -251,6 +258,30 @@ def choose(s: Situation) -> Choice:
     return Choice(best.option, tuple(costs), f"{why}; {source}")
 
 
+# ---- after a rung failed in the flows ---------------------------------------------------------------------
+
+PATHS: dict[Option, RemediationPath] = {Option.RESTART: RemediationPath.RESTART_APP, Option.RESET: RemediationPath.RESET_GPU,
+                                        Option.REBOOT: RemediationPath.REBOOT, Option.REPLACE: RemediationPath.REPLACE}
+
+
+def tried_depth(paths: Iterable[RemediationPath]) -> int:
+    """Index into DEPTHS of the deepest in-place fix among `paths` (attempts that failed or did not hold); -1: none."""
+    depths = [DEPTHS.index(o) for o, p in PATHS.items() if o in DEPTHS and p in set(paths)]
+    return max(depths, default=-1)
+
+
+def after_failed_rung(ladder: tuple[RemediationPath, ...], ladder_next: RemediationPath,
+                      chosen: Option) -> RemediationPath:
+    """The step after a rung failed (or did not hold): the ladder's next step or the expected-cost choice, whichever
+    is deeper on the ladder. The choice may skip rungs — a reset after a restart the job could not come back from,
+    the spare when one is ready and cheaper — but never go back to a shallower one; an escalation keeps the
+    ladder's step (the ladder escalates by itself when it runs out)."""
+    path = PATHS.get(chosen)
+    if path is None or path not in ladder or ladder_next not in ladder:
+        return ladder_next
+    return path if ladder.index(path) > ladder.index(ladder_next) else ladder_next
+
+
 # ---- acting on an early warning ---------------------------------------------------------------------------
 
 
@@ -270,15 +301,19 @@ class WarningChoice:
 
 def choose_on_warning(*, precision: float, lead_minutes: float, minutes_to_next_checkpoint: float,
                       checkpoint_interval_minutes: float, checkpoint_cost_minutes: float, spare_ready: bool,
-                      durations: Durations = Durations()) -> WarningChoice:
+                      durations: Durations = Durations(), job_mtbf_minutes: float = math.inf) -> WarningChoice:
     """A detector warns that a node will fail within `lead_minutes` (right with probability `precision`).
 
     Acting swaps the node at a checkpoint boundary: no work is rolled back, the job pays one swap (drain, join,
     reload) and, when the next scheduled checkpoint comes too late, one extra checkpoint. Waiting pays, with
     probability `precision`, the failure: on average half an interval of work rolled back, detection and the same
-    swap. The cheaper one wins; with no spare ready the node is left until it fails or a spare frees."""
+    swap — but only if the job is still running when it comes: with the job failing every `job_mtbf_minutes`
+    (any node), it stops first with probability 1 − exp(−lead / MTBF), and the node is then swapped while the job
+    is down anyway (no stop of its own). The cheaper one wins; with no spare ready the node is left until it fails
+    or a spare frees."""
     swap = durations.grace + durations.join + durations.reload
-    lose = precision * (checkpoint_interval_minutes / 2 + durations.detect + swap)
+    runs_until = math.exp(-lead_minutes / job_mtbf_minutes) if job_mtbf_minutes > 0 else 0.0
+    lose = precision * runs_until * (checkpoint_interval_minutes / 2 + durations.detect + swap)
     if not spare_ready:
         return WarningChoice(WarningAction.WAIT, float("inf"), lose, "no spare ready: nothing to swap in")
     if minutes_to_next_checkpoint < lead_minutes:
@@ -287,7 +322,9 @@ def choose_on_warning(*, precision: float, lead_minutes: float, minutes_to_next_
     else:
         act, action = checkpoint_cost_minutes + swap, WarningAction.CHECKPOINT_NOW
         how = f"extra checkpoint {checkpoint_cost_minutes:g} + swap {swap:g}"
-    how += f" vs {precision:.0%} × (rollback {checkpoint_interval_minutes / 2:g} + detect {durations.detect:g} + swap {swap:g})"
+    still = f"{runs_until:.0%} still running × " if runs_until < 1.0 else ""
+    how += (f" vs {precision:.0%} × {still}(rollback {checkpoint_interval_minutes / 2:g} + detect {durations.detect:g} + "
+            f"swap {swap:g})")
     if act < lose:
         return WarningChoice(action, act, lose, how)
     return WarningChoice(WarningAction.WAIT, act, lose, how)

@@ -160,6 +160,13 @@ class SpareSettings(BaseModel):
         description="Warn when one rack, switch or PDU holds more than this share of the ready spares (seed 000: "
         "'if all your spares are in one rack and that rack loses power, your backup capacity is gone').",
     )
+    recently_fixed_days: float = Field(
+        14.0,
+        ge=0,
+        description="A spare whose fault was fixed in place (reset, reboot) within this many days is used after the "
+        "spares with a clean record: a lemon passes the fix and the checks idle and fails again under load (seed 000; "
+        "the same span as lemon.recurrence_gap_days). 0 = no preference.",
+    )
     preempt_when_no_spare: bool = Field(
         True,
         description="When no spare is ready for a failed node of the gang-scheduled job, plan to free a healthy node "

@@ -88,6 +88,12 @@ def test_an_answer_by_someone_not_listed_is_refused_and_the_run_keeps_waiting(pr
     assert refused.detail["approver"] == "mallory" and refused.error == "mallory is not an approver"
     assert led.get_approval(pending.id).pending  # nothing decided: the run paused again for a real answer
     wait_paused(pending.flow_run_id)
+    # the form shown again says why the answer did not count and which setting lists approvers
+    from prefect.input.run_input import read_flow_run_input
+
+    form = read_flow_run_input(f"paused-approval-{pending.id}-2-description", flow_run_id=UUID(pending.flow_run_id))
+    assert form.startswith("**Answer 'approve' by mallory refused: mallory is not on the approver list.")
+    assert "approvals.approvers (REMEDY_APPROVALS__APPROVERS)" in form
     resume_flow_run(UUID(pending.flow_run_id), run_input={"decision": "deny", "approver": "bob", "reason": "no"})
     out = run.result(60)
     assert (out["decision"], out["by"]) == ("deny", "bob")

@@ -43,7 +43,7 @@ def _training_pods(sim, node):
 
 
 def test_xid94_restarts_the_app_without_excluding_the_node(prefect_server, sim, remedy_env):
-    runtime = remedy_env(sim=sim)
+    runtime = remedy_env(sim=sim, LADDER__REPLACE_FIRST="false")  # the catalog ladder alone (replace-first: below)
     before = _training_pods(sim, "gpu003")
     assert len(before) == 1
     inject(sim.cluster, "xid", "gpu003", gpu=2, code=94)
@@ -98,7 +98,7 @@ def test_xid145_gpu_reset_succeeds_and_node_returns(prefect_server, sim, remedy_
 def test_reset_fails_then_reboot_then_replace(prefect_server, sim, remedy_env):
     from remedy.demo import _spares_validated_at_build
 
-    runtime = remedy_env(sim=sim)
+    runtime = remedy_env(sim=sim, LADDER__REPLACE_FIRST="false")  # the catalog ladder, every rung on the job's path
     _spares_validated_at_build(runtime)
     inject(sim.cluster, "xid", "gpu006", gpu=1, code=145)
     inject(sim.cluster, "reset-fails", "gpu006", gpu=1)
@@ -191,3 +191,64 @@ def test_manual_uncordon_mid_fix_is_respected(prefect_server, sim_factory, remed
     assert "respect_drift" in kinds and "uncordon_node" not in kinds and "job_nvml-probe" not in kinds
     assert led.actions(kind="fix_reset-gpu")[0].outcome.value == "skipped"
     assert _node(sim, "gpu013")["unschedulable"] is False  # never re-cordoned
+
+
+def _fault_a_restart_does_not_clear(sim, node: str, gpu: int, *, reset_clears: bool = True) -> None:
+    """XID 94 whose cause outlives the application: the GPU stays out of allocatable, so the job's pod cannot run
+    on the node again after a restart (as bench/fleet_replay.py plays a fault that needs a reset)."""
+    inject(sim.cluster, "xid", node, gpu=gpu, code=94)
+    with sim.cluster.lock:
+        g = sim.cluster.health_of(node).gpus[gpu]
+        g.pending_xids.append(94)
+        g.reset_clears = reset_clears
+        sim.cluster.reconcile({node})
+
+
+def test_a_restart_the_job_cannot_come_back_from_is_a_failed_rung_then_replace_first(prefect_server, sim, remedy_env):
+    """The restart reported "restarted" and closed the incident while the gang job stayed short (seen in the
+    real-stack replay). Now it is a failed rung, and the shared choose() picks the ready spare over the next rung;
+    the failed node is then reset off the critical path, burned in, and returned to the spare pool."""
+    from remedy.demo import _spares_validated_at_build
+
+    runtime = remedy_env(sim=sim, WORKLOAD__RESUME_TIMEOUT_SECONDS="3")
+    _spares_validated_at_build(runtime)
+    _fault_a_restart_does_not_clear(sim, "gpu003", 2)
+    out = run_to_state_result(fix_in_place, node="gpu003", xid=94, gpu=2)
+    assert [s["step"] for s in out["steps"]] == ["restart-app", "replace"], out["steps"]
+    assert "did not come back" in out["steps"][0]["result"]["failed"]
+    assert "not allocatable" in out["steps"][0]["result"]["failed"]  # seen at once, not after the timeout
+    assert out["choice"]["option"] == "replace" and out["choice"]["tried_depth"] == 0
+    assert {o["option"] for o in out["choice"]["options"]} == {"reset-gpu", "reboot", "replace", "escalate"}
+    assert out["status"] == "replaced" and out["replacement"] in ("gpu015", "gpu016")
+    led = runtime.ledger()
+    attempts = [(a.kind, a.outcome.value) for a in led.actions(node="gpu003") if a.kind.startswith("fix_")]
+    assert attempts[:2] == [("fix_restart-app", "failed"), ("fix_replace", "succeeded")]
+    # off the critical path: the job was on the spare before the reset started; the node is a spare again
+    assert out["recovery"]["status"] == "returned-to-spares", out["recovery"]
+    promoted = max(a.finished_at for a in led.actions(kind="set_state_active") if a.node == out["replacement"])
+    reset = next(a for a in led.actions(node="gpu003", kind="fix_reset-gpu"))
+    assert reset.detail.get("off_critical_path") and reset.started_at >= promoted
+    assert led.get_node("gpu003").state.value == "spare"
+    assert runtime.cluster().workload_running_on("training", "llm-pretrain", out["replacement"])
+
+
+def test_a_failed_restart_climbs_to_the_reset_when_no_spare_is_ready(prefect_server, sim, remedy_env):
+    """Same fault, no spare: choose() climbs (reset on the critical path) instead of restarting again after a
+    10-minute back-off; the reset clears it and the node goes back to work."""
+    from remedy.domain.model import NodeState
+
+    runtime = remedy_env(sim=sim)  # the default 600-s resume timeout: the GPU out of allocatable says it at once
+    led = runtime.ledger()
+    from remedy.demo import _spares_validated_at_build
+
+    _spares_validated_at_build(runtime)
+    for n in led.nodes(NodeState.SPARE):  # the spares are out for maintenance
+        led.transition(n.name, NodeState.QUARANTINED, reason="test: maintenance", requested_by="test")
+    _fault_a_restart_does_not_clear(sim, "gpu004", 1)
+    out = run_to_state_result(fix_in_place, node="gpu004", xid=94, gpu=1)
+    assert [s["step"] for s in out["steps"]] == ["restart-app", "reset-gpu"], out["steps"]
+    assert out["choice"]["spares_ready"] == 0 and out["choice"]["option"] in ("reset-gpu", "reboot")
+    assert out["status"] == "fixed" and "recovery" not in out
+    assert not sim.cluster.health["gpu004"].faulty()
+    restart = next(a for a in led.actions(node="gpu004", kind="fix_restart-app"))
+    assert (restart.finished_at - restart.started_at).total_seconds() < 120  # not the 600-s resume timeout

@@ -68,3 +68,22 @@ def test_no_spare_ready_keeps_the_in_place_fix(prefect_server, fleet):
     _, out = run_to_state(triage, incident_id=inc.id)
     assert out["choice"]["option"] in ("reboot", "reset-gpu"), out["choice"]
     assert out["path"] == "reboot" and "recovery" not in out
+
+
+def test_a_not_ready_node_with_a_spare_ready_is_replaced_at_once(prefect_server, fleet):
+    """NotReady, and the alert said nothing about how long: with a spare ready the shared choose() weighs waiting
+    for the node (it rarely comes back by itself) against the spare, and replaces it at once; the job's pod, stuck
+    Terminating on the unreachable node, is force-deleted so the Job can put it on the spare."""
+    from flows.triage import triage
+    from remedy import runtime
+    from remedy.sim.faults import inject
+
+    inject(fleet.cluster, "not-ready", "gpu005")
+    inc = open_incident("gpu005", signal="node-not-ready", gpu=None)
+    state, out = run_to_state(triage, incident_id=inc.id)
+    assert out["choice"]["option"] == "replace" and out["path"] == "replace", out
+    assert "replace first" in out["reason"] and state.is_completed(), (state, out)
+    drains = [a for a in runtime.ledger().actions(node="gpu005", kind="drain_node")]
+    assert drains and drains[-1].detail.get("force_deleted"), drains[-1].detail
+    spare = out["outcome"]["replacement"]
+    assert runtime.cluster().workload_running_on("training", "llm-pretrain", spare)

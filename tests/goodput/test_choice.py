@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from remedy.domain.xid import Resolution
@@ -97,3 +99,40 @@ def test_a_held_rack_keeps_its_nodes_but_not_the_job():
     assert not may_swap_while_held(fleet, ready_spares_outside=10, spare_reserve=1).allowed
     budget = Skip(SkipReason.CAPACITY_BUDGET, "too many out")
     assert not may_swap_while_held(budget, ready_spares_outside=10, spare_reserve=1).allowed
+
+
+def test_after_a_failed_rung_the_choice_may_skip_rungs_but_never_go_back():
+    from remedy.domain.xid import RemediationPath as P
+    from remedy.remediate.choice import after_failed_rung, tried_depth
+    from remedy.safety.ladder import LADDERS
+
+    assert tried_depth([]) == -1 and tried_depth([P.REPLACE]) == -1
+    assert tried_depth([P.RESTART_APP, P.RESTART_APP]) == 0 and tried_depth([P.RESET_GPU, P.RESTART_APP]) == 1
+    app = LADDERS[Resolution.RESTART_APP]  # restart → reset → reboot → replace
+    # the ladder would restart again after a back-off: the spare (or a reset) is deeper, so it wins
+    assert after_failed_rung(app, P.RESTART_APP, Option.REPLACE) is P.REPLACE
+    assert after_failed_rung(app, P.RESTART_APP, Option.RESET) is P.RESET_GPU
+    # a choice shallower than the ladder's next rung, or a person, keeps the ladder's step
+    assert after_failed_rung(app, P.REBOOT, Option.RESET) is P.REBOOT
+    assert after_failed_rung(app, P.RESET_GPU, Option.ESCALATE) is P.RESET_GPU
+    # an option the fault's ladder does not have (a restart for a reboot-only fault) keeps the ladder's step
+    assert after_failed_rung(LADDERS[Resolution.RESTART_BM], P.REBOOT, Option.RESTART) is P.REBOOT
+    # and with tried_depth the chooser offers only deeper fixes
+    s = Situation(Resolution.RESTART_APP, PRIORS[Resolution.RESTART_APP], spare_ready=False, durations=SLOW_RELOAD,
+                  tried_depth=0)
+    assert Option.RESTART not in {c.option for c in choose(s).costs}
+    assert choose(s).option is Option.RESET  # no spare: climb
+
+
+def test_a_warning_is_worth_a_swap_only_if_the_job_would_still_be_running_when_it_fails():
+    """meta-16k: the job fails every 108 min (any node); a failure 60 min ahead finds it still running with
+    exp(-60/108) = 57 %, else the job is down anyway first. Counting that, a 2-in-3 warning does not pay a 12-min
+    swap there; on a job that rarely fails (seed 000's 1k GPUs) it still does."""
+    d = Durations(reload=7.5)
+    kw = dict(precision=2 / 3, lead_minutes=60, minutes_to_next_checkpoint=5, checkpoint_interval_minutes=14.7,
+              checkpoint_cost_minutes=1.0, spare_ready=True, durations=d)
+    assert choose_on_warning(**kw).action is WarningAction.AT_NEXT_CHECKPOINT  # without the job's MTBF
+    busy = choose_on_warning(**kw, job_mtbf_minutes=108.0)
+    assert busy.action is WarningAction.WAIT and "57% still running" in busy.arithmetic
+    assert busy.wait_cost_minutes == pytest.approx(2 / 3 * math.exp(-60 / 108) * (7.35 + 0.5 + 12.0))
+    assert choose_on_warning(**kw, job_mtbf_minutes=28 * 60.0).action is WarningAction.AT_NEXT_CHECKPOINT

@@ -118,3 +118,22 @@ def test_parameter_parsing_names_the_bad_value() -> None:
         parse_time("2026-11-22T01:00:00")
     with pytest.raises(ValueError, match="ISO-8601"):
         parse_time("yesterday")
+
+
+def test_not_ready_without_a_duration_is_measured_on_the_live_node():
+    """A NotReady alert that does not say how long used to be only watched; triage now reads the live node: still
+    NotReady past the grace (Kubernetes' default 300 s) → replace; Ready again → watched; gone → as before."""
+    from remedy.receiver.triage_policy import not_ready_seconds, not_ready_without_duration, with_not_ready_duration
+
+    bare = incident(signal="node-not-ready", xid=None, gpu=None, age_s=400.0)
+    assert not_ready_without_duration(bare)
+    assert not not_ready_without_duration(incident(signal="node-not-ready", xid=None, evidence={"value": 12}))
+    assert not not_ready_without_duration(incident())  # an XID carries no duration and needs none
+    assert run(bare, max_age=3600).path is P.WATCH  # what triage did with it before measuring
+    down = not_ready_seconds(bare, {"ready": False}, NOW)
+    assert down == pytest.approx(400.0)
+    measured = with_not_ready_duration(bare, down)
+    assert run(measured, max_age=3600).path is P.REPLACE and "NotReady for 6.7 min" in run(measured, max_age=3600).reason
+    back = with_not_ready_duration(bare, not_ready_seconds(bare, {"ready": True}, NOW))
+    assert run(back, max_age=3600).path is P.WATCH
+    assert not_ready_seconds(bare, None, NOW) is None
