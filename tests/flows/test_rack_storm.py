@@ -46,8 +46,9 @@ def test_rack_storm_trips_the_rack_breaker_and_one_signed_approval_resumes_the_h
     runs = {node: FlowThread(lambda node=node: run_to_state_result(replace_node, node=node, cause="XID 79", xid=79, gpu=0))
             for node in STORM}
 
-    gates = wait_for("five gate decisions", lambda: (g := led.actions(kind="gate_decision")) and len(g) == 5 and g,
-                     timeout=120)
+    # decided: the row is written when the gate starts and finished with its verdict a moment later
+    gates = wait_for("five gate decisions", lambda: (g := led.actions(kind="gate_decision")) and len(g) == 5
+                     and all(a.finished_at for a in g) and g, timeout=120)
     acted = sorted(a.node for a in gates if a.outcome is ActionOutcome.SUCCEEDED)
     held = sorted(a.node for a in gates if a.outcome is ActionOutcome.SKIPPED)
     assert len(acted) == 2, [(a.node, a.error) for a in gates]  # rack limit: min(2 nodes, 50% of 8)
