@@ -12,8 +12,13 @@ within 2× from 1k to 1M actions.
 
     nice .venv/bin/python bench/sim_scale.py [--nodes 12500] [--actions 1000000] [--repeat 5]
 
-Measured here (2 cores shared with other work, SQLite ledger, 2026-11-27), --nodes 12500 --actions 1000000:
-see docs/scale.md for the printed tables.
+Measured here 2026-11-27 (2 cores shared with five other sessions: load average 8.8–15; SQLite ledger), --nodes
+12500 --actions 1000000 --repeat 5 --no-whole-history; the full table is in docs/scale.md:
+    list 12,500 GPU nodes 19.6 s (25 pages); cordon 5.9 ms a node (67/s); drain 1.19 s a node (0.3 s grace)
+    gate decision end to end: 5.88 s at 1,000 actions, 6.28 s at 1,000,000 (1.07×) — most of it the node list
+    triage reads + choice: 76.6 ms vs 83.5 ms (1.09×); the board's own reads 16.4 ms vs 176 ms (two index seeks
+    per node with history: bounded by the fleet, not the history)
+    before bounding (earlier run): the board from the whole history 205 ms at 1,000 actions, 331 s at 1,000,000
 """
 
 from __future__ import annotations
