@@ -1,10 +1,7 @@
-"""Indexes for the gate's bounded reads: actions by (kind, time) and by (kind, node, outcome, time); an incident's
-actions by (incident, kind, time).
+"""Indexes for the gate's bounded reads: actions by (kind, time) and by (kind, node, outcome, time).
 
 The breaker gate reads the ledger on every decision; without these its reads scanned every action ever recorded,
-so its latency grew with history (remedy.ledger.recent, remedy.safety.history). The incident index replaces the
-one on incident_id alone: with (kind, started_at) present, SQLite answered "this incident's cordons, in order" by
-walking every cordon ever recorded (1.7 s at a million actions) rather than the incident's few rows.
+so its latency grew with history (remedy.ledger.recent, remedy.safety.history).
 
 Revision ID: 0004
 Revises: 0003
@@ -22,8 +19,6 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.drop_index("ix_actions_incident_id", table_name="actions")
-    op.create_index("ix_actions_incident_id_kind_started_at", "actions", ["incident_id", "kind", "started_at"])
     op.create_index("ix_actions_kind_started_at", "actions", ["kind", "started_at"])
     op.create_index("ix_actions_kind_node_outcome_started_at", "actions", ["kind", "node", "outcome", "started_at"])
 
@@ -31,5 +26,3 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index("ix_actions_kind_node_outcome_started_at", table_name="actions")
     op.drop_index("ix_actions_kind_started_at", table_name="actions")
-    op.drop_index("ix_actions_incident_id_kind_started_at", table_name="actions")
-    op.create_index("ix_actions_incident_id", "actions", ["incident_id"])
