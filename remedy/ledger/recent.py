@@ -2,7 +2,8 @@
 
 The gate and triage run on every incident, so their reads must cost the same whether the ledger holds a thousand
 actions or a million: each query here is bounded by a time range, a row count, or one row per node or scope, and
-each is served by an index (migration 0004: actions by (kind, started_at) and by (kind, node, outcome, started_at)).
+each is served by an index (migration 0004: actions by (kind, started_at) and by (kind, node, outcome, started_at);
+0005: by (incident_id, kind, started_at)).
 """
 
 from __future__ import annotations
