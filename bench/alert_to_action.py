@@ -26,6 +26,17 @@ simulator), ~12 min:
         rejected; POST p50 3.6 ms, p99 44.6 ms (in-process intake p99 2.3 ms)                         target met
     An earlier run the same morning, on the test harness's SQLite server and with the machine disturbed during the storm (server-side mean
     37 ms instead of 3.4 ms), gave a storm p99 of 117 ms and POST → cordoned 5.5 s: quote numbers from a quiet machine.
+
+Issue 18 (2026-11-27, session 4): the storm re-sends alerts with their startsAt unchanged and flaps 1 in 20
+(resolved, then firing with a new startsAt); its size is `--storm-alerts/--storm-faults/--storm-seconds`. (a) sets
+plain Prefect beside remedy in the same run: a bare flow with one `cordon_node` task, started the same way (same
+receiver, incident event, run creation and dispatcher). Measured with the machine loaded by five other sessions
+(load average 15–22 on 2 cores; the in-process intake alone had a p99 of 205 ms, 90 × its quiet value):
+    (c) 30,000 alerts / 1,500 faults / 532 s (the largest that fit ~10 min here; 100,000 / 5,000 would take ~30):
+        exactly 1,500 incidents, all alerts accounted; POST p50 59 ms, p95 373 ms, p99 676 ms (3.3 × in-process)
+    (a) POST → cordoned, SQLite: p50 3.71 s / p95 6.58 s; bare Prefect flow 2.13 s / 3.61 s (1.75 ×)
+        POST → cordoned, PostgreSQL: p50 14.6 s / p95 19.9 s; bare Prefect flow 3.96 s / 6.01 s (3.70 ×)
+    Targets (p99 ≤ 50 ms; p50 ≤ 0.5 s, p95 ≤ 1 s) not met under that load; see docs/scale.md.
 """
 
 from __future__ import annotations

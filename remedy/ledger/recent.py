@@ -2,7 +2,8 @@
 
 The gate and triage run on every incident, so their reads must cost the same whether the ledger holds a thousand
 actions or a million: each query here is bounded by a time range, a row count, or one row per node or scope, and
-each is served by an index (migration 0004: actions by (kind, started_at) and by (kind, node, outcome, started_at)).
+each is served by an index (migration 0004: actions by (kind, started_at) and by (kind, node, outcome, started_at);
+0005: by (incident_id, kind, started_at)).
 """
 
 from __future__ import annotations
@@ -67,19 +68,25 @@ def unfinished(led, started_kind: str, finished_kind: str) -> list[ActionRecord]
     """Per node, its newest succeeded `started_kind` action that no succeeded `finished_kind` action on the same node
     followed: the remediations still in flight, oldest first.
 
-    One index seek per known node (the (kind, node, outcome, started_at) index), so the cost follows the fleet's
+    Two seeks per known node in the (kind, node, outcome, started_at) index, both answered from the index alone (its
+    newest start, then "any finish since?"); only the rows still in flight are read. So the cost follows the fleet's
     size, not its history. Only real actions count: a dry run records `planned`, never `succeeded`.
     """
     a, o, n = schema.actions.alias("a"), schema.actions.alias("o"), schema.nodes.c
-    newest = (select(a.c.id).where(a.c.kind == started_kind, a.c.node == n.name, a.c.outcome == _SUCCEEDED)
-              .order_by(a.c.started_at.desc(), a.c.id.desc()).limit(1).correlate(schema.nodes).scalar_subquery())
+    newest = (select(func.max(a.c.started_at)).where(a.c.kind == started_kind, a.c.node == n.name,
+                                                    a.c.outcome == _SUCCEEDED)
+              .correlate(schema.nodes).scalar_subquery())
+    latest = select(n.name.label("node"), newest.label("at")).subquery()
+    ended = exists().where(and_(o.c.kind == finished_kind, o.c.node == latest.c.node, o.c.outcome == _SUCCEEDED,
+                                o.c.started_at >= latest.c.at))
+    live = select(latest.c.node, latest.c.at).where(latest.c.at.is_not(None), ~ended).subquery()
     g = schema.actions.c
-    ended = exists().where(and_(o.c.kind == finished_kind, o.c.node == g.node, o.c.outcome == _SUCCEEDED,
-                                o.c.started_at >= g.started_at))
-    q = (select(schema.actions).where(g.id.in_(select(newest).select_from(schema.nodes)), ~ended)
-         .order_by(g.started_at, g.id))
+    q = (select(schema.actions).join(live, and_(g.node == live.c.node, g.started_at == live.c.at))
+         .where(g.kind == started_kind, g.outcome == _SUCCEEDED).order_by(g.started_at, g.id))
     with read_transaction(led.engine) as conn:
-        return [action_record(r) for r in conn.execute(q)]
+        rows = [action_record(r) for r in conn.execute(q)]
+    newest_per_node = {r.node: r for r in rows}  # two starts at the same instant: the later id wins
+    return sorted(newest_per_node.values(), key=lambda r: (r.started_at, r.id))
 
 
 def latest_breaker_events(led) -> tuple[list[BreakerEventRecord], list[BreakerEventRecord]]:

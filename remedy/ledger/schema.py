@@ -151,7 +151,8 @@ actions = Table(
     Column("detail", JSON, nullable=False),
     Column("idempotency_key", String, nullable=True, unique=True),
     Index(None, "node"),
-    Index(None, "incident_id"),
+    # an incident's actions of one kind, in order (without it a planner may walk every action of the kind instead)
+    Index(None, "incident_id", "kind", "started_at"),
     # the gate's bounded reads (remedy.ledger.recent): one kind over a time range; one kind and outcome per node
     Index(None, "kind", "started_at"),
     Index(None, "kind", "node", "outcome", "started_at"),
