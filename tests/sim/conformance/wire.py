@@ -64,8 +64,13 @@ def _diff(sent, kept, path="") -> str:
     return f"{path}: sent {sent!r}, model has {kept!r}"
 
 
+# Real controllers act asynchronously, and on a loaded 2-core machine a kube-controller-manager sharing the CPU
+# with the tests takes seconds more than the simulator; the real lane's fixture raises this (conftest.py).
+SLACK = 1.0
+
+
 def wait_for(predicate, timeout: float = 8.0, every: float = 0.02):
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + timeout * SLACK
     while time.monotonic() < deadline:
         if value := predicate():
             return value
