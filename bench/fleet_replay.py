@@ -172,7 +172,8 @@ def compressed_timeouts(scale: float) -> dict[str, float]:
     """The waits the flows measure in real seconds, on the compressed clock: 600 s → 6 s at 0.01. Step timeouts
     keep a floor of 30 s real for the orchestration itself (HTTP, Prefect) that does not shrink."""
     return {
-        "REMEDY_WORKLOAD__RESUME_TIMEOUT_SECONDS": max(10.0, 600.0 * scale),
+        # the 2,048-pod gang restarting, and a spare joining, take tens of real seconds of orchestration here
+        "REMEDY_WORKLOAD__RESUME_TIMEOUT_SECONDS": max(60.0, 600.0 * scale),
         "REMEDY_SIGNALS__NODE_NOT_READY_SECONDS": max(1.0, 300.0 * scale),
         "REMEDY_LADDER__RESTART_BACKOFF_MINUTES": max(0.01, 10.0 * scale),
         "REMEDY_LADDER__RESTART_APP_TIMEOUT_MINUTES": max(0.5, 60.0 * scale),
