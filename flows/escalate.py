@@ -24,7 +24,7 @@ from tasks.gate import check_breaker
 from tasks.ledger import open_incident, requester, set_node_state, sync_fleet
 from tasks.states import final_state, run_subflow
 from tasks.tags import tag_this_run
-from tasks.leases import keeps_lease
+from tasks.leases import fence, keeps_lease
 
 
 def _run_name() -> str:
@@ -59,7 +59,8 @@ def _escalate(node: str, reason: str, incident_id: int | None, dry_run: bool | N
         incident_id = open_incident(node, "escalation", detail=reason[:500])["id"]
         out["incident_id"] = incident_id
     if not dry_run:
-        runtime.ledger().set_incident_status(incident_id, IncidentStatus.ESCALATED, detail=reason[:500])
+        runtime.ledger().set_incident_status(incident_id, IncidentStatus.ESCALATED, detail=reason[:500],
+                                             fence=fence(incident_id))
 
     # 2. Keep the node out of the pool while a person looks — through the breaker gate like any other removal:
     #    in a storm the node is left as it is (the breaker's own approval asks about the whole scope).
@@ -105,11 +106,13 @@ def _escalate(node: str, reason: str, incident_id: int | None, dry_run: bool | N
 
             from flows.replace_node import replace_node
 
-            # A person said go: the incident is acted on again, held by this run (replace_node, our subflow, claims
-            # it as its parent's); without this a settled incident makes every remediation stand down.
+            # A person said go: the incident is acted on again, held by this run or the run that started it
+            # (replace_node, our subflow, claims it as its ancestor's); without this a settled incident makes every
+            # remediation stand down. Fenced: if another run has the incident by now, this one stops.
+            f = fence(incident_id)
             runtime.ledger().set_incident_status(incident_id, IncidentStatus.ACTING,
                                                  detail=f"replacement approved by {answer.by}",
-                                                 flow_run_id=str(flow_run.id or requester()))
+                                                 flow_run_id=None if f else str(flow_run.id or requester()), fence=f)
             res = run_subflow(replace_node, node=node, cause=f"escalated, approved by {answer.by}",
                               incident_id=incident_id, dry_run=dry_run)
             out["replacement"] = res.get("replacement")

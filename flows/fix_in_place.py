@@ -23,6 +23,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from remedy import runtime
+from remedy.domain.durations import human_duration
 from remedy.domain.outcome import Outcome, outcome_of
 from remedy.approvals.open_loop import is_open_loop, node_pool
 from remedy.domain.model import Action, ActionOutcome, IncidentStatus
@@ -46,7 +47,7 @@ from tasks.states import final_state, run_subflow
 from tasks.tags import tag_this_run
 from tasks.triage import choose_remediation
 from tasks.ledger import claim_remediation, open_incident, requester, sync_fleet
-from tasks.leases import keeps_lease
+from tasks.leases import fence, keeps_lease
 
 P = RemediationPath
 ATTEMPT_PREFIX = "fix_"
@@ -183,7 +184,7 @@ def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run:
 
             gate = pass_gate(node, incident_id, f"XID {xid}", detected, dry_run, needs_spare=step.kind is P.REPLACE,
                              takes_node_out=step.kind is not P.RESTART_APP)
-            out |= {k: v for k, v in gate.items() if k in ("gate", "approval", "approvals")}
+            out |= {k: v for k, v in gate.items() if k in ("gate", "approval", "approvals", "hold")}
             if gate["status"] is not None:
                 return _finish(out | {"status": gate["status"].value, "why": gate["gate"]})
 
@@ -197,7 +198,7 @@ def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run:
                 record_remediation_outcome(node, succeeded=True, incident_id=incident_id, dry_run=dry_run)
                 if not dry_run:
                     led.set_incident_status(incident_id, status.incident_status,
-                                            detail=f"{status.label.lower()}: {check['why']}")
+                                            detail=f"{status.label.lower()}: {check['why']}", fence=fence(incident_id))
                 timeline.mark(status.label.lower())
                 return _finish(out | {"status": status.value, "why": check["why"]})
 
@@ -235,7 +236,8 @@ def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run:
         if status in (Outcome.FIXED, Outcome.RESTARTED, Outcome.PLANNED) and step.kind is not P.REPLACE:
             record_remediation_outcome(node, succeeded=True, incident_id=incident_id, dry_run=dry_run)
         if not dry_run and status in (Outcome.FIXED, Outcome.RESTARTED):
-            led.set_incident_status(incident_id, IncidentStatus.RESOLVED, detail=f"{step.kind.value}: {status}")
+            led.set_incident_status(incident_id, IncidentStatus.RESOLVED, detail=f"{step.kind.value}: {status}",
+                                    fence=fence(incident_id))
         if recover_after and step.kind is P.REPLACE and status in (Outcome.REPLACED, Outcome.REPLACED_JOB_NOT_FULL):
             # the job runs on the spare: fix the failed node off the critical path, burn-in, back to the spares
             from flows.recover_node import recover_node
@@ -261,7 +263,7 @@ def _do_step(step: Step, node: str, gpu: int | None, attempt_id: int, incident_i
             # incident and leave the gang job short until a person noticed). A gang still coming back as a whole is
             # no evidence against the node.
             why = ("its GPUs are not allocatable (the device plugin took the faulty GPU out)" if size.get("gpus_short")
-                   else f"not within {work.resume_timeout_seconds:g} s of the restart")
+                   else f"not within {human_duration(work.resume_timeout_seconds)} of the restart")
             raise StepFailed(f"the job did not come back on {node}: {why} ({size['ready']}/{size['desired']} pods "
                              "ready); the fault holds")
         schedule = backoff_schedule(settings.ladder)
@@ -297,7 +299,7 @@ def _do_step(step: Step, node: str, gpu: int | None, attempt_id: int, incident_i
                              timed_out=rb.get("phase") == "Timeout")
         up = wait_node_ready(node, step.timeout.total_seconds(), dry_run, boot_id_before=rb.get("boot_id_before", ""))
         if not up["ready"]:
-            raise StepFailed(f"node not Ready {up['seconds']:g} s after the reboot", timed_out=True)
+            raise StepFailed(f"node not Ready {human_duration(up['seconds'])} after the reboot", timed_out=True)
     else:
         raise StepFailed(f"{step.kind.value} is not an in-place step")
     _respect_operator(node, dry_run)
@@ -355,7 +357,8 @@ def _start_attempt(led, node: str, incident_id: int, step: Step, xid: int, gpu: 
         kind=f"{ATTEMPT_PREFIX}{step.kind.value}", node=node, requested_by=requester(), dry_run=dry_run,
         incident_id=incident_id,
         detail={"xid": xid, "gpu": gpu, "rung": step.rung, "attempt": step.attempt, "reason": step.reason,
-                "timeout_s": step.timeout.total_seconds(), "not_before": step.not_before.isoformat()}))
+                "timeout_s": step.timeout.total_seconds(), "not_before": step.not_before.isoformat()}),
+        fence=fence(incident_id))  # a run taken over while it stalled starts no rung
     return rec
 
 
@@ -374,7 +377,7 @@ def _jsonable(d: dict) -> dict:
 
 def _record_skip(led, node: str, incident_id: int, kind: str, why: str, dry_run: bool) -> None:
     led.start_action(Action(kind=kind, node=node, requested_by=requester(), dry_run=dry_run, incident_id=incident_id,
-                            outcome=ActionOutcome.SKIPPED, error=why[:500]))
+                            outcome=ActionOutcome.SKIPPED, error=why[:500]), fence=fence(incident_id))
 
 
 def _abandon_orphans(led, node: str) -> None:

@@ -21,6 +21,7 @@ from prefect.futures import as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from remedy import runtime
+from remedy.domain.durations import human_duration
 from remedy.domain.model import NodeState
 from remedy.isolate.search import BatchOutcome, FaultIsolation, IsolationResult, Verdict
 from tasks.isolation import (
@@ -170,7 +171,7 @@ def isolate_fault(
     if _timed_out_only(result):
         raise IsolationTimedOut(
             f"isolate_fault: no smoke test reached a verdict: pattern {pattern!r} never matched and the test did not "
-            f"finish within {time_limit_seconds:g} s ({result.tests_run} test(s)); all {len(suspects)} node(s) "
+            f"finish within {human_duration(time_limit_seconds)} ({result.tests_run} test(s)); all {len(suspects)} node(s) "
             "released — check the pattern and the time limit"
         )
     return outcome

@@ -21,8 +21,9 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from remedy import runtime
 from remedy.approvals.open_loop import is_open_loop, node_pool
+from remedy.domain.durations import human_duration
 from remedy.domain.model import IncidentStatus, NodeState
-from remedy.domain.outcome import Outcome
+from remedy.domain.outcome import Outcome, decision_sentence
 from remedy.domain.timeline import Timeline
 from remedy.safety.scopes import NOT_A_NEW_FAILURE
 from tasks.approvals import propose_open_loop
@@ -103,7 +104,7 @@ def _replace(node: str, cause: str, signal: str, xid: int | None, gpu: int | Non
     # 3. Gate: circuit breakers per rack/switch/PDU/cluster, capacity budget, spare reserve. An approval answers
     #    one question; the whole gate then runs again.
     passed = pass_gate(node, incident_id, cause or signal, timeline.detected_at.isoformat(), dry_run)
-    outcome |= {k: v for k, v in passed.items() if k in ("gate", "approval", "approvals")}
+    outcome |= {k: v for k, v in passed.items() if k in ("gate", "approval", "approvals", "hold")}
     if passed["status"] is not None:
         if passed["status"] == Outcome.HELD:
             set_incident_status(incident_id, IncidentStatus.ESCALATED.value, detail=passed["gate"])
@@ -242,7 +243,7 @@ def pass_gate(node: str, incident_id: int, signal: str, detected_at: str, dry_ru
         approvals.append(decision | {"answers": token})
         out["approval"] = decision
         if decision["decision"] != "approve" or token in approved:
-            return out | {"status": Outcome.HELD}
+            return out | {"status": Outcome.HELD, "hold": {"skip": gate["skip"], "scope": gate["scope"]}}
         approved.append(token)
 
 
@@ -324,11 +325,13 @@ def _no_spare(node: str, why: str, incident_id: int, dry_run: bool, outcome: dic
     if work.min_nodes and work.when_no_spare == "shrink":
         ready, desired = runtime.cluster().workload_size(work.namespace, work.job)
         if desired - 1 >= work.min_nodes:
-            resize_workload(work.namespace, work.job, desired - 1, dry_run=dry_run, incident_id=incident_id)
-            timeline.mark("job shrunk")
-            set_incident_status(incident_id, IncidentStatus.ESCALATED.value,
-                                detail=f"no spare; job continues with {desired - 1} nodes (min {work.min_nodes})")
-            return _report(outcome | {"status": "shrunk", "why": why, "job_nodes": desired - 1}, timeline)
+            resized = resize_workload(work.namespace, work.job, desired - 1, dry_run=dry_run, incident_id=incident_id)
+            if not resized.get("refused"):
+                timeline.mark("job shrunk")
+                set_incident_status(incident_id, IncidentStatus.ESCALATED.value,
+                                    detail=f"no spare; job continues with {desired - 1} nodes (min {work.min_nodes})")
+                return _report(outcome | {"status": "shrunk", "why": why, "job_nodes": desired - 1}, timeline)
+            why = f"{why}\ncannot shrink the job: {resized['refused']}"  # its controller says no: a person decides
     set_incident_status(incident_id, IncidentStatus.ESCALATED.value, detail=f"no spare: {why}")
     record_remediation_outcome(node, succeeded=False, incident_id=incident_id, dry_run=dry_run)
     post_notice(f":rotating_light: gpu-remedy: {node} is quarantined and drained but no spare can replace it.\n{why}")
@@ -418,7 +421,7 @@ def _report(outcome: dict[str, Any], timeline: Timeline) -> dict[str, Any]:
     rows = timeline.rows()
     node = outcome["node"]
     create_table_artifact(key=f"replace-{node}-timeline", table=rows, description=f"Replacement timeline for {node}")
-    story = [f"### {node}: {outcome.get('status')}", ""]
+    story = [f"### {node}: {outcome.get('status')}", "", decision_sentence(outcome), ""]
     if outcome.get("gate"):
         story.append(f"- gate: {outcome['gate']}")
     if outcome.get("approval"):
@@ -442,7 +445,7 @@ def _report(outcome: dict[str, Any], timeline: Timeline) -> dict[str, Any]:
     if outcome.get("dry_run"):
         story.append("- dry-run: every step planned and recorded, nothing changed")
     story += ["", "| step | at | since detection |", "|---|---|---|"]
-    story += [f"| {r['step']} | {r['at']} | {r['since_detection_s']} s |" for r in rows]
+    story += [f"| {r['step']} | {r['at']} | {human_duration(r['since_detection_s'])} |" for r in rows]
     create_markdown_artifact(key=f"replace-{node}-story", markdown="\n".join(story), description="What happened")
     outcome["timeline"] = rows
     outcome["finished_at"] = datetime.now(timezone.utc).isoformat()

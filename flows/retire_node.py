@@ -19,6 +19,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from remedy import runtime
 from remedy.domain.model import NodeState
+from remedy.domain.outcome import decision_sentence
 from tasks.cluster import cordon_node, drain_node, taint_node
 from tasks.lemon import archive_rma_report, retirement_budget
 from tasks.ledger import set_node_state, sync_fleet
@@ -109,7 +110,8 @@ def _slug(node: str) -> str:
 
 
 def _report(outcome: dict[str, Any]) -> dict[str, Any]:
-    lines = [f"### {outcome['node']}: {outcome['status']}", "", f"- reason: {outcome['reason']}"]
+    lines = [f"### {outcome['node']}: {outcome['status']}", "", decision_sentence(outcome), "",
+             f"- reason: {outcome['reason']}"]
     if outcome.get("budget"):
         lines.append(f"- {outcome['budget']}")
     if outcome.get("approval"):

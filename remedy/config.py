@@ -63,6 +63,12 @@ class ClusterAccess(BaseModel):
         "nvidia.com/gpu.present=true",
         description="Label selector that picks the GPU nodes gpu-remedy manages.",
     )
+    list_page_size: int = Field(
+        500, ge=1, le=10000,
+        description="Every list is read in pages of this many objects (`limit` / `continue`), as kubectl does (its "
+        "--chunk-size defaults to 500): one request never asks the API server for a 12,500-node or 100,000-pod "
+        "answer at once. A continue token that expired (410) restarts the list once.",
+    )
 
 
 class TopologyLabels(BaseModel):
@@ -104,8 +110,8 @@ class DrainSettings(BaseModel):
         True,
         description="A NotReady node's kubelet cannot confirm that evicted pods stopped: they stay Terminating, and "
         "a Job with a podFailurePolicy (the training job) never replaces them, so the job cannot move to its spare. "
-        "When the node is NotReady at the drain, force-delete its evicted pods (grace 0, as `kubectl delete pod "
-        "--force`). Kubernetes warns that a node only partitioned may still run them; false: leave them Terminating "
+        "When the node is NotReady at the drain, mark it node.kubernetes.io/out-of-service and force-delete its "
+        "evicted pods (grace 0, as `kubectl delete pod --force`; non-graceful node shutdown). Kubernetes warns that a node only partitioned may still run them; false: leave them Terminating "
         "for a person (force delete, or the node.kubernetes.io/out-of-service taint).",
     )
 
@@ -148,11 +154,27 @@ class ReconfirmSettings(BaseModel):
         "more after this long; GPUs present then means a monitor artefact, not a fault.")
 
 
+class WorkloadKind(StrEnum):
+    """The API kind of the training workload (remedy.adapters.workloads drives each through its own controller)."""
+
+    JOB = "Job"  # batch/v1
+    JOBSET = "JobSet"  # jobset.x-k8s.io/v1alpha2
+    PYTORCHJOB = "PyTorchJob"  # kubeflow.org/v1
+
+
 class WorkloadSettings(BaseModel):
     """The gang-scheduled training job whose nodes gpu-remedy keeps at full size."""
 
-    namespace: str = Field("training", description="Namespace of the training Job.")
-    job: str = Field("llm-pretrain", description="Name of the training Job (batch/v1, parallelism = nodes).")
+    namespace: str = Field("training", description="Namespace of the training workload.")
+    job: str = Field("llm-pretrain", description="Name of the training workload (a Job: parallelism = nodes).")
+    kind: WorkloadKind = Field(
+        WorkloadKind.JOB,
+        description="Its kind: 'Job' (batch/v1), 'JobSet' (jobset.x-k8s.io/v1alpha2) or 'PyTorchJob' "
+        "(kubeflow.org/v1). Suspend, resize and restart go through that kind's controller; a workload labelled "
+        "kueue.x-k8s.io/queue-name is suspended and resumed through its Kueue Workload (spec.active).")
+    replicated_job: str = Field(
+        "workers", description="JobSet only: the replicatedJob whose replicas are resized (ignored when the JobSet "
+        "has just one).")
     resume_timeout_seconds: float = Field(
         600.0, gt=0, description="How long to wait for the job to be back at full size after a promotion."
     )
@@ -187,6 +209,9 @@ class AwsSettings(BaseModel):
     region: str = Field("us-east-1", description="AWS region.")
     endpoint_url: str | None = Field(None, description="Override endpoint (moto server in tests).")
     archive_bucket: str = Field("gpu-remedy-archive", description="S3 bucket for RMA reports and audit archives.")
+    archive_dir: str | None = Field(
+        None, description="Write RMA reports and audit archives as files under this directory instead of to S3. "
+        "`remedy up` sets it to <workdir>/archive when no S3 is configured (no endpoint_url, no AWS credentials).")
 
 
 class ReceiverSettings(BaseModel):
@@ -269,7 +294,9 @@ def _first_error(exc: ValidationError) -> str:
 
 
 def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> RemedySettings:
-    """Read YAML (path, else $REMEDY_CONFIG, else defaults) + environment; raise ConfigError naming the field."""
+    """Read YAML (path, else $REMEDY_CONFIG, else defaults), then REMEDY_* environment, then `overrides`.
+
+    Raises ConfigError naming the field."""
     path = path or os.environ.get("REMEDY_CONFIG")
     data: dict[str, Any] = {}
     if path:
@@ -297,11 +324,12 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
     if unknown:
         variable = "REMEDY_" + unknown[0].upper().replace(".", "__")
         raise ConfigError(f"{unknown[0]}: unknown setting (environment variable {variable}){unknown[1]}")
-    # YAML is the lowest layer: environment variables override it field by field.
+    # Layers, lowest first: YAML, environment variables, keyword overrides (a caller's explicit value, e.g. a CLI
+    # flag, beats an exported REMEDY_* variable); each overrides the one below field by field.
     try:
         base = RemedySettings(**_deep_merge(data, overrides))
         if env:
-            merged = _deep_merge(base.model_dump(mode="python"), env)
+            merged = _deep_merge(_deep_merge(base.model_dump(mode="python"), env), overrides)
             base = RemedySettings.model_validate(_unwrap_secrets(merged))
         return base
     except ValidationError as exc:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from remedy.cli_args import positive_float
+from remedy.domain.durations import human_duration, minutes
 from remedy.errors import RemedyError
 from remedy.scenarios import DemoContext, Scenario, all_scenarios
 
@@ -187,7 +188,7 @@ def _print_outcome(outcome: dict[str, Any]) -> None:
         print("runs: " + ", ".join(f"{node} {status}" for node, status in outcome["runs"].items()))
     choice = outcome.get("choice")
     if choice:
-        others = ", ".join(f"{o['option']} {o['downtime_minutes']:g} min" for o in choice.get("options", [])
+        others = ", ".join(f"{o['option']} {minutes(o['downtime_minutes'])}" for o in choice.get("options", [])
                            if o["option"] != choice["option"])
         print(f"triage chose {choice['option']}: {choice['reason']} (others: {others})")
     elif outcome.get("path"):
@@ -215,7 +216,7 @@ def _print_outcome(outcome: dict[str, Any]) -> None:
               f"waits took {scale:g}× their real duration)")
         for row in outcome["timeline"]:
             step = WOULD.get(row["step"], row["step"]) if dry else row["step"]
-            print(f"{step:<22}{row['since_detection_s']:>14.2f} s")
+            print(f"{step:<22}{human_duration(row['since_detection_s']):>16}")
     for b in outcome.get("breaker_transitions", []):
         print(f"breaker {b['scope']}: {b['from']} → {b['to']} ({b['reason']})")
     for a in outcome.get("approvals", []):

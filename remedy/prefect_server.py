@@ -35,6 +35,7 @@ from urllib.parse import parse_qs
 
 import httpx
 
+from remedy.domain.durations import human_duration
 from remedy.errors import RemedyError
 
 DEFAULT_PORT = 4200
@@ -365,7 +366,7 @@ def start_server(workdir: Path, port: int, timeout: float = 150.0) -> PrefectSer
                 # something answers that cannot prove it is ours: another server took the port first
                 raise RemedyError(port_taken_message(port, "--prefect-port", PORT_ENV))
             time.sleep(0.3)
-        raise RemedyError(f"Prefect server did not become healthy on {api_url} within {timeout:.0f} s; see {log_path}")
+        raise RemedyError(f"Prefect server did not become healthy on {api_url} within {human_duration(timeout)}; see {log_path}")
     except BaseException:  # also Ctrl-C while waiting: leave nothing running
         processes.terminate(entry, group=True)
         processes.forget(workdir, ROLE)

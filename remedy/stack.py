@@ -3,7 +3,8 @@
     remedy up  →  its own Prefect server (or the one PREFECT_API_URL / --prefect-url names)
                   + every deployment in remedy.deployments with its triggers
                   + the warm dispatcher (runs their flow runs in this process) + the alert receiver (uvicorn)
-                  + the cluster simulator (63 nodes), whose fault injector posts its alerts to the receiver.
+                  + the cluster simulator (63 nodes), whose fault injector posts its alerts to the receiver
+                  + a Prometheus scraping the simulator's NFS mountstats, which the nfs-audit deployment reads.
 
 Then `remedy sim inject xid 64 --node gpu042 --url <sim>` opens an incident, whose event triggers a `triage` run
 that shows up in the Prefect UI and starts the remediation. Ctrl-C stops everything it started: open runs are
@@ -26,10 +27,12 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from remedy.cli_args import http_url, port_number, positive_float, positive_int
+from remedy.domain.durations import human_duration
 from remedy.errors import RemedyError
 
 log = logging.getLogger(__name__)
@@ -52,6 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--receiver-port", type=port_number, default=None,
                    help="alert receiver port (default: settings; 0 = free)")
     p.add_argument("--sim-port", type=port_number, default=8001, help="simulator port (0 = free)")
+    p.add_argument("--prometheus-port", type=port_number, default=0,
+                   help="port of the Prometheus that scrapes the simulator's NFS mountstats for nfs-audit (default 0: "
+                   "a free port); none is started when nfs.prometheus_url is configured")
     p.add_argument("--nodes", type=positive_int, default=63, help="simulated nodes (default 63: 60 active, 3 spares)")
     p.add_argument("--time-scale", type=positive_float, default=0.05,
                    help="simulated durations × this (default 0.05: a 10 min reboot takes 30 s; 1.0 = real time)")
@@ -83,12 +89,17 @@ class Stack:
     deployment_ids: dict[str, Any]
     ledger: Any
     parts: list[Any] = field(default_factory=list)
+    prometheus: Any = None  # remedy.stack_prometheus.StackPrometheus, when the stack started one
+    own_env: dict[str, str] = field(default_factory=dict)  # settings the stack chose itself: undone by stop()
 
     @property
     def urls(self) -> dict[str, str]:
-        return {"prefect_ui": self.api_url.removesuffix("/api"), "prefect_api": self.api_url,
+        urls = {"prefect_ui": self.api_url.removesuffix("/api"), "prefect_api": self.api_url,
                 "receiver": self.receiver.alerts_url, "metrics": self.receiver.url + "/metrics",
                 "simulator": self.sim.url}
+        if self.prometheus is not None:
+            urls["prometheus"] = self.prometheus.url
+        return urls
 
     def stop(self) -> list[str]:
         """Stop every part; runs still open (paused for approval, waiting, running) are cancelled first, so none is
@@ -104,36 +115,69 @@ class Stack:
                 part.stop()
             except Exception:
                 pass
+        for key, value in self.own_env.items():  # a later stack or test in this process must not inherit them
+            if os.environ.get(key) == value:
+                del os.environ[key]
         return cancelled
 
 
 CANCEL_MESSAGE = "remedy up stopped before this run finished: cancelled, nothing more is done by it"
+DOWN_MESSAGE = ("stopped by remedy down: the `remedy up` that started this run was no longer running; cancelled, "
+                "nothing more is done by it")
 
 
-def cancel_open_runs(run_ids: list[Any]) -> list[str]:
+def cancel_open_runs(run_ids: list[Any], message: str = CANCEL_MESSAGE, client: Any = None) -> list[str]:
     """Cancel every run in `run_ids` and every subflow run under them that is not finished yet. Names cancelled."""
     if not run_ids:
         return []
-    from prefect.client.orchestration import get_client
+    if client is None:
+        from prefect.client.orchestration import get_client
+
+        with get_client(sync_client=True) as client:
+            return cancel_open_runs(run_ids, message, client)
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, FlowRunFilterParentFlowRunId
     from prefect.states import Cancelled
 
+    runs = list(client.read_flow_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=list(run_ids)))))
+    seen = {r.id for r in runs}
+    frontier = list(seen)
+    while frontier:  # walk down the subflow tree: a paused child is what shows the Resume button
+        children = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=frontier)))
+        frontier = [c.id for c in children if c.id not in seen]
+        seen.update(frontier)
+        runs.extend(c for c in children if c.id in frontier)
     names: list[str] = []
-    with get_client(sync_client=True) as client:
-        runs = list(client.read_flow_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=list(run_ids)))))
-        seen = {r.id for r in runs}
-        frontier = list(seen)
-        while frontier:  # walk down the subflow tree: a paused child is what shows the Resume button
-            children = client.read_flow_runs(flow_run_filter=FlowRunFilter(
-                parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=frontier)))
-            frontier = [c.id for c in children if c.id not in seen]
-            seen.update(frontier)
-            runs.extend(c for c in children if c.id in frontier)
-        for run in reversed(runs):  # children first: a parent must not see its child's cancellation as news
-            if run.state is not None and not run.state.is_final():
-                client.set_flow_run_state(run.id, Cancelled(message=CANCEL_MESSAGE), force=True)
-                names.append(run.name)
+    for run in reversed(runs):  # children first: a parent must not see its child's cancellation as news
+        if run.state is not None and not run.state.is_final():
+            client.set_flow_run_state(run.id, Cancelled(message=message), force=True)
+            names.append(run.name)
     return names
+
+
+def cancel_left_runs(entry: dict[str, Any]) -> list[str]:
+    """`remedy down` after a `remedy up` that could not clean up (killed): cancel the runs of its deployments created
+    since it started that are still open, from the record it left (api_url, since, deployment ids)."""
+    from datetime import datetime
+
+    api_url, since, deployments = entry.get("api_url"), entry.get("since"), entry.get("deployments") or []
+    from remedy.prefect_server import healthy
+
+    if not (api_url and since and deployments) or not healthy(api_url):  # no server left: no run left open in it
+        return []
+    from prefect.client.orchestration import SyncPrefectClient
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterDeploymentId
+
+    started = datetime.fromisoformat(since)
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_KEY
+
+    secret = [getattr(v, "get_secret_value", lambda v=v: v)() for v in (PREFECT_API_KEY.value(),
+                                                                      PREFECT_API_AUTH_STRING.value())]
+    with SyncPrefectClient(api_url, api_key=secret[0], auth_string=secret[1]) as client:
+        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            deployment_id=FlowRunFilterDeploymentId(any_=list(deployments))))
+        roots = [r.id for r in runs if r.created is None or r.created >= started]
+        return cancel_open_runs(roots, DOWN_MESSAGE, client)
 
 
 def apply_deployments(specs=None, *, triggers_enabled: bool = True) -> tuple[dict[str, Any], dict[Any, Any]]:
@@ -155,12 +199,14 @@ def apply_deployments(specs=None, *, triggers_enabled: bool = True) -> tuple[dic
 def start_stack(*, workdir: Path, api_url: str, nodes: int = 63, spares: int = 3, time_scale: float = 0.05,
                 sim_port: int = 0, receiver_host: str = "127.0.0.1", receiver_port: int = 0,
                 settings_overrides: dict[str, Any] | None = None, fresh_ledger: bool = False,
-                start_triage: str = "direct") -> Stack:
+                start_triage: str = "direct", prometheus_port: int | None = None) -> Stack:
     """Start simulator, ledger, deployments, dispatcher and receiver against a running Prefect API.
 
     start_triage: "direct" (default) — the stack creates each incident's triage run itself right after Prefect took
     the event (the trigger is applied disabled); "trigger" — Prefect's event trigger creates it (production's path,
     seconds slower here: see remedy.receiver.dispatcher.DirectTriageSink).
+    prometheus_port: start a Prometheus scraping the simulator's NFS mountstats on this port (0 = free) and point
+    nfs.prometheus_url at it, unless the settings name one already; None: none (remedy.stack_prometheus).
     """
     if start_triage not in ("direct", "trigger"):
         raise RemedyError(f"start_triage must be 'direct' or 'trigger', got {start_triage!r}")
@@ -191,6 +237,18 @@ def start_stack(*, workdir: Path, api_url: str, nodes: int = 63, spares: int = 3
         if _generate_tokens(runtime.settings()):
             runtime.reset()
         settings = runtime.settings()
+        prometheus = None
+        if prometheus_port is not None:
+            prometheus = _start_prometheus(workdir, prometheus_port, sim.url, settings)
+            if prometheus is not None:
+                parts.append(prometheus)
+                runtime.reset()
+                settings = runtime.settings()
+        own_env = {}
+        if _archive_locally(workdir, settings):
+            own_env["REMEDY_AWS__ARCHIVE_DIR"] = os.environ["REMEDY_AWS__ARCHIVE_DIR"]
+            runtime.reset()
+            settings = runtime.settings()
         led = runtime.ledger()
         _adopt_fleet(runtime)
 
@@ -210,11 +268,40 @@ def start_stack(*, workdir: Path, api_url: str, nodes: int = 63, spares: int = 3
         sim.cluster.alert_url = server.alerts_url
         sim.cluster.alert_token = settings.receiver.token.get_secret_value()
         return Stack(api_url=api_url, sim=sim, receiver=server, dispatcher=dispatcher, deployment_ids=ids,
-                     ledger=led, parts=parts)
+                     ledger=led, parts=parts, prometheus=prometheus, own_env=own_env)
     except BaseException:
         for part in reversed(parts):
             part.stop()
+        if os.environ.get("REMEDY_AWS__ARCHIVE_DIR") == str((workdir / "archive").resolve()):
+            del os.environ["REMEDY_AWS__ARCHIVE_DIR"]
         raise
+
+
+def _start_prometheus(workdir: Path, port: int, sim_url: str, settings) -> Any:
+    """The stack's Prometheus for the NFS audit, and nfs.prometheus_url pointed at it. None when the settings name a
+    Prometheus already (config or REMEDY_NFS__PROMETHEUS_URL) or no `prometheus` binary is installed (said at start)."""
+    from remedy.stack_prometheus import URL_ENV, PrometheusNotInstalled, start_prometheus
+
+    default = type(settings.nfs).model_fields["prometheus_url"].default
+    if os.environ.get(URL_ENV) or settings.nfs.prometheus_url != default:  # the operator named one
+        return None
+    try:
+        prometheus = start_prometheus(workdir, port, sim_url)
+    except PrometheusNotInstalled as exc:
+        log.warning("%s: the nfs-audit deployment has no Prometheus to read", exc)
+        return None
+    os.environ[URL_ENV] = prometheus.url
+    return prometheus
+
+
+def _archive_locally(workdir: Path, settings) -> bool:
+    """No S3 configured (no endpoint, no AWS credentials): RMA reports and audits go to <workdir>/archive, so the
+    flows that archive work under the stack. Returns whether the setting was changed."""
+    aws = settings.aws
+    if aws.archive_dir or aws.endpoint_url or any(k in os.environ for k in ("AWS_ACCESS_KEY_ID", "AWS_PROFILE")):
+        return False
+    os.environ["REMEDY_AWS__ARCHIVE_DIR"] = str((workdir / "archive").resolve())
+    return True
 
 
 def _generate_tokens(settings) -> bool:
@@ -249,7 +336,8 @@ def _up(args: argparse.Namespace) -> int:
     workdir = Path(args.workdir)
     settings = load_settings(args.config)
     port = settings.receiver.port if args.receiver_port is None else args.receiver_port
-    for taken, flag in ((args.sim_port, "--sim-port"), (port, "--receiver-port")):
+    for taken, flag in ((args.sim_port, "--sim-port"), (port, "--receiver-port"),
+                        (args.prometheus_port, "--prometheus-port")):
         if taken and port_in_use(taken, "127.0.0.1"):
             raise RemedyError(port_taken_message(taken, flag))
     if args.config:
@@ -258,10 +346,15 @@ def _up(args: argparse.Namespace) -> int:
         server = use_server(workdir, port=args.prefect_port, named_url=args.prefect_url,
                             say=lambda msg: print(msg, file=sys.stderr if args.json else sys.stdout, flush=True))
         point_clients_at(server.api_url, offline_env(workdir / "prefect") if server.owned else None)
+        since = datetime.now(timezone.utc).isoformat()
         stack = None
         try:
             stack = start_stack(workdir=workdir, api_url=server.api_url, nodes=args.nodes, time_scale=args.time_scale,
-                                sim_port=args.sim_port, receiver_host=settings.receiver.host, receiver_port=port)
+                                sim_port=args.sim_port, receiver_host=settings.receiver.host, receiver_port=port,
+                                prometheus_port=args.prometheus_port)
+            # what `remedy down` needs to cancel this stack's runs should this process die without cleaning up
+            processes.record(workdir, UP_ROLE, os.getpid(), api_url=server.api_url, since=since,
+                             deployments=[str(i) for i in stack.deployment_ids.values()])
             _announce(stack, server, args)
             _wait_for_interrupt()
         except KeyboardInterrupt:
@@ -300,30 +393,40 @@ def _announce(stack: Stack, server, args: argparse.Namespace) -> None:
     print(f"alert receiver:  {urls['receiver']}  (metrics {urls['metrics']})")
     print(f"simulator:       {urls['simulator']}  (kubectl --server={urls['simulator']} get nodes)")
     print(f"ledger:          {Path(args.workdir) / 'ledger.db'}")
+    archive_dir = runtime_archive_dir()
+    if archive_dir:
+        print(f"archive:         {archive_dir}  (RMA reports, audits; aws.archive_dir)")
     print(f"deployments:     {', '.join(stack.deployment_ids)}")
-    print(f"time scale:      {args.time_scale:g} (simulated waits: a 10 min reboot takes {600 * args.time_scale:g} s)")
-    prometheus = _prometheus_note()
-    if prometheus:
-        print(f"nfs-audit:       {prometheus}")
+    print(f"time scale:      {args.time_scale:g} (simulated waits: a 10 min reboot takes "
+          f"{human_duration(600 * args.time_scale)})")
+    print(f"nfs-audit:       {_prometheus_note(urls.get('prometheus'))}")
     print(f"try:             remedy sim inject xid 64 --node gpu042 --url {urls['simulator']}")
     print("Ctrl-C (or `remedy down` from another terminal) stops everything this started.", flush=True)
 
 
-def _prometheus_note() -> str:
-    """The NFS audit reads node_exporter's mountstats through Prometheus, which the embedded stack does not run: say
-    so at start, with the setting that names one, instead of leaving a failed daily run to explain it."""
+def runtime_archive_dir() -> str | None:
+    from remedy import runtime
+
+    return runtime.settings().aws.archive_dir
+
+
+def _prometheus_note(started: str | None) -> str:
+    """Where the NFS audit reads node_exporter's mountstats, said at start: the stack's own Prometheus, the one the
+    settings name, or that there is none (with the setting that names one) instead of a failed daily run."""
     import httpx
 
     from remedy import runtime
 
+    if started:
+        return f"Prometheus {started} scrapes the simulator's NFS mountstats (nfs.prometheus_url points there)"
     url = runtime.settings().nfs.prometheus_url
     try:
         if httpx.get(f"{url.rstrip('/')}/-/ready", timeout=1.0).status_code == 200:
-            return ""
+            return f"Prometheus {url} (nfs.prometheus_url)"
     except httpx.HTTPError:
         pass
     return (f"no Prometheus at {url}: the daily audit fails until nfs.prometheus_url (REMEDY_NFS__PROMETHEUS_URL) "
-            "names one that scrapes node_exporter's mountstats")
+            "names one that scrapes node_exporter's mountstats (or install Debian's prometheus)")
 
 
 class _Stop(KeyboardInterrupt):
@@ -371,6 +474,15 @@ def _down(args: argparse.Namespace) -> int:
             if processes.terminate(entry, group=False, grace=60.0):
                 stopped.append(f"stopped `{role.replace('-', ' ')}` for {workdir} (pid {entry['pid']}) and what it "
                                "started")
+            if role == UP_ROLE:  # a killed `remedy up` cancelled nothing: its paused runs would keep a Resume button
+                try:
+                    left = cancel_left_runs(entry)
+                except Exception as exc:  # its server is gone too: nothing is left open there
+                    log.warning("could not cancel the runs `remedy up` left in %s: %s", entry.get("api_url"), exc)
+                    left = []
+                if left:
+                    stopped.append(f"cancelled {len(left)} run(s) `remedy up` for {workdir} left open: "
+                                   f"{', '.join(left)}")
             processes.forget(workdir, role)
     for line in stopped:
         print(line)

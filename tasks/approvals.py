@@ -24,11 +24,12 @@ from pydantic import Field
 
 from remedy import runtime
 from remedy.approvals import messages
-from remedy.approvals.model import DECISIONS, ApprovalOutcome, wait_phases
+from remedy.approvals.model import DECISIONS, ApprovalOutcome, refusal_text, wait_phases
+from remedy.domain.durations import human_duration
 from remedy.domain.model import Action, ActionOutcome
 from remedy.errors import RemedyError
 from remedy.ledger.errors import LedgerConflict
-from tasks.leases import keep_alive
+from tasks.leases import fence, keep_alive
 
 class ApprovalInput(RunInput):
     """What a person answers (Prefect UI form, or the Slack receiver on a button press).
@@ -68,7 +69,8 @@ def request_approval(*, kind: str, title: str, summary_markdown: str, incident_i
     if not flow_run.id:
         raise RemedyError("request_approval must be called from inside a flow run (it pauses the run)")
     led = runtime.ledger()
-    rec = led.request_approval(incident_id=incident_id, flow_run_id=str(flow_run.id), kind=kind)
+    rec = led.request_approval(incident_id=incident_id, flow_run_id=str(flow_run.id), kind=kind,
+                               fence=fence(incident_id))  # a run taken over asks nobody
     log.info("approval %s (%s) requested: %s — waiting up to %g s", rec.id, kind, title, timeout_seconds)
 
     notifier, ts = (messages.notifier(runtime.settings()) if slack else None), None
@@ -113,9 +115,9 @@ def _wait(led, approval_id: int, title: str, summary_markdown: str, timeout_seco
     from prefect.exceptions import FlowPauseTimeout
     from prefect.flow_runs import pause_flow_run
 
-    form = ApprovalInput.with_initial_data(
-        description=f"**{title}**\n\n{summary_markdown}\n\nNo answer within {timeout_seconds:g} s → "
-                    f"**{default_on_timeout}**. Only a listed approver's answer counts.", reason="")
+    description = (f"**{title}**\n\n{summary_markdown}\n\nNo answer within {human_duration(timeout_seconds)} → "
+                   f"**{default_on_timeout}**. Only a listed approver's answer counts (approvals.approvers).")
+    form = ApprovalInput.with_initial_data(description=description, reason="")
     nudge = _nudge_later(notifier, led, approval_id, title, timeout_seconds, default_on_timeout, node, incident_id)
     deadline = time.monotonic() + timeout_seconds
     attempt, answer = 0, None
@@ -132,6 +134,9 @@ def _wait(led, approval_id: int, title: str, summary_markdown: str, timeout_seco
                 # The Slack receiver and the open-loop endpoint write the ledger before resuming; a resume
                 # with no ledger answer came through the Prefect form or its API, so the name must be listed.
                 _refuse(led, approval_id, answer, node, incident_id)
+                # the form shown next says why the answer did not count, and which setting lists approvers
+                refused = refusal_text(answer.approver, answer.decision)
+                form = ApprovalInput.with_initial_data(description=f"**{refused}**\n\n{description}", reason="")
                 answer = None
     finally:
         if nudge is not None:
@@ -139,7 +144,7 @@ def _wait(led, approval_id: int, title: str, summary_markdown: str, timeout_seco
     if answer is not None:
         _record(led, approval_id, answer.decision, answer.approver.strip(), answer.reason)
     else:
-        _record(led, approval_id, "timeout", "timeout", f"no answer within {timeout_seconds:g} s")
+        _record(led, approval_id, "timeout", "timeout", f"no answer within {human_duration(timeout_seconds)}")
     return led.get_approval(approval_id)
 
 
@@ -180,8 +185,7 @@ def _approver_ok(answer: ApprovalInput) -> bool:
 def _refuse(led, approval_id: int, answer: ApprovalInput, node: str | None, incident_id: int | None) -> None:
     """An answer from someone not on the approver lists: logged, recorded, and the run waits again."""
     who = (answer.approver or "").strip()[:80] or "(no name)"
-    get_run_logger().warning("approval %s: answer %r by %s refused: not on approvals.approvers or slack.approvers; "
-                             "still waiting for an approver", approval_id, answer.decision, who)
+    get_run_logger().warning("approval %s: %s", approval_id, refusal_text(answer.approver, answer.decision))
     led.start_action(Action(kind="approval_refused", node=node or "fleet", outcome=ActionOutcome.FAILED,
                             incident_id=incident_id, error=f"{who} is not an approver",
                             detail={"approval_id": approval_id, "decision": answer.decision, "approver": who}))

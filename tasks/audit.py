@@ -40,12 +40,10 @@ def read_nfs_metrics(prometheus_url: str, window: str) -> dict[str, Any]:
 
 @task(name="archive_audit", task_run_name="archive-{key}", cache_policy=NO_CACHE)
 def archive_audit(key: str, report: dict[str, Any], dry_run: bool) -> str:
-    """Write the report as JSON to the archive bucket; returns its s3:// URL (planned only in dry-run)."""
-    from remedy.adapters.archive import S3Archive
+    """Write the report as JSON to the archive (S3, or aws.archive_dir); returns its URL (planned only in dry-run)."""
+    from remedy.adapters.archive import open_archive
 
-    aws = runtime.settings().aws
-    archive = S3Archive(aws.archive_bucket, region=aws.region, endpoint_url=aws.endpoint_url, dry_run=dry_run)
-    return archive.put_json(key, report)
+    return open_archive(runtime.settings().aws, dry_run=dry_run).put_json(key, report)
 
 
 @task(name="notify_slack", task_run_name="notify-slack", cache_policy=NO_CACHE)

@@ -17,7 +17,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
-from remedy.adapters.cluster import NodeJobSpec
+from remedy.health.jobs import check_job
 from remedy.domain.model import NodeState
 from remedy.errors import NodeNotFound
 from remedy.health import suite_for
@@ -31,7 +31,7 @@ from tasks.retry import transient_only
 # comes back only by an operator's explicit transition.
 BURN_IN_FROM = frozenset({None, NodeState.REPAIR, NodeState.QUARANTINED, NodeState.SPARE, NodeState.BURN_IN})
 NCCL_GROUP_NODES = 2  # seed 001's multi-node criteria were measured on 16 GPUs: 2 nodes of 8
-NCCL_GROUP_LABEL = "remedy.io/nccl-group"  # temporary label that gathers a group's pods (Job nodeSelector)
+NCCL_GROUP_LABEL = "remedy.io/nccl-group"  # names a group's Job and pods (the nodes are named by node affinity)
 CHECK_STATES = ("waiting", "running", "pass", "warn", "fail", "planned", "skipped", "error")
 
 
@@ -246,17 +246,9 @@ def run_nccl_group(nodes: list[str], group_id: str, level: str, dry_run: bool) -
     cluster = runtime.cluster(dry_run)
     gpu_model = settings.health.gpu_model or runtime.cluster().get_node(nodes[0]).gpu_model or None
     name = f"nccl-group-{group_id}-{uuid.uuid4().hex[:5]}"
-    for n in nodes:
-        cluster.set_labels(n, {NCCL_GROUP_LABEL: group_id})
-    try:
-        job = cluster.run_node_job(NodeJobSpec(
-            name=name, node=nodes[0], check=spec.check, command=tuple(spec.command), privileged=spec.privileged,
-            timeout_seconds=spec.timeout_seconds, node_selector=((NCCL_GROUP_LABEL, group_id),),
-            parallelism=len(nodes), labels=((NCCL_GROUP_LABEL, group_id),),
-        ))
-    finally:
-        for n in nodes:
-            cluster.set_labels(n, {NCCL_GROUP_LABEL: None})
+    # one Indexed Job over the group: node affinity names its nodes, pod anti-affinity puts one pod on each
+    job = cluster.run_node_job(check_job(spec, name=name, nodes=list(nodes), settings=settings.health,
+                                         labels=((NCCL_GROUP_LABEL, group_id),)))
     base = {"id": spec.id, "check": spec.check, "job": name, "group": list(nodes)}
     return base | judge_job(spec, job, gpu_model)
 

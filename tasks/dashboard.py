@@ -89,7 +89,8 @@ def dashboard_markdown(d: Dashboard) -> str:
     out += [f"- warning: {w}" for w in s["warnings"]]
     if d.job:
         j = d.job
-        out += ["", "## Training job", "", f"{j['name']}: {j['failed']} failed pods, backoffLimit {j['limit']}"
+        out += ["", "## Training job", "", f"{j['name']}: {j['failed']} {j.get('counted', 'failed pods')}, "
+                f"{j.get('limit_name', 'backoffLimit')} {j['limit']}"
                 + (" (failed pods from disruptions are ignored by its podFailurePolicy)" if j["ignores_disruptions"]
                    else "")]
         if j.get("warning"):
@@ -157,6 +158,8 @@ def check_spare_pool() -> dict[str, Any]:
 def read_job_failures() -> dict[str, Any] | None:
     """The training Job's failed pods against its backoffLimit (None when it cannot be read)."""
     work = runtime.settings().workload
+    if work.kind == "JobSet":
+        return _jobset_restarts(work.namespace, work.job)
     try:
         job = runtime.cluster().read_job(work.namespace, work.job)
     except Exception:  # noqa: BLE001 - the page says what it could not read elsewhere; the rest still publishes
@@ -170,3 +173,20 @@ def read_job_failures() -> dict[str, Any] | None:
     warning = None if ignores and failed <= limit - 3 else backoff_warning(failed, limit)
     return {"name": f"{work.namespace}/{work.job}", "failed": failed, "limit": limit, "ignores_disruptions": ignores,
             "warning": warning}
+
+
+def _jobset_restarts(namespace: str, name: str) -> dict[str, Any] | None:
+    """A JobSet fails when a child Job fails with no restart left (failurePolicy.maxRestarts, default 0): without a
+    podFailurePolicy in its Job template every drain, preemption and in-place restart is a gang restart."""
+    try:
+        st = runtime.cluster().workload(namespace, name).state()
+    except Exception:  # noqa: BLE001 - as above
+        return None
+    left = (st.restart_limit or 0) - st.restarts
+    warning = None if left > 2 else (
+        f"{st.restarts} gang restart(s) of failurePolicy.maxRestarts {st.restart_limit}: {max(left, 0)} more drain(s) "
+        "or restart(s) fail the whole JobSet — raise maxRestarts or give its Job template a podFailurePolicy that "
+        "ignores DisruptionTarget (docs/operations.md)")
+    return {"name": f"{namespace}/{name}", "failed": st.restarts, "limit": st.restart_limit,
+            "ignores_disruptions": st.ignores_disruptions, "warning": warning, "counted": "gang restarts",
+            "limit_name": "failurePolicy.maxRestarts"}

@@ -103,10 +103,11 @@ def drain_for_fix(node: str, attempt_id: int, dry_run: bool, incident_id: int | 
 
 
 def _job(node: str, check: str, attempt_id: int, dry_run: bool, incident_id: int | None, *, command=(), env=(),
-         privileged=False, timeout_seconds: int = 600, image: str | None = None) -> dict:
-    spec = NodeJobSpec(name=f"remedy-{check}-{node}-{attempt_id}", node=node, check=check, command=tuple(command),
-                       env=tuple(env), privileged=privileged, timeout_seconds=timeout_seconds,
-                       **({"image": image} if image else {}))
+         privileged=False, timeout_seconds: int = 600, image: str | None = None,
+         spec: NodeJobSpec | None = None) -> dict:
+    spec = spec or NodeJobSpec(name=f"remedy-{check}-{node}-{attempt_id}", node=node, check=check,
+                               command=tuple(command), env=tuple(env), privileged=privileged,
+                               timeout_seconds=timeout_seconds, **({"image": image} if image else {}))
     return act(f"job_{check}", node, lambda: asdict(runtime.cluster(dry_run).run_node_job(spec)),
                incident_id=incident_id, dry_run=dry_run, key=_key(attempt_id, f"job-{check}"))
 
@@ -129,9 +130,11 @@ def verify_gpus(node: str, attempt_id: int, dry_run: bool, incident_id: int | No
     from remedy.health.suite import CheckOutputError, probe_output_result, suite_for
 
     settings = runtime.settings()
+    from remedy.health.jobs import check_job
+
     spec = next(c for c in suite_for("quick", settings.health) if c.check == "nvml-probe")
-    job = _job(node, "nvml-probe", attempt_id, dry_run, incident_id, command=spec.command,
-               timeout_seconds=spec.timeout_seconds)
+    job = _job(node, "nvml-probe", attempt_id, dry_run, incident_id, spec=check_job(
+        spec, name=f"remedy-nvml-probe-{node}-{attempt_id}", nodes=[node], settings=settings.health))
     if job.get("dry_run"):
         return {"verdict": "planned", "passed": True, "reasons": [], "job": job["name"]}
     try:
@@ -156,8 +159,10 @@ def reboot_node(node: str, attempt_id: int, dry_run: bool, incident_id: int | No
         cloud = Ec2Nodes.from_settings(settings, dry_run=dry_run)
         return act("reboot_instance", node, lambda: asdict(cloud.reboot(instance)) | {"via": "ec2"},
                    incident_id=incident_id, dry_run=dry_run, key=_key(attempt_id, "reboot")) | {"boot_id_before": live.boot_id}
-    job = _job(node, "reboot", attempt_id, dry_run, incident_id, command=("systemctl", "reboot"), privileged=True,
-               timeout_seconds=300)
+    # the host's systemd, from a privileged pod sharing the host's PID namespace (the template sets hostPID)
+    job = _job(node, "reboot", attempt_id, dry_run, incident_id, privileged=True, timeout_seconds=300,
+               command=("nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid", "--",
+                        "systemctl", "reboot"))
     return job | {"via": "job", "boot_id_before": live.boot_id}
 
 

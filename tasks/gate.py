@@ -23,15 +23,18 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
+from remedy.domain.durations import human_duration
 from remedy.domain.model import Action, ActionOutcome, NodeState, Topology
+from remedy.safety import history
 from remedy.safety.board import BreakerBoard
 from remedy.safety.breaker import decide
-from remedy.safety.scopes import BreakerState, BreakerTransition, Decision, FailureEvent, FleetView
+from remedy.safety.history import GATE_KIND, OUTCOME_KIND
+from remedy.safety.scopes import BreakerTransition, FailureEvent, FleetView
+from tasks.leases import fence
+from remedy.spares.selection import validated_for_work
 from tasks.ledger import requester
 from tasks.retry import transient_only
 
-GATE_KIND = "gate_decision"
-OUTCOME_KIND = "remediation_finished"
 _thread_lock = threading.Lock()
 
 
@@ -60,18 +63,12 @@ def breaker_lock() -> Iterator[None]:
                     conn.commit()
 
 
-def load_board() -> BreakerBoard:
-    """Rebuild the breaker board from the ledger (real decisions only: dry-runs never move a breaker)."""
-    settings, led = runtime.settings(), runtime.ledger()
-    decisions = [Decision.from_dict(a.detail["decision"]) for a in led.actions(kind=GATE_KIND)
-                 if not a.dry_run and a.detail.get("decision")]
-    transitions = [
-        BreakerTransition(e.scope_kind, e.scope, BreakerState(e.from_state), BreakerState(e.to_state), e.reason,
-                          e.at, e.by)
-        for e in led.breaker_events()
-    ]
-    outcomes = [(a.node, a.finished_at or a.started_at) for a in led.actions(kind=OUTCOME_KIND) if not a.dry_run]
-    return BreakerBoard.rebuild(decisions, transitions, outcomes, settings.breaker, settings.budget)
+def load_board(failure_at: datetime | None = None) -> BreakerBoard:
+    """The breaker board as of now, rebuilt from a bounded window of the ledger (remedy.safety.history): real
+    decisions only, dry-runs never move a breaker. `failure_at`: the failure about to be decided."""
+    settings = runtime.settings()
+    return history.load_board(runtime.ledger(), settings.breaker, settings.budget, datetime.now(timezone.utc),
+                              failure_at)
 
 
 def fleet_view(board: BreakerBoard) -> FleetView:
@@ -81,14 +78,17 @@ def fleet_view(board: BreakerBoard) -> FleetView:
     # Scope sizes count every node that serves or is being remediated (repair included), so a storm that moves
     # nodes to repair does not shrink the denominator of the percentage limits while it is going on.
     serving = [n for n in nodes if n.state not in (NodeState.SPARE, NodeState.BURN_IN, NodeState.RETIRED)]
-    ready_spares = sum(1 for n in nodes if n.state is NodeState.SPARE and n.ready)
+    # the reserve counts spares that may carry work now (validated: remedy.spares.selection.validated_for_work)
+    now, spares = datetime.now(timezone.utc), runtime.settings().spares
+    validated = {r.name: r.validated_at for r in led.nodes(NodeState.SPARE)}
+    ready_spares = sum(1 for n in nodes if n.state is NodeState.SPARE and n.ready
+                       and validated_for_work(validated.get(n.name), now, spares))
     in_remediation = {n.name for n in nodes if n.state is NodeState.QUARANTINED}
     out_of_service = {n.name: n.state.value for n in nodes if n.state in (NodeState.REPAIR, NodeState.RETIRED)}
     open_incidents = {i.node for i in led.incidents(status="open", severity="critical")}
-    claims = {a.detail.get("replaces") for a in led.actions(kind="set_state_active")
-              if a.outcome is ActionOutcome.SUCCEEDED and a.detail.get("replaces")}
     return FleetView.from_nodes(serving, ready_spares=ready_spares, in_remediation=in_remediation - set(board.active),
-                                flagged=open_incidents, spare_claims=claims - {None}, out_of_service=out_of_service)
+                                flagged=open_incidents, spare_claims=history.spare_claims(led, board),
+                                out_of_service=out_of_service)
 
 
 def record_transitions(transitions: list[BreakerTransition] | tuple[BreakerTransition, ...]) -> None:
@@ -134,11 +134,11 @@ def check_breaker(node: str, incident_id: int | None, signal: str, detected_at: 
         earlier = led.find_action(key)
         if earlier is not None:  # a re-run (or a concurrent duplicate) of this incident: decided once
             return dict(earlier.detail) | {"replayed": True}
-        board = load_board()
         now = datetime.now(timezone.utc)
+        at = min(datetime.fromisoformat(detected_at), now)
+        board = load_board(failure_at=at)
         cooled = board.cool_downs(now)
         topo: Topology = led.get_node(node).topology
-        at = min(datetime.fromisoformat(detected_at), now)
         failure = FailureEvent(node, at, topo, needs_spare=needs_spare, signal=signal, takes_node_out=takes_node_out)
         decision = decide(failure, board, fleet_view(board), now, approved=frozenset(approved))
         detail = {"act": decision.acted, "explain": decision.explain(), "approved": sorted(approved),
@@ -148,7 +148,7 @@ def check_breaker(node: str, incident_id: int | None, signal: str, detected_at: 
                   "transitions": [t.to_dict() for t in (*cooled, *decision.transitions)],
                   "decision": decision.to_dict()}
         record, _ = led.start_action(Action(kind=GATE_KIND, node=node, requested_by=requester(), dry_run=dry_run,
-                                            incident_id=incident_id, idempotency_key=key))
+                                            incident_id=incident_id, idempotency_key=key), fence=fence(incident_id))
         acted = ActionOutcome.PLANNED if dry_run else ActionOutcome.SUCCEEDED
         led.finish_action(record.id, acted if decision.acted else ActionOutcome.SKIPPED,
                           error="" if decision.acted else decision.explain(), detail=detail)
@@ -170,7 +170,7 @@ def record_remediation_outcome(node: str, succeeded: bool, incident_id: int | No
         record, new = led.start_action(Action(kind=OUTCOME_KIND, node=node, requested_by=requester(),
                                               dry_run=dry_run, incident_id=incident_id,
                                               idempotency_key=f"incident-{incident_id}:{OUTCOME_KIND}:{node}"
-                                              + (":dry-run" if dry_run else "")))
+                                              + (":dry-run" if dry_run else "")), fence=fence(incident_id))
         if new:
             led.finish_action(record.id, ActionOutcome.PLANNED if dry_run else ActionOutcome.SUCCEEDED,
                               detail={"succeeded": succeeded})
@@ -191,15 +191,8 @@ def close_breaker(scope: str, by: str) -> list[dict]:
 
 def held_on(scope_or_reason: str, within_hours: float = 24.0) -> list[str]:
     """Nodes whose latest gate decision holds them on this scope (or gate), newest first: who waits on the answer."""
-    led = runtime.ledger()
     since = datetime.now(timezone.utc) - timedelta(hours=within_hours)
-    latest: dict[int | None, Any] = {}
-    for a in led.actions(kind=GATE_KIND):
-        if not a.dry_run and (a.finished_at or a.started_at) >= since:
-            latest[a.incident_id] = a  # actions come oldest first: the last one per incident wins
-    held = [a for a in latest.values() if not a.detail.get("act")
-            and (a.detail.get("scope") or a.detail.get("skip")) == scope_or_reason]
-    return [a.node for a in sorted(held, key=lambda a: a.started_at, reverse=True)]
+    return history.held_on(runtime.ledger(), scope_or_reason, since)
 
 
 @task(name="wait_for_decision", task_run_name="wait-approval-{approval_id}", cache_policy=NO_CACHE,
@@ -213,7 +206,7 @@ def wait_for_decision(approval_id: int, timeout_seconds: float) -> dict[str, Any
         if a.decision:
             return {"decision": a.decision, "by": a.decided_by or "", "reason": a.reason, "approval_id": a.id}
         time.sleep(0.5)
-    return {"decision": "timeout", "by": "", "reason": f"no decision within {timeout_seconds:.0f} s",
+    return {"decision": "timeout", "by": "", "reason": f"no decision within {human_duration(timeout_seconds)}",
             "approval_id": approval_id}
 
 

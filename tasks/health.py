@@ -14,7 +14,8 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
-from remedy.adapters.cluster import NodeJobSpec
+from remedy.domain.durations import human_duration
+from remedy.health.jobs import check_job
 from remedy.health import CheckOutputError, parse_check_output, suite_for
 from tasks.ledger import requester
 from tasks.retry import transient_only
@@ -23,10 +24,8 @@ from tasks.retry import transient_only
 def run_check(node: str, spec, gpu_model: str | None, dry_run: bool) -> dict[str, Any]:
     """One check Job on one node → its judged result (a Job that did not finish is a fail with the reason)."""
     name = f"{spec.id}-{node}-{uuid.uuid4().hex[:5]}"
-    job = runtime.cluster(dry_run).run_node_job(NodeJobSpec(
-        name=name, node=node, check=spec.check, command=tuple(spec.command), privileged=spec.privileged,
-        timeout_seconds=spec.timeout_seconds,
-    ))
+    job = runtime.cluster(dry_run).run_node_job(check_job(spec, name=name, nodes=[node],
+                                                          settings=runtime.settings().health))
     base = {"id": spec.id, "check": spec.check, "job": name}
     return base | judge_job(spec, job, gpu_model)
 
@@ -42,7 +41,7 @@ def judge_job(spec, job, gpu_model: str | None) -> dict[str, Any]:
     except CheckOutputError as exc:
         verdict, reasons, measurements = "fail", [f"unreadable output: {exc}"], {}
     if job.phase == "Timeout":
-        verdict, reasons = "fail", [f"Job did not finish within {spec.timeout_seconds} s"] + reasons
+        verdict, reasons = "fail", [f"Job did not finish within {human_duration(spec.timeout_seconds)}"] + reasons
     return {"verdict": verdict, "reasons": reasons, "seconds": round(job.seconds, 2),
             "measurements": jsonable(measurements)}
 

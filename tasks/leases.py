@@ -8,6 +8,11 @@ A flow that claims an incident or waits for a person holds its lease for as long
 `ensure_held()` before every side effect, so a run that lost its lease (stalled past it, found gone and taken over)
 stops instead of acting next to the run that took its incident. Leaving the block ends the lease: an incident the
 run leaves `acting` is then taken over at once by the next trigger or the watchdog.
+
+`ensure_held()` is this process's view and can be a moment late (a process stopped and continued between the check
+and the write). The ledger's own check is `fence(incident_id)`: passed to every acting write (action rows, gate
+decisions, spare claims, incident status, approval requests), it is checked inside that write's transaction
+(remedy.ledger.base.LedgerBase._fenced).
 """
 
 from __future__ import annotations
@@ -19,10 +24,12 @@ from contextlib import contextmanager
 
 from remedy import runtime
 from remedy.ledger.leases import LeaseKeeper
+from remedy.ledger.records import Fence
 from remedy.settings.leases import lease_settings
 
 _keepers: dict[int, LeaseKeeper] = {}
 _lock = threading.Lock()
+_lineage: dict[str, tuple[str, ...]] = {}  # flow run id → the runs that started it (parent first); they never change
 
 
 def keeper() -> LeaseKeeper:
@@ -86,3 +93,37 @@ def ensure_held() -> None:
         k = _keepers.get(id(led))
     if k is not None and k.ledger is led:
         k.check(run_id)
+
+
+def _ancestors(run_id: str) -> tuple[str, ...]:
+    """Parent, grandparent, … of this flow run (a subflow acts under the claim of the run that started it). Read once
+    per run from the API and kept: Prefect's runtime reads two records per level on every call."""
+    with _lock:
+        known = _lineage.get(run_id)
+    if known is not None:
+        return known
+    from uuid import UUID
+
+    from prefect.client.orchestration import get_client
+
+    chain: list[str] = []
+    with get_client(sync_client=True) as client:
+        parent_task = client.read_flow_run(UUID(run_id)).parent_task_run_id
+        while parent_task is not None and len(chain) < 20:
+            parent = client.read_task_run(parent_task).flow_run_id
+            if parent is None:
+                break
+            chain.append(str(parent))
+            parent_task = client.read_flow_run(parent).parent_task_run_id
+    with _lock:
+        _lineage[run_id] = tuple(chain)
+    return tuple(chain)
+
+
+def fence(incident_id: int | None) -> Fence | None:
+    """The fence for this flow run's writes about `incident_id` (None outside a flow run or without an incident:
+    nothing to hold)."""
+    run_id = current_run_id()
+    if not run_id or incident_id is None:
+        return None
+    return Fence.of(run_id, *_ancestors(run_id))

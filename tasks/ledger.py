@@ -38,7 +38,7 @@ def requester() -> str:
 
 def act(kind: str, node: str, fn: Callable[[], dict[str, Any]], *, incident_id: int | None, dry_run: bool,
         key: str | None = None) -> dict[str, Any]:
-    from tasks.leases import ensure_held
+    from tasks.leases import ensure_held, fence
 
     ensure_held()  # a run that lost its lease (another run has its incident now) must not act
     led = runtime.ledger()
@@ -55,7 +55,8 @@ def act(kind: str, node: str, fn: Callable[[], dict[str, Any]], *, incident_id: 
             attempt_key = f"{base}#{len(earlier) + 1}"
     record, new = led.start_action(
         Action(kind=kind, node=node, requested_by=requester(), dry_run=dry_run, incident_id=incident_id,
-               idempotency_key=attempt_key)
+               idempotency_key=attempt_key),
+        fence=fence(incident_id),  # checked again inside the write: the ledger's word, not this process's view
     )
     if not new:
         raise Conflict(f"{node}: {kind} for incident {incident_id} is being done by another run right now")
@@ -115,14 +116,12 @@ def set_node_state(node: str, state: str, reason: str, dry_run: bool, incident_i
 @task(name="set_incident_status", task_run_name="incident-{incident_id}-{status}", cache_policy=NO_CACHE,
       retries=2, retry_delay_seconds=1, retry_condition_fn=transient_only)
 def set_incident_status(incident_id: int, status: str, detail: str = "") -> None:
-    from prefect.runtime import flow_run
-
-    from tasks.leases import ensure_held
+    from tasks.leases import ensure_held, fence
 
     ensure_held()  # a run that lost its lease does not speak for the incident any more
-
+    # fenced in the ledger too: refused if another run holds the incident now; a subflow keeps its parent's claim
     runtime.ledger().set_incident_status(incident_id, IncidentStatus(status), detail=detail,
-                                         flow_run_id=str(flow_run.id) if flow_run.id else None)
+                                         fence=fence(incident_id))
 
 
 @task(name="sync_fleet", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2,

@@ -25,6 +25,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
+from remedy.domain.durations import days
 from remedy.domain.model import NodeState
 from remedy.lemon.records import ExclusionRecord, IncidentRecord, NodeHistory, ValidationRecord
 from remedy.lemon.scoring import LemonVerdict, explain, retirements_allowed, score_fleet
@@ -118,7 +119,7 @@ def retirement_times(led) -> list[datetime]:
 
 
 def budget_text(settings: LemonSettings, used: int) -> str:
-    return (f"retirement budget: {settings.retirement_budget} per {settings.retirement_window_days:g} d, "
+    return (f"retirement budget: {settings.retirement_budget} per {days(settings.retirement_window_days)}, "
             f"{used} used in the current window")
 
 
@@ -174,7 +175,7 @@ def retirement_budget(as_of: str | None = None) -> dict[str, Any]:
 def archive_rma_report(node: str, reason: str, evidence: str, approval: dict[str, Any] | None,
                        dry_run: bool) -> dict[str, Any]:
     """Render the node's RMA report from the ledger and archive it to S3; returns the key, URL and text."""
-    from remedy.adapters.archive import S3Archive
+    from remedy.adapters.archive import open_archive
 
     settings = runtime.settings()
     led = runtime.ledger()
@@ -187,8 +188,7 @@ def archive_rma_report(node: str, reason: str, evidence: str, approval: dict[str
     text = render_rma(node=node, reason=reason, evidence=evidence, facts=facts, history=led.history(node),
                       incidents=led.incidents(node=node), validations=led.validations(node), approval=approval,
                       generated_at=now)
-    archive = S3Archive(settings.aws.archive_bucket, region=settings.aws.region,
-                        endpoint_url=settings.aws.endpoint_url, dry_run=dry_run)
+    archive = open_archive(settings.aws, dry_run=dry_run)
     key = rma_key(node, now)
     url = archive.put_text(key, text, "text/markdown; charset=utf-8")
     return {"key": key, "url": url, "bytes": len(text.encode()), "markdown": text, "dry_run": dry_run}

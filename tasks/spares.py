@@ -8,7 +8,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
-from remedy.domain.model import Action, ActionOutcome, IncidentStatus, NodeState
+from remedy.domain.model import Action, ActionOutcome, NodeState
 from remedy.spares.selection import NoSpare, SpareCandidate, select_spare as choose_spare
 from tasks.ledger import requester
 from tasks.retry import transient_only
@@ -23,14 +23,9 @@ def _claim_key(incident_id: int, node: str) -> str:
 
 def _claimed_by_others(led, incident_id: int | None) -> set[str]:
     """Spares promised to other remediations still in progress: never hand one spare to two failed nodes."""
-    live = {IncidentStatus.OPEN, IncidentStatus.ACTING}
-    out = set()
-    for a in led.actions(kind=CLAIM_KIND):
-        if a.incident_id == incident_id or a.outcome is not ActionOutcome.SUCCEEDED or a.dry_run:
-            continue
-        if a.incident_id is None or led.get_incident(a.incident_id).status in live:
-            out.add(a.node)
-    return out
+    from remedy.ledger.recent import live_claims
+
+    return live_claims(led, CLAIM_KIND, except_incident=incident_id)
 
 
 def correlated_failure(node: str, now: datetime) -> bool:
@@ -68,7 +63,7 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
                  dry_run: bool = False) -> dict:
     """Pick the warm spare that replaces `node`; the answer explains itself (chosen and rejected, with reasons)."""
     from tasks.gate import breaker_lock  # one lock for every decision that spends the shared pool
-    from tasks.leases import ensure_held
+    from tasks.leases import ensure_held, fence
 
     ensure_held()  # a run that lost its lease must not claim a spare: its incident may be another run's now
     cluster, led, settings = runtime.cluster(), runtime.ledger(), runtime.settings()
@@ -94,7 +89,11 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
         choice = choose_spare(failed, candidates, now, settings.spares, correlated=correlated_failure(node, now),
                               lemons=lemons or ())
         if isinstance(choice, NoSpare):
-            why = choice.explain() + (f"\n(promised to other remediations: {', '.join(sorted(taken))})" if taken else "")
+            if not candidates and taken:  # the pool is not empty: every ready spare is spoken for
+                choice = NoSpare(f"all {len(taken)} ready spare(s) are claimed by other remediations "
+                                 f"({', '.join(sorted(taken))})", choice.rejected)
+            why = choice.explain() + (f"\n(promised to other remediations: {', '.join(sorted(taken))})"
+                                      if taken and candidates else "")
             return {"spare": None, "needs_validation": False, "why": why}
         detail = {"spare": choice.name, "needs_validation": choice.needs_validation, "why": choice.explain()}
         if dry_run or incident_id is None:  # a claim binds a spare to an incident; without one, only advise
@@ -103,7 +102,8 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
         # taken by an unfinished claim from before (its run died) gets the next attempt number.
         led.start_action(Action(kind=CLAIM_KIND, node=choice.name, requested_by=requester(), incident_id=incident_id,
                                 outcome=ActionOutcome.SUCCEEDED, detail=detail,
-                                idempotency_key=key + (f"#{len(earlier) + 1}" if earlier else "")))
+                                idempotency_key=key + (f"#{len(earlier) + 1}" if earlier else "")),
+                         fence=fence(incident_id))  # a run taken over while it stalled claims nothing
         return detail
 
 

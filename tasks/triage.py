@@ -12,6 +12,7 @@ from prefect.cache_policies import NO_CACHE
 from remedy import runtime
 from remedy.domain.model import ActionOutcome, IncidentStatus, utcnow
 from remedy.errors import NodeNotFound
+from remedy.ledger.errors import LeaseLost
 from remedy.ledger.leases import REANNOUNCE_KIND
 from tasks.ledger import requester, took_over
 from tasks.retry import transient_only
@@ -77,7 +78,7 @@ def close_incident(incident_id: int, status: str, detail: str, only_if_acting: b
     run's was found gone and the incident taken over)."""
     from prefect.runtime import flow_run
 
-    from tasks.leases import ensure_held
+    from tasks.leases import ensure_held, fence
 
     ensure_held()
     led = runtime.ledger()
@@ -86,7 +87,13 @@ def close_incident(incident_id: int, status: str, detail: str, only_if_acting: b
     lease = led.get_lease(holder) if holder and holder != str(flow_run.id or "") else None
     taken = lease is not None and lease.live(utcnow())
     if not (only_if_acting and (rec.status is not IncidentStatus.ACTING or taken)):
-        rec = led.set_incident_status(incident_id, IncidentStatus(status), detail=detail[:2000])
+        try:  # fenced: decided inside the write whether this run still speaks for the incident
+            rec = led.set_incident_status(incident_id, IncidentStatus(status), detail=detail[:2000],
+                                          fence=fence(incident_id))
+        except LeaseLost:
+            if not only_if_acting:
+                raise
+            rec = led.get_incident(incident_id)  # another run has it now: its word stands
     return {"id": rec.id, "status": rec.status.value}
 
 
@@ -103,14 +110,17 @@ def choose_remediation(node: str, xid: int | None, incident_id: int, tried_depth
     from remedy.domain.xid import Resolution
     from remedy.remediate.choice import ATTEMPT_OPTIONS, SIGNAL_RESOLUTION, Durations, Situation, choose, odds_for
 
+    from remedy.ledger.recent import latest_outcomes
+    from remedy.settings.triage import triage_settings
+
     led = runtime.ledger()
     resolution = lookup(xid).resolution if xid is not None else SIGNAL_RESOLUTION.get(signal, Resolution.UNKNOWN)
+    latest = triage_settings(runtime.settings()).odds_from_latest
     attempts = []
-    for kind in ATTEMPT_OPTIONS:
-        for a in led.actions(kind=kind):
-            if a.outcome.value not in ("succeeded", "failed") or a.dry_run or a.detail.get("xid") is None:
-                continue
-            attempts.append((kind, lookup(int(a.detail["xid"])).resolution, a.outcome.value == "succeeded"))
+    for kind in ATTEMPT_OPTIONS:  # each fix's latest finished attempts: bounded, however long the history
+        for ok, detail in latest_outcomes(led, kind, latest):
+            if detail.get("xid") is not None:
+                attempts.append((kind, lookup(int(detail["xid"])).resolution, ok))
     spares = [n for n in led.nodes(NodeState.SPARE) if n.name != node]
     settings = runtime.settings()
     if unreachable is None:

@@ -16,6 +16,9 @@ def test_yaml_then_environment_then_keywords(tmp_path, monkeypatch):
     assert s.dry_run is True and s.budget.max_nodes_in_remediation == 7  # from YAML
     assert s.drain.grace_period_seconds == 10  # environment beats YAML
     assert s.drain.eviction_deadline_seconds == 300  # untouched default
+    s = load_settings(cfg, drain={"grace_period_seconds": 5})
+    assert s.drain.grace_period_seconds == 5  # a caller's explicit value (a CLI flag) beats the environment
+    assert s.budget.max_nodes_in_remediation == 7  # and leaves the other layers' fields alone
 
 
 def test_environment_lists_and_unrelated_remedy_variables(monkeypatch):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -91,6 +92,36 @@ def test_a_foreign_server_on_the_port_gets_nothing_written_and_the_operator_is_t
     assert "nothing was written to it" in line and "--prefect-port" in line
     assert foreign.writes() == []
     assert time.monotonic() - started < 30, "a taken port is known at once, not after a start-up timeout"
+    assert not (tmp_path / "w" / "running.json").exists()
+
+
+@pytest.mark.prefect
+def test_a_real_prefect_server_start_on_4200_gets_nothing_from_the_demo(tmp_path):
+    """Someone else's `prefect server start` on its default port 4200 (or, when 4200 is taken on this machine, on the
+    port REMEDY_PREFECT_PORT names: the same code path): `remedy demo` writes no run, deployment or automation into
+    it, and says so in one line."""
+    from remedy.prefect_server import DEFAULT_PORT, port_in_use
+    from tests.fixtures.prefect import prefect_server_process
+
+    port = None if port_in_use(DEFAULT_PORT) else DEFAULT_PORT
+    with prefect_server_process(tmp_path / "someone-else", plain=True, port=port) as api:
+        port = int(api.rsplit(":", 1)[1].split("/")[0])
+
+        def contents() -> tuple[int, int, int]:
+            return (httpx.post(f"{api}/flow_runs/count", json={}, timeout=30).json(),
+                    httpx.post(f"{api}/deployments/count", json={}, timeout=30).json(),
+                    len(httpx.post(f"{api}/automations/filter", json={}, timeout=30).json()))
+
+        before = contents()
+        env = clean_env(tmp_path) | {"PYTHONPATH": str(ROOT)}
+        if port != DEFAULT_PORT:
+            env["REMEDY_PREFECT_PORT"] = str(port)
+        proc = subprocess.run([sys.executable, "-m", "remedy.cli", "demo", "--workdir", "w"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120)
+        line = one_error_line(proc)
+        assert proc.returncode == 2
+        assert f"port {port} is in use by a Prefect server remedy did not start; nothing was written to it" in line
+        assert contents() == before
     assert not (tmp_path / "w" / "running.json").exists()
 
 
@@ -209,50 +240,116 @@ def test_demo_writes_to_its_own_server_reuses_it_and_down_leaves_no_process_of_o
     assert remedy(tmp_path, "down").stdout.startswith("nothing of remedy's is running")
 
 
-@pytest.mark.prefect
-def test_down_stops_up_which_cancels_its_paused_runs_and_stops_its_server(tmp_path):
-    """`remedy up`, a rack storm whose held runs pause for a person, then `remedy down` from another terminal: the
-    paused runs end Cancelled (no live Resume button), and nothing of ours is left running."""
+def _up_with_paused_runs(tmp_path: Path):
+    """`remedy up` (its own Prefect server on a free port), then a rack storm whose held runs pause for a person.
+    Returns (the up process, its URLs, its server's record, the paused runs' ids)."""
     env = clean_env(tmp_path) | {"PYTHONPATH": str(ROOT)}
+    # SIGINT as a terminal's Ctrl-C delivers it: a test runner started in the background ignores SIGINT, and a child
+    # inherits that (Python then installs no KeyboardInterrupt handler)
     up = subprocess.Popen([sys.executable, "-m", "remedy.cli", "up", "--json", "--prefect-port", "0", "--sim-port", "0",
                            "--receiver-port", "0"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                          stderr=open(tmp_path / "up.err", "w"), text=True)
-    try:
-        urls = json.loads(up.stdout.readline())
-        record = json.loads((tmp_path / "var" / "stack" / "running.json").read_text())["prefect-server"]
-        for node in ("gpu009", "gpu010", "gpu011", "gpu012", "gpu013"):  # rack-2: the breaker holds the later ones
-            inject = remedy(tmp_path, "sim", "inject", "xid", "79", "--node", node, "--url", urls["simulator"])
-            assert inject.returncode == 0, inject.stderr
-        api = urls["prefect_api"]
-        deadline = time.monotonic() + 120
-        paused: list[str] = []
-        while not paused and time.monotonic() < deadline:
-            time.sleep(1)
-            runs = httpx.post(f"{api}/flow_runs/filter", json={}, timeout=30).json()
-            paused = [r["id"] for r in runs if r["state_type"] == "PAUSED"]
-        assert paused, "the storm's held runs pause for a person"
-        # read the states from the server before it goes: cancel happens first, then the server stops
-        states: dict[str, str] = {}
+                          stderr=open(tmp_path / "up.err", "w"), text=True,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    urls = json.loads(up.stdout.readline() or "{}")
+    assert urls, (tmp_path / "up.err").read_text()[-3000:]
+    record = json.loads((tmp_path / "var" / "stack" / "running.json").read_text())["prefect-server"]
+    for node in ("gpu009", "gpu010", "gpu011", "gpu012", "gpu013"):  # rack-2: the breaker holds the later ones
+        inject = remedy(tmp_path, "sim", "inject", "xid", "79", "--node", node, "--url", urls["simulator"])
+        assert inject.returncode == 0, inject.stderr
+    deadline = time.monotonic() + 120
+    paused: list[str] = []
+    while not paused and time.monotonic() < deadline:
+        time.sleep(1)
+        runs = httpx.post(f"{urls['prefect_api']}/flow_runs/filter", json={}, timeout=30).json()
+        paused = [r["id"] for r in runs if r["state_type"] == "PAUSED"]
+    assert paused, "the storm's held runs pause for a person"
+    return up, urls, record, paused
+
+
+class StateWatch:
+    """Reads the runs' states from the server while it still runs (cancel happens first, then the server stops)."""
+
+    def __init__(self, api: str, run_ids: list[str], until):
+        self.states: dict[str, tuple[str, str]] = {}
 
         def watch():
-            while up.poll() is None:
+            while not until():
                 try:
-                    query = {"flow_runs": {"id": {"any_": paused}}}
+                    query = {"flow_runs": {"id": {"any_": run_ids}}}
                     for r in httpx.post(f"{api}/flow_runs/filter", json=query, timeout=5).json():
-                        states[r["id"]] = r["state_type"]
+                        self.states[r["id"]] = (r["state_type"], (r.get("state") or {}).get("message") or "")
                 except (httpx.HTTPError, ValueError):
                     pass
                 time.sleep(0.5)
 
-        watcher = threading.Thread(target=watch, daemon=True)
-        watcher.start()
+        self.thread = threading.Thread(target=watch, daemon=True)
+        self.thread.start()
+
+
+@pytest.mark.prefect
+def test_down_stops_up_which_cancels_its_paused_runs_and_stops_its_server(tmp_path):
+    """`remedy up`, a rack storm whose held runs pause for a person, then `remedy down` from another terminal: the
+    paused runs end Cancelled (no live Resume button), and nothing of ours is left running."""
+    up, urls, record, paused = _up_with_paused_runs(tmp_path)
+    try:
+        watch = StateWatch(urls["prefect_api"], paused, until=lambda: up.poll() is not None)
         down = remedy(tmp_path, "down")
         assert down.returncode == 0, down.stderr
         assert "stopped `remedy up` for var/stack" in down.stdout
         up.wait(timeout=30)
-        watcher.join(10)
+        watch.thread.join(10)
         assert up.returncode == 0, (tmp_path / "up.err").read_text()[-3000:]
-        assert {states[r] for r in paused} == {"CANCELLED"}
+        assert {watch.states[r][0] for r in paused} == {"CANCELLED"}
+        assert _ours(record["nonce"], record["pid"]) == []
+        assert not (tmp_path / "var" / "stack" / "running.json").exists()
+    finally:
+        if up.poll() is None:
+            up.kill()
+        remedy(tmp_path, "down")
+
+
+@pytest.mark.prefect
+def test_ctrl_c_on_up_cancels_its_paused_runs_and_stops_what_it_started(tmp_path):
+    """Ctrl-C is SIGINT to the foreground process: `remedy up` cancels its paused runs, stops its server and its
+    parts, and leaves no record behind (so `remedy down` has nothing to do)."""
+    up, urls, record, paused = _up_with_paused_runs(tmp_path)
+    try:
+        watch = StateWatch(urls["prefect_api"], paused, until=lambda: up.poll() is not None)
+        up.send_signal(signal.SIGINT)
+        out, _ = up.communicate(timeout=60)
+        watch.thread.join(10)
+        assert up.returncode == 0, (tmp_path / "up.err").read_text()[-3000:]
+        assert {watch.states[r][0] for r in paused} == {"CANCELLED"}
+        assert "cancelled" in out and "stopped remedy's Prefect server" in out
+        assert _ours(record["nonce"], record["pid"]) == []
+        for url in (urls["simulator"], urls["receiver"]):
+            with pytest.raises(httpx.HTTPError):
+                httpx.get(url, timeout=2)
+        assert not (tmp_path / "var" / "stack" / "running.json").exists()
+        assert remedy(tmp_path, "down").stdout.startswith("nothing of remedy's is running")
+    finally:
+        if up.poll() is None:
+            up.kill()
+        remedy(tmp_path, "down")
+
+
+@pytest.mark.prefect
+def test_down_after_a_killed_up_cancels_the_runs_it_left_and_stops_its_server(tmp_path):
+    """`remedy up` killed outright (SIGKILL: no clean-up) leaves its server and its paused runs; `remedy down`
+    cancels those runs ("stopped by remedy down") before it stops the server."""
+    up, urls, record, paused = _up_with_paused_runs(tmp_path)
+    try:
+        up.send_signal(signal.SIGKILL)
+        up.wait(timeout=10)
+        assert _running(record["pid"]), "the server outlives a killed `remedy up`"
+        watch = StateWatch(urls["prefect_api"], paused, until=lambda: not _running(record["pid"]))
+        down = remedy(tmp_path, "down")
+        watch.thread.join(10)
+        assert down.returncode == 0, down.stderr
+        assert f"run(s) `remedy up` for var/stack left open" in down.stdout
+        assert all(watch.states[r][0] == "CANCELLED" and watch.states[r][1].startswith("stopped by remedy down")
+                   for r in paused), watch.states
+        assert f"stopped remedy's Prefect server for var/stack (pid {record['pid']}" in down.stdout
         assert _ours(record["nonce"], record["pid"]) == []
         assert not (tmp_path / "var" / "stack" / "running.json").exists()
     finally:

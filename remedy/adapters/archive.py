@@ -1,4 +1,4 @@
-"""S3 archive for RMA reports and audit results (boto3 only).
+"""S3 archive for RMA reports and audit results (boto3 only), or a local directory (`aws.archive_dir`).
 
 Dry-run records what would have been written and writes nothing (`planned` keeps the keys), so a flow's
 dry run shows the archive step without touching the bucket.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from remedy.errors import RemedyError
@@ -99,3 +100,49 @@ class S3Archive:
         self.ensure_bucket()
         resp = self._call("get", key, self._s3.get_object, Bucket=self.bucket, Key=key)
         return resp["Body"].read()
+
+
+class LocalArchive:
+    """The same writes as S3Archive, as files under a directory (the embedded stack, which has no S3)."""
+
+    def __init__(self, root: str | Path, *, dry_run: bool = False) -> None:
+        self.root, self.dry_run = Path(root), dry_run
+        self.planned: list[PlannedWrite] = []
+
+    def _path(self, key: str) -> Path:
+        path = (self.root / key).resolve()
+        if not path.is_relative_to(self.root.resolve()):
+            raise ArchiveError(f"{key}: an archive key stays under {self.root}")
+        return path
+
+    def put_text(self, key: str, text: str, content_type: str = "text/plain; charset=utf-8") -> str:
+        path = self._path(key)
+        if self.dry_run:
+            self.planned.append(PlannedWrite(key, content_type, len(text.encode("utf-8"))))
+            return path.as_uri()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise ArchiveError(f"{path}: cannot write the archive file: {exc.strerror or exc}") from None
+        return path.as_uri()
+
+    def put_json(self, key: str, obj: Any) -> str:
+        try:
+            text = json.dumps(obj, indent=2, sort_keys=True, default=str)
+        except (TypeError, ValueError) as exc:
+            raise ArchiveError(f"{key}: not JSON-serialisable: {exc}") from None
+        return self.put_text(key, text, "application/json")
+
+    def get(self, key: str) -> bytes:
+        try:
+            return self._path(key).read_bytes()
+        except OSError:
+            raise ArchiveError(f"{self._path(key)}: no such archive file") from None
+
+
+def open_archive(aws: Any, *, dry_run: bool = False) -> S3Archive | LocalArchive:
+    """The archive the settings name: files under aws.archive_dir when set, else the S3 bucket."""
+    if aws.archive_dir:
+        return LocalArchive(aws.archive_dir, dry_run=dry_run)
+    return S3Archive(aws.archive_bucket, region=aws.region, endpoint_url=aws.endpoint_url, dry_run=dry_run)

@@ -7,10 +7,13 @@ the official client (against a real API server or the simulator).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from remedy.domain.model import Node
 from remedy.spares.preemption import Workload
+
+if TYPE_CHECKING:
+    from remedy.adapters.workloads import TrainingWorkload
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,8 @@ class DrainReport:
     # pods the Eviction API refuses whatever the wait (covered by more than one PodDisruptionBudget), with why and
     # the budgets' names: a person must act; also in not_evicted
     refused: dict[str, str] = field(default_factory=dict)
-    force_deleted: list[str] = field(default_factory=list)  # evicted from a NotReady node, then deleted with grace 0
+    # pods left Terminating past their grace period on a NotReady node (no kubelet to confirm): force-deleted
+    force_deleted: list[str] = field(default_factory=list)
     seconds: float = 0.0
     dry_run: bool = False
 
@@ -55,7 +59,11 @@ class DrainReport:
 
 @dataclass(frozen=True)
 class NodeJobSpec:
-    """A Job pinned to one node (health checks, GPU reset, reboot)."""
+    """A Job pinned to one node, or spread over a group of nodes (health checks, GPU reset, reboot).
+
+    Pinned by required node affinity on `kubernetes.io/hostname` (In `nodes`, default the one `node`); with
+    `parallelism` > 1 it is an Indexed Job whose pods repel each other (required pod anti-affinity per host), so
+    a real scheduler puts exactly one on each node of the group."""
 
     name: str  # Job name; must be unique per run (caller adds a suffix)
     node: str
@@ -65,11 +73,17 @@ class NodeJobSpec:
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     privileged: bool = False
-    gpus: int = 0  # nvidia.com/gpu request
+    gpus: int = 0  # nvidia.com/gpu requested and limited per pod
+    see_all_gpus: bool = False  # no GPU request, NVIDIA_VISIBLE_DEVICES=all: read-only view (the NVML probe)
     timeout_seconds: int = 600
     labels: tuple[tuple[str, str], ...] = ()
-    node_selector: tuple[tuple[str, str], ...] = ()  # overrides the hostname pin (e.g. a batch label)
+    node_selector: tuple[tuple[str, str], ...] = ()  # instead of the hostname affinity (e.g. a batch label)
     parallelism: int = 1
+    nodes: tuple[str, ...] = ()  # the group a multi-node Job spreads over (default: just `node`)
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return self.nodes or (self.node,)
 
 
 @dataclass
@@ -107,6 +121,7 @@ class ClusterPort(Protocol):
     def detect_drift(self, name: str) -> Drift | None: ...
     def read_job(self, namespace: str, job: str) -> dict: ...
 
+    def workload(self, namespace: str, name: str, kind: str | None = None) -> "TrainingWorkload": ...
     def workload_size(self, namespace: str, job: str) -> tuple[int, int]: ...
     def resize_workload(self, namespace: str, job: str, nodes: int) -> dict: ...
     def workload_running_on(self, namespace: str, job: str, node: str) -> bool: ...

@@ -3,7 +3,8 @@
 Same code against a real API server (kubeconfig / in-cluster) and the embedded simulator (plain HTTP).
 Design choices worth knowing:
 - Reads go through the client with `_preload_content=False` and are parsed as JSON dicts: deserialising 2,048
-  V1Node models costs seconds, the JSON a few tens of milliseconds.
+  V1Node models costs seconds, the JSON a few tens of milliseconds. Every list is read in pages
+  (`cluster.list_page_size`, `limit` / `continue`); a continue token that expired (410) restarts the list once.
 - Node.spec.taints is an atomic list on the API server, so taints are merged by (key, effect) here and written with
   a resourceVersion precondition; a 409 means someone else wrote first: re-read and merge again.
 - Every mutation is idempotent ("already cordoned" is success, `changed=False`) and records a Kubernetes Event on
@@ -39,7 +40,10 @@ from tenacity import (
 
 from remedy.adapters.apierrors import ApiRetry, DisruptionRefused, MultipleBudgets
 from remedy.adapters.cluster import Change, DrainReport, Drift, JobResult, NodeJobSpec, Taint
-from remedy.config import ClusterMode, RemedySettings
+from remedy.adapters.workloads import (
+    SUSPENDABLE, TrainingWorkload, WorkloadRefused, open_workload, workload_of_pod,
+)
+from remedy.config import ClusterMode, RemedySettings, WorkloadKind
 from remedy.domain.model import Node, NodeState, Topology
 from remedy.errors import (
     AlreadyExists, ClusterUnreachable, Conflict, NodeNotFound, ObjectNotFound, RemedyError,
@@ -75,6 +79,15 @@ def _api_configuration(settings: RemedySettings) -> k8s.Configuration:
     return cfg
 
 
+def render_node_job(spec: NodeJobSpec, settings: RemedySettings) -> dict:
+    """The Job manifest for `spec` (templates/node-job.yaml.j2), without a cluster: `remedy deploy` shows these."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+                             autoescape=False)
+    text = env.get_template("node-job.yaml.j2").render(spec=spec, namespace=settings.cluster.jobs_namespace,
+                                                       taints=settings.taints)
+    return yaml.safe_load(text)
+
+
 class KubernetesCluster:
     """ClusterPort over the official client. `dry_run` is passed down from the flow, never branched on there."""
 
@@ -87,11 +100,9 @@ class KubernetesCluster:
         self.core = k8s.CoreV1Api(self.api)
         self.batch = k8s.BatchV1Api(self.api)
         self.policy = k8s.PolicyV1Api(self.api)
+        self.custom = k8s.CustomObjectsApi(self.api)  # JobSet, PyTorchJob, Kueue Workload (remedy.adapters.workloads)
         self._timeout = settings.cluster.request_timeout_seconds
         self._retry = ApiRetry(settings.cluster.api_retries + 1)
-        self._templates = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined, autoescape=False
-        )
 
     def close(self) -> None:
         self.api.close()
@@ -114,6 +125,30 @@ class KubernetesCluster:
         resp = self._call(what, fn, *args, _preload_content=False, **kwargs)
         return json.loads(resp.data)
 
+    def _list(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[dict]:
+        """Every item of a list, read in pages of `cluster.list_page_size` (`limit` / `continue`).
+
+        The API server serves each page from the snapshot of the first; once that revision is compacted (etcd
+        compacts every 5 minutes) the next page is a 410 Expired (staging/src/k8s.io/apiserver/pkg/storage/etcd3/
+        errors.go). Its offered token would continue an inconsistent list, so the whole list is read again, once."""
+        size = self.settings.cluster.list_page_size
+        for attempt in (1, 2):
+            items: list[dict] = []
+            token: str | None = None
+            try:
+                while True:
+                    page = self._json(what, fn, *args, limit=size, **({"_continue": token} if token else {}),
+                                      **kwargs)
+                    items += page.get("items") or []
+                    token = (page.get("metadata") or {}).get("continue")
+                    if not token:
+                        return items
+            except RemedyError as exc:
+                if getattr(exc, "status", None) != 410 or token is None or attempt == 2:
+                    raise
+                log.info("%s: continue token expired after %d items; listing again from the start", what, len(items))
+        raise AssertionError("unreachable")
+
     def _node_json(self, name: str) -> dict:
         try:
             return self._json(f"read node {name}", self.core.read_node, name)
@@ -130,70 +165,82 @@ class KubernetesCluster:
 
     # ------------------------------------------------------------------ reads
     def list_gpu_nodes(self) -> list[Node]:
-        data = self._json("list GPU nodes", self.core.list_node, label_selector=self.settings.cluster.node_selector)
-        return [self._to_node(item) for item in data.get("items", [])]
+        items = self._list("list GPU nodes", self.core.list_node, label_selector=self.settings.cluster.node_selector)
+        return [self._to_node(item) for item in items]
 
     def get_node(self, name: str) -> Node:
         return self._to_node(self._node_json(name))
 
     def pods_on_node(self, name: str) -> list[dict]:
-        data = self._json(
+        return self._list(
             f"list pods on {name}",
             self.core.list_pod_for_all_namespaces,
             field_selector=f"spec.nodeName={name},status.phase!=Succeeded,status.phase!=Failed",
         )
-        return data.get("items", [])
 
     def read_job(self, namespace: str, job: str) -> dict:
         """A Job as the API serves it (spec and status), e.g. for its failed pods against its backoffLimit."""
         return self._json(f"read job {namespace}/{job}", self.batch.read_namespaced_job, job, namespace)
 
+    def workload(self, namespace: str, name: str, kind: WorkloadKind | str | None = None) -> TrainingWorkload:
+        """The training workload (settings `workload.kind` unless `kind` is given), driven through its controller."""
+        return open_workload(self, kind or self.settings.workload.kind, namespace, name)
+
     def workload_size(self, namespace: str, job: str) -> tuple[int, int]:
-        """(ready pods, desired pods) of a gang-scheduled training Job."""
-        data = self._json(f"read job {namespace}/{job}", self.batch.read_namespaced_job, job, namespace)
-        desired = int(data.get("spec", {}).get("parallelism") or 0)
-        status = data.get("status", {})
-        ready = int(status.get("ready") if status.get("ready") is not None else status.get("active") or 0)
-        return ready, desired
+        """(ready pods, desired pods) of the gang-scheduled training workload."""
+        state = self.workload(namespace, job).state()
+        return state.ready, state.desired
 
     def restart_pods(self, node: str, namespace: str) -> list[str]:
-        """Delete the workload's pods on `node` (not DaemonSet/mirror ones); their controller recreates them.
-        The node stays schedulable: this is the in-place RESTART_APP fix, not a drain."""
+        """Evict the workload's pods on `node` (not DaemonSet/mirror ones); their controller recreates them.
+        The node stays schedulable: this is the in-place RESTART_APP fix, not a drain. Evicted, not deleted: the
+        Eviction API marks a pod DisruptionTarget, which a Job's podFailurePolicy can ignore, whereas a plain
+        delete counts toward the Job's backoffLimit (job_controller.go isPodFailed). A budget that refuses
+        for longer than a minute leaves the pod running; the returned names are the pods restarted.
+        In the training workload's namespace it is that workload's restart, as its controller defines it (a JobSet's
+        may be a gang restart, refused when failurePolicy.maxRestarts is used up: WorkloadRefused)."""
+        work = self.settings.workload
+        if namespace == work.namespace:
+            return list(self.workload(namespace, work.job).restart(node).pods)
         names = [p["metadata"]["name"] for p in self.pods_on_node(node)
                  if p["metadata"].get("namespace") == namespace and not _skip_reason(p)]
         if self.dry_run:
             return names
-        for name in names:
-            try:
-                self._call(f"delete pod {namespace}/{name}", self.core.delete_namespaced_pod, name, namespace)
-            except ObjectNotFound:  # already gone: the goal is reached
-                pass
+        deadline = min(60.0, self.settings.drain.eviction_deadline_seconds)
+        evicted, not_evicted, _, _ = self._evict([f"{namespace}/{n}" for n in names], None, time.monotonic(),
+                                                 deadline)
+        for key, why in sorted(not_evicted.items()):
+            self.record_event(node, reason="RemedyRestartRefused", type="Warning",
+                              message=f"Cannot restart {key}: {why}")
+        restarted = [k.split("/", 1)[1] for k in evicted]
         self.record_event(node, reason="RemedyRestartApp",
-                          message=f"Restarted {len(names)} pod(s) in {namespace}; the node stays in service")
-        return names
+                          message=f"Restarted {len(restarted)} pod(s) in {namespace}; the node stays in service")
+        return restarted
 
     def workload_nodes(self, namespace: str, job: str) -> list[str]:
         """Nodes that run a pod of the training Job (the suspects when the job, not a node, reports a fault)."""
-        data = self._json(f"list pods of {namespace}/{job}", self.core.list_namespaced_pod, namespace,
-                          label_selector=f"job-name={job}")
-        return sorted({p["spec"]["nodeName"] for p in data.get("items", [])
+        pods = self._list(f"list pods of {namespace}/{job}", self.core.list_namespaced_pod, namespace,
+                          label_selector=self.workload(namespace, job).pod_selector())
+        return sorted({p["spec"]["nodeName"] for p in pods
                        if (p.get("spec") or {}).get("nodeName") and (p.get("status") or {}).get("phase") == "Running"})
 
     def workload_running_on(self, namespace: str, job: str, node: str) -> bool:
         """Is a pod of the training Job running on `node` (the promoted spare took its share of the work)?"""
-        data = self._json(f"list pods of {namespace}/{job} on {node}", self.core.list_namespaced_pod, namespace,
-                          label_selector=f"job-name={job}", field_selector=f"spec.nodeName={node}")
+        pods = self._list(f"list pods of {namespace}/{job} on {node}", self.core.list_namespaced_pod, namespace,
+                          label_selector=self.workload(namespace, job).pod_selector(),
+                          field_selector=f"spec.nodeName={node}")
         return any((p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
-                   for p in data.get("items", []))
+                   for p in pods)
 
     def resize_workload(self, namespace: str, job: str, nodes: int) -> dict:
-        """Set the training Job's size (elastic jobs continue with fewer nodes inside their min:max range)."""
-        if self.dry_run:
-            return {"job": f"{namespace}/{job}", "parallelism": nodes, "dry_run": True}
-        body = {"spec": {"parallelism": nodes}}
-        self._call(f"resize job {namespace}/{job}", self.batch.patch_namespaced_job, job, namespace, body,
-                   _content_type=SMP, _preload_content=False)
-        return {"job": f"{namespace}/{job}", "parallelism": nodes}
+        """Set the training workload's size as its controller allows (elastic jobs continue with fewer nodes inside
+        their min:max range). A size the controller refuses is reported under "refused", nothing changed."""
+        try:
+            change = self.workload(namespace, job).resize(nodes)
+        except WorkloadRefused as exc:
+            return {"job": f"{namespace}/{job}", "nodes": nodes, "changed": False, "refused": str(exc),
+                    "dry_run": self.dry_run}
+        return change.as_dict() | {"job": f"{namespace}/{job}", "nodes": nodes, "parallelism": nodes}
 
     def joined(self, name: str) -> tuple[bool, str]:
         """Did the node really join the pool: Ready, schedulable, all its GPUs allocatable (seed 002 lost hours
@@ -281,6 +328,8 @@ class KubernetesCluster:
             },
             "uncordon",
         )
+        if (OUT_OF_SERVICE, "NoExecute") in node.taints:  # a drain marked it while it was down (_release_stuck)
+            self.set_taints(name, remove=[OUT_OF_SERVICE])
         self.record_event(name, reason="RemedyUncordon", message=f"Uncordoned by {by}: {reason}")
         return Change(name, "uncordon", changed=True, detail=reason)
 
@@ -358,7 +407,8 @@ class KubernetesCluster:
         report.evicted, report.not_evicted, report.blocked_retries, report.refused = self._evict(
             keys, grace_period_seconds, start, deadline_seconds)
         if down and self.settings.drain.force_delete_when_not_ready:
-            self._force_delete(name, report)  # no kubelet to confirm: waiting would only run out the deadline
+            # no kubelet to confirm their end: waiting out the grace period would only delay the job's move
+            self._release_stuck(name, self.pods_on_node(name), report, at_once=True)
         else:
             self._wait_pods_gone(name, report, start, deadline_seconds, grace_period_seconds)
         for key, why in report.refused.items():  # no wait helps these: say so where on-call looks
@@ -374,7 +424,7 @@ class KubernetesCluster:
         )
         return report
 
-    def _evict(self, keys: list[str], grace_period_seconds: int, start: float, deadline_seconds: float
+    def _evict(self, keys: list[str], grace_period_seconds: int | None, start: float, deadline_seconds: float
                ) -> tuple[list[str], dict[str, str], int, dict[str, str]]:
         """Evict "namespace/name" pods through the Eviction API. A PodDisruptionBudget's 429 is retried with back-off
         (`drain.pdb_backoff_seconds`, doubling to 30 s) until the deadline, then reported; a pod under more than one
@@ -432,8 +482,8 @@ class KubernetesCluster:
         try:
             labels = (self._json(f"read pod {namespace}/{pod}", self.core.read_namespaced_pod, pod, namespace)
                       .get("metadata") or {}).get("labels") or {}
-            budgets = self._json(f"list PodDisruptionBudgets in {namespace}",
-                                 self.policy.list_namespaced_pod_disruption_budget, namespace).get("items", [])
+            budgets = self._list(f"list PodDisruptionBudgets in {namespace}",
+                                 self.policy.list_namespaced_pod_disruption_budget, namespace)
             names = sorted(b["metadata"]["name"] for b in budgets if _selects((b.get("spec") or {}).get("selector"),
                                                                               labels))
         except RemedyError as exc:
@@ -442,31 +492,19 @@ class KubernetesCluster:
         return (f"covered by more than one PodDisruptionBudget{which}: the Eviction API refuses such a pod every "
                 "time; a person must merge the budgets or delete the pod")
 
-    def _force_delete(self, name: str, report: DrainReport) -> None:
-        """The evicted pods of a NotReady node, and those already terminating there (the taint manager deletes a
-        pod once its unreachable toleration runs out), deleted with grace 0: their kubelet cannot confirm an end."""
-        left = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": _skip_reason(p) for p in self.pods_on_node(name)}
-        for key in [k for k, why in left.items() if k in report.evicted or why == "already terminating"]:
-            ns, pod_name = key.split("/", 1)
-            try:
-                self._call(f"force delete pod {key}", self.core.delete_namespaced_pod, pod_name, ns,
-                           grace_period_seconds=0)
-                report.force_deleted.append(key)
-            except ObjectNotFound:
-                pass
-            except RemedyError as exc:
-                report.not_evicted[key] = f"evicted from a NotReady node; force delete failed: {exc}"
-        if report.force_deleted:
-            self.record_event(name, reason="RemedyForceDelete", type="Warning",
-                              message=f"Node NotReady: force-deleted {len(report.force_deleted)} evicted pod(s) its "
-                              "kubelet could not confirm stopped")
-
     def _wait_pods_gone(self, name: str, report: DrainReport, start: float, deadline: float, grace: int) -> None:
-        """Evicted pods terminate within their grace period; wait for that (bounded by grace + deadline)."""
+        """Evicted pods terminate within their grace period; wait for that (bounded by grace + deadline). On a
+        NotReady node no kubelet confirms their end, so pods still Terminating after their grace period
+        (deletionTimestamp passed) are force-deleted — see _release_stuck."""
         evicted = set(report.evicted)
         limit = start + deadline + grace
-        while evicted:
-            left = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in self.pods_on_node(name)}
+        first = True
+        while evicted or first:
+            pods = self.pods_on_node(name)
+            if (first or evicted) and self.settings.drain.force_delete_when_not_ready:
+                self._release_stuck(name, pods, report)
+            first = False
+            left = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods} - set(report.force_deleted)
             evicted &= left
             if not evicted or time.monotonic() > limit:
                 break
@@ -474,16 +512,51 @@ class KubernetesCluster:
         for key in evicted:
             report.not_evicted[key] = "evicted but still terminating at the deadline"
 
+    def _release_stuck(self, name: str, pods: list[dict], report: DrainReport, at_once: bool = False) -> None:
+        """Pods Terminating past their grace period on a NotReady node: its kubelet cannot confirm their end, so
+        they would hold their place (and a Job with podReplacementPolicy Failed would never replace them) until
+        the node came back. Taint the node `node.kubernetes.io/out-of-service` (non-graceful node shutdown:
+        PodGC marks such pods Failed and deletes them, pkg/controller/podgc/gc_controller.go gcTerminating)
+        and force-delete them (grace 0, as `kubectl delete --force`). Only for a NotReady node: on a Ready one
+        the kubelet is still stopping them. `at_once`: every terminating pod, not only those past their grace
+        period (the node was NotReady when drained). Off with drain.force_delete_when_not_ready = false.
+        Uncordon removes the taint."""
+        now = datetime.now(timezone.utc)
+        stuck = []
+        for p in pods:
+            meta = p["metadata"]
+            key = f"{meta['namespace']}/{meta['name']}"
+            at = _parse_time(meta.get("deletionTimestamp") or "")
+            if at is None or (at > now and not at_once) or key in report.force_deleted or _skip_reason(p) in ("mirror pod",
+                                                                                           "DaemonSet pod"):
+                continue
+            stuck.append((key, meta))
+        if not stuck or self.get_node(name).ready:
+            return
+        self.set_taints(name, add=[Taint(OUT_OF_SERVICE, "NoExecute", "nodeshutdown")])
+        for key, meta in stuck:
+            try:
+                self._call(f"force-delete pod {key}", self.core.delete_namespaced_pod, meta["name"],
+                           meta["namespace"], grace_period_seconds=0,
+                           body=k8s.V1DeleteOptions(grace_period_seconds=0,
+                                                    preconditions=k8s.V1Preconditions(uid=meta.get("uid"))))
+            except (ObjectNotFound, Conflict):  # gone already, or a new pod of that name: nothing stuck
+                pass
+            report.force_deleted.append(key)
+        self.record_event(name, reason="RemedyForceDelete", type="Warning",
+                          message=f"{name} is NotReady: force-deleted {len(stuck)} pod(s) stuck Terminating "
+                                  f"and marked the node out-of-service ({', '.join(k for k, _ in stuck)})")
+
     # ------------------------------------------------------------------ preemption
     def gpu_workloads(self) -> list[Workload]:
         """Live GPU work grouped by controller: pods requesting nvidia.com/gpu, one Workload per owning Job (or
         other controller) or per bare pod, named "namespace/name", with the nodes it runs on, its highest
         spec.priority (none = 0) and its earliest start. DaemonSet, mirror, finished, terminating and unbound pods
         are left out."""
-        data = self._json("list GPU pods", self.core.list_pod_for_all_namespaces,
+        pods = self._list("list GPU pods", self.core.list_pod_for_all_namespaces,
                           field_selector="status.phase!=Succeeded,status.phase!=Failed")
         groups: dict[str, list[dict]] = {}
-        for pod in data.get("items", []):
+        for pod in pods:
             if _skip_reason(pod) or not (pod.get("spec") or {}).get("nodeName") or not _gpu_request(pod):
                 continue
             groups.setdefault(_workload_of(pod)[0], []).append(pod)
@@ -506,14 +579,14 @@ class KubernetesCluster:
         ns, sep, short = name.partition("/")
         if not sep or not ns or not short:
             raise RemedyError(f"workload name must be namespace/name, got {name!r}")
-        data = self._json(f"list pods of {name}", self.core.list_namespaced_pod, ns,
-                          field_selector="status.phase!=Succeeded,status.phase!=Failed")
-        pods = [p for p in data.get("items", []) if _workload_of(p)[0] == name and not _skip_reason(p)]
+        listed = self._list(f"list pods of {name}", self.core.list_namespaced_pod, ns,
+                            field_selector="status.phase!=Succeeded,status.phase!=Failed")
+        pods = [p for p in listed if _workload_of(p)[0] == name and not _skip_reason(p)]
         kind = _workload_of(pods[0])[1] if pods else ""
         nodes = sorted({p["spec"]["nodeName"] for p in pods if (p.get("spec") or {}).get("nodeName")})
         keys = [f"{ns}/{p['metadata']['name']}" for p in pods]
         priority = max((int((p.get("spec") or {}).get("priority") or 0) for p in pods), default=0)
-        how = "suspend" if kind == "Job" else "evict"
+        how = "suspend" if kind in SUSPENDABLE else "evict"
         out: dict[str, Any] = {"workload": name, "how": how, "kind": kind or "gone", "pods": keys, "nodes": nodes,
                                "priority": priority, "not_evicted": {}, "changed": bool(pods),
                                "dry_run": self.dry_run}
@@ -524,14 +597,13 @@ class KubernetesCluster:
             out["detail"] = f"would {how} {name} ({len(keys)} pod(s) on {', '.join(nodes)})"
             return out
         start = time.monotonic()
-        if how == "suspend":
-            body = {"spec": {"suspend": True}}
+        if how == "suspend":  # through its controller (a Kueue-managed one through its Kueue Workload)
             try:
-                self._call(f"suspend job {name}", self.batch.patch_namespaced_job, short, ns, body,
-                           _content_type=SMP, _preload_content=False)
+                change = self.workload(ns, short, kind).suspend()
+                out["via"] = change.via
+                out["detail"] = f"suspended {kind} {name} ({change.via}); its {len(keys)} pod(s) are deleted"
             except ObjectNotFound:  # deleted meanwhile: its pods go with it
-                pass
-            out["detail"] = f"suspended job {name}; the Job controller deletes its {len(keys)} pod(s)"
+                out["detail"] = f"{kind} {name} was deleted meanwhile; its pods go with it"
         else:
             evicted, not_evicted, blocked, refused = self._evict(keys, grace_period_seconds, start,
                                                                  self.settings.drain.eviction_deadline_seconds)
@@ -548,10 +620,7 @@ class KubernetesCluster:
 
     # ------------------------------------------------------------------ jobs
     def render_node_job(self, spec: NodeJobSpec) -> dict:
-        text = self._templates.get_template("node-job.yaml.j2").render(
-            spec=spec, namespace=self.settings.cluster.jobs_namespace, taints=self.settings.taints
-        )
-        return yaml.safe_load(text)
+        return render_node_job(spec, self.settings)
 
     def run_node_job(self, spec: NodeJobSpec, *, poll_seconds: float = 0.2) -> JobResult:
         """Create the Job, wait until it succeeds, fails or times out, return its pods' logs."""
@@ -599,8 +668,7 @@ class KubernetesCluster:
 
     def job_pods(self, job: str) -> list[dict]:
         ns = self.settings.cluster.jobs_namespace
-        data = self._json(f"list pods of job {job}", self.core.list_namespaced_pod, ns, label_selector=f"job-name={job}")
-        return data.get("items", [])
+        return self._list(f"list pods of job {job}", self.core.list_namespaced_pod, ns, label_selector=f"job-name={job}")
 
     def job_logs(self, job: str) -> str:
         ns = self.settings.cluster.jobs_namespace
@@ -670,13 +738,12 @@ class KubernetesCluster:
             log.warning("could not record event %s on %s: %s", reason, node, exc)
 
     def node_events(self, node: str) -> list[dict]:
-        data = self._json(
+        return self._list(
             f"list events of {node}",
             self.core.list_namespaced_event,
             EVENT_NAMESPACE,
             field_selector=f"involvedObject.kind=Node,involvedObject.name={node}",
         )
-        return data.get("items", [])
 
 
 # ---------------------------------------------------------------------- helpers
@@ -728,6 +795,7 @@ def _skip_reason(pod: dict) -> str:
 
 
 GPU = "nvidia.com/gpu"
+OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
 
 
 def _gpu_request(pod: dict) -> int:
@@ -748,11 +816,9 @@ def _gpu_request(pod: dict) -> int:
 
 
 def _workload_of(pod: dict) -> tuple[str, str]:
-    """("namespace/name", controller kind): the pod's controller (a Job, ...) or, for a bare pod, the pod itself."""
-    meta = pod["metadata"]
-    owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
-    name = owner["name"] if owner else meta["name"]
-    return f"{meta.get('namespace', '')}/{name}", (owner or {}).get("kind", "")
+    """("namespace/name", kind): the workload the pod belongs to (a JobSet for its child Jobs' pods, a Job, a
+    PyTorchJob, ...) or, for a bare pod, the pod itself (remedy.adapters.workloads.workload_of_pod)."""
+    return workload_of_pod(pod)
 
 
 def _node_of(pods: list[dict], key: str) -> str:

@@ -11,6 +11,7 @@ import socket
 import urllib.error
 from dataclasses import dataclass, field
 
+from remedy.domain.durations import human_duration
 from remedy.errors import RemedyError
 
 
@@ -68,10 +69,10 @@ class SlackNotifier:
                 raise SlackError(f"Slack kept rate-limiting {method} (HTTP 429) after retries") from None
             raise SlackError(f"Slack refused {method}: {exc.response.get('error', status)}") from None
         except (TimeoutError, socket.timeout):
-            raise SlackError(f"Slack did not answer within {self.timeout:g} s ({method})") from None
+            raise SlackError(f"Slack did not answer within {human_duration(self.timeout)} ({method})") from None
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, (TimeoutError, socket.timeout)):
-                raise SlackError(f"Slack did not answer within {self.timeout:g} s ({method})") from None
+                raise SlackError(f"Slack did not answer within {human_duration(self.timeout)} ({method})") from None
             raise SlackError(f"Slack unreachable ({method}): {exc.reason}") from None
         except OSError as exc:
             raise SlackError(f"Slack unreachable ({method}): {exc}") from None

@@ -7,6 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from remedy.approvals.model import ApprovalAction, ButtonValue
+from remedy.domain.durations import human_duration
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates" / "slack"
 # Slack is a courtesy channel: a flow waits at most this long per call (the Prefect UI path needs nothing).
@@ -84,9 +85,4 @@ def escalation_blocks(*, node: str, reason: str, incident_id: int | None, quaran
     return render("escalation", title=f"Needs a human: {node}", summary=reason, context=ctx)
 
 
-def _human(seconds: float) -> str:
-    if seconds >= 3600:
-        return f"{seconds / 3600:g} h"
-    if seconds >= 60:
-        return f"{seconds / 60:g} min"
-    return f"{seconds:g} s"
+_human = human_duration

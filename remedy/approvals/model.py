@@ -116,6 +116,15 @@ def may_answer(approver: str, ui_approvers: list[str], slack_approvers: list[str
     return bool(name) and name in {a.strip() for a in [*ui_approvers, *slack_approvers] if a.strip()}
 
 
+def refusal_text(approver: str, decision: str) -> str:
+    """What the form says after an answer from someone not on the approver lists: who, that it did not count, and
+    the setting that lists approvers (so the person knows what to ask for)."""
+    who = (approver or "").strip()[:80] or "(no name)"
+    return (f"Answer '{decision}' by {who} refused: {who} is not on the approver list. Only names in "
+            f"approvals.approvers (REMEDY_APPROVALS__APPROVERS) or Slack user ids in slack.approvers may answer; "
+            f"ask one of them, or have {who} added there. Still waiting for an answer.")
+
+
 def wait_phases(timeout_seconds: float, reminder_after_seconds: float | None) -> list[float]:
     """How a flow waits for an answer: until the reminder is due, then the rest (one nudge, never a spam loop)."""
     if timeout_seconds <= 0:

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
+from remedy.domain.durations import human_duration
 from remedy.errors import RemedyError
 
 
@@ -140,13 +141,13 @@ class CadencePlan:
     def summary(self) -> str:
         opt = self.optimum
         text = (
-            f"optimum every {opt.interval_s / 60:.1f} min (δ {self.delta_s:g} s, MTBF {self.mtbf_s / 3600:g} h): "
+            f"optimum every {human_duration(opt.interval_s)} (δ {human_duration(self.delta_s)}, MTBF {human_duration(self.mtbf_s)}): "
             f"save overhead {opt.save_overhead:.2%} + expected loss {opt.expected_loss:.2%} = {opt.total:.2%}"
         )
         if self.current:
             c = self.current
             text += (
-                f"\ncurrent every {c.interval_s / 60:.1f} min ({self.ratio:.1f}× the optimum): save overhead "
+                f"\ncurrent every {human_duration(c.interval_s)} ({self.ratio:.1f}× the optimum): save overhead "
                 f"{c.save_overhead:.2%} + expected loss {c.expected_loss:.2%} = {c.total:.2%}"
             )
         return text
@@ -165,7 +166,7 @@ def young_daly(delta_s: float, mtbf_s: float, interval_s: float | None = None) -
     if mtbf_s <= 0:
         raise CadenceError(f"MTBF must be positive, got {mtbf_s}")
     if delta_s >= mtbf_s:
-        raise CadenceError(f"save duration δ ({delta_s:g} s) is not shorter than the MTBF ({mtbf_s:g} s)")
+        raise CadenceError(f"save duration δ ({human_duration(delta_s)}) is not shorter than the MTBF ({human_duration(mtbf_s)})")
     t_opt = math.sqrt(2.0 * delta_s * mtbf_s)
     current = interval_cost(interval_s, delta_s, mtbf_s) if interval_s is not None else None
     return CadencePlan(delta_s, mtbf_s, interval_cost(t_opt, delta_s, mtbf_s), current)

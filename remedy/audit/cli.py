@@ -10,6 +10,7 @@ from remedy.audit.delta import diff_mountstats
 from remedy.audit.mountstats import read_mountstats
 from remedy.audit.rpc import MountAudit, audit_mount, worst_mount
 from remedy.cli_args import http_url, non_negative_int, positive_float, positive_int
+from remedy.domain.durations import human_duration
 
 
 # Verdicts that need a person (exit 1); "healthy" and "idle" do not.
@@ -114,7 +115,7 @@ def _from_prometheus(args: argparse.Namespace, s) -> list[MountAudit]:
 
 
 def _render(a: MountAudit) -> str:
-    span = f"since mount ({a.interval_seconds:g} s)" if a.lifetime else f"over {a.interval_seconds:g} s"
+    span = f"since mount ({human_duration(a.interval_seconds)})" if a.lifetime else f"over {human_duration(a.interval_seconds)}"
     t = a.transport
     where = f"on {a.mountpoint} (NFSv{a.nfs_version}, {t.connections}×{t.protocol})" if a.mountpoint else f"({t.protocol})"
     lines = [

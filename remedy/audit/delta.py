@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from remedy.audit.mountstats import Mountstats, MountstatsError, NfsMount, OpStats, Transport, zero_op
+from remedy.domain.durations import human_duration
 
 _U32 = 2**32
 _U64 = 2**64
@@ -90,7 +91,7 @@ def diff_mount(before: NfsMount, after: NfsMount, interval_seconds: float | None
     where = f"{after.device} on {after.mountpoint}"
     if before.age_seconds is not None and after.age_seconds is not None and after.age_seconds < before.age_seconds:
         raise MountstatsError(
-            f"{where}: remounted between snapshots (age went from {before.age_seconds} s to {after.age_seconds} s); "
+            f"{where}: remounted between snapshots (age went from {human_duration(before.age_seconds)} to {human_duration(after.age_seconds)}); "
             "take both snapshots from the same mount"
         )
     if interval_seconds is None:
@@ -99,7 +100,7 @@ def diff_mount(before: NfsMount, after: NfsMount, interval_seconds: float | None
         interval_seconds = float(after.age_seconds - before.age_seconds)
     if interval_seconds <= 0:
         raise MountstatsError(
-            f"{where}: the snapshots are {interval_seconds:g} s apart; take them at least 1 s apart "
+            f"{where}: the snapshots are {human_duration(interval_seconds)} apart; take them at least 1 s apart "
             "or pass --interval-seconds"
         )
     if len(before.transports) != len(after.transports):
@@ -128,7 +129,7 @@ def lifetime_delta(mount: NfsMount) -> MountDelta:
     """One snapshot: everything since mount, over `age:` seconds."""
     if not mount.age_seconds:
         raise MountstatsError(
-            f"{mount.device} on {mount.mountpoint}: age is {mount.age_seconds!r} s, so rates since mount are "
+            f"{mount.device} on {mount.mountpoint}: age is {human_duration(mount.age_seconds)}, so rates since mount are "
             "undefined; give an earlier snapshot (--before)"
         )
     return MountDelta(

@@ -10,6 +10,7 @@ import argparse
 import json
 from typing import Any
 
+from remedy.domain.durations import minutes as in_minutes
 from remedy.errors import RemedyError
 from remedy.textinput import printable, read_input_file
 
@@ -92,7 +93,7 @@ def _triage_choice(info: dict[str, Any], config: str | None) -> dict[str, Any] |
     with_spare, without = picks[True], picks[False]
 
     def minutes(choice, option: str) -> str:
-        return next(f"{c.downtime_minutes:.1f} min" for c in choice.costs if c.option.value == option)
+        return next(in_minutes(c.downtime_minutes) for c in choice.costs if c.option.value == option)
 
     fix = {"reboot": "reboots the node", "reset-gpu": "resets the GPU"}[info["path"]]
     if with_spare.option.value == "replace":

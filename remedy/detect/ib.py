@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from remedy.detect.signals import Signal, SignalKind
+from remedy.domain.durations import human_duration
 from remedy.settings.signals import SignalThresholds
 
 
@@ -164,7 +165,7 @@ class IbDowntimeTracker:
         return [Signal(
             node=node, kind=SignalKind.IB_PORT_DOWN, value=round(length, 6), at=_as_datetime(now),
             labels={"port": port, "rule": "ib-single-outage"}, source="ib-tracker",
-            raw=f"{port} down since {_as_datetime(p.down_since).isoformat()} ({length:.1f} s)",
+            raw=f"{port} down since {_as_datetime(p.down_since).isoformat()} ({human_duration(length)})",
         )]
 
     def _check_cumulative(self, node: str, port: str, p: _Port, now: float) -> list[Signal]:
@@ -187,7 +188,7 @@ class IbDowntimeTracker:
         return [Signal(
             node=node, kind=SignalKind.IB_DOWNTIME, value=round(total, 6), at=_as_datetime(now),
             labels={"port": port, "rule": "ib-cumulative-downtime", "outages": str(n)}, source="ib-tracker",
-            raw=f"{port}: {total:.1f} s down in {n} outage(s) within {self.t.ib_window_seconds:.0f} s",
+            raw=f"{port}: {human_duration(total)} down in {n} outage(s) within {human_duration(self.t.ib_window_seconds)}",
         )]
 
     def _prune(self, p: _Port, now: float) -> None:

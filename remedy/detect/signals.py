@@ -12,6 +12,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from remedy.domain.durations import human_duration
 from remedy.domain.xid import NVLINK5_XIDS, RemediationPath, lookup, nvlink5_subcode_path, recovery_action_path
 from remedy.settings.signals import SignalThresholds
 
@@ -260,14 +261,14 @@ def _throttle(s: Signal, t: SignalThresholds, n: int) -> Verdict:
     what = s.kind.value
     if s.value is not None and s.value >= t.throttle_replace_seconds:
         return Verdict(RemediationPath.REPLACE, Severity.CRITICAL, f"{what}-persistent",
-                       f"{what} on {_where(s)} for {s.value:.0f} s (>= {t.throttle_replace_seconds:.0f} s): "
+                       f"{what} on {_where(s)} for {human_duration(s.value)} (>= {human_duration(t.throttle_replace_seconds)}): "
                        "fail-slow node drags every step; replace")
     if s.value is not None and s.value < t.throttle_warn_seconds:
         return Verdict(RemediationPath.WATCH, Severity.INFO, f"{what}-transient",
-                       f"{what} on {_where(s)} for {s.value:.0f} s (< {t.throttle_warn_seconds:.0f} s): keep observing")
-    lasted = "duration unknown" if s.value is None else f"{s.value:.0f} s"
+                       f"{what} on {_where(s)} for {human_duration(s.value)} (< {human_duration(t.throttle_warn_seconds)}): keep observing")
+    lasted = "duration unknown" if s.value is None else human_duration(s.value)
     return Verdict(RemediationPath.WATCH, Severity.WARNING, what,
-                   f"{what} on {_where(s)} ({lasted}): watch; replaced if it persists {t.throttle_replace_seconds:.0f} s")
+                   f"{what} on {_where(s)} ({lasted}): watch; replaced if it persists {human_duration(t.throttle_replace_seconds)}")
 
 
 def _pcie(s: Signal, t: SignalThresholds, n: int) -> Verdict:
@@ -302,9 +303,9 @@ def _ib_port_down(s: Signal, t: SignalThresholds, n: int) -> Verdict:
     port = s.labels.get("port", "")
     if s.value is not None and s.value >= t.ib_single_outage_seconds:
         return Verdict(RemediationPath.RESTART_APP, Severity.CRITICAL, "ib-single-outage",
-                       f"IB port {port} on {s.node} down {s.value:.1f} s (>= {t.ib_single_outage_seconds:.1f} s "
+                       f"IB port {port} on {s.node} down {human_duration(s.value)} (>= {human_duration(t.ib_single_outage_seconds)} "
                        "transport timeout): the run's connections are gone; restart from checkpoint now")
-    lasted = "so far" if s.value is None else f"{s.value:.1f} s"
+    lasted = "so far" if s.value is None else human_duration(s.value)
     return Verdict(RemediationPath.WATCH, Severity.WARNING, "ib-port-down",
                    f"IB port {port} on {s.node} down ({lasted}): one flap is not a fault; cumulative downtime is tracked")
 
@@ -313,11 +314,11 @@ def _ib_downtime(s: Signal, t: SignalThresholds, n: int) -> Verdict:
     port = s.labels.get("port", "")
     if s.value is not None and s.value >= t.ib_cumulative_seconds:
         return Verdict(RemediationPath.REPLACE, Severity.CRITICAL, "ib-cumulative-downtime",
-                       f"IB port {port} on {s.node} down {s.value:.1f} s in total within {t.ib_window_seconds:.0f} s "
-                       f"(>= {t.ib_cumulative_seconds:.1f} s): cumulative downtime, not flap count, kills runs")
-    total = "unknown" if s.value is None else f"{s.value:.1f} s"
+                       f"IB port {port} on {s.node} down {human_duration(s.value)} in total within {human_duration(t.ib_window_seconds)} "
+                       f"(>= {human_duration(t.ib_cumulative_seconds)}): cumulative downtime, not flap count, kills runs")
+    total = "unknown" if s.value is None else human_duration(s.value)
     return Verdict(RemediationPath.WATCH, Severity.WARNING, "ib-downtime-below-budget",
-                   f"IB port {port} on {s.node}: {total} down in the window, below {t.ib_cumulative_seconds:.1f} s")
+                   f"IB port {port} on {s.node}: {total} down in the window, below {human_duration(t.ib_cumulative_seconds)}")
 
 
 def _isolate(s: Signal, t: SignalThresholds, n: int) -> Verdict:
@@ -329,10 +330,10 @@ def _isolate(s: Signal, t: SignalThresholds, n: int) -> Verdict:
 def _not_ready(s: Signal, t: SignalThresholds, n: int) -> Verdict:
     if s.value is not None and s.value >= t.node_not_ready_seconds:
         return Verdict(RemediationPath.REPLACE, Severity.CRITICAL, "node-not-ready-persistent",
-                       f"{s.node} NotReady for {s.value:.0f} s (>= {t.node_not_ready_seconds:.0f} s): replace")
-    lasted = "duration unknown" if s.value is None else f"{s.value:.0f} s"
+                       f"{s.node} NotReady for {human_duration(s.value)} (>= {human_duration(t.node_not_ready_seconds)}): replace")
+    lasted = "duration unknown" if s.value is None else human_duration(s.value)
     return Verdict(RemediationPath.WATCH, Severity.WARNING, "node-not-ready",
-                   f"{s.node} NotReady ({lasted}): replaced after {t.node_not_ready_seconds:.0f} s")
+                   f"{s.node} NotReady ({lasted}): replaced after {human_duration(t.node_not_ready_seconds)}")
 
 
 def _unknown(s: Signal, t: SignalThresholds, n: int) -> Verdict:

@@ -97,9 +97,92 @@ def outcome_of(result: dict | None) -> Outcome | None:
         return None
 
 
+# Why the gate held, as the first half of a sentence ("{node} was held …: <cause>, and <answer>").
+HOLD_CAUSES = {
+    "breaker-tripped": "this failure tripped the {scope} breaker",
+    "breaker-open": "the {scope} breaker is open",
+    "probe-in-flight": "the {scope} breaker is letting one other node through first",
+    "detector-suspect": "more nodes look unhealthy at once than the capacity budget allows, so the detector may be "
+                        "wrong",
+    "capacity-budget": "the capacity budget is spent: taking it out would leave too few nodes serving",
+    "spare-reserve": "taking a spare would go below the spare reserve",
+}
+
+
+def hold_cause(hold: dict | None) -> str:
+    """Why the gate held, from its typed reason and scope ({"skip": "breaker-open", "scope": "rack:rack-3"})."""
+    hold = hold or {}
+    scope = str(hold.get("scope") or "").replace(":", " ").replace("cluster cluster", "cluster")
+    cause = HOLD_CAUSES.get(str(hold.get("skip") or ""))
+    return cause.format(scope=scope or "a") if cause else "the safety gate held it"
+
+
+def answer_clause(approval: dict | None) -> str:
+    """What came of the question a person was asked: "alice denied it", "nobody answered within 1 h" …"""
+    a = approval or {}
+    decision, by = a.get("decision"), a.get("by") or ""
+    if decision == "deny":
+        return f"{by or 'a person'} denied going ahead"
+    if decision == "timeout":
+        reason = str(a.get("reason") or "")
+        return ("nobody answered " + reason.removeprefix("no answer ").removeprefix("no decision ")).strip() \
+            if reason.startswith(("no answer within", "no decision within")) else "nobody answered in time"
+    if decision == "planned":
+        return "a person would have been asked (dry-run)"
+    if decision == "approve":
+        return f"{by or 'a person'} approved, yet the same question came back"
+    return "nobody was asked" if not decision else f"the answer was {decision}"
+
+
+def decision_sentence(result: dict) -> str:
+    """What was decided for the node, and why, in one sentence: the first line of a run's story and the held run's
+    state message. Works for every remediation outcome and for retire-node's statuses."""
+    node = str(result.get("node") or "the node")
+    o, status = outcome_of(result), str(result.get("status") or "")
+    why = _reason(result, node, o)
+    if o is Outcome.HELD:
+        text = f"{node} was held and left as it is: {hold_cause(result.get('hold'))}, and " \
+               f"{answer_clause(result.get('approval'))}"
+    elif o in (Outcome.REPLACED, Outcome.REPLACED_JOB_NOT_FULL):
+        text = f"{node} was replaced by {result.get('replacement') or 'a spare'}" + \
+            ("; the job is not back at full size" if o is Outcome.REPLACED_JOB_NOT_FULL else "")
+    elif o is Outcome.NO_SPARE:
+        text = f"{node} was taken out of service but not replaced: {why or 'no spare could take its place'}"
+    elif o is Outcome.ESCALATED:
+        text = f"{node} needs a person: {why or 'automation could not finish'}"
+    elif o is Outcome.STOPPED_BY_OPERATOR:
+        text = f"{node} was left to the operator: {why or 'their change stands'}"
+    elif o is Outcome.PLANNED:
+        text = f"Dry-run: every step for {node} was planned and recorded, nothing was changed"
+    elif status == "retired":
+        text = f"{node} was retired for good: {result.get('reason') or why}"
+    elif status == "not-retired":
+        text = f"{node} was not retired: {answer_clause(result.get('approval'))}"
+    elif status == "deferred":
+        text = f"{node} was not retired yet: {why}"
+    elif status == "already-retired":
+        text = f"{node} was already retired; nothing was done"
+    else:
+        label = o.label.lower() if o else status.replace("-", " ") or "done"
+        text = f"{node}: {label}" + (f": {why}" if why else "")
+    return text if text.endswith(".") else text + "."  # node names stay lower-case, even first
+
+
+def _reason(result: dict, node: str, o: Outcome | None) -> str:
+    """The first line of the result's `why`, without the label or "hold <node>:" it may repeat."""
+    first = str(result.get("why") or "").strip().splitlines()
+    text = first[0].strip() if first else ""
+    for echo in ("no spare:", f"hold {node}:", f"held {node}:") + ((o.label.lower() + ":",) if o else ()):
+        if text.lower().startswith(echo):
+            text = text[len(echo):].strip()
+    return text.rstrip(".")
+
+
 def one_line(result: dict) -> str:
     """The state message: what happened and why, in one line."""
     o = outcome_of(result)
+    if o is Outcome.HELD:  # a held run's message is the decision, in one sentence
+        return decision_sentence(result)[:300]
     done = o is not None and o.look is RunLook.DONE
     # a finished run's line says what happened; the gate's arithmetic belongs to runs the gate stopped
     why = str(result.get("why") or ("" if done else result.get("reason") or result.get("gate")) or "").splitlines()

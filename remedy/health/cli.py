@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from remedy.cli_args import non_negative_float, positive_int
+from remedy.domain.durations import human_duration
 from remedy.errors import RemedyError
 from remedy.textinput import read_input_file
 
@@ -133,5 +134,5 @@ def _suite(args: argparse.Namespace) -> int:
     else:
         for s in specs:
             flags = " ".join(f for f, on in (("privileged", s.privileged), ("multi-node", s.multi_node)) if on)
-            print(f"{s.id:18} check={s.check:11} timeout={s.timeout_seconds:>6}s {flags:20} {' '.join(s.command)}")
+            print(f"{s.id:18} check={s.check:11} timeout={human_duration(s.timeout_seconds):>7} {flags:20} {' '.join(s.command)}")
     return 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from remedy.domain.durations import human_duration
 from remedy.health.result import CheckOutputError, CheckResult, Judgement, tail
 from remedy.settings.health import FioThresholds, ProbeThresholds, StressThresholds
 
@@ -38,7 +39,7 @@ def check_stress(text: str, t: StressThresholds, probe: ProbeThresholds, *, expe
         raise CheckOutputError(f"stress JSON: duration_s is not a number: {doc.get('duration_s')!r}") from None
     j = Judgement()
     if duration < t.min_duration_seconds:
-        j.fail(f"ran {duration:g} s, less than the {t.min_duration_seconds:g} s minimum")
+        j.fail(f"ran {human_duration(duration)}, less than the {human_duration(t.min_duration_seconds)} minimum")
     if expect_gpus is not None and len(doc["gpus"]) != expect_gpus:
         j.fail(f"{len(doc['gpus'])} GPUs stressed, expected {expect_gpus}")
     per_gpu: dict[str, Any] = {}

@@ -29,6 +29,21 @@ FIO_ARGS = (
 )
 
 
+# The multi-node sweep, one Indexed Job over the group (remedy.health.jobs.check_job), host network: rank 0
+# (JOB_COMPLETION_INDEX 0) runs all_reduce_perf on every GPU of the group through mpirun, which reaches the other
+# ranks' sshd on port 2222 by node name (the nccl-tests image has Open MPI and OpenSSH; the key comes from the
+# operator's Secret mounted at ~/.ssh, docs/operations.md); then it tells them they may exit.
+MULTI_NODE_NCCL_SCRIPT = (
+    'if [ "$JOB_COMPLETION_INDEX" = 0 ]; then '
+    'H=$(echo "$NCCL_GROUP_HOSTS" | sed "s/\\([^,]*\\)/\\1:$GPUS_PER_NODE/g"); '
+    'mpirun --allow-run-as-root -np $((NCCL_GROUP_SIZE * GPUS_PER_NODE)) -H "$H" -mca plm_rsh_args "-p 2222" '
+    'all_reduce_perf -b 8 -e 2G -f 2 -g 1; rc=$?; '
+    'for h in $(echo "$NCCL_GROUP_HOSTS" | tr , " "); do ssh -p 2222 "$h" touch /tmp/remedy-nccl-done; done; '
+    'exit $rc; '
+    'else /usr/sbin/sshd -p 2222 && until [ -f /tmp/remedy-nccl-done ]; do sleep 2; done; fi'
+)
+
+
 class Level(StrEnum):
     QUICK = "quick"
     STANDARD = "standard"
@@ -75,7 +90,7 @@ def suite_for(level: Level | str, settings: HealthCheckSettings | None = None) -
         _dcgm(s.extended_dcgm_level, 4 * 3600 if s.extended_dcgm_level == 4 else 2 * 3600, Level.EXTENDED),
         CheckSpec("stress", "stress", ("gpu-stress", "--seconds", str(s.stress_seconds), "--json"),
                   s.stress_seconds + 600, privileged=False, level=Level.EXTENDED),
-        CheckSpec("nccl-multi-node", "nccl", ("all_reduce_perf", "-b", "8", "-e", "2G", "-f", "2", "-g", "1"),
+        CheckSpec("nccl-multi-node", "nccl", ("bash", "-c", MULTI_NODE_NCCL_SCRIPT),
                   1800, privileged=False, multi_node=True, level=Level.EXTENDED),
     ]
     return {Level.QUICK: quick, Level.STANDARD: quick + standard, Level.EXTENDED: quick + standard + extended}[level]

@@ -21,7 +21,7 @@ from remedy.ledger.convert import (
     require_text,
 )
 from remedy.ledger.errors import IdempotentReplay, LedgerConflict, RecordNotFound
-from remedy.ledger.records import ActionRecord, ApprovalRecord, BreakerEventRecord
+from remedy.ledger.records import ActionRecord, ApprovalRecord, BreakerEventRecord, Fence
 
 BREAKER_SCOPES = ("cluster", "rack", "switch", "pdu")
 # Recorded already over (a gate's refusal is one SKIPPED row): finished when started unless told otherwise.
@@ -31,10 +31,11 @@ DECISIONS = ("approve", "deny", "timeout")
 
 class ActionsMixin(LedgerBase):
     # --- actions -------------------------------------------------------------------------------------------
-    def start_action(self, action: Action) -> tuple[ActionRecord, bool]:
+    def start_action(self, action: Action, *, fence: Fence | None = None) -> tuple[ActionRecord, bool]:
         """Record an action as it starts. A known idempotency key returns (existing, False) and writes nothing.
 
         An action started as succeeded/failed/skipped (e.g. a gate's refusal) is finished at its start time.
+        `fence`: the writing run must still hold the action's incident (LeaseLost otherwise; see LedgerBase._fenced).
         """
         require_text(action.kind, "action kind")
         require_text(action.node, "action node")
@@ -55,6 +56,7 @@ class ActionsMixin(LedgerBase):
         }
         try:
             with self._write() as conn:
+                self._fenced(conn, action.incident_id, fence, action.started_at)
                 if key is not None and (existing := self._action_by_key(conn, key, action)):
                     return existing, False
                 if action.incident_id is not None:
@@ -204,13 +206,14 @@ class ActionsMixin(LedgerBase):
     # --- approvals -----------------------------------------------------------------------------------------
     def request_approval(
         self, *, incident_id: int | None, flow_run_id: str, kind: str, slack_ts: str | None = None,
-        at: datetime | None = None,
+        at: datetime | None = None, fence: Fence | None = None,
     ) -> ApprovalRecord:
         require_text(flow_run_id, "flow_run_id")
         require_text(kind, "approval kind")
         values = {"incident_id": incident_id, "flow_run_id": flow_run_id, "kind": kind,
                   "requested_at": self._now(at), "reason": "", "slack_ts": slack_ts}
         with self._write() as conn:
+            self._fenced(conn, incident_id, fence, values["requested_at"])
             if incident_id is not None:
                 self._require_incident(conn, incident_id)
             new_id = conn.execute(schema.approvals.insert().values(**values)).inserted_primary_key[0]

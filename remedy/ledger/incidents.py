@@ -13,7 +13,7 @@ from remedy.ledger import schema
 from remedy.ledger.base import LedgerBase
 from remedy.ledger.convert import as_enum, incident_record, require_aware, require_choice, require_text
 from remedy.ledger.errors import RecordNotFound
-from remedy.ledger.records import IncidentRecord
+from remedy.ledger.records import Fence, IncidentRecord
 
 SEVERITIES = ("critical", "warning")
 
@@ -160,8 +160,13 @@ class IncidentsMixin(LedgerBase):
         detail: str = "",
         flow_run_id: str | None = None,
         at: datetime | None = None,
+        fence: Fence | None = None,
     ) -> IncidentRecord:
-        """Set status (resolved stamps resolved_at; any other status clears it). Empty detail keeps the old one."""
+        """Set status (resolved stamps resolved_at; any other status clears it). Empty detail keeps the old one.
+
+        `fence` (a run speaking for the incident it holds): refused with LeaseLost unless that run (or a run that
+        started it) still holds the incident; the holder is kept, or becomes `fence.run` if nobody held it, so a
+        subflow never writes its own id over its parent's claim."""
         status = as_enum(IncidentStatus, status, "incident status")
         at = self._now(at)
         values: dict = {"status": status.value, "resolved_at": at if status is IncidentStatus.RESOLVED else None}
@@ -170,7 +175,10 @@ class IncidentsMixin(LedgerBase):
         if flow_run_id is not None:
             values["flow_run_id"] = flow_run_id
         with self._write() as conn:
-            self._incident(conn, incident_id)
+            self._fenced(conn, incident_id, fence, at)
+            current = self._incident(conn, incident_id)
+            if fence is not None:
+                values["flow_run_id"] = current.flow_run_id or fence.run
             conn.execute(update(schema.incidents).where(schema.incidents.c.id == incident_id).values(**values))
             return self._incident(conn, incident_id)
 

@@ -152,6 +152,21 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class Fence:
+    """Who writes, for the check every acting write makes inside its own transaction (`LedgerBase._fenced`): the
+    write goes through only while the incident is held by one of `holders` (this run and the runs that started it:
+    a subflow acts under its triage parent's claim), or by nobody, and while `run`'s own lease, if it has one, is
+    live. A run that stalled past its lease and was taken over (or re-announced) is refused at its next write."""
+
+    run: str
+    holders: frozenset[str]
+
+    @classmethod
+    def of(cls, run: str, *ancestors: str) -> "Fence":
+        return cls(run, frozenset({run, *(a for a in ancestors if a)}))
+
+
+@dataclass(frozen=True)
 class HistoryEntry:
     """One line of a node's audit trail; `record` is the full transition / action / validation."""
 

@@ -152,6 +152,9 @@ actions = Table(
     Column("idempotency_key", String, nullable=True, unique=True),
     Index(None, "node"),
     Index(None, "incident_id"),
+    # the gate's bounded reads (remedy.ledger.recent): one kind over a time range; one kind and outcome per node
+    Index(None, "kind", "started_at"),
+    Index(None, "kind", "node", "outcome", "started_at"),
 )
 
 validations = Table(

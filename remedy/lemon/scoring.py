@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from remedy.domain.durations import days, human_duration
 from remedy.lemon.attribution import NODE_ATTRIBUTABLE, RESENT, CountingRule, failed_checks
 from remedy.lemon.follow import follow_gpus
 from remedy.lemon.poisson import poisson_sf
@@ -258,7 +259,7 @@ def _score_node(
         cyc_ev += [
             _incident_evidence(fail),
             Evidence(ok.time, "validation", f"passed {ok.check or 'validation'}", ok.ref),
-            Evidence(again.time, "incident", f"failed again {(again.time - ok.time).total_seconds() / 86400:.1f} d later: "
+            Evidence(again.time, "incident", f"failed again {human_duration(again.time - ok.time)} later: "
                      f"{_incident_text(again)}", again.ref),
         ]
     recurrence = Signal(
@@ -266,7 +267,7 @@ def _score_node(
         len(cycles) >= s.recurrence_min_cycles,
         len(cycles),
         s.recurrence_min_cycles,
-        f"{len(cycles)} fail → pass → fail cycle(s) within {s.recurrence_gap_days:g} d",
+        f"{len(cycles)} fail → pass → fail cycle(s) within {days(s.recurrence_gap_days)}",
         tuple(dict.fromkeys(cyc_ev)),
     )
 

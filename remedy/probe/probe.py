@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+from remedy.domain.durations import human_duration
 from remedy.health.result import Verdict, same_gpu_model
 from remedy.probe.nvml import init_cause, load
 from remedy.probe.report import ExpectedNode, ProbeReport, ProbeUnavailable
@@ -292,7 +293,7 @@ def _listen_for_xids(nvml: Any, report: ProbeReport, handles: dict[int, Any], wa
         except nvml.NVMLError:
             pass
     for x in report.xids:
-        report.add(f"GPU {x['gpu']}", "xid-event", Verdict.FAIL, x["xid"], f"no critical XID in {wait:g} s",
+        report.add(f"GPU {x['gpu']}", "xid-event", Verdict.FAIL, x["xid"], f"no critical XID in {human_duration(wait)}",
                    f"XID {x['xid']} raised while probing")
     if not report.xids:
-        report.add("node", "xid-events", Verdict.PASS, 0, f"no critical XID in {wait:g} s")
+        report.add("node", "xid-events", Verdict.PASS, 0, f"no critical XID in {human_duration(wait)}")

@@ -3,6 +3,7 @@ values and checked against the code they must match.
 
     remedy deploy render --values my-values.yaml --config prod.yaml --out out/   # everything an install needs
     remedy deploy job replace-node                                            # the Job a flow run would get
+    remedy deploy checks --level extended                                     # the health-check Jobs, for review
     remedy deploy rbac                                                        # permissions the adapter uses
     remedy deploy sync                                                        # refresh the committed defaults
 
@@ -101,6 +102,26 @@ def render_manifests(values: Values, config: str | Path | None = None) -> list[d
     return docs
 
 
+EXAMPLE_NODE, EXAMPLE_GROUP = "NODE", ("NODE-A", "NODE-B")
+
+
+def health_check_jobs(config: str | Path | None = None, level: str = "extended") -> list[dict]:
+    """The Jobs a burn-in at `level` creates, for review before an install: each check's image, command, GPU
+    request, node affinity and tolerations exactly as the flows render them (templates/node-job.yaml.j2), on an
+    example node NODE (the multi-node sweep on the group NODE-A, NODE-B). Not applied: the flows create them."""
+    from remedy.adapters.kubernetes import render_node_job
+    from remedy.health import suite_for
+    from remedy.health.jobs import check_job
+
+    _, settings = production_config(config)
+    jobs = []
+    for spec in suite_for(level, settings.health):
+        nodes = list(EXAMPLE_GROUP) if spec.multi_node else [EXAMPLE_NODE]
+        name = f"{spec.id}-{'group' if spec.multi_node else 'node'}"
+        jobs.append(render_node_job(check_job(spec, name=name, nodes=nodes, settings=settings.health), settings))
+    return jobs
+
+
 def alertmanager_snippet(values: Values) -> str:
     url = f"http://gpu-remedy-receiver.{values.namespace}.svc:{values.receiver_port}/v1/alerts/alertmanager"
     return (K8S_TEMPLATES.parent / "alertmanager-receiver.yaml").read_text().replace("{{ receiver_url }}", url)
@@ -128,6 +149,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     common(j)
     j.add_argument("deployment")
     j.set_defaults(func=_job)
+    c = dsub.add_parser("checks", help="the health-check Jobs a burn-in creates (images, GPUs, affinity), for review")
+    c.add_argument("--level", default="extended", choices=["quick", "standard", "extended"])
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=_checks)
     b = dsub.add_parser("rbac", help="permissions the Kubernetes adapter uses, derived from its code")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=_rbac)
@@ -144,9 +169,12 @@ def _render(args: argparse.Namespace) -> int:
         return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    config = args.config or os.environ.get("REMEDY_CONFIG")
     files = {"gpu-remedy.yaml": dump_all(docs), "alertmanager-receiver.yaml": alertmanager_snippet(values),
              "base-job-template.json": json.dumps(base_job_template(values), indent=2) + "\n",
-             "prefect.yaml": prefect_yaml(values)}
+             "prefect.yaml": prefect_yaml(values),
+             # for review, not for kubectl apply: the flows create these Jobs on the nodes they validate
+             "health-check-jobs.yaml": dump_all(health_check_jobs(config))}
     for name, text in files.items():
         (out / name).write_text(text)
     summary = {"out": str(out), "files": sorted(files), "objects": [f"{d['kind']}/{d['metadata']['name']}" for d in docs]}
@@ -162,6 +190,12 @@ def _job(args: argparse.Namespace) -> int:
     manifest = render_flow_run_job(base_job_template(values), env={"PREFECT_API_URL": _api_url(values)},
                                    job_variables={"name": spec.name})
     print(json.dumps(manifest, indent=2) if args.json else yaml.safe_dump(manifest, sort_keys=False), end="")
+    return 0
+
+
+def _checks(args: argparse.Namespace) -> int:
+    jobs = health_check_jobs(args.config or os.environ.get("REMEDY_CONFIG"), args.level)
+    print(json.dumps(jobs, indent=2) if args.json else dump_all(jobs), end="")
     return 0
 
 

@@ -1,5 +1,8 @@
-"""RBAC derived from the code: every `self.core.*` / `self.batch.*` the Kubernetes adapter touches, mapped to
-(apiGroup, resource, verb), compared with what the rendered (Cluster)Roles grant to the service account."""
+"""RBAC derived from the code: every `self.core.*` / `self.batch.*` the Kubernetes adapter touches (and
+`self.cluster.core.*` / `self.cluster.batch.*` in its workload port, remedy/adapters/workloads.py), mapped to
+(apiGroup, resource, verb), compared with what the rendered (Cluster)Roles grant to the service account.
+CustomObjectsApi calls (`self.cluster.custom.*`) name their resource in arguments, so the port declares the
+custom resources it touches (`CRD_RBAC`) and each verb it calls must be declared there."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from remedy.errors import RemedyError
-from remedy.production.values import ADAPTER_SOURCE
+from remedy.production.values import ADAPTER_SOURCE, WORKLOADS_SOURCE
 
 class Permission(NamedTuple):
     api_group: str
@@ -40,20 +43,47 @@ def permission_for(client: str, method: str) -> Permission:
     return Permission(CLIENT_GROUPS[client], f"{plural}/{sub}" if sub else plural, verb)
 
 
-def client_calls(source: str | Path = ADAPTER_SOURCE) -> dict[tuple[str, str], list[int]]:
-    """Every `self.core.X` / `self.batch.X` the adapter touches (called or passed to `_call`) → source lines."""
-    tree = ast.parse(Path(source).read_text())
+CUSTOM = "custom"  # KubernetesCluster.custom: CustomObjectsApi
+
+
+def _is_self(node: ast.AST) -> bool:
+    """`self` or `self.cluster` (the workload port reaches the clients through its KubernetesCluster)."""
+    return (isinstance(node, ast.Name) and node.id == "self") or (
+        isinstance(node, ast.Attribute) and node.attr == "cluster" and isinstance(node.value, ast.Name)
+        and node.value.id == "self")
+
+
+def client_calls(source: str | Path = ADAPTER_SOURCE, *, port: str | Path | None = WORKLOADS_SOURCE
+                 ) -> dict[tuple[str, str], list[int]]:
+    """Every `self.core.X` / `self.batch.X` / `self.custom.X` the adapter touches (called or passed to `_call`),
+    in `source` and in the workload port → source lines."""
     found: dict[tuple[str, str], list[int]] = {}
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
-                and isinstance(node.value.value, ast.Name) and node.value.value.id == "self"
-                and node.value.attr in CLIENT_GROUPS):
-            found.setdefault((node.value.attr, node.attr), []).append(node.lineno)
+    for path in [source] + ([port] if port else []):
+        for node in ast.walk(ast.parse(Path(path).read_text())):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+                    and _is_self(node.value.value) and node.value.attr in (*CLIENT_GROUPS, CUSTOM)):
+                found.setdefault((node.value.attr, node.attr), []).append(node.lineno)
     return found
 
 
+def crd_permissions(port: str | Path = WORKLOADS_SOURCE) -> set[Permission]:
+    """The port's CRD_RBAC literal ((apiGroup, resource, verb), ...), read without importing it."""
+    for node in ast.parse(Path(port).read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "CRD_RBAC" for t in node.targets):
+            return {Permission(*p) for p in ast.literal_eval(node.value)}
+    raise RemedyError(f"{port}: no CRD_RBAC constant")
+
+
 def adapter_permissions(source: str | Path = ADAPTER_SOURCE) -> set[Permission]:
-    return {permission_for(client, method) for client, method in client_calls(source)}
+    calls = client_calls(source)
+    out = {permission_for(client, method) for client, method in calls if client != CUSTOM}
+    used = {next((v for prefix, v in (("get_", "get"), *_VERBS) if m.startswith(prefix)), m)
+            for c, m in calls if c == CUSTOM}
+    declared = crd_permissions()
+    if used - {p.verb for p in declared}:
+        raise ValueError(f"self.cluster.custom calls with verbs {sorted(used - {p.verb for p in declared})} "
+                         "that remedy.adapters.workloads.CRD_RBAC does not declare")
+    return out | {p for p in declared if p.verb in used}
 
 
 def event_namespace(source: str | Path = ADAPTER_SOURCE) -> str:

@@ -18,6 +18,7 @@ DEFAULT_VALUES = ROOT / "deployments" / "k8s" / "values.yaml"
 PREFECT_YAML = ROOT / "deployments" / "prefect.yaml"
 WORK_POOL_TEMPLATE = ROOT / "deployments" / "work-pool" / "base-job-template.json"
 ADAPTER_SOURCE = ROOT / "remedy" / "adapters" / "kubernetes.py"
+WORKLOADS_SOURCE = ROOT / "remedy" / "adapters" / "workloads.py"  # the training-workload port: part of the adapter
 CONFIG_DIR = "/etc/gpu-remedy"
 CONFIG_PATH = f"{CONFIG_DIR}/config.yaml"
 CODE_DIR = "/opt/gpu-remedy"  # where the Containerfile puts the source; flow-run pods start here

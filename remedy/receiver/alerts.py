@@ -26,6 +26,7 @@ from typing import Any
 
 from remedy.detect.alertmanager import AlertPayloadError, parse_alertmanager
 from remedy.detect.signals import Signal, Verdict, classify
+from remedy.domain.durations import human_duration
 from remedy.domain.model import Incident, IncidentStatus, incident_fingerprint, utcnow
 from remedy.ledger.records import IncidentRecord
 from remedy.receiver.outbox import RECEIVER_MARK, touch_resolved
@@ -249,7 +250,7 @@ class AlertIntake:
             else:
                 result.outcomes.append(_rejected(
                     index, s, "node-cap", f"{s.node} already has {len(faults)} distinct faults in the last "
-                    f"{self.limits.node_window_seconds:.0f} s (receiver.limits.max_incidents_per_node): not recorded"))
+                    f"{human_duration(self.limits.node_window_seconds)} (receiver.limits.max_incidents_per_node): not recorded"))
         return kept
 
     def _record(self, group: list[tuple[int, Signal]], now: datetime, result: IntakeResult) -> list[AlertOutcome]:

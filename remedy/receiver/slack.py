@@ -23,6 +23,7 @@ from remedy import runtime
 from remedy.approvals import messages
 from remedy.approvals.decide import decide_and_resume
 from remedy.approvals.model import BadInteraction, Click, is_approver, parse_click
+from remedy.domain.durations import human_duration
 from remedy.receiver.limits import BadJson, BodyTooLarge, loads_bounded, read_body
 
 router = APIRouter()
@@ -111,7 +112,8 @@ def handle_interaction(body: str, headers: dict[str, str], on_gone=None) -> JSON
         return _error(401, f"X-Slack-Request-Timestamp is not a number: {ts[:20]!r}")
     if abs(age) > REPLAY_WINDOW_SECONDS:
         log.warning("slack interaction refused: timestamp %s s old (replay window %d s)", int(age), REPLAY_WINDOW_SECONDS)
-        return _error(401, f"stale X-Slack-Request-Timestamp ({int(age)} s old; the window is 5 minutes)")
+        return _error(401, f"stale X-Slack-Request-Timestamp ({human_duration(int(age))} old; the window is "
+                               f"{human_duration(REPLAY_WINDOW_SECONDS)})")
     # is_valid_request checks the same window again and compares the HMAC in constant time
     if not verifier.is_valid_request(body, {"x-slack-request-timestamp": ts, "x-slack-signature": sig}):
         log.warning("slack interaction refused: bad signature")

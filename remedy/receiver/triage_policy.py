@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from remedy.detect.signals import Signal, SignalKind, Verdict, classify
+from remedy.domain.durations import human_duration
 from remedy.domain.model import IncidentStatus, NodeState
 from remedy.domain.xid import RemediationPath, unsafe_to_run
 from remedy.settings.signals import SignalThresholds
@@ -156,10 +157,10 @@ def decide(incident: dict[str, Any], *, recurrences: int, node_state: str | None
     # 2. A late run (stack was down) acts only if the live node still needs it.
     if stale:
         if live_node is None:
-            return Decision("stop", None, None, f"stale incident ({age:.0f} s old > {max_age_seconds:.0f} s) and the "
+            return Decision("stop", None, None, f"stale incident ({human_duration(age)} old > {human_duration(max_age_seconds)}) and the "
                             f"node {incident['node']} is not in the cluster any more", stale=True, facts=facts)
         if live_node.get("unschedulable") and not resumes:
-            return Decision("stop", None, None, f"stale incident ({age:.0f} s old) and {incident['node']} is already "
+            return Decision("stop", None, None, f"stale incident ({human_duration(age)} old) and {incident['node']} is already "
                             "cordoned: someone acted meanwhile", stale=True, facts=facts)
 
     # 3. One remediation per node at a time: a node already taken out is not remediated again.
@@ -206,7 +207,7 @@ def explain_markdown(incident: dict[str, Any], decision: Decision, outcome: str 
         f"{incident.get('count', 1)} alert(s), severity {incident.get('severity', '')}",
         f"- occurrences of this fault in the lookback: {decision.recurrences}",
         f"- node state in the ledger: {decision.facts.get('node_state') or 'unmanaged'}; "
-        f"age when triaged: {decision.facts.get('age_seconds')} s" + (" (stale)" if decision.stale else ""),
+        f"age when triaged: {human_duration(decision.facts.get('age_seconds'))}" + (" (stale)" if decision.stale else ""),
         "",
         "**Which rule matched**",
     ]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from remedy.config import CapacityBudget
+from remedy.domain.durations import human_duration
 from remedy.errors import RemedyError
 from remedy.safety.scopes import (
     AUTOMATION,
@@ -63,7 +64,7 @@ class InFlight:
 
 
 def human_window(seconds: float) -> str:
-    return f"{seconds / 60:g} min" if seconds >= 120 else f"{seconds:g} s"
+    return human_duration(seconds)
 
 
 def scope_label(key: str) -> str:
@@ -295,11 +296,18 @@ class BreakerBoard:
         outcomes: Iterable[tuple[str, datetime]] = (),
         settings: BreakerSettings | None = None,
         budget: CapacityBudget | None = None,
+        *,
+        in_flight: Iterable[Decision] | None = None,
     ) -> "BreakerBoard":
         """Rebuild from the ledger: every recorded decision and every transition (in recorded order), plus the
-        (node, finished_at) of each remediation outcome. Equals the live board that produced them."""
+        (node, finished_at) of each remediation outcome. Equals the live board that produced them.
+
+        `in_flight`: the acted decisions whose remediation has not ended, when the caller read them directly
+        (remedy.safety.history reads only a window of decisions): they make the in-flight set and may be a
+        half-open scope's probe, but count in no failure window."""
         board = cls(settings, budget)
         decisions = list(decisions)
+        known = None if in_flight is None else list(in_flight)
         for t in transitions:  # states first: closes decide which failures are already forgotten
             board._apply(t)
         acted: dict[str, Decision] = {}
@@ -316,6 +324,10 @@ class BreakerBoard:
         finished: dict[str, datetime] = {}
         for node, at in outcomes:
             finished[node] = max(at, finished.get(node, at))
+        if known is not None:
+            acted = {d.node: d for d in known if d.acted}
+            finished = {}
+            decisions = sorted({(d.node, d.at): d for d in (*decisions, *known)}.values(), key=lambda d: d.at)
         for node, d in acted.items():
             if node not in finished or finished[node] < d.at:
                 board.active[node] = InFlight(d.at, d.failure.needs_spare, d.failure.takes_node_out)

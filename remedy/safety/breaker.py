@@ -135,7 +135,7 @@ def decide(failure: FailureEvent, board: BreakerBoard, fleet: FleetView, now: da
             # nothing to spend, so no reserve question: the failed node is taken out (the budgets above still
             # apply) and the flow's no-spare path decides — preempt lower-priority work with approval, shrink an
             # elastic job, or escalate; never a half-replacement
-            note += f"; no ready spare (after {len(promised)} already promised): the no-spare path decides"
+            note += f"; no validated spare ready (after {len(promised)} already promised): the no-spare path decides"
         elif ready - 1 < reserve and APPROVE_RESERVE not in approved:
             left = f"only {ready} ready spare{'s' if ready != 1 else ''}"
             return hold(

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from remedy.domain.durations import hours, human_duration
 from remedy.domain.xid import RemediationPath, Resolution
 from remedy.safety.scopes import require_aware
 from remedy.settings.safety import LadderSettings
@@ -149,14 +150,14 @@ def next_step(
                 f"({', '.join(k.value for k in ladder)})"
             )
     tried = tuple(a.kind for a in episode)
-    window = f"{settings.recurrence_window_hours:g} h"
+    window = hours(settings.recurrence_window_hours)
 
     if not episode:
         first = ladder[0]
         delay = backoff_schedule(settings)[0] if first is P.RESTART_APP else timedelta(0)
         reason = f"{fault} ({resolution.value}): first fix is {first.value}"
         if delay:
-            reason += f" after {delay.total_seconds() / 60:g} min back-off"
+            reason += f" after {human_duration(delay)} back-off"
         return Step(first, 0, 1, step_timeout(first, settings), now + delay, reason)
 
     last = episode[-1]
@@ -200,7 +201,7 @@ def next_step(
                 done_here + 1,
                 step_timeout(last.kind, settings),
                 ended + delay,
-                f"{last.kind.value} {verb} ({done_here} of {cap}); retry after {delay.total_seconds() / 60:g} min back-off",
+                f"{last.kind.value} {verb} ({done_here} of {cap}); retry after {human_duration(delay)} back-off",
             )
         nxt = rung + 1
         why = f"{last.kind.value} {verb}" + (f" {done_here} times (cap {cap})" if cap > 1 else "")

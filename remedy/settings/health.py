@@ -142,6 +142,47 @@ class FioThresholds(BaseModel):
     )
 
 
+GPU_REMEDY_IMAGE = "ghcr.io/gpu-remedy/gpu-remedy:0.1.0"  # Containerfile: remedy probe, ibstat
+DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04"  # dcgmi, nv-hostengine
+NCCL_TESTS_IMAGE = "ghcr.io/coreweave/nccl-tests:12.8.1-devel-ubuntu22.04-nccl2.26.2-1-0708d2e"  # all_reduce_perf, mpirun
+FIO_IMAGE = "ljishen/fio:3.36"  # fio
+CUDA_BASE_IMAGE = "nvcr.io/nvidia/cuda:12.8.0-base-ubuntu22.04"  # nvidia-smi (injected by the NVIDIA runtime)
+
+
+class CheckRuntime(BaseModel):
+    """How one health check runs as a Job on a real node: its image, its command, the GPUs it is given."""
+
+    image: str = Field(min_length=1, description="Container image that holds the check's tool.")
+    command: list[str] | None = Field(
+        None, description="Command to run instead of the suite's (remedy.health.suite_for); None: the suite's.")
+    gpus: int | None = Field(
+        None, ge=0,
+        description="nvidia.com/gpu requested (and limited) per pod; None: every GPU of the node (gpus_per_node). "
+        "A check that exercises GPUs (dcgmi diag, NCCL, stress) needs them allocated: without a request the "
+        "device plugin gives the container none and the tool finds no GPU.")
+    see_all_gpus: bool = Field(
+        False,
+        description="Request no GPU but set NVIDIA_VISIBLE_DEVICES=all, so the NVIDIA runtime shows every GPU read-only "
+        "(as dcgm-exporter does): for observers such as the NVML probe, which must also run beside a training job "
+        "that holds the GPUs.")
+
+
+def default_check_runtimes() -> dict[str, CheckRuntime]:
+    """The documented default image set (docs/operations.md, "Health-check images")."""
+    return {
+        "nvml-probe": CheckRuntime(image=GPU_REMEDY_IMAGE, gpus=0, see_all_gpus=True),
+        "dcgm-diag": CheckRuntime(image=DCGM_IMAGE),
+        "nccl": CheckRuntime(image=NCCL_TESTS_IMAGE),
+        "stress": CheckRuntime(image=GPU_REMEDY_IMAGE),
+        "ib": CheckRuntime(image=GPU_REMEDY_IMAGE, gpus=0),
+        "fio": CheckRuntime(image=FIO_IMAGE, gpus=0),
+        "nvidia-smi": CheckRuntime(image=CUDA_BASE_IMAGE, gpus=0, see_all_gpus=True),
+    }
+
+
+GPU_CHECKS = frozenset({"dcgm-diag", "nccl", "stress"})  # checks that need GPUs allocated to run at all
+
+
 class HealthCheckSettings(BaseModel):
     """Burn-in and spare health-check criteria (issue 5)."""
 
@@ -169,11 +210,35 @@ class HealthCheckSettings(BaseModel):
         4, ge=3, le=4, description="dcgmi diag level run by the extended suite (-r 4 includes -r 3's tests, ~1.5 h+)."
     )
     stress_seconds: int = Field(1800, ge=60, description="Duration of the extended suite's GPU stress run.")
+    runtimes: dict[str, CheckRuntime] = Field(
+        default_factory=default_check_runtimes,
+        description="Per check (its remedy.io/check name: nvml-probe, dcgm-diag, nccl, stress, ib, fio, nvidia-smi): "
+        "image, command override and GPUs. Keys given replace the default's entry; the others keep theirs.")
     max_failed_burn_ins: int = Field(
         3, ge=1,
         description="After this many failed burn-ins a node is recorded as a retirement candidate for the lemon "
         "review (seed 000: hardware that fails repeatedly is removed from rotation for good; the count is our assumption).",
     )
+
+    @field_validator("runtimes")
+    @classmethod
+    def _runtimes(cls, v: dict[str, CheckRuntime]) -> dict[str, CheckRuntime]:
+        """Merge over the defaults (a config naming one check keeps the others' images); a GPU check may not go
+        without GPUs — the device plugin would give its container none and the tool would find nothing to test."""
+        merged = default_check_runtimes() | dict(v)
+        for check in GPU_CHECKS:
+            if merged[check].gpus == 0:
+                raise ValueError(f"runtimes.{check}.gpus is 0: {check} needs GPUs allocated (None: all of the node's)")
+        return merged
+
+    def runtime_for(self, check: str) -> CheckRuntime:
+        """How `check` runs; an unknown check (a fix Job such as gpu-reset) runs in the DCGM image without GPUs."""
+        return self.runtimes.get(check) or CheckRuntime(image=DCGM_IMAGE, gpus=0)
+
+    def gpus_for(self, check: str) -> int:
+        """nvidia.com/gpu per pod of `check`."""
+        gpus = self.runtime_for(check).gpus
+        return self.gpus_per_node if gpus is None else gpus
 
     @field_validator("nccl_profiles")
     @classmethod

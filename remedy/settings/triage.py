@@ -32,6 +32,15 @@ class TriageSettings(BaseModel):
             "(seed 002 §4.3.5: stop retrying a recurring XID 79). One week is gpu-remedy's choice."
         ),
     )
+    odds_from_latest: int = Field(
+        500,
+        ge=0,
+        description=(
+            "The odds of each in-place fix (restart, reset, reboot) are learnt from this many of its latest finished "
+            "attempts in the ledger, not the whole history: recent outcomes reflect today's drivers and firmware, and "
+            "triage costs the same at any ledger size."
+        ),
+    )
     dispatcher_poll_seconds: float = Field(
         0.2,
         gt=0,

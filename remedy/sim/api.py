@@ -7,14 +7,13 @@ status, pods/log (follow) and pods/eviction. Writes run the control loop before 
 
 from __future__ import annotations
 
-import base64
 import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
-from remedy.sim import admission, discovery, validation
+from remedy.sim import admission, crds, discovery, paging, validation
 from remedy.sim.cluster import Cluster
 from remedy.sim.controller import BY_POD_GC, delete_pod
 from remedy.sim.disruption import evict
@@ -150,6 +149,7 @@ def _handle(cluster, method, path, query, headers, body, server_address) -> Repl
         return _write(cluster, res, ns or "", name, sub, lambda cur: _json_body(body), dry_run, replace=True)
     if method == "PATCH":
         ctype = headers.get("content-type", "").split(";")[0].strip()
+        crds.check_patch_type(res.kind, ctype)
         patch = _json_body(body) if ctype in PATCH_TYPES else None
         if ctype == "application/strategic-merge-patch+json":
             fn = lambda cur: strategic_merge(cur, patch)  # noqa: E731
@@ -207,34 +207,19 @@ def _list(cluster: Cluster, res, ns, query, accept: str) -> Reply:
         if ns is not None and (node is not None or name is not None):
             entries = [e for e in entries if e.obj["metadata"].get("namespace", "") == ns]
         rv = str(cluster.store.resource_version)
-    chosen = [e for e in entries if labels(e.obj["metadata"].get("labels") or {}) and fields(e.obj)]
-    chosen.sort(key=lambda e: (e.obj["metadata"].get("namespace", ""), e.obj["metadata"]["name"]))
-    start = 0
-    if query.get("continue"):
-        try:
-            after = tuple(json.loads(base64.urlsafe_b64decode(query["continue"].encode())))
-        except Exception:
-            raise ApiError(400, "BadRequest", "continue key is not valid: illegal base64 data") from None
-        while start < len(chosen) and (chosen[start].obj["metadata"].get("namespace", ""),
-                                       chosen[start].obj["metadata"]["name"]) <= after:
-            start += 1
-    cont, remaining = "", 0
-    try:
-        limit = int(query.get("limit") or 0)
-    except ValueError:
-        raise bad_request(f"limit must be an integer, got {query.get('limit')!r}") from None
-    end = len(chosen)
-    if limit > 0 and start + limit < len(chosen):
-        end = start + limit
-        last = chosen[end - 1].obj["metadata"]
-        cont = base64.urlsafe_b64encode(json.dumps([last.get("namespace", ""), last["name"]]).encode()).decode()
-        remaining = len(chosen) - end
-    page = chosen[start:end]
+    selected = bool(query.get("labelSelector") or query.get("fieldSelector"))
+    page, cont, remaining, rv = paging.page(
+        entries, lambda e: paging.storage_key(e.obj),
+        lambda e: labels(e.obj["metadata"].get("labels") or {}) and fields(e.obj), query, int(rv),
+        cluster.store.compacted, selected)
+    rv = str(rv)
     if "as=Table" in accept:
         return ok(table(res.kind, [e.obj for e in page], rv, cont, query.get("includeObject", "Metadata")))
     meta = {"resourceVersion": rv}
     if cont:
-        meta["continue"], meta["remainingItemCount"] = cont, remaining
+        meta["continue"] = cont
+    if remaining is not None:
+        meta["remainingItemCount"] = remaining
     head = dumps({"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": meta})
     body = head[:-1] + b',"items":[' + b",".join(e.raw() for e in page) + b"]}"
     return Reply(200, body)
@@ -311,6 +296,7 @@ def _write(cluster: Cluster, res, ns: str, name: str, sub: str | None, compute, 
                 new["status"] = deep_copy(current.get("status", {}))
         if res.kind == "Job" and new.get("spec") != current.get("spec"):
             _check_job_update(current, new)
+        crds.check_update(cluster, res.kind, current, new)
         if new.get("spec") != current.get("spec") and "generation" in current["metadata"]:
             new["metadata"]["generation"] = int(current["metadata"]["generation"]) + 1
         validation.validate(res.kind, new)
@@ -385,6 +371,8 @@ def _delete(cluster: Cluster, res, ns: str, name: str, query, body: bytes, dry_r
         elif res.kind == "Node":  # PodGC: the node's pods go at once, marked as disrupted
             for pod in cluster.index.on_node(name):
                 delete_pod(cluster, pod["metadata"]["namespace"], pod["metadata"]["name"], 0, disruption=BY_POD_GC)
+        elif res.kind in crds.KINDS:  # custom resources: background garbage collection of what they own
+            crds.collect(cluster, current, grace)
         elif res.kind == "Namespace":
             for kind in cluster.store.kinds():
                 for obj in cluster.store.objects(kind, name):

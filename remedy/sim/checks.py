@@ -273,11 +273,12 @@ def run_dcgm_diag(node: str, health: NodeHealth, job: dict, cluster: Any) -> Run
 
 
 def run_nccl(node: str, health: NodeHealth, job: dict, cluster: Any) -> RunResult:
+    from remedy.sim.jobs import job_nodes
+
     args = job_args(job)
-    selector = job.get("spec", {}).get("template", {}).get("spec", {}).get("nodeSelector") or {}
-    # A selector matching several nodes is a multi-node group run (the simulator gives each node a pod);
-    # every pod reports the whole group's sweep, paced by its slowest member.
-    peers = cluster.nodes_matching(selector) if selector and cluster is not None else []
+    # A Job spread over several nodes (an Indexed Job, one pod per node by anti-affinity) is a multi-node group
+    # run: every pod reports the whole group's sweep, paced by its slowest member.
+    peers = job_nodes(cluster, job) if cluster is not None else []
     peers = peers if node in peers else [node]
     healths = [health if p == node else cluster.health_of(p) for p in peers]
     code, out = nccl_output(healths, gpus_per_node=len(health.gpus) or 8,

@@ -32,6 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="real seconds per simulated second (0.01 = 100x faster grace periods and jobs; "
                             "default 1, or the saved state's)")
     serve.add_argument("--seed", type=non_negative_int, default=0)
+    serve.add_argument("--workload", choices=("Job", "JobSet", "PyTorchJob"), default="Job",
+                       help="the training workload's kind (default Job; pair with workload.kind in the config)")
     serve.add_argument("--state", help="load this saved state instead of building a fresh cluster")
     serve.add_argument("--alert-url", type=http_url, help="POST Alertmanager v4 webhooks for injected faults here")
     serve.add_argument("--alert-token", help="bearer token for --alert-url")
@@ -112,7 +114,8 @@ def cmd_serve(args) -> int:
             cluster = build_cluster(nodes=args.nodes, spares=args.spares, sessions=args.sessions,
                                     gpus_per_node=args.gpus_per_node,
                                     racks=args.racks, nodes_per_rack=args.nodes_per_rack, time_scale=scale,
-                                    seed=args.seed, alert_url=args.alert_url, alert_token=args.alert_token)
+                                    seed=args.seed, alert_url=args.alert_url, alert_token=args.alert_token,
+                                    workload=args.workload)
     except ValueError as exc:
         raise RemedyError(str(exc)) from None
     server = SimServer(cluster, port=args.port).start()

@@ -12,6 +12,7 @@ import json
 import threading
 import time
 import uuid
+from typing import Any
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,8 +84,14 @@ class Cluster:
         # True: deleted pods count toward backoffLimit as on a real cluster; False: only pods that end Failed while
         # present count (the simulator before issue 18, for tests that want the lenient controller)
         self.count_deleted_pods = True
+        # The Job controller's pod-failure back-off (remedy.sim.jobs.pod_failure_backoff): no new pod for a Job until
+        # 10 s x 2^(n-1) (max 10 min, simulated seconds) after its latest failure; False replaces at once
+        self.pod_failure_backoff = True
+        self.job_backoff: dict[str, tuple[int, float]] = {}  # Job uid -> (failures since last success, when: monotonic)
+        self.job_backoff_wake: set[str] = set()  # Job uids with a timer set for the end of their back-off
         self._pod_ips = itertools.count(1)
         self.booted = time.monotonic()
+        self.nfs_counters: dict[str, Any] = {}  # node -> its NFS mount's counters (remedy.sim.nfs)
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
         self._wake = threading.Condition(self.lock)
@@ -93,6 +100,7 @@ class Cluster:
         self._reconciling = False
         self._again: set[str] | None = None
         self.throttle: Throttle | None = None  # API throttling (429 + Retry-After under load); off by default
+        self.jobset_elastic = False  # True: JobSet replicas may change (elastic JobSets, KEP-463); remedy.sim.crds
 
     # -- time --
     def scaled(self, seconds: float) -> float:
@@ -368,12 +376,14 @@ def build_cluster(
     sessions: int = 0,
     gpu_taint: bool = False,
     throttle: Throttle | None = None,
+    workload: str = "Job",
 ) -> Cluster:
     """A GPU cluster of `nodes` nodes in total (seed 002: 63 B200 nodes, 60 of them training), of which
     `spares` are warm spares, with its workloads; `sessions` of the training pool's nodes run one low-priority
     single-node interactive session each instead of the training job (parallelism = nodes - spares - sessions).
     `gpu_taint` puts the provider's nvidia.com/gpu=present:NoSchedule taint on every GPU node, as GKE does.
     `throttle` turns on API throttling (remedy.sim.throttle): 429 with Retry-After beyond its rate.
+    `workload`: the training workload's kind, "Job" (batch/v1), "JobSet" or "PyTorchJob" (remedy.sim.crds).
     See remedy/sim/objects.py for the exact objects."""
     from remedy.sim.objects import populate
 
@@ -391,8 +401,12 @@ def build_cluster(
         raise ValueError(f"sessions must be between 0 and nodes-spares ({nodes - spares}), got {sessions}")
     cluster = Cluster(time_scale=time_scale, seed=seed, alert_url=alert_url, alert_token=alert_token)
     populate(cluster, nodes=nodes, spares=spares, gpus_per_node=gpus_per_node, racks=racks,
-             nodes_per_rack=nodes_per_rack, prefix=prefix, training_job=training_job, sessions=sessions,
-             gpu_taint=gpu_taint)
+             nodes_per_rack=nodes_per_rack, prefix=prefix, training_job=training_job and workload == "Job",
+             sessions=sessions, gpu_taint=gpu_taint)
+    if training_job and workload != "Job":
+        from remedy.sim.crds import add_training_workload
+
+        add_training_workload(cluster, workload, nodes - spares - sessions)
     cluster.reconcile()
     cluster.throttle = throttle
     return cluster

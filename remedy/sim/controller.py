@@ -9,11 +9,12 @@ controller (pods per Job, status counts, backoff). Pods a controller owns are fo
 from __future__ import annotations
 
 import time
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
 from remedy.sim.index import gpu_request
 from remedy.sim.objects import owner_ref, random_suffix
-from remedy.sim.store import deep_copy, now_iso
+from remedy.sim.store import deep_copy, now_iso, parse_iso
 
 if TYPE_CHECKING:
     from remedy.sim.cluster import Cluster
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 UNREACHABLE = "node.kubernetes.io/unreachable"
 NOT_READY = "node.kubernetes.io/not-ready"
 UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"  # non-graceful node shutdown: PodGC force-deletes
 CONTROLLER_TAINTS = (UNREACHABLE, UNSCHEDULABLE)
 DEFAULT_TOLERATION_SECONDS = 300  # the DefaultTolerationSeconds admission plugin's value
 HOSTNAME = "kubernetes.io/hostname"
@@ -75,12 +77,96 @@ def tolerates(tolerations: list[dict], taint: dict) -> dict | None:
     return None
 
 
+def _node_selector_requirement(expr: dict, labels: dict) -> bool:
+    """One NodeSelectorRequirement (k8s.io/component-helpers/scheduling/corev1/nodeaffinity): In, NotIn, Exists,
+    DoesNotExist, Gt, Lt."""
+    key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+    if op == "In":
+        return key in labels and labels[key] in values
+    if op == "NotIn":
+        return labels.get(key) not in values
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    if op in ("Gt", "Lt") and key in labels and values:
+        try:
+            have, want = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return have > want if op == "Gt" else have < want
+    return False
+
+
+def matches_node_affinity(spec: dict, labels: dict) -> bool:
+    """requiredDuringSchedulingIgnoredDuringExecution: the terms are ORed, each term's expressions ANDed; no
+    required affinity matches every node."""
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution")
+    if not required:
+        return True
+    return any(all(_node_selector_requirement(e, labels) for e in term.get("matchExpressions") or [])
+               and not term.get("matchFields")
+               or (term.get("matchFields") and all(_node_selector_requirement(
+                   e, {"metadata.name": labels.get(HOSTNAME, "")}) for e in term["matchFields"]))
+               for term in required.get("nodeSelectorTerms") or [])
+
+
+def affinity_hosts(spec: dict) -> list[str] | None:
+    """The hosts a pod is pinned to: nodeSelector kubernetes.io/hostname, or required node affinity whose only
+    term is `kubernetes.io/hostname In [...]` (what gpu-remedy's node Jobs carry); None: not pinned that way.
+    Lets the scheduler look at those nodes only (a 12,500-node cluster is not scanned per check pod)."""
+    pinned = (spec.get("nodeSelector") or {}).get(HOSTNAME)
+    if pinned is not None:
+        return [pinned]
+    terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [])
+    if len(terms) == 1 and not terms[0].get("matchFields"):
+        exprs = terms[0].get("matchExpressions") or []
+        hosts = [e for e in exprs if e.get("key") == HOSTNAME and e.get("operator") == "In"]
+        if hosts:
+            return list(hosts[0].get("values") or [])
+    return None
+
+
+def anti_affinity_conflict(cluster: "Cluster", spec: dict, namespace: str, node: dict) -> bool:
+    """Required pod anti-affinity: does a live pod matching a term's labelSelector (in the pod's namespace unless
+    the term names others) already run in the same topology domain as `node`? (kube-scheduler's
+    InterPodAffinity plugin; only existing pods are weighed, as there.)"""
+    from remedy.sim.selectors import label_match
+
+    terms = ((spec.get("affinity") or {}).get("podAntiAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution") or []
+    if not terms:
+        return False
+    for term in terms:
+        key = term.get("topologyKey") or HOSTNAME
+        domain = (node["metadata"].get("labels") or {}).get(key)
+        if domain is None:
+            continue
+        namespaces = set(term.get("namespaces") or [namespace])
+        if key == HOSTNAME:
+            hosts = [node["metadata"]["name"]]
+        else:
+            hosts = [n["metadata"]["name"] for n in cluster.store.objects("Node")
+                     if (n["metadata"].get("labels") or {}).get(key) == domain]
+        for host in hosts:
+            for pod in cluster.index.on_node(host):
+                if finished(pod) or pod["metadata"].get("namespace") not in namespaces:
+                    continue
+                if label_match(term.get("labelSelector") or {}, pod["metadata"].get("labels") or {}):
+                    return True
+    return False
+
+
 def unschedulable_reason(node: dict, spec: dict, ready: bool) -> str | None:
     """Why a pod with this spec cannot go on `node` (None: it can), as the scheduler words it."""
     labels = node["metadata"].get("labels", {})
     for k, v in (spec.get("nodeSelector") or {}).items():
         if labels.get(k) != v:
             return "didn't match Pod's node affinity/selector"
+    if not matches_node_affinity(spec, labels):
+        return "didn't match Pod's node affinity/selector"
     tolerations = spec.get("tolerations") or []
     if node.get("spec", {}).get("unschedulable") and not tolerates(
             tolerations, {"key": UNSCHEDULABLE, "effect": "NoSchedule"}):
@@ -127,6 +213,9 @@ def reconcile(cluster: "Cluster", nodes: set[str] | None) -> None:
         if dirty or (nodes_changed and not job_done(job)):
             sync_job(cluster, job, dirty)
     index.dirty_owners.clear()
+    from remedy.sim.crds import sync_workloads
+
+    sync_workloads(cluster)  # JobSet, PyTorchJob and Kueue's Workload
     from remedy.sim.disruption import sync_budgets
 
     sync_budgets(cluster)
@@ -222,8 +311,17 @@ def delete_pod(cluster: "Cluster", namespace: str, name: str, grace: int | None 
         return pod  # already going, at least as fast
 
     def change(p: dict) -> None:
-        p["metadata"]["deletionTimestamp"] = now_iso()
-        p["metadata"]["deletionGracePeriodSeconds"] = grace
+        # staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go (BeforeDelete): deletionTimestamp is when the
+        # grace period ends, now + grace; a shorter grace on a pod already terminating moves it back by the
+        # difference, never before now. Simulated seconds: it is when the pod will be gone here.
+        meta, now = p["metadata"], datetime.now(timezone.utc)
+        at = now + timedelta(seconds=cluster.scaled(grace))
+        if meta.get("deletionTimestamp"):
+            at = max(now, parse_iso(meta["deletionTimestamp"]) - timedelta(
+                seconds=cluster.scaled(int(meta.get("deletionGracePeriodSeconds") or 0)))
+                + timedelta(seconds=cluster.scaled(grace)))
+        meta["deletionTimestamp"] = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        meta["deletionGracePeriodSeconds"] = grace
 
     out = store.mutate("Pod", namespace, name, change)
     cluster.deletions[(namespace, name)] = time.monotonic() + cluster.scaled(grace)
@@ -253,14 +351,19 @@ def _remove_pod(cluster: "Cluster", namespace: str, name: str) -> None:
 
 def _finish_deletions(cluster: "Cluster") -> None:
     """Terminating pods go once their grace period is over, but only if their kubelet can confirm it: on a
-    NotReady node they stay Terminating until it is back (or a force delete, grace 0), as on a real cluster."""
+    NotReady node they stay Terminating until it is back, a force delete (grace 0), or — PodGC's gcTerminating
+    (pkg/controller/podgc/gc_controller.go, non-graceful node shutdown) — the node is tainted
+    `node.kubernetes.io/out-of-service`: then they are marked Failed and deleted, as on a real cluster."""
     now = time.monotonic()
     for key, due in list(cluster.deletions.items()):
-        if due > now:
-            continue
         pod = cluster.store.get("Pod", *key)
-        node = (pod or {}).get("spec", {}).get("nodeName")
-        if node and node in cluster.health and cluster.store.get("Node", "", node) and not cluster.node_ready(node):
+        node_name = (pod or {}).get("spec", {}).get("nodeName")
+        node = cluster.store.get("Node", "", node_name) if node_name else None
+        down = bool(node and node_name in cluster.health and not cluster.node_ready(node_name))
+        if down and any(t.get("key") == OUT_OF_SERVICE for t in node.get("spec", {}).get("taints") or []):
+            _remove_pod(cluster, *key)  # PodGC does not wait for the grace period
+            continue
+        if due > now or down:
             continue
         _remove_pod(cluster, *key)
 
@@ -335,7 +438,7 @@ def _pending_status(pod: dict, reasons: dict[str, int], total: int) -> None:
 
 
 def _candidates(cluster: "Cluster", spec: dict, exclude: set[str],
-                cache_key: str | None = None) -> tuple[list[str], dict[str, int], int]:
+                cache_key: str | None = None, namespace: str = "default") -> tuple[list[str], dict[str, int], int]:
     """Nodes a pod with `spec` may go on (sorted, minus `exclude`), and why the others may not.
     With cache_key (a Job uid: all its pods share one spec) each node's verdict is reused until that node
     changes (resourceVersion) or its readiness does, so a drain does not re-judge 2,048 nodes per eviction.
@@ -343,14 +446,15 @@ def _candidates(cluster: "Cluster", spec: dict, exclude: set[str],
     they are checked on every pass against the index's per-node sum of requests."""
     nodes = cluster.store.objects("Node")
     gpus = gpu_request(spec)
-    pinned = (spec.get("nodeSelector") or {}).get(HOSTNAME)
+    pinned = affinity_hosts(spec)
     reasons: dict[str, int] = {}
-    if pinned is not None:  # one node to look at; the rest fail the selector
-        only = cluster.store.get("Node", "", pinned)
-        to_check = [only] if only else []
+    if pinned is not None:  # those nodes to look at; the rest fail the selector
+        to_check = [n for n in (cluster.store.get("Node", "", h) for h in dict.fromkeys(pinned)) if n]
         reasons["didn't match Pod's node affinity/selector"] = len(nodes) - len(to_check)
     else:
         to_check = nodes
+    repels = bool(((spec.get("affinity") or {}).get("podAntiAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"))
     cache = cluster.eligible_cache.setdefault(cache_key, {}) if cache_key else {}
     ok = []
     for node in to_check:
@@ -365,6 +469,8 @@ def _candidates(cluster: "Cluster", spec: dict, exclude: set[str],
                 cache[name] = (rv, ready, why)
         if why is None and gpus and cluster.index.free_gpus(node) < gpus:
             why = INSUFFICIENT_GPU
+        if why is None and repels and anti_affinity_conflict(cluster, spec, namespace, node):
+            why = "didn't match pod anti-affinity rules"
         if why is None and name in exclude:
             why = "already run a pod of this job"
         if why:
@@ -376,7 +482,8 @@ def _candidates(cluster: "Cluster", spec: dict, exclude: set[str],
 
 
 def _schedule_bare_pod(cluster: "Cluster", pod: dict) -> None:
-    ok, reasons, total = _candidates(cluster, pod.get("spec", {}), set())
+    ok, reasons, total = _candidates(cluster, pod.get("spec", {}), set(),
+                                     namespace=pod["metadata"].get("namespace", "default"))
     copy = deep_copy(pod)
     if ok:
         _bind(cluster, copy, ok[0])

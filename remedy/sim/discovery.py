@@ -42,6 +42,10 @@ RESOURCES = (
     Resource("apps", "v1", "daemonsets", "DaemonSet", True, ("ds",), ("status",)),
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True),
     Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, ("pc",)),
+    # training-workload CRDs (remedy.sim.crds)
+    Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", True, (), ("status",)),
+    Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob", True, (), ("status",)),
+    Resource("kueue.x-k8s.io", "v1beta1", "workloads", "Workload", True, ("wl",), ("status",)),
 )
 BY_PATH = {(r.group, r.version, r.plural): r for r in RESOURCES}
 BY_KIND = {r.kind: r for r in RESOURCES}

@@ -209,6 +209,11 @@ def _slow_nccl(cluster, node, health, gpu, params):
     return None
 
 
+def _nfs_starved(cluster, node, health, gpu, params):
+    health.nfs_slot_starved = True  # no alert: the daily NFS audit is what finds it
+    return None
+
+
 def _reset_fails(cluster, node, health, gpu, params):
     for g in health.gpus if gpu is None else [_gpu(health, gpu, node)]:
         g.reset_clears = False
@@ -229,7 +234,7 @@ HANDLERS = {
     "xid": _xid, "row-remap-pending": _remap_pending, "row-remap-failure": _remap_failure,
     "correctable-remaps": _correctable, "pcie-degraded": _pcie, "thermal": _thermal, "nvlink-down": _nvlink,
     "ib-port-down": _ib_down, "not-ready": _not_ready, "lemon": _lemon, "divergent": _divergent,
-    "slow-nccl": _slow_nccl, "reset-fails": _reset_fails, "heal": _heal,
+    "slow-nccl": _slow_nccl, "reset-fails": _reset_fails, "nfs-slot-starvation": _nfs_starved, "heal": _heal,
 }
 FAULT_KINDS = tuple(HANDLERS)
 

@@ -67,6 +67,7 @@ class NodeHealth:
     lemon: bool = False  # passes idle checks, fails under real load
     divergent: bool = False  # a training step here produces `loss: nan`
     not_ready: bool = False  # kubelet stopped reporting
+    nfs_slot_starved: bool = False  # checkpoint writes wait for RPC slots (remedy.sim.nfs)
     driver_version: str = "570.124.06"
     vbios_version: str = "97.00.9A.00.0B"
     fio_write_gbps: float = 4.0

@@ -9,6 +9,11 @@ eviction subresource, the taint manager, PodGC) keeps disruptions off the count.
 itself (suspend, scale-down) never count. With a podFailurePolicy a replacement waits until the old pod has ended
 (podReplacementPolicy defaults to Failed).
 
+Every failed pod — counted or ignored by the policy — also delays the Job's next pod: the controller creates none
+until 10 s x 2^(n-1) (at most 10 min) after the latest of the n failures since the last success
+(job_controller.go DefaultJobPodFailureBackOff / MaxJobPodFailureBackOff, backoff_utils.go
+getRemainingTimeForFailuresCount). Simulated seconds: at time_scale 0.01 the first wait is 0.1 s.
+
 Two shapes of Job:
 - the training job (annotation `remedy.io/sim-workload: training`): a gang of `parallelism` pods, one
   per eligible node, that run until deleted; a missing pod is recreated on an eligible node or stays Pending;
@@ -25,10 +30,11 @@ from typing import TYPE_CHECKING
 
 from remedy.sim.cluster import CHECK_LABEL, WORKLOAD_ANNOTATION, PodRun
 from remedy.sim.controller import (
-    HOSTNAME, SIM_NODES, _bind, _candidates, _pending_status, add_default_tolerations,
+    _bind, _candidates, _pending_status, add_default_tolerations,
     add_extended_resource_tolerations, controller_uid, create_generated, delete_pod, finished, new_job_pod, pod_key,
     terminating,
 )
+from remedy.sim.images import kubelet_refusal
 from remedy.sim.runners import RunResult, get_runner, spread_times
 from remedy.sim.store import deep_copy, now_iso
 
@@ -36,6 +42,9 @@ if TYPE_CHECKING:
     from remedy.sim.cluster import Cluster
 
 DEFAULT_BACKOFF_LIMIT = 6  # Kubernetes' default spec.backoffLimit
+# pkg/controller/job/job_controller.go v1.36.2: DefaultJobPodFailureBackOff, MaxJobPodFailureBackOff
+POD_FAILURE_BACKOFF_SECONDS = 10.0
+MAX_POD_FAILURE_BACKOFF_SECONDS = 600.0
 
 
 def is_training(job: dict) -> bool:
@@ -102,6 +111,50 @@ def match_pod_failure_policy(job: dict, pod: dict) -> tuple[bool, str | None]:
     return True, None
 
 
+def pod_failure_backoff(failures: int) -> float:
+    """Seconds the Job controller waits after the latest of `failures` pod failures since the last success before
+    it creates a pod (backoff_utils.go getRemainingTimeForFailuresCount: 10 s doubled per further failure, capped
+    at 10 min; no failure, no wait)."""
+    if failures <= 0:
+        return 0.0
+    return min(POD_FAILURE_BACKOFF_SECONDS * 2 ** min(failures - 1, 16), MAX_POD_FAILURE_BACKOFF_SECONDS)
+
+
+def backoff_remaining(cluster: "Cluster", job: dict) -> float:
+    """Real seconds before the Job controller may create a pod for `job` (0: now)."""
+    record = cluster.job_backoff.get(job["metadata"]["uid"])
+    if not cluster.pod_failure_backoff or record is None:
+        return 0.0
+    failures, last = record
+    return max(0.0, last + cluster.scaled(pod_failure_backoff(failures)) - time.monotonic())
+
+
+def _held_by_backoff(cluster: "Cluster", job: dict) -> bool:
+    """True while the back-off holds new pods; wakes the Job's sync when it is over (enqueueSyncJobWithDelay)."""
+    remaining = backoff_remaining(cluster, job)
+    if remaining <= 0:
+        return False
+    uid = job["metadata"]["uid"]
+    if uid not in cluster.job_backoff_wake:
+        cluster.job_backoff_wake.add(uid)
+
+        def wake() -> None:
+            cluster.job_backoff_wake.discard(uid)
+            cluster.index.dirty_owners.add(uid)
+
+        cluster.call_later(remaining / cluster.time_scale + 1e-3, wake)
+    return True
+
+
+def _record_outcome(cluster: "Cluster", job_uid: str, succeeded: bool) -> None:
+    """The back-off record (backoffStore.newBackoffRecord): a success clears it, a failure adds one."""
+    if succeeded:
+        cluster.job_backoff.pop(job_uid, None)
+        return
+    failures, _ = cluster.job_backoff.get(job_uid, (0, 0.0))
+    cluster.job_backoff[job_uid] = (failures + 1, time.monotonic())
+
+
 def _count(cluster: "Cluster", job: dict, pod: dict) -> None:
     """Count a failed pod once (the real controller's tracking finalizer makes it see each pod's end once)."""
     uid, pod_uid = job["metadata"]["uid"], pod["metadata"].get("uid", pod["metadata"]["name"])
@@ -109,6 +162,7 @@ def _count(cluster: "Cluster", job: dict, pod: dict) -> None:
     if pod_uid in seen:
         return
     seen.add(pod_uid)
+    _record_outcome(cluster, uid, succeeded=False)  # ignored by the policy or not, it delays the next pod
     counts, fail_job = match_pod_failure_policy(job, pod)
     if counts:
         cluster.job_new_failures[uid] = cluster.job_new_failures.get(uid, 0) + 1
@@ -222,6 +276,8 @@ def _sync_gang(cluster: "Cluster", job: dict) -> bool:
         else:
             _pending_status(copy, reasons, total)
         cluster.store.put("Pod", copy)
+    if missing > 0 and _held_by_backoff(cluster, job):
+        missing = 0
     for _ in range(max(0, missing)):
         pod = new_job_pod(job)
         if ok:
@@ -233,19 +289,13 @@ def _sync_gang(cluster: "Cluster", job: dict) -> bool:
 
 
 def _targets(cluster: "Cluster", job: dict, pods: list[dict]) -> list[tuple[int, str | None]]:
-    """(completion index, pinned node) for each pod the Job needs; fixed when the Job first syncs."""
+    """(completion index, None) for each pod the Job needs: `completions` of them. Where they run is the
+    scheduler's business — node affinity, and pod anti-affinity to spread a group one pod per node — as on a
+    real cluster (the simulator no longer gives a label-selected check one pod per matching node by itself)."""
     uid = job["metadata"]["uid"]
     if uid in cluster.job_targets:
         return cluster.job_targets[uid]
-    template = job["spec"].get("template") or {}
-    selector = (template.get("spec") or {}).get("nodeSelector") or {}
-    check = (template.get("metadata") or {}).get("labels", {}).get(CHECK_LABEL)
-    if check and selector and HOSTNAME not in selector:
-        nodes = sorted({(p["metadata"].get("annotations") or {}).get(SIM_NODES) for p in pods} - {None}) \
-            or cluster.nodes_matching(selector)
-        targets = [(i, n) for i, n in enumerate(nodes)] or [(0, None)]
-    else:
-        targets = [(i, None) for i in range(int(job["spec"].get("completions") or 1))]
+    targets = [(i, None) for i in range(int(job["spec"].get("completions") or 1))]
     cluster.job_targets[uid] = targets
     return targets
 
@@ -262,6 +312,7 @@ def _sync_finite(cluster: "Cluster", job: dict, pods: list[dict]) -> bool:
     if _deadline_passed(cluster, job):
         return True
     settled = True
+    bound: list[dict] = []
     for index, node in targets:
         mine = [p for p in pods if _index(p) == index]
         if any(p["status"].get("phase") == "Succeeded" for p in mine):
@@ -269,17 +320,24 @@ def _sync_finite(cluster: "Cluster", job: dict, pods: list[dict]) -> bool:
         live = [p for p in mine if not terminating(p) and not finished(p)]
         ending = only_replace_failed(job) and any(terminating(p) and not finished(p) for p in mine)
         if not live and not ending:
+            if _held_by_backoff(cluster, job):
+                settled = False
+                continue
             pod = new_job_pod(job, index=index, node=node)
-            settled &= _place_finite(cluster, job, pod, created=False)
+            settled &= _place_finite(cluster, job, pod, created=False, bound=bound)
         for pod in live:
             if not pod["spec"].get("nodeName"):
-                settled &= _place_finite(cluster, job, deep_copy(pod), created=True)
+                settled &= _place_finite(cluster, job, deep_copy(pod), created=True, bound=bound)
+    for pod in bound:  # every pod placed first: a group check's runner sees all the nodes it runs on
+        start_run(cluster, job, pod)
     return settled
 
 
-def _place_finite(cluster: "Cluster", job: dict, pod: dict, created: bool) -> bool:
-    """Bind and start the pod if a node takes it, else leave it Pending; True when it was bound."""
-    ok, reasons, total = _candidates(cluster, pod["spec"], set())
+def _place_finite(cluster: "Cluster", job: dict, pod: dict, created: bool, bound: list[dict]) -> bool:
+    """Bind the pod if a node takes it (its run starts once the pass has placed every pod), else leave it
+    Pending; True when it was bound."""
+    ok, reasons, total = _candidates(cluster, pod["spec"], set(), namespace=pod["metadata"].get("namespace",
+                                                                                                 "default"))
     if ok:
         _bind(cluster, pod, ok[0])
     else:
@@ -290,10 +348,16 @@ def _place_finite(cluster: "Cluster", job: dict, pod: dict, created: bool) -> bo
     if created:
         cluster.store.put("Pod", pod)
     else:
-        create_generated(cluster, pod)
+        pod = create_generated(cluster, pod)
     if ok:
-        start_run(cluster, job, pod)
+        bound.append(pod)
     return bool(ok)
+
+
+def job_nodes(cluster: "Cluster", job: dict) -> list[str]:
+    """Nodes the Job's live pods are bound to: a group check's peers (what mpirun's host list would be)."""
+    return sorted({p["spec"]["nodeName"] for p in cluster.index.owned(job["metadata"]["uid"])
+                   if p["spec"].get("nodeName") and not finished(p) and not terminating(p)})
 
 
 def start_run(cluster: "Cluster", job: dict, pod: dict) -> None:
@@ -302,7 +366,10 @@ def start_run(cluster: "Cluster", job: dict, pod: dict) -> None:
     node = pod["spec"]["nodeName"]
     check = (pod["metadata"].get("labels") or {}).get(CHECK_LABEL)
     runner = get_runner(check)
-    if runner is None:
+    refusal = kubelet_refusal(pod, check)  # what a real node does first: image, command, GPUs
+    if refusal is not None:
+        result = refusal
+    elif runner is None:
         result = RunResult(127, f"simulator: no runner registered for check {check!r}", 0.1)
     else:
         try:
@@ -344,6 +411,8 @@ def finish_pod(cluster: "Cluster", namespace: str, name: str, uid: str | None = 
                                           "startedAt": started, "finishedAt": ts}}
 
     cluster.store.mutate("Pod", namespace, name, change)
+    if ok and (owner := controller_uid(pod)):
+        _record_outcome(cluster, owner, succeeded=True)
     node = pod["spec"].get("nodeName")
     if node:  # what the run did to the node's health (a reset, say) shows on the node now
         cluster.reconcile({node})

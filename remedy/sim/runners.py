@@ -53,8 +53,18 @@ def job_container(job: dict) -> dict:
 
 
 def job_args(job: dict) -> list[str]:
+    """The container's command and args; a `bash -c SCRIPT` adds the script's words, so flags inside a launcher
+    script (the multi-node NCCL sweep's mpirun line) are read like plain arguments."""
+    import shlex
+
     c = job_container(job)
-    return [str(a) for a in (c.get("command") or []) + (c.get("args") or [])]
+    args = [str(a) for a in (c.get("command") or []) + (c.get("args") or [])]
+    if len(args) >= 3 and args[0] in ("bash", "sh", "/bin/bash", "/bin/sh") and args[1] == "-c":
+        try:
+            args += shlex.split(args[2])
+        except ValueError:
+            pass
+    return args
 
 
 def job_env(job: dict) -> dict[str, str]:
@@ -142,8 +152,9 @@ def run_smoke_test(node: str, health: NodeHealth, job: dict, cluster: "Cluster")
     env = job_env(job)
     steps = int(env.get("STEPS", "5"))
     step_seconds = float(env.get("STEP_SECONDS", "2"))
-    selector = job.get("spec", {}).get("template", {}).get("spec", {}).get("nodeSelector") or {}
-    peers = cluster.nodes_matching(selector) if selector else [node]
+    from remedy.sim.jobs import job_nodes
+
+    peers = job_nodes(cluster, job) or [node]  # the nodes the Job's pods run on
     divergent = any(cluster.health[p].divergent for p in peers if p in cluster.health)
     rng = random.Random(f"{job['metadata'].get('uid')}")
     lines = [f"smoke-test: {len(peers)} node(s), {steps} steps"]

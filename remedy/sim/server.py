@@ -1,5 +1,6 @@
 """The simulator over HTTP: the Kubernetes API (remedy.sim.api) plus, outside it, `/metrics`
-(dcgm-exporter format), `/sim/state`, `/sim/inject` and `/sim/nodes/<node>/dmesg`.
+(dcgm-exporter format), `/metrics/nfs` (node_exporter's mountstats of every node: remedy.sim.nfs), `/sim/state`,
+`/sim/inject` and `/sim/nodes/<node>/dmesg`.
 
     with SimServer(build_cluster(time_scale=0.01)).start() as sim:
         client = kubernetes.client.CoreV1Api(ApiClient(Configuration(host=sim.url)))
@@ -19,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from remedy.errors import NodeNotFound, RemedyError
-from remedy.sim import api, faults, metrics, throttle
+from remedy.sim import api, faults, metrics, nfs, throttle
 from remedy.sim.cluster import Cluster, build_cluster
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         cluster = self.server.cluster
         try:
-            if parts.path == "/metrics" or parts.path.startswith("/sim/"):
+            if parts.path in ("/metrics", "/metrics/nfs") or parts.path.startswith("/sim/"):
                 reply = _sim_route(cluster, method, parts.path, parts.query, body)
             elif (wait := _throttled(cluster, parts.path, parts.query)) is not None:
                 reply = api.Reply(429, throttle.MESSAGE, "text/plain; charset=utf-8",
@@ -125,6 +126,8 @@ def _sim_route(cluster: Cluster, method: str, path: str, qs: str, body: bytes) -
         nodes = query.get("node") or query.get("Hostname")
         text = metrics.render(cluster, nodes.split(",") if nodes else None)
         return api.Reply(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
+    if path == "/metrics/nfs" and method == "GET":  # node_exporter's mountstats of every node (remedy.sim.nfs)
+        return api.Reply(200, nfs.render(cluster).encode(), "text/plain; version=0.0.4; charset=utf-8")
     if path == "/sim/state" and method == "GET":
         return _json(cluster.state(include_objects=query.get("objects", "true") != "false"))
     if path == "/sim/inject" and method == "POST":

@@ -26,6 +26,9 @@ RESOURCE_OF_KIND = {
     "Lease": ("leases", "coordination.k8s.io"),
     "DaemonSet": ("daemonsets", "apps"),
     "PriorityClass": ("priorityclasses", "scheduling.k8s.io"),
+    "JobSet": ("jobsets", "jobset.x-k8s.io"),
+    "PyTorchJob": ("pytorchjobs", "kubeflow.org"),
+    "Workload": ("workloads", "kueue.x-k8s.io"),
 }
 
 
@@ -169,11 +172,19 @@ class ObjectStore:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.resource_version = 0
+        self.compacted = 0  # revisions before this are gone: a continue token from then is a 410 (remedy.sim.paging)
         self._kinds: dict[str, dict[Key, Stored]] = {}
         self.on_change: list[Callable[[str, str, str, dict | None], None]] = []  # (verb, kind, ns, obj)
 
     def _bucket(self, kind: str) -> dict[Key, Stored]:
         return self._kinds.setdefault(kind, {})
+
+    def compact(self) -> int:
+        """Forget every revision up to now, as etcd's periodic compaction does; returns the compacted revision."""
+        with self.lock:
+            self.compacted = self.resource_version + 1
+            self.resource_version += 1  # the next list is at a revision after the compaction
+            return self.compacted
 
     def _next_rv(self) -> str:
         self.resource_version += 1

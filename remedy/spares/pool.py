@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from remedy.domain.durations import hours
 from remedy.domain.model import Node
 from remedy.settings.safety import SpareSettings
 
@@ -77,7 +78,7 @@ class PoolSizing:
 
     def explain(self) -> str:
         head = (
-            f"{self.nodes} nodes, fleet MTBF {self.fleet_mtbf_hours:.1f} h, lead time {self.lead_time_hours:g} h → "
+            f"{self.nodes} nodes, fleet MTBF {hours(self.fleet_mtbf_hours)}, lead time {hours(self.lead_time_hours)} → "
             f"λ = {self.lam:.2f} failures per lead time; {self.target} spares keep P(run out) ≤ {self.risk:g}"
         )
         if self.shortfall:

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from remedy.domain.durations import hours
 from remedy.domain.model import Node, NodeState
 from remedy.safety.scopes import require_aware
 from remedy.settings.safety import SpareSettings
@@ -74,8 +75,44 @@ class NoSpare:
         return "\n".join([f"no spare: {self.reason}"] + [f"not {r.name}: {r.reason}" for r in self.rejected])
 
 
-def _age(hours: float) -> str:
-    return f"{hours / 24:.1f} d" if hours >= 48 else f"{hours:.1f} h"
+def validated_for_work(validated_at: datetime | None, now: datetime, settings: SpareSettings) -> bool:
+    """May this spare carry work as the selection sees it: validated within the freshness window, or (with
+    validate-on-promote) validated at least once. The gate's spare reserve counts only these: a never-validated
+    spare is no reserve to rely on."""
+    if validated_at is None:
+        return False
+    require_aware(validated_at, "validation time")
+    return settings.validate_on_promote or now - validated_at <= timedelta(hours=settings.validation_freshness_hours)
+
+
+def _age(hours_old: float) -> str:
+    return hours(hours_old)
+
+
+NOT_VALIDATED = "needs validation:"
+
+
+def _why_none(rejected: list[Rejection]) -> str:
+    """Why no spare, in one clause: an empty pool, none validated, or what each was turned away for."""
+    if not rejected:
+        return "there is no ready spare in the pool"
+    n = len(rejected)
+    if all(r.reason.startswith(NOT_VALIDATED) for r in rejected):
+        return f"none of the {n} ready spare(s) is validated (validate-on-promote is off)"
+    counts = Counter(_kind(r.reason) for r in rejected)
+    return f"none of the {n} ready spare(s) may take its place: " + \
+        ", ".join(f"{v} {k}" for k, v in counts.most_common())
+
+
+KINDS = (("needs validation", "not validated"), ("lemon", "a lemon candidate"), ("NotReady", "NotReady"),
+         ("not a spare", "not a spare"), ("it has", "another GPU model"), ("instance type", "another instance type"),
+         ("GPUs ≠", "another GPU count"), ("failed node itself", "the failed node"))
+
+
+def _kind(reason: str) -> str:
+    """A rejection's first reason, as a short kind ("not validated", "a lemon candidate" …) for the summary."""
+    first = reason.split(";")[0]
+    return next((kind for key, kind in KINDS if key in first), first.strip())
 
 
 def _shared_domains(failed: Node, cand: Node) -> list[str]:
@@ -143,7 +180,7 @@ def select_spare(
         if stale and not why:
             seen = "never validated" if age is None else f"validated {_age(age.total_seconds() / 3600)} ago, outside the {window}"
             if not allow_stale:
-                why.append(f"needs validation: {seen} (validate-on-promote is off)")
+                why.append(f"{NOT_VALIDATED} {seen} (validate-on-promote is off)")
         if why:
             rejected.append(Rejection(cand.name, "; ".join(why)))
             continue
@@ -156,7 +193,7 @@ def select_spare(
         key = (recent, stale, len(shared), age_s, cand.name)
         notes = [f"{cand.node.gpu_model} like {failed.name}"]
         if recent:
-            notes.append(f"fixed in place {_age(since_fix.total_seconds() / 3600)} ago (within {recent_days:g} d): "
+            notes.append(f"fixed in place {_age(since_fix.total_seconds() / 3600)} ago (within {_age(recent_days * 24)}): "
                          "used after the spares with a clean record")
         if age is None:
             notes.append("never validated: validate it on promotion")
@@ -172,8 +209,7 @@ def select_spare(
         usable.append((key, cand, stale, notes))
 
     if not usable:
-        reason = "no candidates in the pool" if not candidates else f"all {len(candidates)} candidates were rejected"
-        return NoSpare(reason, tuple(rejected))
+        return NoSpare(_why_none(rejected), tuple(rejected))
     usable.sort(key=lambda u: u[0])
     _, best, stale, notes = usable[0]
     return SpareChoice(best, stale, tuple(notes), tuple(u[1].name for u in usable), tuple(rejected))

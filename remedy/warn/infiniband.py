@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 import pandas as pd
 import pandera.pandas as pa
 
+from remedy.domain.durations import human_duration
 from remedy.settings.lemon import EarlyWarningSettings
 from remedy.settings.signals import SignalThresholds
 from remedy.warn.findings import Finding, SeriesError, name_col, time_col, validate
@@ -86,11 +87,12 @@ def detect_ib_downtime(
             longest = max((u - d).total_seconds() for d, u in in_window)
             total = before + duration  # down time in the window once this outage is over (or until now)
             detail = (
-                f"crossed {limit:.1f} s; {len(in_window)} outage(s), longest {longest:.1f} s, {total:.1f} s down within "
-                f"{sig.ib_window_seconds / 3600:g} h (NCCL_IB_TIMEOUT ≈ {timeout:g} s)"
+                f"crossed {human_duration(limit)}; {len(in_window)} outage(s), longest {human_duration(longest)}, "
+                f"{human_duration(total)} down within {human_duration(sig.ib_window_seconds)} "
+                f"(NCCL_IB_TIMEOUT ≈ {human_duration(timeout)})"
             )
             if duration >= timeout:
-                detail += f"; this outage lasted {duration:.1f} s: past the timeout, NCCL connections are gone"
+                detail += f"; this outage lasted {human_duration(duration)}: past the timeout, NCCL connections are gone"
             out.append(
                 Finding(
                     detector="ib-downtime",

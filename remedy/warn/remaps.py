@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 import pandera.pandas as pa
 
+from remedy.domain.durations import days
 from remedy.settings.lemon import EarlyWarningSettings
 from remedy.warn.findings import Finding, name_col, number_col, time_col, validate
 
@@ -96,7 +97,7 @@ def detect_remap_acceleration(remaps: pd.DataFrame, settings: EarlyWarningSettin
                 window_end=pd.Timestamp(times[i]).to_pydatetime(),
                 first_seen=pd.Timestamp(times[first]).to_pydatetime(),
                 component=f"GPU {int(gpu)}",
-                detail=f"{recent[i]:.0f} correctable remaps in {s.remap_recent_days:g} d vs {base_weekly[i]:.1f}/week "
+                detail=f"{recent[i]:.0f} correctable remaps in {days(s.remap_recent_days)} vs {base_weekly[i]:.1f}/week "
                 f"before ({ratio[i]:.1f}×); counter now {g['correctable_remaps'].iloc[i]:.0f} (gpu124 pattern)",
             )
         )

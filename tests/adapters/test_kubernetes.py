@@ -354,3 +354,63 @@ def test_a_check_evicted_midway_is_run_again_not_failed(cluster, sim):
     assert first not in names and len(names) == 1  # a second pod ran the check
     status = cluster.job_status("sleep-gpu012")
     assert not status.get("failed") and status["succeeded"] == 1
+
+
+def test_restart_in_place_evicts_so_the_job_does_not_count_it(cluster, sim):
+    """RESTART_APP evicts the training pods on the node instead of deleting them: the Eviction API marks them
+    DisruptionTarget (pkg/registry/core/pod/storage/eviction.go), which the training Job's podFailurePolicy
+    ignores, whereas a plain DELETE would count toward its backoffLimit (pkg/controller/job/job_controller.go
+    isPodFailed, v1.36.2). The Job brings the pod back on the same node; its failure count stays 0."""
+    from kubernetes import client as k8s
+
+    before = cluster.pods_on_node("gpu006")
+    (victim,) = [p for p in before if p["metadata"]["namespace"] == "training"]
+    restarted = cluster.restart_pods("gpu006", "training")
+    assert restarted == [victim["metadata"]["name"]]
+    core = k8s.CoreV1Api(cluster.api)
+    gone = core.read_namespaced_pod(victim["metadata"]["name"], "training")
+    assert any(c.type == "DisruptionTarget" and c.reason == "EvictionByEvictionAPI"
+               for c in gone.status.conditions or [])
+    deadline = time.monotonic() + (90 if hasattr(sim, "kubelet") else 10)  # a real controller's back-off: 10 s
+    while not [p for p in cluster.pods_on_node("gpu006") if p["metadata"]["namespace"] == "training"
+               and p["metadata"]["name"] != victim["metadata"]["name"]
+               and p["status"].get("phase") == "Running"]:
+        assert time.monotonic() < deadline, "the training pod never came back on gpu006"
+        time.sleep(0.1)
+    job = cluster.read_job("training", "llm-pretrain")
+    assert not job["status"].get("failed")
+    assert "RemedyRestartApp" in [e["reason"] for e in cluster.node_events("gpu006")]
+
+
+@pytest.mark.simulator_only("takes a node's kubelet away (NotReady): the stand-in kubelet of the real lane never does")
+def test_drain_of_a_not_ready_node_force_deletes_pods_stuck_terminating(cluster, sim):
+    """On a NotReady node no kubelet confirms a pod's end, so an evicted pod stays Terminating and a Job with
+    podReplacementPolicy Failed (any podFailurePolicy) never replaces it. Past its grace period the drain marks the
+    node out-of-service (non-graceful node shutdown: PodGC marks such pods Failed and deletes them,
+    pkg/controller/podgc/gc_controller.go gcTerminating) and force-deletes them; the training pod moves on;
+    uncordon takes the taint off again."""
+    from remedy.sim.faults import inject
+
+    inject(sim.cluster, "not-ready", "gpu011")
+    cluster.cordon("gpu011", reason="NotReady", by="test")
+    victim = next(p["metadata"]["name"] for p in cluster.pods_on_node("gpu011")
+                  if p["metadata"]["namespace"] == "training")
+    report = cluster.drain("gpu011", grace_period_seconds=30, deadline_seconds=5)
+    assert f"training/{victim}" in report.force_deleted and report.complete, report
+    assert cluster.get_node("gpu011").has_taint("node.kubernetes.io/out-of-service", "NoExecute")
+    assert not [p for p in cluster.pods_on_node("gpu011") if p["metadata"]["namespace"] == "training"]
+    job = cluster.read_job("training", "llm-pretrain")
+    assert not job["status"].get("failed")  # disrupted, not failed: the policy ignores it
+    events = [e for e in cluster.node_events("gpu011") if e["reason"] == "RemedyForceDelete"]
+    assert events and victim in events[0]["message"]
+    inject(sim.cluster, "heal", "gpu011")
+    cluster.uncordon("gpu011", reason="back", by="test")
+    assert not cluster.get_node("gpu011").has_taint("node.kubernetes.io/out-of-service")
+
+
+def test_drain_of_a_ready_node_never_force_deletes(cluster):
+    """A Ready node's kubelet is still stopping its pods: nothing is forced, however long the grace period."""
+    cluster.cordon("gpu013", reason="drain", by="test")
+    report = cluster.drain("gpu013", grace_period_seconds=30, deadline_seconds=10)
+    assert report.complete and not report.force_deleted
+    assert not cluster.get_node("gpu013").has_taint("node.kubernetes.io/out-of-service")

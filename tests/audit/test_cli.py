@@ -19,7 +19,7 @@ def _run(capsys, *argv):
 @pytest.mark.parametrize(
     "delta, interval, expect",
     [
-        ("18s", "133.5m", ["0.22%", "2.20%", "133.5 min"]),
+        ("18s", "133.5m", ["0.22%", "2.20%", "2.2 h"]),
         ("31.7s", "199m", ["optimum every 59.7 min", "0.27%", "3.22%"]),
         ("30s", "81.5m", ["optimum every 58.1 min", "= 1.72%", "0.61%", "= 1.82%", "1.4× the optimum"]),
     ],
@@ -79,7 +79,7 @@ def test_audit_nfs_json_and_link_override(tmp_path, capsys):
 
 def test_audit_nfs_single_snapshot_counts_skipped(capsys):
     rc, out, _ = _run(capsys, "audit", "nfs", "--mountstats", str(SAMPLES / "v3_tcp.mountstats"))
-    assert rc == 1 and "since mount (86400 s)" in out and "(4 non-NFS mounts skipped)" in out
+    assert rc == 1 and "since mount (24 h)" in out and "(4 non-NFS mounts skipped)" in out
 
 
 @pytest.mark.parametrize(

@@ -163,7 +163,7 @@ def test_render_cli_writes_every_file(tmp_path, capsys):
     assert main(["deploy", "render", "--out", str(tmp_path), "--json", "--set", "namespace=ops"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["files"] == ["alertmanager-receiver.yaml", "base-job-template.json", "gpu-remedy.yaml",
-                                "prefect.yaml"]
+                                "health-check-jobs.yaml", "prefect.yaml"]
     assert "ClusterRole/gpu-remedy" in summary["objects"]
     assert len(list(yaml.safe_load_all((tmp_path / "gpu-remedy.yaml").read_text()))) == len(summary["objects"])
     am = yaml.safe_load((tmp_path / "alertmanager-receiver.yaml").read_text())
@@ -200,3 +200,52 @@ def test_readme_links_the_operations_guide():
     for section in ("## Install on a real cluster (dry-run first)", "## What each flow does", "## Approving",
                     "## Pausing all automation", "## Rolling back", "## Install trap"):
         assert section in ops
+
+
+def test_rendered_health_check_jobs_request_gpus_name_real_images_and_carry_affinity(tmp_path, capsys):
+    """Issue 18 part 3: what `remedy deploy render --out` writes for review is what the flows create. Every check
+    names an image from the documented default set (a real registry path with a tag) that holds its tool; GPU
+    checks request every GPU of the node as a string quantity; the NVML probe sees the GPUs read-only; every Job
+    is pinned by node affinity, tolerates the provider's GPU taint, and the multi-node sweep is one Indexed Job
+    spread one pod per node by pod anti-affinity. Each passes the schema check (the official models' fields)."""
+    from remedy.settings.health import DCGM_IMAGE, FIO_IMAGE, GPU_REMEDY_IMAGE, NCCL_TESTS_IMAGE
+
+    assert main(["deploy", "render", "--out", str(tmp_path)]) == 0
+    jobs = {j["metadata"]["name"]: j for j in yaml.safe_load_all((tmp_path / "health-check-jobs.yaml").read_text())
+            if j}
+    assert [p for j in jobs.values() for p in check_object(j)] == []
+    images = {"nvml-probe": GPU_REMEDY_IMAGE, "dcgm-diag": DCGM_IMAGE, "nccl": NCCL_TESTS_IMAGE, "fio": FIO_IMAGE,
+              "ib": GPU_REMEDY_IMAGE, "stress": GPU_REMEDY_IMAGE}
+    tools = {"dcgm-diag": "dcgmi", "nvml-probe": "remedy", "fio": "fio"}
+    for name, job in jobs.items():
+        check = job["metadata"]["labels"]["remedy.io/check"]
+        pod = job["spec"]["template"]["spec"]
+        (c,) = pod["containers"]
+        assert c["image"] == images[check] and ":" in c["image"].rsplit("/", 1)[-1], name  # tagged
+        if check in tools:
+            assert c["command"][0] == tools[check], name
+        gpus = (c.get("resources") or {}).get("requests", {}).get("nvidia.com/gpu")
+        if check in ("dcgm-diag", "nccl", "stress"):
+            assert gpus == "8" and c["resources"]["limits"]["nvidia.com/gpu"] == "8", name
+        else:
+            assert gpus is None, name
+        if check == "nvml-probe":
+            assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"} in c["env"]
+        (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        (expr,) = term["matchExpressions"]
+        assert expr["key"] == "kubernetes.io/hostname" and expr["operator"] == "In"
+        assert "nodeSelector" not in pod
+        assert {"key": "nvidia.com/gpu", "operator": "Exists"} in pod["tolerations"]
+        assert job["spec"]["podFailurePolicy"]["rules"][0]["onPodConditions"][0]["type"] == "DisruptionTarget"
+    group = jobs["nccl-multi-node-group"]
+    assert group["spec"]["completionMode"] == "Indexed" and group["spec"]["completions"] == 2
+    pod = group["spec"]["template"]["spec"]
+    assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
+        "matchExpressions"][0]["values"] == ["NODE-A", "NODE-B"]
+    (anti,) = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert anti["topologyKey"] == "kubernetes.io/hostname"
+    assert anti["labelSelector"]["matchLabels"] == {"batch.kubernetes.io/job-name": "nccl-multi-node-group"}
+    capsys.readouterr()
+    assert main(["deploy", "checks", "--level", "quick", "--json"]) == 0
+    quick = json.loads(capsys.readouterr().out)
+    assert [j["metadata"]["name"] for j in quick] == ["nvml-probe-node", "dcgm-diag-r1-node", "ib-node"]

@@ -70,7 +70,12 @@ def test_cluster_role_is_only_cluster_wide_needs(docs):
         Permission("", "pods", "list"), Permission("", "pods/eviction", "create"),
         # a drain evicts in every namespace, so reading a refused pod's labels (to name its budgets) is too
         Permission("", "pods", "get"),
-        Permission("batch", "jobs", "patch")}  # preemption suspends a lower-priority Job wherever it runs
+        # preemption suspends a lower-priority Job, JobSet or PyTorchJob wherever it runs (a Kueue-managed one
+        # through its Kueue Workload), reading it first
+        Permission("batch", "jobs", "get"), Permission("batch", "jobs", "patch"),
+        Permission("jobset.x-k8s.io", "jobsets", "get"), Permission("jobset.x-k8s.io", "jobsets", "patch"),
+        Permission("kubeflow.org", "pytorchjobs", "get"), Permission("kubeflow.org", "pytorchjobs", "patch"),
+        Permission("kueue.x-k8s.io", "workloads", "list"), Permission("kueue.x-k8s.io", "workloads", "patch")}
     roles = {(d["metadata"]["name"], d["metadata"]["namespace"]) for d in docs if d["kind"] == "Role"}
     assert ("gpu-remedy-jobs", "gpu-remedy") in roles and ("gpu-remedy-workload", "training") in roles
     assert ("gpu-remedy-events", event_namespace()) in roles

@@ -88,6 +88,12 @@ def test_an_answer_by_someone_not_listed_is_refused_and_the_run_keeps_waiting(pr
     assert refused.detail["approver"] == "mallory" and refused.error == "mallory is not an approver"
     assert led.get_approval(pending.id).pending  # nothing decided: the run paused again for a real answer
     wait_paused(pending.flow_run_id)
+    # the form shown again says why the answer did not count and which setting lists approvers
+    from prefect.input.run_input import read_flow_run_input
+
+    form = read_flow_run_input(f"paused-approval-{pending.id}-2-description", flow_run_id=UUID(pending.flow_run_id))
+    assert form.startswith("**Answer 'approve' by mallory refused: mallory is not on the approver list.")
+    assert "approvals.approvers (REMEDY_APPROVALS__APPROVERS)" in form
     resume_flow_run(UUID(pending.flow_run_id), run_input={"decision": "deny", "approver": "bob", "reason": "no"})
     out = run.result(60)
     assert (out["decision"], out["by"]) == ("deny", "bob")
@@ -111,6 +117,38 @@ def test_the_form_has_no_default_decision_and_requires_an_approver(prefect_serve
         wait_paused(pending.flow_run_id)
     resume_flow_run(UUID(pending.flow_run_id), run_input={"decision": "approve", "approver": "bob"})
     assert run.result(60)["decision"] == "approve"
+
+
+def test_raw_prefect_api_resumes_without_a_listed_approver_are_refused(prefect_server, remedy_env):
+    """`POST /api/flow_runs/<id>/resume` straight to the embedded Prefect API (no auth there; the issue's attack):
+    no input, no approver, an empty approver and a made-up approver are each refused and the run keeps waiting.
+    The first three are rejected by Prefect itself, which validates run_input against the form's schema before it
+    resumes a run paused for input (prefect/server/api/flow_runs.py, resume_flow_run: REJECT "Reason: …"); the
+    made-up name gets through Prefect and is refused by the run, recorded as approval_refused."""
+    from prefect.settings import PREFECT_API_URL
+
+    runtime = remedy_env()
+    run = FlowThread(lambda: needs_approval(60))
+    led = runtime.ledger()
+    pending = wait_paused_approval(led)
+    url = f"{PREFECT_API_URL.value()}/flow_runs/{pending.flow_run_id}/resume"
+    for body in ({}, {"run_input": {"decision": "approve"}}, {"run_input": {"decision": "approve", "approver": ""}},
+                 {"run_input": {"approver": "bob"}}):
+        r = httpx.post(url, json=body, timeout=30)
+        assert r.status_code in (200, 201) and r.json()["status"] == "REJECT", (body, r.text)
+        assert led.get_approval(pending.id).pending, body
+        wait_paused(pending.flow_run_id)
+    r = httpx.post(url, json={"run_input": {"decision": "approve", "approver": "mallory"}}, timeout=30)
+    assert r.json()["status"] == "ACCEPT", r.text  # Prefect cannot know who is an approver: the run checks
+    refused = wait_for_refusal(led)
+    assert refused.detail == {"approval_id": pending.id, "decision": "approve", "approver": "mallory"}
+    assert led.get_approval(pending.id).pending
+    wait_paused(pending.flow_run_id)
+    r = httpx.post(url, json={"run_input": {"decision": "deny", "approver": "bob", "reason": "not now"}}, timeout=30)
+    assert r.json()["status"] == "ACCEPT", r.text
+    out = run.result(60)
+    assert (out["decision"], out["by"]) == ("deny", "bob")
+    assert len(led.actions(kind="approval_refused")) == 1
 
 
 def wait_for_refusal(led, timeout: float = 30):

@@ -135,3 +135,23 @@ def test_a_dry_run_says_would_prints_its_time_scale_and_every_run_is_tagged(pref
     assert remediation and all("node:gpu042" in r["tags"] and any(t.startswith("rack:") for t in r["tags"])
                                for r in remediation), \
         [(r["name"], r["tags"]) for r in remediation]
+
+
+def test_breaker_status_after_the_storm_demo_shows_the_open_breakers(prefect_server, tmp_path):
+    """The operator runs the rack-storm demo (the held runs' question denied), then `remedy breaker status` from the
+    same directory: it reads the demo's ledger, says so, and lists the breaker the storm left open (exit 1)."""
+    env = _prefect_env()
+    env.pop("PREFECT_FLOWS_HEARTBEAT_FREQUENCY")
+    env.pop("REMEDY_DB_URL", None)
+    demo = subprocess.run([sys.executable, "-m", "remedy.cli", "demo", "--json", "--scenario", "rack-storm", "--deny"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert demo.returncode in (0, 1), demo.stderr[-3000:]
+    assert json.loads(demo.stdout)["tripped"], "the storm trips a breaker"
+    status = subprocess.run([sys.executable, "-m", "remedy.cli", "breaker", "status"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert status.returncode == 1, status.stdout + status.stderr  # a breaker not closed: a finding
+    lines = status.stdout.splitlines()
+    assert lines[0].startswith("ledger: sqlite:///var/demo/ledger.db"), lines[0]
+    assert "all breakers closed" not in status.stdout
+    assert any("rack-2" in line and "open" in line for line in lines), status.stdout
+    assert not (tmp_path / "gpu-remedy.db").exists()

@@ -21,11 +21,29 @@ def test_no_spare_is_a_failed_run_that_says_why(prefect_server, remedy_on_sim):
     no_spare, out = run_to_state(replace_node, node="gpu011", cause="XID 79", xid=79, gpu=0)
     assert no_spare.is_failed() and no_spare.name == "No spare"
     assert no_spare.message.startswith("gpu011: no spare — ") and out["status"] == "no-spare"
+    # it names why: the simulator's spares were never validated (the gate's reserve did not count them either)
+    assert "none of the 2 ready spare(s) is validated" in no_spare.message, no_spare.message
     # the on-call engineer with only kubectl sees why the node sits cordoned
     notes = remedy_notes("gpu011")
     assert len(notes) == 1, [(n["reason"], n["message"]) for n in notes]
     (note,) = notes
     assert (note["reason"], note["type"], note["message"]) == ("RemedyNoSpare", "Warning", no_spare.message)
+
+
+def test_a_held_run_says_what_was_decided_in_one_sentence(prefect_server, remedy_on_sim, monkeypatch):
+    """Two XIDs minutes apart trip the cluster breaker; nobody answers the question in time (the safe default):
+    the held run's message is one sentence that says what was done, why, and what came of the question."""
+    from flows.replace_node import replace_node
+    from remedy import runtime
+
+    monkeypatch.setenv("REMEDY_APPROVALS__TIMEOUT_SECONDS", "1")
+    runtime.reset()
+    run_to_state(replace_node, node="gpu011", cause="XID 79", xid=79, gpu=0)
+    held, out = run_to_state(replace_node, node="gpu005", cause="XID 79", xid=79, gpu=1)
+    assert held.is_failed() and held.name == "Held" and out["hold"]["skip"] == "breaker-tripped"
+    assert held.message == ("gpu005 was held and left as it is: this failure tripped the cluster breaker, and nobody "
+                            "answered within 1 s."), held.message
+    assert (remedy_notes("gpu005")[0]["message"]) == held.message  # kubectl describe node says the same
 
 
 def remedy_notes(node: str) -> list[dict]:

@@ -3,8 +3,10 @@ replace-node and fix-in-place; then a new run (a person's, or the next trigger's
 takes the incident over. Exactly one spare is used, the node is never left cordoned without a live owner, and the
 incident ends settled. Nothing marks the dead run Crashed by hand: its lease (4 s here) runs out.
 
-Real parts: a Prefect server (test harness), the cluster simulator over HTTP, a SQLite ledger shared by the killed
-process and this one, the receiver's lease watchdog with the trigger's own parameter mapping."""
+Real parts: a Prefect server (test harness), the cluster simulator over HTTP, a ledger shared by the killed process
+and this one (a SQLite file, or a real PostgreSQL 15 database), the receiver's lease watchdog with the trigger's own
+parameter mapping. A run that is only stopped (SIGSTOP) and continued after it was taken over is refused at its next
+write by the ledger's lease fence (remedy.ledger.base.LedgerBase._fenced)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,16 @@ pytestmark = pytest.mark.prefect
 # a lease long enough to ride out a stall of this shared machine (load 8 on 2 cores seen), short for a test
 LEASES = {"LEASES__TTL_SECONDS": 4, "LEASES__RENEW_SECONDS": 0.2, "LEASES__WATCHDOG_SECONDS": 0.2}
 SPARES = 2  # the simulator's sim fixture: 16 nodes, 2 spares
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def ledger_db(request) -> dict[str, object]:
+    """The ledger the flow processes share (remedy_env's SQLite file, or a fresh PostgreSQL database), with the
+    test's lease settings. On PostgreSQL a new flow process's first ledger writes were seen to take longer than 4 s
+    on this shared machine at load 20+: the lease is longer there, or the run would lose it before it acts."""
+    if request.param == "sqlite":
+        return dict(LEASES)
+    return LEASES | {"DB_URL": request.getfixturevalue("fresh_postgres_url"), "LEASES__TTL_SECONDS": 10}
 
 
 def _acts(led, incident_id: int, kind: str, outcome: ActionOutcome | None = None, *, not_node: str | None = None):
@@ -148,14 +160,15 @@ def spares_left(runtime) -> int:
     ("after spare claim", "rerun"),
     ("during promotion", "watchdog"),
 ])
-def test_replace_node_killed_at_each_step_is_taken_over(prefect_server, sim, remedy_env, tmp_path, step, how):
+def test_replace_node_killed_at_each_step_is_taken_over(prefect_server, sim, remedy_env, ledger_db, tmp_path, step,
+                                                        how):
     """`rerun`: the killed process ran replace-node by hand, a person runs it again; `watchdog`: it ran triage (as
     the trigger does), the watchdog re-announces, and triage runs again with the trigger's parameters."""
     from flows.replace_node import replace_node
     from remedy.demo import _spares_validated_at_build
     from remedy.domain.model import Incident
 
-    runtime = remedy_env(sim=sim, **LEASES)
+    runtime = remedy_env(sim=sim, **ledger_db)
     node, signal_kind = "gpu007", "row-remap-failure"  # triage's path for it is replace
     log = tmp_path / "flow.log"
     proc = start("triage(incident_id=incident_id, return_state=True)" if how == "watchdog" else
@@ -178,16 +191,37 @@ def test_replace_node_killed_at_each_step_is_taken_over(prefect_server, sim, rem
     assert_settled(runtime, incident.id, node)
 
 
-@pytest.mark.parametrize("rung,how", [("reset", "watchdog"), ("reboot", "rerun")])
-def test_fix_in_place_killed_during_its_fix_is_taken_over(prefect_server, sim, remedy_env, tmp_path, rung, how):
+# fix-in-place's steps inside one rung (the ladder attempt row is running throughout): (rung, what the ledger shows)
+FIX_STEPS: dict[str, tuple[str, Callable]] = {
+    "after cordon": ("reset", lambda led, i: _acts(led, i, "cordon_node", ActionOutcome.SUCCEEDED)),
+    "during drain": ("reset", lambda led, i: _acts(led, i, "drain_node", ActionOutcome.RUNNING)),
+    "during reset": ("reset", lambda led, i: _acts(led, i, "job_gpu-reset", ActionOutcome.RUNNING)),
+    "during verify": ("reset", lambda led, i: (_acts(led, i, "job_gpu-reset", ActionOutcome.SUCCEEDED)  # the probe
+                                              and _acts(led, i, "job_nvml-probe", ActionOutcome.RUNNING))),
+    # the reboot was issued (the simulator reboots by Job) and the node is not back yet
+    "during reboot": ("reboot", lambda led, i: (_acts(led, i, "job_reboot")
+                                                and _acts(led, i, "fix_reboot", ActionOutcome.RUNNING))),
+}
+
+
+@pytest.mark.parametrize("step,how", [
+    ("after cordon", "rerun"),
+    ("during drain", "watchdog"),
+    ("during reset", "watchdog"),
+    ("during verify", "rerun"),
+    ("during reboot", "rerun"),
+])
+def test_fix_in_place_killed_at_each_step_is_taken_over(prefect_server, sim, remedy_env, ledger_db, tmp_path, step,
+                                                        how):
     """The rung the dead run was on is tried again (its abandoned attempt says nothing about the fix): the node is
     fixed in place, no spare is spent."""
     from flows.fix_in_place import fix_in_place
     from remedy.demo import _spares_validated_at_build
     from remedy.domain.model import Incident
 
+    rung, during = FIX_STEPS[step]
     # fixed in place, not replaced first (triage would give the job a spare and fix the node off the critical path)
-    runtime = remedy_env(sim=sim, LADDER__REPLACE_FIRST="false", **LEASES)
+    runtime = remedy_env(sim=sim, LADDER__REPLACE_FIRST="false", **ledger_db)
     node = "gpu005"
     log = tmp_path / "flow.log"
     proc = start("triage(incident_id=incident_id, return_state=True)" if how == "watchdog" else
@@ -198,12 +232,7 @@ def test_fix_in_place_killed_during_its_fix_is_taken_over(prefect_server, sim, r
         inject(sim.cluster, "reset-fails", node, gpu=3)
     led = runtime.ledger()
     incident, _ = led.open_incident(Incident(node=node, signal="xid", gpu=3, xid=145), window_seconds=600)
-    if rung == "reset":  # the reset Job is running
-        during = lambda: _acts(led, incident.id, "job_gpu-reset", ActionOutcome.RUNNING)  # noqa: E731
-    else:  # the reboot was issued and the node is not back yet
-        during = lambda: (_acts(led, incident.id, "job_reboot")  # noqa: E731 - the simulator reboots by Job
-                          and _acts(led, incident.id, "fix_reboot", ActionOutcome.RUNNING))
-    kill_when(go(proc, incident.id), during, log)
+    kill_when(go(proc, incident.id), lambda: during(led, incident.id), log)
     assert runtime.cluster().get_node(node).unschedulable
 
     out = recover(runtime, incident.id, how, lambda: run_to_state_result(
@@ -211,8 +240,8 @@ def test_fix_in_place_killed_during_its_fix_is_taken_over(prefect_server, sim, r
     assert out["status"] == "fixed", out
     attempts = [(a.kind, a.outcome.value, a.error.split(":")[0]) for a in led.actions(incident_id=incident.id)
                 if a.kind.startswith("fix_")]
-    step = f"fix_{'reset-gpu' if rung == 'reset' else 'reboot'}"
-    assert attempts[-2:] == [(step, "failed", "abandoned"), (step, "succeeded", "")], attempts
+    fix = f"fix_{'reset-gpu' if rung == 'reset' else 'reboot'}"
+    assert attempts[-2:] == [(fix, "failed", "abandoned"), (fix, "succeeded", "")], attempts
     assert spares_left(runtime) == SPARES  # fixed in place: no spare spent
     assert not runtime.cluster().get_node(node).unschedulable and led.get_node(node).state is NodeState.ACTIVE
     assert led.get_incident(incident.id).status is IncidentStatus.RESOLVED
@@ -272,9 +301,12 @@ def test_a_late_approval_for_a_killed_run_says_so_and_the_incident_is_reannounce
     assert runtime.cluster().get_node("gpu009").unschedulable is False  # the gate held it: never cordoned
 
 
-def test_a_run_that_lost_its_lease_stops_acting(prefect_server, sim_factory, remedy_env):
+@pytest.mark.parametrize("lost", ["lease ended", "incident handed over"])
+def test_a_run_that_lost_its_lease_stops_acting(prefect_server, sim_factory, remedy_env, lost):
     """A live run whose lease was found expired (its process stalled past it) and whose incident went to another run
-    stops before its next step: it never claims or promotes a spare next to the run that has its incident now."""
+    stops before its next step: it never claims or promotes a spare next to the run that has its incident now.
+    `incident handed over`: its lease is still live (its own process sees nothing wrong), only the incident changed
+    hands: the ledger's fence inside the next write is what stops it."""
     from flows.replace_node import replace_node
     from remedy.demo import _spares_validated_at_build
     from remedy.domain.model import Incident
@@ -291,10 +323,70 @@ def test_a_run_that_lost_its_lease_stops_acting(prefect_server, sim_factory, rem
     wait_for("the drain", lambda: _acts(led, incident.id, "drain_node", ActionOutcome.RUNNING), timeout=60,
              every=0.01)
     holder = led.get_incident(incident.id).flow_run_id
-    assert led.end_lease(holder, reason="gone: found gone by the watchdog (test)")  # as after a long stall
-    assert led.claim(incident.id, "the-run-that-took-over").took_over_from == holder
+    if lost == "lease ended":
+        assert led.end_lease(holder, reason="gone: found gone by the watchdog (test)")  # as after a long stall
+        assert led.claim(incident.id, "the-run-that-took-over").took_over_from == holder
+    else:
+        assert led.take_over_incident(incident.id, "the-run-that-took-over", expected_holder=holder,
+                                      reason="test: handed to another run", holder_over=False).claimed
+        assert led.get_lease(holder).ended_at is None
     state, out = run.result(120)
     assert state.is_failed() and "LeaseLost" in state.message and "it stops here" in state.message, state
     assert _acts(led, incident.id, "claim_spare") == [] and _acts(led, incident.id, "set_state_active") == []
     assert spares_left(runtime) == SPARES
     assert led.get_incident(incident.id).flow_run_id == "the-run-that-took-over"  # never written over
+
+
+def test_a_stopped_run_taken_over_meanwhile_is_refused_when_it_continues(prefect_server, sim_factory, remedy_env,
+                                                                         ledger_db, tmp_path):
+    """SIGSTOP the process running replace-node during the drain (a frozen VM, a paused container): its lease runs
+    out, a person's run takes the incident over and replaces the node. SIGCONT: the stopped run wakes up mid-drain
+    and is refused at its next write: it claims no spare, promotes nothing, writes no status. Exactly one spare."""
+    from flows.replace_node import replace_node
+    from remedy.demo import _spares_validated_at_build
+    from remedy.domain.model import Incident
+
+    sim = sim_factory(nodes=16, spares=2, time_scale=0.05)  # the 30 s drain grace lasts 1.5 s: time to stop it
+    runtime = remedy_env(sim=sim, **ledger_db)
+    node = "gpu010"
+    log = tmp_path / "flow.log"
+    proc = start(f"replace_node(node='{node}', signal='row-remap-failure', gpu=2, incident_id=incident_id, "
+                 "return_state=True)", log)
+    _spares_validated_at_build(runtime)
+    led = runtime.ledger()
+    incident, _ = led.open_incident(Incident(node=node, signal="row-remap-failure", gpu=2), window_seconds=600)
+    go(proc, incident.id)
+    deadline = time.monotonic() + 90
+    while not _acts(led, incident.id, "drain_node", ActionOutcome.RUNNING):
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        stalled = led.get_incident(incident.id).flow_run_id
+        wait_for("the stopped run's lease to run out", lambda: led.run_gone(stalled), timeout=30, every=0.05)
+        out = run_to_state_result(replace_node, node=node, signal="row-remap-failure", gpu=2, incident_id=incident.id)
+        assert out["status"] == "replaced", out
+        [handed] = led.actions(incident_id=incident.id, kind="take_over_incident")
+        assert handed.detail["from"] == stalled
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    try:
+        proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"the continued run did not stop:\n{log.read_text()[-3000:]}")
+    said = log.read_text()
+    assert "LeaseLost" in said and "it stops here" in said, said[-3000:]
+
+    mine = [a for a in led.actions(incident_id=incident.id) if stalled in a.requested_by]
+    kinds = {a.kind for a in mine}
+    assert kinds.isdisjoint({"claim_spare", "untaint_node", "label_node", "set_state_active", "set_state_repair"}), kinds
+    assert all(a.outcome is not ActionOutcome.RUNNING for a in mine), mine
+    promoted = {a.node for a in _acts(led, incident.id, "set_state_active", ActionOutcome.SUCCEEDED)}
+    assert promoted == {out["replacement"]}
+    assert len({a.node for a in _acts(led, incident.id, "claim_spare")}) == 1
+    assert spares_left(runtime) == SPARES - 1  # exactly one spare
+    rec = led.get_incident(incident.id)
+    assert rec.status is IncidentStatus.RESOLVED and rec.flow_run_id != stalled
+    assert_settled(runtime, incident.id, node)

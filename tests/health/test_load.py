@@ -25,7 +25,7 @@ def test_stress_pass_and_thermal_throttle(sample):
 def test_stress_too_short_errors_and_gpu_count():
     doc = {"duration_s": 30, "gpus": [{"index": 0, "max_temp_c": 60, "errors": ["XID 79 during stress"]}]}
     result = check_stress(json.dumps(doc), S, P, expect_gpus=8)
-    assert result.reasons == ["ran 30 s, less than the 60 s minimum", "1 GPUs stressed, expected 8",
+    assert result.reasons == ["ran 30 s, less than the 1 min minimum", "1 GPUs stressed, expected 8",
                               "GPU 0: XID 79 during stress"]
     with pytest.raises(CheckOutputError, match="no 'gpus' list"):
         check_stress('{"duration_s": 60}', S, P)

@@ -40,15 +40,22 @@ def node(cluster):
     return name
 
 
-def run_job(cluster, spec: CheckSpec, selector: dict[str, str]) -> list[tuple[str, str]]:
+def manifest(spec: CheckSpec, name: str, nodes: list[str], settings: HealthCheckSettings = SETTINGS) -> dict:
+    """The Job gpu-remedy creates for this check (remedy.health.jobs.check_job through the node-job template)."""
+    from remedy.adapters.kubernetes import KubernetesCluster
+    from remedy.config import load_settings
+    from remedy.health.jobs import check_job
+
+    adapter = KubernetesCluster(load_settings(cluster={"mode": "simulator", "simulator_url": "http://127.0.0.1:9"}))
+    job = adapter.render_node_job(check_job(spec, name=name, nodes=nodes, settings=settings))
+    job["metadata"]["namespace"] = NS
+    return job
+
+
+def run_job(cluster, spec: CheckSpec, nodes: list[str], job: dict | None = None) -> list[tuple[str, str]]:
     """Create the check's Job, let the simulator run it, return (pod's node, log) per pod."""
-    name = f"{spec.id}-{next(_names)}"
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": NS},
-           "spec": {"backoffLimit": 0, "template": {
-               "metadata": {"labels": {"remedy.io/check": spec.check}},
-               "spec": {"restartPolicy": "Never", "nodeSelector": selector,
-                        "tolerations": [{"operator": "Exists"}],
-                        "containers": [{"name": "check", "image": "gpu-remedy/checks", "command": list(spec.command)}]}}}}
+    job = job or manifest(spec, f"{spec.id}-{next(_names)}", nodes)
+    name = job["metadata"]["name"]
     with cluster.lock:
         cluster.store.create("Job", job)
     cluster.reconcile()
@@ -62,8 +69,8 @@ def run_job(cluster, spec: CheckSpec, selector: dict[str, str]) -> list[tuple[st
 def verdicts(cluster, node: str) -> dict[str, object]:
     out = {}
     for spec in EXTENDED:
-        selector = {"remedy.io/rack": "rack-1"} if spec.multi_node else {"kubernetes.io/hostname": node}
-        logs = run_job(cluster, spec, selector)
+        nodes = cluster.node_names() if spec.multi_node else [node]
+        logs = run_job(cluster, spec, nodes)
         log = next(text for n, text in logs if n == node)
         out[spec.id] = parse_check_output(spec.check, log, SETTINGS)
     return out
@@ -145,3 +152,56 @@ def test_nccl_sim_follows_nccl_tests_bandwidth_math():
     # seed 001's own 16-GPU figures obey the same math: 16 MB at 398 us p50 -> 42.2 GB/s AlgBW, 79.1 BusBW
     assert 16 * MIB / 398 / 1e3 == pytest.approx(42.2, abs=0.05)
     assert 42.2 * 2 * 15 / 16 == pytest.approx(79.1, abs=0.05)
+
+
+def test_a_group_check_is_one_indexed_job_spread_one_pod_per_node(cluster, node):
+    """The multi-node NCCL sweep: one Indexed Job over the group; node affinity names the nodes and pod
+    anti-affinity keeps two pods off one node, so the simulator's scheduler (like kube-scheduler) spreads it —
+    it no longer pins a pod to every node a label selects."""
+    spec = next(s for s in EXTENDED if s.multi_node)
+    group = cluster.node_names()[:3]
+    job = manifest(spec, f"group-{next(_names)}", group)
+    assert job["spec"]["completionMode"] == "Indexed" and job["spec"]["completions"] == 3
+    logs = run_job(cluster, spec, group, job)
+    assert sorted(n for n, _ in logs) == group  # one pod on each node of the group
+    assert all(all(n in text for n in group) for _, text in logs)  # every rank reports the whole group's sweep
+    # the same pods without the anti-affinity: nothing keeps them apart but their GPUs
+    job = manifest(spec, f"stacked-{next(_names)}", group)
+    del job["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    for c in job["spec"]["template"]["spec"]["containers"]:
+        c["resources"] = {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}}
+    logs = run_job(cluster, spec, group, job)
+    assert len({n for n, _ in logs}) == 1  # first fit: all three on one node
+
+
+@pytest.mark.parametrize("check", ["dcgm-diag", "nccl"])
+def test_a_gpu_check_without_a_gpu_request_finds_no_gpu(cluster, node, check):
+    """What a real node does with a GPU check that requests no nvidia.com/gpu: the device plugin gives its
+    container none, the tool finds nothing to test and the check fails — the simulator no longer runs it by its
+    label alone."""
+    spec = next(s for s in EXTENDED if s.check == check and not s.multi_node)
+    job = manifest(spec, f"no-gpu-{next(_names)}", [node])
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["resources"]["requests"]["nvidia.com/gpu"] == "8"  # as gpu-remedy renders it
+    del container["resources"]
+    ((_, log),) = run_job(cluster, spec, [node], job)
+    result = None
+    try:
+        result = parse_check_output(spec.check, log, SETTINGS)
+    except Exception as exc:  # noqa: BLE001 — unreadable output fails the check (tasks.health.judge_job)
+        assert "GPU" in str(exc) or "device" in str(exc)
+    assert result is None or result.verdict is Verdict.FAIL
+    assert "no CUDA-capable device" in log or "No GPUs were found" in log
+
+
+def test_a_check_in_an_image_without_its_tool_cannot_start(cluster, node):
+    """The bug the simulator used to hide: every check ran in the DCGM image, which has no all_reduce_perf. A real
+    node answers StartError (exit 128, executable file not found)."""
+    spec = next(s for s in EXTENDED if s.id == "nccl-single-node")
+    job = manifest(spec, f"wrong-image-{next(_names)}", [node])
+    job["spec"]["template"]["spec"]["containers"][0]["image"] = "nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04"
+    ((_, log),) = run_job(cluster, spec, [node], job)
+    assert 'exec: "all_reduce_perf": executable file not found in $PATH' in log
+    pod = next(p for p in cluster.store.objects("Pod", NS) if p["metadata"]["labels"].get("job-name") ==
+               job["metadata"]["name"])
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 128

@@ -9,6 +9,7 @@ import pytest
 
 from remedy.cli import main
 from remedy.domain.model import Action, ActionOutcome, Incident, IncidentStatus, Node, NodeState
+from remedy.ledger.migrate import head_revision
 from remedy.ledger import Ledger
 
 T0 = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)
@@ -38,7 +39,7 @@ def _seed(url: str) -> int:
 
 def test_migrate_history_incidents(url: str, capsys) -> None:
     assert main(["ledger", "migrate", "--db", url]) == 0
-    assert "ledger schema at 0003 (was empty)" in capsys.readouterr().out
+    assert f"ledger schema at {head_revision()} (was empty)" in capsys.readouterr().out
     assert main(["ledger", "migrate", "--db", url]) == 0
     assert "already up to date" in capsys.readouterr().out
     open_id = _seed(url)
@@ -69,7 +70,7 @@ def test_operator_errors_are_one_line_exit_2(url: str, capsys, tmp_path) -> None
         assert not (tmp_path / "cli.db").exists()  # reading does not create the file
     else:
         assert main(["ledger", "incidents", "--db", url]) == 2
-        assert "schema revision none, expected 0003: run `remedy ledger migrate`" in capsys.readouterr().err
+        assert f"schema revision none, expected {head_revision()}: run `remedy ledger migrate`" in capsys.readouterr().err
     main(["ledger", "migrate", "--db", url])
     capsys.readouterr()
     assert main(["ledger", "history", "gpu-404", "--db", url]) == 2

@@ -133,7 +133,7 @@ def test_not_ready_without_a_duration_is_measured_on_the_live_node():
     down = not_ready_seconds(bare, {"ready": False}, NOW)
     assert down == pytest.approx(400.0)
     measured = with_not_ready_duration(bare, down)
-    assert run(measured, max_age=3600).path is P.REPLACE and "NotReady for 400 s" in run(measured, max_age=3600).reason
+    assert run(measured, max_age=3600).path is P.REPLACE and "NotReady for 6.7 min" in run(measured, max_age=3600).reason
     back = with_not_ready_duration(bare, not_ready_seconds(bare, {"ready": True}, NOW))
     assert run(back, max_age=3600).path is P.WATCH
     assert not_ready_seconds(bare, None, NOW) is None

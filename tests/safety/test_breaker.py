@@ -56,7 +56,7 @@ def test_rack_storm_acts_on_first_two_holds_rest_with_one_transition():
         "rack", "rack-3", BreakerState.CLOSED, BreakerState.OPEN, "gpu-3-2"
     )
     assert ds[2].skip.reason is SkipReason.BREAKER_TRIPPED
-    assert "rack rack-3: 3 nodes failed within 60 s, over the limit of 2" in ds[2].skip.detail
+    assert "rack rack-3: 3 nodes failed within 1 min, over the limit of 2" in ds[2].skip.detail
     assert "a human must look" in ds[2].skip.detail
     assert all(d.skip.reason is SkipReason.BREAKER_OPEN for d in ds[3:])
     assert board.state_of("rack:rack-3") is BreakerState.OPEN
@@ -122,13 +122,13 @@ def test_no_ready_spare_is_no_reserve_question_the_no_spare_path_decides():
     flow's no-spare path (preempt with approval, shrink, escalate) decides — one question, not two."""
     board = BreakerBoard(BreakerSettings(spare_reserve=1))
     d = decide(fail("gpu-0-0", 0), board, fleet(ready_spares=0), T0)
-    assert d.acted and "no ready spare (after 0 already promised): the no-spare path decides" in d.note
+    assert d.acted and "no validated spare ready (after 0 already promised): the no-spare path decides" in d.note
     # two spares promised to earlier failures and two ready: nothing left for a third either
     board = BreakerBoard(BreakerSettings(spare_reserve=0))
     fv = fleet(ready_spares=2)
     ds = [decide(e, board, fv, e.at) for e in [fail(f"gpu-{r}-0", r) for r in range(3)]]
     assert [d.acted for d in ds] == [True, True, True]
-    assert "spare pool 2 → 1" in ds[0].note and "no ready spare (after 2 already promised)" in ds[2].note
+    assert "spare pool 2 → 1" in ds[0].note and "no validated spare ready (after 2 already promised)" in ds[2].note
 
 
 def test_detector_flagging_too_many_nodes_holds_everything():

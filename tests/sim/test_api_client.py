@@ -195,8 +195,8 @@ def test_training_job_refills_only_on_an_eligible_node(sim, core, batch):
     _evict(core, victim, grace=100)  # 1 s at this time scale: long enough to see it Terminating
     assert core.read_namespaced_pod(victim, "training").metadata.deletion_timestamp is not None
     wait_for(lambda: not [p for p in core.list_namespaced_pod("training").items if p.metadata.name == victim])
-    pods = core.list_namespaced_pod("training").items
-    pending = [p for p in pods if p.status.phase == "Pending"]
+    # the replacement comes after the Job controller's pod-failure back-off (10 s: 0.1 s at this time scale)
+    pending = wait_for(lambda: [p for p in core.list_namespaced_pod("training").items if p.status.phase == "Pending"])
     assert len(pending) == 1 and pending[0].spec.node_name is None  # no eligible node: spares are tainted
     assert "0/16 nodes are available" in pending[0].status.conditions[0].message
     assert batch.read_namespaced_job("llm-pretrain", "training").status.ready == 13

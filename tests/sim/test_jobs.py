@@ -14,19 +14,29 @@ from remedy.sim.runners import RUNNERS, RunResult, register_runner
 from tests.sim.test_api_client import wait_for
 
 
-def job_body(name, check=None, node=None, selector=None, env=None, tolerations=None, backoff=0, args=None):
+def job_body(name, check=None, node=None, selector=None, env=None, tolerations=None, backoff=0, args=None,
+             spread_over=None):
+    """spread_over=N: N pods, one per node (required pod anti-affinity per host), as a group check needs."""
     labels = {"remedy.io/check": check} if check else {}
     node_selector = dict(selector or {})
     if node:
         node_selector["kubernetes.io/hostname"] = node
     container = client.V1Container(name="check", image="nvcr.io/nvidia/cuda:12.8.0-base-ubuntu22.04",
                                    args=args, env=[client.V1EnvVar(name=k, value=str(v)) for k, v in (env or {}).items()])
+    affinity = None
+    if spread_over:
+        labels = {**labels, "group": name}
+        affinity = client.V1Affinity(pod_anti_affinity=client.V1PodAntiAffinity(
+            required_during_scheduling_ignored_during_execution=[client.V1PodAffinityTerm(
+                label_selector=client.V1LabelSelector(match_labels={"group": name}),
+                topology_key="kubernetes.io/hostname")]))
     return client.V1Job(
         metadata=client.V1ObjectMeta(name=name),
-        spec=client.V1JobSpec(backoff_limit=backoff, template=client.V1PodTemplateSpec(
+        spec=client.V1JobSpec(backoff_limit=backoff, parallelism=spread_over, completions=spread_over,
+                              template=client.V1PodTemplateSpec(
             metadata=client.V1ObjectMeta(labels=labels),
             spec=client.V1PodSpec(restart_policy="Never", containers=[container], node_selector=node_selector or None,
-                                  tolerations=tolerations))))
+                                  tolerations=tolerations, affinity=affinity))))
 
 
 def job_pods(core, name, ns="gpu-remedy"):
@@ -105,7 +115,7 @@ def test_divergence_job_runs_one_pod_per_node_and_a_divergent_node_turns_loss_na
     inject(sim.cluster, "divergent", "gpu010")
     batch.create_namespaced_job("gpu-remedy", job_body("bisect", check="smoke-test",
                                                        selector={"divergence-job-id": "abc123"},
-                                                       env={"STEPS": 3, "STEP_SECONDS": 1}))
+                                                       env={"STEPS": 3, "STEP_SECONDS": 1}, spread_over=3))
     job = finished(batch, "bisect")
     pods = job_pods(core, "bisect")
     assert sorted(p.spec.node_name for p in pods) == ["gpu009", "gpu010", "gpu011"]
@@ -116,7 +126,7 @@ def test_divergence_job_runs_one_pod_per_node_and_a_divergent_node_turns_loss_na
     core.patch_node("gpu010", {"metadata": {"labels": {"divergence-job-id": None}}})
     batch.create_namespaced_job("gpu-remedy", job_body("bisect-2", check="smoke-test",
                                                        selector={"divergence-job-id": "abc123"},
-                                                       env={"STEPS": 3, "STEP_SECONDS": 1}))
+                                                       env={"STEPS": 3, "STEP_SECONDS": 1}, spread_over=2))
     job = finished(batch, "bisect-2")
     assert job.status.succeeded == 2 and {p.spec.node_name for p in job_pods(core, "bisect-2")} == {"gpu009", "gpu011"}
     assert "nan" not in core.read_namespaced_pod_log(job_pods(core, "bisect-2")[0].metadata.name, "gpu-remedy")

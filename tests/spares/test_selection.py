@@ -31,7 +31,7 @@ def test_freshest_matching_spare_wins_then_name():
     assert isinstance(choice, SpareChoice)
     assert choice.name == "s-c" and not choice.needs_validation
     assert choice.ranked == ("s-c", "s-a", "s-b")  # equal freshness: name decides
-    assert "validated 1.0 h ago (within the 72-h freshness window)" in choice.explain()
+    assert "validated 1 h ago (within the 72-h freshness window)" in choice.explain()
 
 
 def test_correlated_failure_prefers_another_rack_even_if_less_fresh():
@@ -81,13 +81,30 @@ def test_lemon_wrong_model_and_non_spares_are_excluded_with_reasons():
 def test_no_spare_lists_every_reason():
     out = select_spare(FAILED, [cand("s-lemon", "r5"), cand("s-b200", "r5", model="B200")], NOW, lemons=["s-lemon"])
     assert isinstance(out, NoSpare)
-    assert out.reason == "all 2 candidates were rejected"
+    assert out.reason == "none of the 2 ready spare(s) may take its place: 1 a lemon candidate, 1 another GPU model"
     assert out.explain().splitlines() == [
-        "no spare: all 2 candidates were rejected",
+        "no spare: none of the 2 ready spare(s) may take its place: 1 a lemon candidate, 1 another GPU model",
         "not s-lemon: it is a lemon candidate",
         "not s-b200: it has B200, the failed node has H100",
     ]
-    assert select_spare(FAILED, [], NOW).reason == "no candidates in the pool"
+    assert select_spare(FAILED, [], NOW).reason == "there is no ready spare in the pool"
+
+
+def test_no_spare_says_when_none_is_validated():
+    never = [cand("s-a", "r5", None), cand("s-b", "r6", None)]
+    out = select_spare(FAILED, never, NOW)
+    assert isinstance(out, NoSpare)
+    assert out.reason == "none of the 2 ready spare(s) is validated (validate-on-promote is off)"
+
+
+def test_the_reserve_counts_only_validated_spares():
+    from remedy.spares.selection import validated_for_work
+
+    s = SpareSettings(validation_freshness_hours=72)
+    assert validated_for_work(NOW - timedelta(hours=1), NOW, s)
+    assert not validated_for_work(None, NOW, s), "never validated: no reserve to rely on"
+    assert not validated_for_work(NOW - timedelta(hours=100), NOW, s), "stale, and validate-on-promote is off"
+    assert validated_for_work(NOW - timedelta(hours=100), NOW, SpareSettings(validate_on_promote=True))
 
 
 def test_bad_inputs():
@@ -108,7 +125,7 @@ def test_recently_fixed_spare_is_used_after_clean_record_spares():
     assert choice.name == "s-clean" and choice.ranked == ("s-clean", "s-fixed")
     # it is still used when it is the only one, and the explanation says why it came last
     only = select_spare(FAILED, [fixed], NOW)
-    assert only.name == "s-fixed" and "fixed in place 2.0 d ago (within 14 d)" in only.explain()
+    assert only.name == "s-fixed" and "fixed in place 2 d ago (within 14 d)" in only.explain()
     # outside the window, or with the preference switched off, freshness decides again
     old_fix = SpareCandidate(node("s-fixed", "r5"), NOW - 0.5 * H, fixed_at=NOW - 15 * 24 * H)
     assert select_spare(FAILED, [old_fix, clean], NOW).name == "s-fixed"

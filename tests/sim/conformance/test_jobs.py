@@ -5,6 +5,10 @@ through the official client's models (wire.strict)."""
 
 from __future__ import annotations
 
+import time
+
+import pytest
+
 from tests.sim.conformance.wire import raw, strict, wait_for
 
 JOBS = "/apis/batch/v1/namespaces/gpu-remedy/jobs"
@@ -31,18 +35,26 @@ def read_job(sim, api_client, name: str):
     return strict(api_client, "V1Job", raw(sim, "GET", f"{JOBS}/{name}")[2])
 
 
+def on_real_server(sim) -> bool:
+    return hasattr(sim, "kubelet")  # tests.fixtures.real_k8s: the stand-in kubelet beside a real control plane
+
+
 def running_pod(sim, api_client, name: str, not_named: set[str] = frozenset()):
+    """A running pod of Job `name` (not one of `not_named`). Replacements come after the Job controller's
+    pod-failure back-off: 10 s, 20 s, 40 s ... on a real server (simulated seconds here)."""
     def find():
         pods = strict(api_client, "V1PodList", raw(sim, "GET", f"/api/v1/namespaces/gpu-remedy/pods"
                                                              f"?labelSelector=job-name%3D{name}")[2]).items
         return [p for p in pods if p.status.phase == "Running" and not p.metadata.deletion_timestamp
                 and p.metadata.name not in not_named]
-    return wait_for(find)[0]
+    return wait_for(find, timeout=120 if on_real_server(sim) else 8)[0]
 
 
-def evict(sim, pod: str) -> int:
-    return raw(sim, "POST", f"/api/v1/namespaces/gpu-remedy/pods/{pod}/eviction", {
-        "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": "gpu-remedy"}})[0]
+def evict(sim, pod: str, grace: int | None = None) -> int:
+    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": "gpu-remedy"}}
+    if grace is not None:
+        body["deleteOptions"] = {"gracePeriodSeconds": grace}
+    return raw(sim, "POST", f"/api/v1/namespaces/gpu-remedy/pods/{pod}/eviction", body)[0]
 
 
 def delete(sim, pod: str) -> int:
@@ -128,6 +140,51 @@ def test_with_a_pod_failure_policy_the_replacement_waits_for_the_old_pod(sim, ap
     j = wait_for(lambda: (x := read_job(sim, api_client, "patient")).status.terminating and x)
     assert (j.status.active or 0, j.status.terminating) == (0, 1)
     running_pod(sim, api_client, "patient", {pod.metadata.name})  # once it has ended
+
+
+def test_a_failed_pod_delays_the_next_one_by_the_pod_failure_back_off(sim, api_client):
+    """pkg/controller/job/job_controller.go v1.36.2 (manageJob: getRemainingTime with DefaultJobPodFailureBackOff
+    = 10 s, MaxJobPodFailureBackOff = 10 min; enqueueSyncJobWithDelay) and backoff_utils.go (newBackoffRecord,
+    getFinishTimeFromDeletionTimestamp): after a pod fails — here evicted, so deleted before it succeeded — the
+    controller creates its replacement 10 s after the failure, not at once. (The real lane measured this: the
+    simulator used to replace at once.)"""
+    scale = 1.0 if on_real_server(sim) else 0.2
+    sim.cluster.time_scale = scale  # the simulator's back-off is in simulated seconds: 10 s last 2 s here
+    raw(sim, "POST", JOBS, job("backed-off", backoff=6))
+    pod = running_pod(sim, api_client, "backed-off")
+    start = time.monotonic()
+    assert evict(sim, pod.metadata.name) == 201
+    replacement = running_pod(sim, api_client, "backed-off", {pod.metadata.name})
+    waited = time.monotonic() - start
+    assert 10 * scale - 1.0 <= waited <= 10 * scale + (8 if scale == 1.0 else 1.5), waited
+    assert replacement.metadata.name != pod.metadata.name
+    wait_for(lambda: read_job(sim, api_client, "backed-off").status.failed == 1)
+
+
+@pytest.mark.simulator_only("measures three successive back-offs (70 s of a real controller's time)")
+def test_the_back_off_doubles_with_each_failure_since_the_last_success(sim, api_client):
+    """backoff_utils.go (getRemainingTimeForFailuresCount): 10 s x 2^(n-1) after the n-th failure since the last
+    success, capped at MaxJobPodFailureBackOff (10 min in v1.36.2); a pod the podFailurePolicy ignores still
+    delays the next one (getNewFinishedPods takes every isPodFailed pod), it just does not count toward
+    backoffLimit."""
+    from remedy.sim.jobs import pod_failure_backoff
+
+    assert [pod_failure_backoff(n) for n in (0, 1, 2, 3, 6, 7, 20)] == [0, 10, 20, 40, 320, 600, 600]
+    sim.cluster.time_scale = 0.03  # 10 s last 0.3 s
+    raw(sim, "POST", JOBS, job("doubling", backoff=0, policy=IGNORE_DISRUPTIONS))
+    seen: set[str] = set()
+    pod = running_pod(sim, api_client, "doubling")
+    waits = []
+    for _ in range(3):
+        seen.add(pod.metadata.name)
+        start = time.monotonic()
+        assert evict(sim, pod.metadata.name, grace=0) == 201  # gone at once: the failure is now
+        pod = running_pod(sim, api_client, "doubling", seen)
+        waits.append(time.monotonic() - start)
+    for want, got in zip((0.3, 0.6, 1.2), waits):
+        assert want - 0.05 <= got <= want + 0.4, waits
+    j = read_job(sim, api_client, "doubling")
+    assert not j.status.failed and not condition(j, "Failed")  # ignored by the policy: never counted
 
 
 def test_suspending_a_job_deletes_its_pods_without_counting_them(sim, api_client):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 import json
+from datetime import datetime, timezone
 
 from tests.sim.conformance.wire import raw, strict, wait_for
 
@@ -53,6 +54,24 @@ def test_a_graceful_delete_leaves_the_pod_terminating_for_its_grace_period(sim, 
     assert code == 200 and deleted.metadata.deletion_timestamp and deleted.metadata.deletion_grace_period_seconds == 30
     assert raw(sim, "GET", f"{TRAINING}/pods/{pod.metadata.name}")[0] == 200  # still there, terminating
     wait_for(lambda: raw(sim, "GET", f"{TRAINING}/pods/{pod.metadata.name}")[0] == 404)
+
+
+def test_deletion_timestamp_is_when_the_grace_period_ends(sim, api_client):
+    """staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go (BeforeDelete, v1.36.2): deletionTimestamp =
+    now + gracePeriodSeconds; a second DELETE with a shorter grace moves it back by the difference (never before
+    now) and lowers deletionGracePeriodSeconds. The Job controller reads a deleted pod's failure time as
+    deletionTimestamp - grace (backoff_utils.go getFinishTimeFromDeletionTimestamp)."""
+    sim.cluster.time_scale = 1.0  # the simulator stamps simulated seconds: here they are real ones
+    pod = _training_pod_on(sim, api_client, "gpu006")
+    before = datetime.now(timezone.utc)
+    code, _, body = raw(sim, "DELETE", f"{TRAINING}/pods/{pod.metadata.name}", {"gracePeriodSeconds": 3000})
+    first = strict(api_client, "V1Pod", body).metadata
+    assert code == 200 and first.deletion_grace_period_seconds == 3000
+    assert abs((first.deletion_timestamp - before).total_seconds() - 3000) <= 2
+    code, _, body = raw(sim, "DELETE", f"{TRAINING}/pods/{pod.metadata.name}", {"gracePeriodSeconds": 1000})
+    second = strict(api_client, "V1Pod", body).metadata
+    assert code == 200 and second.deletion_grace_period_seconds == 1000
+    assert (first.deletion_timestamp - second.deletion_timestamp).total_seconds() == 2000
 
 
 def test_an_allowed_eviction_is_201_success_and_marks_the_pod_disrupted(sim, api_client):

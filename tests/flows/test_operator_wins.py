@@ -1,0 +1,105 @@
+"""The operator's uncordon wins at every step of replace-node (issue 17, part 3): an operator uncordons the failed
+node right after the cordon, during the drain, after the spare was claimed, or after the spare was promoted. Each
+time the run stands down at its next check, records who changed what, never re-cordons, never records the node as
+in repair, and a spare it had claimed but not promoted is released: the next failure can have it.
+
+Real parts: a Prefect server (test harness), the cluster simulator over HTTP (the operator's PATCH goes through the
+Kubernetes API as kubectl's would), a SQLite ledger."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from remedy.domain.model import ActionOutcome, IncidentStatus, NodeState
+from tests.approvals.helpers import remedy_env  # noqa: F401 - fixture
+from tests.fixtures.prefect import run_to_state_result
+
+pytestmark = pytest.mark.prefect
+
+
+def _acts(led, kind: str, outcome: ActionOutcome | None = None, *, node: str | None = None):
+    return [a for a in led.actions(kind=kind) if (outcome is None or a.outcome is outcome)
+            and (node is None or a.node == node)]
+
+
+FAILED = "gpu006"
+# when the operator steps in (read from the ledger, which the flow writes as it acts), and the check that sees it
+STEPS: dict[str, tuple[Callable, str]] = {
+    "right after cordon": (lambda led: _acts(led, "cordon_node", ActionOutcome.SUCCEEDED), "before the drain"),
+    "during the drain": (lambda led: _acts(led, "drain_node", ActionOutcome.RUNNING), "after the drain"),
+    # the spare is stale, so it is validated after the claim: the operator steps in meanwhile
+    "after the spare claim": (lambda led: _acts(led, "claim_spare"), "before promoting the spare"),
+    "after the promotion": (lambda led: _acts(led, "set_state_active", ActionOutcome.SUCCEEDED),
+                            "before sending the node to repair"),
+}
+
+
+def _operator(runtime, ready: Callable, stop: threading.Event) -> threading.Thread:
+    from kubernetes import client as k8s
+
+    api = k8s.CoreV1Api(runtime.cluster().api)
+    led = runtime.ledger()
+
+    def watch() -> None:
+        while not stop.is_set():
+            if ready(led):
+                api.patch_node(FAILED, {"spec": {"unschedulable": False}},
+                               _content_type="application/strategic-merge-patch+json")
+                return
+            time.sleep(0.005)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("step", list(STEPS))
+def test_an_uncordon_at_each_step_stands_the_run_down(prefect_server, sim_factory, remedy_env, step):
+    from flows.replace_node import replace_node
+    from remedy.demo import _spares_validated_at_build
+
+    sim = sim_factory(nodes=16, spares=1, time_scale=0.05)  # one spare: a released one is the only one there is
+    stale = step == "after the spare claim"
+    # the stood-down node keeps its quarantine taint (only the cordon was lifted): the budget leaves room for the
+    # next failure, and the breakers let two failures of a 16-node fleet through (the cluster's 5 % is one node);
+    # a hold nobody answers would end in 5 s, not hang the test
+    wide = {f"BREAKER__{k}__{f}": 100 for k in ("RACK", "SWITCH", "PDU", "CLUSTER") for f in ("MAX_FAILURES", "MAX_PERCENT")}
+    runtime = remedy_env(sim=sim, BREAKER__SPARE_RESERVE=0, SPARES__VALIDATE_ON_PROMOTE=str(stale).lower(),
+                         BUDGET__MAX_NODES_IN_REMEDIATION=4, BUDGET__MAX_PERCENT_IN_REMEDIATION=50,
+                         APPROVALS__TIMEOUT_SECONDS=5, **wide)
+    if not stale:
+        _spares_validated_at_build(runtime)
+    led = runtime.ledger()
+    ready, where = STEPS[step]
+    stop = threading.Event()
+    op = _operator(runtime, ready, stop)
+    try:
+        out = run_to_state_result(replace_node, node=FAILED, cause="row remap failed", signal="row-remap-failure",
+                                  gpu=1)
+    finally:
+        stop.set()
+        op.join(10)
+    assert out["status"] == "stopped-by-operator", out
+    assert out["drift"]["what"] == "uncordoned by hand" and where in out["why"], out
+    assert not runtime.cluster().get_node(FAILED).unschedulable  # never re-cordoned
+    assert led.get_node(FAILED).state is not NodeState.REPAIR
+    inc = led.get_incident(out["incident_id"])
+    assert inc.status is IncidentStatus.ESCALATED and f"operator ({where})" in inc.detail
+    # recorded: the gate outcome for the breaker, and no step after the check
+    assert _acts(led, "remediation_finished", node=FAILED)
+    spares = [n.name for n in runtime.cluster().list_gpu_nodes() if n.labels.get("remedy.io/pool") == "spare"]
+    if step == "after the promotion":  # the job runs on the spare already: it stays there
+        assert spares == [] and out["replacement"]
+        return
+    assert _acts(led, "set_state_active", ActionOutcome.SUCCEEDED) == []  # nothing promoted
+    assert len(spares) == 1  # still in the pool: released
+    if stale:  # it was claimed for this incident, and the next failure gets it
+        [claimed] = {a.node for a in _acts(led, "claim_spare")}
+        assert out["spare_released"] == claimed == spares[0]
+        again = run_to_state_result(replace_node, node="gpu011", cause="row remap failed",
+                                    signal="row-remap-failure", gpu=0)
+        assert again["status"] == "replaced" and again["replacement"] == claimed, again

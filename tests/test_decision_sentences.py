@@ -1,0 +1,43 @@
+"""What was decided for a node, in one sentence (remedy.domain.outcome.decision_sentence): the held run's state
+message and the first line of the replace-node and retire-node stories (issue 16)."""
+
+from __future__ import annotations
+
+import pytest
+
+from remedy.domain.outcome import decision_sentence, one_line
+
+HELD = {"node": "gpu005", "status": "held",
+        "why": "hold gpu005: cluster cluster: 2 nodes failed within 10 min, over the limit of 1 — automation paused",
+        "hold": {"skip": "breaker-tripped", "scope": "cluster:cluster"},
+        "approval": {"decision": "timeout", "by": "timeout", "reason": "no answer within 1 s"}}
+
+
+@pytest.mark.parametrize("result, sentence", [
+    (HELD, "gpu005 was held and left as it is: this failure tripped the cluster breaker, and nobody answered "
+           "within 1 s."),
+    (HELD | {"hold": {"skip": "spare-reserve", "scope": None}, "approval": {"decision": "deny", "by": "alice"}},
+     "gpu005 was held and left as it is: taking a spare would go below the spare reserve, and alice denied going "
+     "ahead."),
+    (HELD | {"hold": {"skip": "breaker-open", "scope": "rack:rack-2"}, "approval": {"decision": "planned"}},
+     "gpu005 was held and left as it is: the rack rack-2 breaker is open, and a person would have been asked "
+     "(dry-run)."),
+    ({"node": "gpu011", "status": "no-spare",
+      "why": "no spare: none of the 2 ready spare(s) is validated (validate-on-promote is off)\nnot gpu061: …"},
+     "gpu011 was taken out of service but not replaced: none of the 2 ready spare(s) is validated "
+     "(validate-on-promote is off)."),
+    ({"node": "gpu003", "status": "replaced", "replacement": "gpu062"}, "gpu003 was replaced by gpu062."),
+    ({"node": "gpu003", "status": "planned", "dry_run": True},
+     "Dry-run: every step for gpu003 was planned and recorded, nothing was changed."),
+    ({"node": "gpu007", "status": "not-retired", "approval": {"decision": "timeout", "reason": "no answer within 1 h"}},
+     "gpu007 was not retired: nobody answered within 1 h."),
+    ({"node": "gpu007", "status": "retired", "reason": "3 fail → pass → fail cycles in 30 d"},
+     "gpu007 was retired for good: 3 fail → pass → fail cycles in 30 d."),
+])
+def test_each_decision_is_one_sentence(result, sentence):
+    assert decision_sentence(result) == sentence
+    assert "\n" not in sentence and sentence.count(". ") == 0
+
+
+def test_a_held_runs_state_message_is_its_decision():
+    assert one_line(HELD) == decision_sentence(HELD)
