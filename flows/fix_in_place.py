@@ -257,9 +257,11 @@ def _do_step(step: Step, node: str, gpu: int | None, attempt_id: int, incident_i
         work = settings.workload
         done = restart_app(node, work.namespace, attempt_id, dry_run, incident_id)
         size = wait_job_back(node, work.namespace, work.job, work.resume_timeout_seconds, dry_run)
-        if not size["back_on_node"]:
-            # the job's pod cannot run here again: the fault outlived the restart, so this rung failed (reporting
-            # "restarted" would close the incident and leave the gang job short until a person noticed)
+        if not size["back_on_node"] and (size.get("gpus_short") or size["ready"] >= size["desired"] - 1):
+            # the job's pod cannot run here again while the rest of the job runs (or the node lacks the GPUs for
+            # it): the fault outlived the restart, so this rung failed (reporting "restarted" would close the
+            # incident and leave the gang job short until a person noticed). A gang still coming back as a whole is
+            # no evidence against the node.
             why = ("its GPUs are not allocatable (the device plugin took the faulty GPU out)" if size.get("gpus_short")
                    else f"not within {human_duration(work.resume_timeout_seconds)} of the restart")
             raise StepFailed(f"the job did not come back on {node}: {why} ({size['ready']}/{size['desired']} pods "

@@ -3,7 +3,8 @@
 wait_node_ready used to wait `down_grace_seconds` (120 s, real time) when it never saw the node NotReady, whatever
 the cluster's clock: on the time-compressed simulator a reboot of 1.8 s that finished while Prefect was starting the
 task cost the job 15 real seconds = 25 simulated minutes. The kubelet reports a new status.nodeInfo.bootID after
-every boot (Kubernetes API reference, NodeSystemInfo.bootID), and the simulator now does the same.
+every boot (kubernetes-client/python docs/V1NodeSystemInfo.md: "boot_id: Boot ID reported by the node"; the
+kubelet reads /proc/sys/kernel/random/boot_id), and the simulator now does the same.
 """
 
 from __future__ import annotations
