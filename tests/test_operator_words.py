@@ -53,8 +53,8 @@ def test_the_scan_sees_an_f_string_and_skips_a_docstring(tmp_path):
 # puts a unit of time right after a formatted number is a duration formatted by hand.
 UNIT_AFTER = re.compile(r"^\s?(s|secs?|seconds?|min|minutes?|h|hours?|d|days?)\b")
 # Not the formatter's to change: the simulator mimics kubectl's own columns and messages; the goodput simulator and
-# the remediation choice (remedy/remediate/choice.py) are reports of cost models in minutes, worked on in parallel
-# (issue 16's follow-up moves them too).
+# the remediation choice (remedy/remediate/choice.py) print cost tables whose rows are compared in one unit (every
+# option's downtime in minutes), which mixed units ("45 s" beside "1.2 h") would make harder to compare.
 DURATION_EXEMPT = ("remedy/sim/", "remedy/goodput/", "remedy/remediate/choice.py", "remedy/domain/durations.py")
 
 
