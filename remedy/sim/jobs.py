@@ -253,7 +253,12 @@ def _sync_gang(cluster: "Cluster", job: dict) -> bool:
             or uid in cluster.job_fail_reason:
         return True  # _update_status marks it Failed
     # terminating pods are replaced at once, unless only failed pods are (then they still take a slot)
-    missing = int(job["spec"].get("parallelism", 1)) - stats.live - (stats.terminating if only_replace_failed(job)
+    # manageJob: with completions set, at most completions - succeeded pods are active, whatever parallelism
+    # says (raising parallelism above completions creates nothing: seen on the real lane)
+    want = int(job["spec"].get("parallelism", 1))
+    if job["spec"].get("completions") is not None:
+        want = min(want, int(job["spec"]["completions"]) - stats.succeeded)
+    missing = want - stats.live - (stats.terminating if only_replace_failed(job)
                                                                       else 0)
     if missing < 0:  # scaled down: remove the surplus, unplaced pods first (as the Job controller does)
         surplus = sorted((p for p in index.owned(uid) if not finished(p) and not terminating(p)),

@@ -248,3 +248,8 @@ def test_patching_parallelism_resizes_the_job(sim, api_client):
     assert after.metadata.generation == before.metadata.generation + 1
     wait_for(lambda: strict(api_client, "V1Job", raw(sim, "GET", path)[2]).status.active == 12)
     assert not strict(api_client, "V1Job", raw(sim, "GET", path)[2]).status.failed  # removed, not failed
+    # manageJob: at most completions - succeeded active pods; parallelism above completions (14) adds none
+    raw(sim, "PATCH", path, {"spec": {"parallelism": 16}}, SMP)
+    wait_for(lambda: strict(api_client, "V1Job", raw(sim, "GET", path)[2]).status.active == 14)
+    time.sleep(1.0)
+    assert strict(api_client, "V1Job", raw(sim, "GET", path)[2]).status.active == 14

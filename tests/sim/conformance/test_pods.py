@@ -132,10 +132,17 @@ def test_a_pending_pod_is_evicted_whatever_the_budget(sim, api_client):
     """eviction.go (canIgnorePDB): a Succeeded, Failed or Pending pod, or one already terminating, is deleted
     without asking any budget."""
     _budget(sim, "strict", {"matchLabels": {"app": "llm-pretrain"}}, minAvailable=14)
-    raw(sim, "PATCH", "/apis/batch/v1/namespaces/training/jobs/llm-pretrain", {"spec": {"parallelism": 15}},
-        "application/strategic-merge-patch+json")  # one more pod than free nodes: it stays Pending
+    # a pod the budget covers that no node takes: it stays Pending. (Not by raising the training Job's
+    # parallelism: its completions are 14, and the Job controller keeps at most completions - succeeded pods
+    # active — the real lane showed it, job_controller.go manageJob.)
+    code, _, body = raw(sim, "POST", f"{TRAINING}/pods", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "stray", "labels": {"app": "llm-pretrain"}},
+        "spec": {"nodeSelector": {"remedy.io/no-such": "node"},
+                 "containers": [{"name": "c", "image": "busybox"}]}})
+    assert code == 201, body
     pending = wait_for(lambda: [p for p in strict(api_client, "V1PodList", raw(sim, "GET", f"{TRAINING}/pods")[2]).items
                                 if p.status.phase == "Pending"])
+    assert [p.metadata.name for p in pending] == ["stray"]
     code, _, body = _evict(sim, pending[0].metadata.name)
     assert code == 201 and strict(api_client, "V1Status", body).status == "Success"
 
