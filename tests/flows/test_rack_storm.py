@@ -4,6 +4,8 @@ held work. Seed 000: several nodes of one rack within a minute is a switch, PDU 
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import pytest
 
@@ -76,7 +78,9 @@ def test_rack_storm_trips_the_rack_breaker_and_one_signed_approval_resumes_the_h
         texts = [str(c.body.get("blocks")) for c in slack_stub.calls_to("chat.postMessage") if c.body.get("blocks")]
         assert any("waiting on this answer" in t and "other scopes not closed" in t for t in texts), texts
         approve(reserve_q)  # a named person spends the reserve for this node only
+        settle_by = time.monotonic() + 300
         while any(r.running for r in runs.values()):
+            assert time.monotonic() < settle_by, "the held runs never settled"
             more = [a for a in led.approvals(pending=True) if a.kind == "hold:spare-reserve"]
             for a in more:  # any other node asking about the reserve is denied: no spare left to spend anyway
                 body = form_body(click_payload(approval_id=a.id, flow_run_id=a.flow_run_id, approve=False,

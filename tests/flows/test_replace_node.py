@@ -160,20 +160,27 @@ def test_crash_and_rerun_gives_one_replacement(prefect_server, remedy_on_sim, tm
     incident = open_incident.fn("gpu007", "xid", gpu=4, xid=79)
     code = (f"from flows.replace_node import replace_node; "
             f"replace_node(node='gpu007', cause='XID 79', xid=79, gpu=4, incident_id={incident['id']}, return_state=True)")
-    env = os.environ | {"PREFECT_API_URL": PREFECT_API_URL.value(), "REMEDY_LEASES__TTL_SECONDS": "4",
-                        "REMEDY_LEASES__RENEW_SECONDS": "0.2"}
+    # a 10-s lease: a loaded machine can starve the renewing thread for seconds (tests/flows/test_takeover.py)
+    env = os.environ | {"PREFECT_API_URL": PREFECT_API_URL.value(), "REMEDY_LEASES__TTL_SECONDS": "10",
+                        "REMEDY_LEASES__RENEW_SECONDS": "0.5"}
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     led = runtime.ledger()
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 240
+    promoting = False
     while time.monotonic() < deadline and proc.poll() is None:
         if any(a.node != "gpu007" for a in led.actions(incident_id=incident["id"], kind="untaint_node")):
+            promoting = True
             break  # the spare is being promoted: crash now
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    assert promoting, f"the run never reached the spare's promotion (exit {proc.returncode})"
     holder = led.get_incident(incident["id"]).flow_run_id
+    assert holder, "the killed run never claimed the incident"
+    gone_by = time.monotonic() + 60
     while led.run_gone(holder) is None:  # until its lease runs out the dead run looks alive (tests/ledger)
+        assert time.monotonic() < gone_by, f"the killed run {holder}'s lease never ran out"
         time.sleep(0.05)
     out = run_to_state_result(replace_node, node="gpu007", cause="XID 79", xid=79, gpu=4, incident_id=incident["id"])
     assert out["status"] == "replaced", out
