@@ -39,7 +39,9 @@ left a faulty GPU behind with the job short until a person replaced the node.
 
 Measured after (issue 15's flow fixes: replace first, a restart the job cannot come back from is a failed rung, a
 NotReady node replaced at once with its stuck pods force-deleted, reboots seen by their boot ID), same trace, on the
-same 2 cores shared with five other sessions (load average 15–20): see docs/architecture.md for the table. The
+same 2 cores shared with five other sessions (load average 15–20): 36 faults in 1,172 s, all settled, none by a
+person, 426 alerts sent and received, no healthy node touched; real stack 68.24 % on the stretched clock, 87.65 %
+with orchestration at 1× (13.5 real s per fault, median); 14 restarts on both sides. The
 model of the flows as built now predicts 87.65 % (gpu-remedy's policy 87.63 %, auto-replace 87.33 %): the flows
 and the policy simulator now make the same choices. The real stack's measured goodput sits far under it, and the
 cause is the clock, not the policy: each fault costs 8–16 real seconds of orchestration (Prefect task runs, HTTP,
