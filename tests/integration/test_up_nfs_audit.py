@@ -59,7 +59,7 @@ def test_nfs_audit_under_remedy_up_reads_the_stacks_prometheus_and_finds_the_sta
             return r if r["state_type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED") else None
 
         done = _wait(finished, "the nfs-audit run to finish")
-        assert done["state_type"] == "COMPLETED", done["state"]
+        assert done["state_type"] == "COMPLETED", (done["state"].get("message"), (tmp_path / "up.err").read_text()[-3000:])
         assert done["name"].startswith("nfs audit over 5m, ") and "None" not in done["name"]
 
         reports = list((tmp_path / "var" / "stack" / "archive" / "audits" / "nfs").rglob("*.json"))
