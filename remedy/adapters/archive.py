@@ -89,11 +89,7 @@ class S3Archive:
         return url
 
     def put_json(self, key: str, obj: Any) -> str:
-        try:
-            text = json.dumps(obj, indent=2, sort_keys=True, default=str)
-        except (TypeError, ValueError) as exc:
-            raise ArchiveError(f"s3://{self.bucket}/{key}: not JSON-serialisable: {exc}") from None
-        return self.put_text(key, text, "application/json")
+        return self.put_text(key, _json_text(f"s3://{self.bucket}/{key}", obj), "application/json")
 
     def get(self, key: str) -> bytes:
         """The object's bytes; ArchiveError naming the key if it is missing."""
@@ -128,11 +124,7 @@ class LocalArchive:
         return path.as_uri()
 
     def put_json(self, key: str, obj: Any) -> str:
-        try:
-            text = json.dumps(obj, indent=2, sort_keys=True, default=str)
-        except (TypeError, ValueError) as exc:
-            raise ArchiveError(f"{key}: not JSON-serialisable: {exc}") from None
-        return self.put_text(key, text, "application/json")
+        return self.put_text(key, _json_text(key, obj), "application/json")
 
     def get(self, key: str) -> bytes:
         try:
@@ -146,3 +138,11 @@ def open_archive(aws: Any, *, dry_run: bool = False) -> S3Archive | LocalArchive
     if aws.archive_dir:
         return LocalArchive(aws.archive_dir, dry_run=dry_run)
     return S3Archive(aws.archive_bucket, region=aws.region, endpoint_url=aws.endpoint_url, dry_run=dry_run)
+
+
+def _json_text(where: str, obj: Any) -> str:
+    """The archive's JSON form of `obj` (both archives write the same bytes); ArchiveError naming `where`."""
+    try:
+        return json.dumps(obj, indent=2, sort_keys=True, default=str)
+    except (TypeError, ValueError) as exc:
+        raise ArchiveError(f"{where}: not JSON-serialisable: {exc}") from None
