@@ -69,6 +69,7 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 from prefect import flow, task  # noqa: E402 - after the settings above
 
 TOKEN = "bench-token"
+SETTLE_SECONDS = 3.0  # between latency samples, after the previous incident's runs finished
 LOOSE_BREAKERS = {  # many replacements in a row: the breakers would (rightly) stop a real fleet
     "REMEDY_BREAKER__CLUSTER__MAX_FAILURES": 1000, "REMEDY_BREAKER__CLUSTER__MAX_PERCENT": 100,
     "REMEDY_BREAKER__RACK__MAX_FAILURES": 1000, "REMEDY_BREAKER__RACK__MAX_PERCENT": 100,
@@ -145,7 +146,11 @@ def latency_rounds(stack, nodes: list[str], *, via_prometheus: bool = False) -> 
             started.append(stack.dispatcher.started_runs[runs_before][1] - t0)
         if t_cordon is not None:
             cordoned.append(t_cordon - t0)
-        time.sleep(1.0)  # let the replacement finish before the next fault
+        # Faults on a real fleet are minutes to hours apart: the next one arrives after this incident's runs have
+        # finished and the Prefect server has written their events (a triage + replacement is ~100 task-run
+        # events; right after it, creating a run waited ~1 s here for SQLite's write lock).
+        stack.dispatcher.wait_idle(120)
+        time.sleep(SETTLE_SECONDS)
     return {"run started": started, "cordoned": cordoned}
 
 

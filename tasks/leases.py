@@ -95,13 +95,18 @@ def ensure_held() -> None:
         k.check(run_id)
 
 
-def _ancestors(run_id: str) -> tuple[str, ...]:
+def ancestors(run_id: str) -> tuple[str, ...]:
     """Parent, grandparent, … of this flow run (a subflow acts under the claim of the run that started it). Read once
     per run from the API and kept: Prefect's runtime reads two records per level on every call."""
     with _lock:
         known = _lineage.get(run_id)
     if known is not None:
         return known
+    inline = _inline_ancestors(run_id)
+    if inline is not None:
+        with _lock:
+            _lineage[run_id] = inline
+        return inline
     from uuid import UUID
 
     from prefect.client.orchestration import get_client
@@ -120,10 +125,35 @@ def _ancestors(run_id: str) -> tuple[str, ...]:
     return tuple(chain)
 
 
+def _inline_ancestors(run_id: str) -> tuple[str, ...] | None:
+    """The ancestors known in this process, parent first, without an API read: none for a top-level run; for a
+    subflow called inline, the flow-run contexts it was entered from (each Prefect context keeps the one it
+    replaced). None when that does not account for the parent (a run started by `run_deployment` in another
+    process or thread): then the API is asked."""
+    from prefect.context import FlowRunContext
+
+    ctx = FlowRunContext.get()
+    if ctx is None or ctx.flow_run is None or str(ctx.flow_run.id) != run_id:
+        return None
+    if ctx.flow_run.parent_task_run_id is None:
+        return ()
+    chain: list[str] = []
+    current = ctx
+    while len(chain) < 20:
+        replaced = getattr(getattr(current, "_token", None), "old_value", None)
+        if not isinstance(replaced, FlowRunContext) or replaced.flow_run is None:
+            break
+        chain.append(str(replaced.flow_run.id))
+        current = replaced
+    if not chain or current.flow_run.parent_task_run_id is not None:  # the lineage goes on outside this process
+        return None
+    return tuple(chain)
+
+
 def fence(incident_id: int | None) -> Fence | None:
     """The fence for this flow run's writes about `incident_id` (None outside a flow run or without an incident:
     nothing to hold)."""
     run_id = current_run_id()
     if not run_id or incident_id is None:
         return None
-    return Fence.of(run_id, *_ancestors(run_id))
+    return Fence.of(run_id, *ancestors(run_id))

@@ -154,15 +154,11 @@ def _topology(node: str) -> Topology | None:
 
 
 def _is_us_or_ancestor(holder: str, me: str) -> bool:
-    """Each ancestor costs API reads, so stop at the first match: triage (the usual holder) is our parent."""
-    from prefect.runtime import flow_run
+    """The holder is this run or one that started it (triage, the usual holder, is our parent): the lineage the
+    fence uses (tasks.leases), known without an API read for a subflow started inline."""
+    from tasks.leases import ancestors, current_run_id
 
-    if holder == me:
-        return True
-    parent = str(flow_run.parent_flow_run_id or "")
-    if not parent:
-        return False
-    return holder == parent or holder == str(flow_run.root_flow_run_id or "")
+    return holder == me or (current_run_id() == me and holder in ancestors(me))
 
 
 FINAL_STATES = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}

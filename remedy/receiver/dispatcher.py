@@ -21,6 +21,9 @@ from uuid import UUID
 
 log = logging.getLogger(__name__)
 
+BURST_SECONDS = 10.0  # how long after a wake the dispatcher polls briskly
+BURST_POLL_SECONDS = 0.2
+
 
 class Dispatcher:
     def __init__(self, flows: dict[UUID, Any], *, poll_seconds: float = 0.2, max_workers: int = 8,
@@ -36,6 +39,9 @@ class Dispatcher:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._burst_until = 0.0  # after a wake, poll every BURST_POLL_SECONDS until then
+        self._settings_base: Any = None
+        self._settings: Any = None
         self.started_runs: list[tuple[UUID, float]] = []  # (flow run id, monotonic time) — for the bench
 
     def start(self) -> "Dispatcher":
@@ -44,6 +50,10 @@ class Dispatcher:
         return self
 
     def wake(self, *_: Any) -> None:
+        """Poll now, and briskly for the next few seconds: Prefect's trigger creates a run a moment after the event
+        that woke us. Between alerts the poll idles at `poll_seconds`, so it does not compete with the runs for the
+        API (each poll is a query on the server's database)."""
+        self._burst_until = time.monotonic() + BURST_SECONDS
         self._wake.set()
 
     def wait_idle(self, timeout: float) -> bool:
@@ -90,7 +100,8 @@ class Dispatcher:
                     self.poll_once(client)
                 except Exception:  # API restarting, network blip: keep polling
                     log.exception("dispatcher poll failed")
-                self._wake.wait(self.poll_seconds)
+                brisk = time.monotonic() < self._burst_until
+                self._wake.wait(min(self.poll_seconds, BURST_POLL_SECONDS) if brisk else self.poll_seconds)
 
     def poll_once(self, client) -> int:
         """Claim and start every due run; returns how many were started."""
@@ -128,15 +139,26 @@ class Dispatcher:
         threading.Thread(target=self._run, args=(run,), name=f"flow-run-{run.id}", daemon=True).start()
         return True
 
+    def _run_settings(self):
+        """The settings every run gets: the heartbeat thread adds ~1 s to every flow and subflow
+        (shared/notes/environment.md). Built once per process settings, not per run (a copy of Prefect's settings
+        costs tens of ms, on the way to the cordon)."""
+        import prefect.context
+
+        ctx = prefect.context.get_settings_context()
+        with self._lock:
+            if self._settings_base is not ctx.settings:
+                updates = {} if self.heartbeat else {"flows.heartbeat_frequency": None}
+                self._settings_base, self._settings = ctx.settings, ctx.settings.copy_with_update(updates=updates)
+            settings = self._settings
+        return prefect.context.SettingsContext(profile=ctx.profile, settings=settings)
+
     def _run(self, run) -> None:
         from prefect.flow_engine import run_flow
-        from prefect.settings import temporary_settings
 
         try:
             flow = self.flows[run.deployment_id]
-            # The heartbeat thread adds ~1 s to every flow and subflow (shared/notes/environment.md).
-            updates = {} if self.heartbeat else {"flows.heartbeat_frequency": None}
-            with temporary_settings(updates=updates):
+            with self._run_settings():
                 run_flow(flow, flow_run=run, return_type="state")
         except BaseException:  # the engine already recorded the failure on the run; never kill the pool thread
             log.exception("flow run %s raised outside the engine", run.id)
@@ -150,6 +172,17 @@ def triage_key(payload: dict[str, Any]) -> str:
     """One triage run per incident, and one more per re-announce by the lease watchdog (its run took over)."""
     again = payload.get("reannounce")
     return f"triage:incident:{payload['incident_id']}" + (f":reannounce-{again}" if again else "")
+
+
+def _run_tags(event: dict[str, Any]) -> list[str]:
+    """The triage run's UI tags, from the event (its rack is a related resource): the run is created tagged, so
+    the flow does not spend API round trips tagging itself before it acts (tasks.tags.tag_this_run)."""
+    from remedy.domain.run_tags import run_tags
+
+    payload = event["payload"]
+    rack = next((r["prefect.resource.name"] for r in event.get("related", ())
+                 if r.get("prefect.resource.role") == "rack"), None)
+    return run_tags(payload["node"], stage="triage", xid=payload.get("xid"), rack=rack)
 
 
 class DirectTriageSink:
@@ -181,7 +214,7 @@ class DirectTriageSink:
             payload = event["payload"]
             run = self._client.create_flow_run_from_deployment(
                 self.deployment_id, parameters=trigger_parameters(self.trigger, payload),
-                idempotency_key=triage_key(payload),
+                idempotency_key=triage_key(payload), tags=_run_tags(event),
             )
             if self.dispatcher is not None and run.state is not None and run.state.is_scheduled():
                 self.dispatcher.submit(self._client, run)

@@ -42,12 +42,14 @@ class TriageSettings(BaseModel):
         ),
     )
     dispatcher_poll_seconds: float = Field(
-        0.2,
+        1.0,
         gt=0,
         le=10,
         description=(
-            "How often the warm dispatcher asks Prefect for scheduled runs of our deployments. 0.2 s keeps alert→run "
-            "well under the 2 s target; `serve` polls every 10 s (9.4 s event→run measured here)."
+            "How often the warm dispatcher asks Prefect for scheduled runs of our deployments between alerts (runs "
+            "started from the UI or a schedule). After an incident event it polls every 0.2 s for 10 s, so a triage "
+            "run Prefect's trigger creates starts at once; `serve` polls every 10 s (9.4 s event→run measured here). "
+            "Each poll is a query on the Prefect server's database: polling 5×/s all the time slowed the runs."
         ),
     )
     emit_retry_seconds: float = Field(
