@@ -116,6 +116,7 @@ class Injected:
     wait_base_real: float = 0.0
     wait_fix_real: float = 0.0
     in_place: bool = False
+    waits_by: Counter = field(default_factory=Counter)  # real seconds down, by what the job waited on
 
     @property
     def wait_real(self) -> float:
@@ -146,6 +147,8 @@ def main() -> int:
     ap.add_argument("--time-scale", type=float, default=0.01, help="Kubernetes simulator time scale during incidents")
     ap.add_argument("--settle-timeout", type=float, default=180.0, help="real seconds one fault may take to settle")
     ap.add_argument("--quick", action="store_true", help="a short smoke run: a 6-hour trace")
+    ap.add_argument("--job-backoff", action="store_true",
+                    help="keep the Kubernetes simulator's Job pod-failure back-off (the model does not have it)")
     ap.add_argument("--verbose", action="store_true", help="print the job and the watched nodes while a fault settles")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, _stop_children)  # a killed replay leaves no Prefect server behind
@@ -182,7 +185,7 @@ def main() -> int:
     stack_out = run_stack(sc, trace, args)
     stack_out["replay"].wall_seconds = time.monotonic() - t0
     played = [e for e in stack_out["replay"].events if not e.skipped]
-    des = run_des(sc, trace, hours, settings, orchestration_by_kind(played), args.time_scale)
+    des = run_des(sc, trace, hours, settings, played, args.time_scale)
     print_report(sc, trace, hours, args, stack_out, des)
     return 0
 
@@ -247,6 +250,10 @@ def run_stack(sc, trace, args) -> dict:
         compressed = compressed_timeouts(args.time_scale)
         st = start_stack(workdir=work / "stack", api_url=api, nodes=sc.total_nodes, spares=sc.spares,
                          time_scale=args.time_scale, fresh_ledger=True, settings_overrides=OPEN_GATES | compressed)
+        # The Job controller's pod-failure back-off (10 s doubled per failure, at most 10 min) never resets for the
+        # training Job: its pods never succeed, so the k-th fault's new pod waits 10 s x 2^(k-1). The job's restart
+        # cost is the scenario's restart/reload time on both sides (0 here); the back-off stays off unless asked for.
+        st.sim.cluster.pod_failure_backoff = args.job_backoff
         print(f"stack up in {time.monotonic() - t:.1f} s: Prefect {api}, receiver {st.receiver.alerts_url}, "
               f"simulator {st.sim.url}", flush=True)
         try:
@@ -273,6 +280,10 @@ class Replayer:
         self.parallelism = int(job["spec"]["parallelism"])
         self.watched: dict[str, Injected] = {}  # nodes with an injected fault not yet known to be cleared
         self.seen_pods: dict[str, set[str]] = {}
+        # the job's pods on a node at the moment its fault was injected: that worker crashed, so the job is down
+        # until they are gone (restarted or drained), even when the fault itself was transient
+        self.crashed: dict[str, set[str]] = {}
+        self.wait_kind = ""  # what the job was last seen waiting on (see _sim_waits)
         self.racks: dict[int, list[str]] = {}
         for name in self.cl.node_names():
             labels = self.cl.node(name)["metadata"].get("labels") or {}
@@ -298,6 +309,8 @@ class Replayer:
         if self.cl.training_size() < self.parallelism:
             return False
         with self.cl.lock:
+            if any(p["metadata"]["uid"] in uids for n, uids in self.crashed.items() for p in self._job_pods(n)):
+                return False
             return not any(self.cl.health_of(n).faulty() and self._job_pods(n) for n in self.watched)
 
     # faults
@@ -396,12 +409,15 @@ class Replayer:
                                (None if ev.not_ready else STAND_IN_XID), ev.gpu)
                 self.watched[node] = rec
                 self.seen_pods[node] = {p["metadata"]["uid"] for p in self._job_pods(node)}
+                self.crashed[node] = set(self.seen_pods[node])
                 self.inject(ev, node)
             self._settle(rec)
             replay.events.append(rec)
             print(f"  [{i + 1}/{len(trace)}] {ev.minute / 60:6.1f} h {rec.kind:<22} needs {rec.needs:<8} "
                   f"{','.join(rec.nodes[:2]) + ('…' if len(rec.nodes) > 2 else ''):<20} job down "
-                  f"{rec.down_real:6.2f} s real = {rec.down_real / self.scale / 60:6.1f} min simulated"
+                  f"{rec.down_real:6.2f} s real = {rec.down_real / self.scale / 60:6.1f} min simulated (waits "
+                  f"{rec.wait_real:5.2f} s, orchestration {rec.orchestration_real:5.2f} s; "
+                  + ", ".join(f"{k} {v:.2f}" for k, v in rec.waits_by.most_common()) + ")"
                   f"{'  (replaced by hand)' if rec.person else ''}{'' if rec.settled else '  (did not settle)'}",
                   flush=True)
         for t in self.timers:
@@ -416,14 +432,16 @@ class Replayer:
         last_note = start
         not_ready_for = self.not_ready_seconds * self.scale  # real seconds before the rule reports a duration
         next_report = {n: start + not_ready_for for n, r in self.watched.items() if r is rec}
-        prev, prev_down, prev_waits = start, True, (False, False)
+        prev, prev_down, prev_waits, prev_kind = start, True, (False, False), ""
         while True:
             now = time.monotonic()
             if prev_down:  # the interval since the last look, classified by what the job was waiting on then
                 rec.wait_base_real += (now - prev) * prev_waits[0]
                 rec.wait_fix_real += (now - prev) * prev_waits[1]
+                rec.waits_by[prev_kind or "orchestration"] += now - prev
             ok = self.job_ok()
             prev, prev_down, prev_waits = now, not ok, (self._sim_waits(rec, crash_at) if not ok else (False, False))
+            prev_kind = self.wait_kind if not ok else ""
             if ok and down_since is not None:
                 rec.down_real += now - down_since
                 down_since, ok_since = None, now
@@ -465,6 +483,8 @@ class Replayer:
             time.sleep(0.02)
         with self.cl.lock:
             rec.in_place = any(self._job_pods(n) for n, r in self.watched.items() if r is rec)
+        for node in rec.nodes:
+            self.crashed.pop(node, None)
         for node in [n for n, r in self.watched.items() if r is rec]:
             with self.cl.lock:
                 if not self.cl.health_of(node).faulty() or not self._job_pods(node):
@@ -481,13 +501,19 @@ class Replayer:
         now = time.monotonic()
         mine = {n for n, r in self.watched.items() if r is rec}
         cl = self.cl
+        kinds = []
         with cl.lock:
             job = cl.training_job() or {}
-            base = bool(crash_at) or job.get("metadata", {}).get("uid") in cl.job_backoff_wake or any(
-                ns == TRAINING_NAMESPACE and due > now for (ns, _), due in cl.deletions.items())
-            fix = False
+            if crash_at:
+                kinds.append("crash-again")
+            if job.get("metadata", {}).get("uid") in cl.job_backoff_wake:
+                kinds.append("job back-off")
+            if any(ns == TRAINING_NAMESPACE and due > now for (ns, _), due in cl.deletions.items()):
+                kinds.append("pod grace")
+            base, fix = bool(kinds), False
             for node, due in cl.rebooting.items():
                 if due > now:
+                    kinds.append("reboot")
                     if node in mine:
                         fix = True
                     else:
@@ -496,10 +522,12 @@ class Replayer:
                 for (ns, name), run in cl.runs.items():
                     if run.finish_due > now and ns != TRAINING_NAMESPACE:
                         pod = cl.store.get("Pod", ns, name) or {}
+                        kinds.append("node Job")
                         if pod.get("spec", {}).get("nodeName") in mine:
                             fix = True
                         else:
                             base = True
+        self.wait_kind = kinds[0] if kinds else ""
         return base, base or fix
 
 
@@ -545,12 +573,16 @@ class FlowsAsBuilt:
     # then the NVML probe Job; the simulator's gpu-remedy policy assumes 5 and 15 min for a real fleet
     reset_minutes: float = 1.0
     reboot_minutes: float = 4.0
+    # a restart deletes the job's pods with their 30-s termination grace (remedy.sim.objects.TERMINATION_GRACE_SECONDS)
+    restart_minutes: float = 0.5
     # Detection: a real fleet's alert path (AUTO_DETECT_MINUTES); the Kubernetes simulator posts its alert the
     # moment a fault is injected, so a run checked against it sets 0 and gives the orchestration instead.
     detect_minutes: float | None = None
     # Orchestration the stack measured, per fault class (simulated minutes): alert to triage to flow to API calls,
     # everything but the simulator's own waits. Taken once per incident, before the first step, as one lump.
     orchestration_minutes: dict[str, float] = field(default_factory=dict)
+    # the same, fault by fault (key: the fault's trace minute, rounded to 6 places); wins over the class's
+    orchestration_by_fault: dict[float, float] = field(default_factory=dict)
 
     def handle(self, sim, inc):
         from remedy.domain.xid import RemediationPath as P
@@ -561,7 +593,8 @@ class FlowsAsBuilt:
 
         sim.hold(inc)
         yield ((AUTO_DETECT_MINUTES if self.detect_minutes is None else self.detect_minutes)
-               + self.orchestration_minutes.get(inc.fault.kind.name, 0.0))
+               + self.orchestration_by_fault.get(round(inc.start, 6),
+                                                 self.orchestration_minutes.get(inc.fault.kind.name, 0.0)))
         fault = inc.fault
         res = lookup(fault.xid).resolution if fault.xid is not None else _NO_XID_RESOLUTION.get(fault.kind.signal)
         rungs = LADDERS.get(res, ())
@@ -582,6 +615,7 @@ class FlowsAsBuilt:
             return
         elif rungs and rungs[0] is P.RESTART_APP:
             inc.automatic_retries += 1
+            yield self.restart_minutes
             sim.release(inc)
             if (yield sim.next_attempt()):
                 sim.close(inc, "restarted")
@@ -643,7 +677,8 @@ class FlowsAsBuilt:
 DES_POLICIES = ("flows-as-built", "gpu-remedy", "auto-replace")
 # The flows as built, told what the Kubernetes-simulator run measured: its orchestration per fault class, on the
 # stretched clock (real seconds / time scale, as the stack's downtime is read) and on the production clock (1×).
-CHECKS = ("stretched", "production")
+# The orchestration is given fault by fault (each fault's own measurement) or, coarser, as its class's mean.
+CHECKS = ("stretched", "stretched, class mean", "production")
 
 
 def orchestration_by_kind(played: list[Injected]) -> dict[str, float]:
@@ -667,7 +702,7 @@ def stack_downtime(played: list[Injected], scale: float, orchestration_factor: f
     return down
 
 
-def run_des(sc, trace, hours: float, settings, orchestration: dict[str, float], scale: float) -> dict:
+def run_des(sc, trace, hours: float, settings, played: list[Injected], scale: float) -> dict:
     from remedy.goodput.compare import make_policy
     from remedy.goodput.scenarios import Scenario
     from remedy.goodput.sim import FleetSim
@@ -682,19 +717,25 @@ def run_des(sc, trace, hours: float, settings, orchestration: dict[str, float], 
         if name == "flows-as-built":
             policy = FlowsAsBuilt(not_ready_minutes=not_ready)
         elif name in CHECKS:  # the alert is posted at injection: no detection delay beyond the orchestration
-            factor = 1.0 / scale if name == "stretched" else 1.0
-            policy = FlowsAsBuilt(not_ready_minutes=not_ready, detect_minutes=0.0,
-                                  orchestration_minutes={k: v * factor / 60.0 for k, v in orchestration.items()})
+            factor = 1.0 / scale if name.startswith("stretched") else 1.0
+            per_class = {k: v * factor / 60.0 for k, v in orchestration_by_kind(played).items()}
+            per_fault = {} if name.endswith("class mean") else {
+                round(e.minute, 6): e.orchestration_real * factor / 60.0 for e in played if e.measured}
+            policy = FlowsAsBuilt(not_ready_minutes=not_ready, detect_minutes=0.0, orchestration_minutes=per_class,
+                                  orchestration_by_fault=per_fault)
         else:
             policy = make_policy(name, settings)
         sim = FleetSim(same, policy, seed=0, trace=trace)
         res = sim.run()
         downs: Counter = Counter()
+        per_fault: dict[float, float] = {}  # trace minute → the job's downtime from that fault (a rack: the longest)
         for inc in sim.incidents:
             if inc.slot is not None:
-                downs[inc.fault.kind.name] += ((inc.resumed_at if inc.resumed_at is not None else sim.clock.now)
-                                               - inc.start)
-        out[name] = {"result": res, "down_by_kind": downs, "acc": sim.acc,
+                minutes = (inc.resumed_at if inc.resumed_at is not None else sim.clock.now) - inc.start
+                downs[inc.fault.kind.name] += minutes
+                key = round(inc.start, 6)
+                per_fault[key] = max(per_fault.get(key, 0.0), minutes)
+        out[name] = {"result": res, "down_by_kind": downs, "down_by_fault": per_fault, "acc": sim.acc,
                      "checkpoint": (same.checkpoint_interval_minutes, same.checkpoint_cost_minutes),
                      "restarts": sum(i.automatic_retries for i in sim.incidents),
                      "by_hand": sum(1 for i in sim.incidents if i.human_acted)}
@@ -768,12 +809,11 @@ def compare(sc, hours: float, scale: float, played: list[Injected], des: dict) -
     from remedy.goodput.trace import timeline_goodput
 
     horizon = hours * 60.0
-    real = {
-        "stretched": timeline_goodput(stack_downtime(played, scale, 1.0 / scale), horizon,
-                                      sc.checkpoint_interval_minutes, sc.checkpoint_cost_minutes)["goodput"],
-        "production": timeline_goodput(stack_downtime(played, scale, 1.0), horizon,
-                                       sc.checkpoint_interval_minutes, sc.checkpoint_cost_minutes)["goodput"],
-    }
+    stretched = timeline_goodput(stack_downtime(played, scale, 1.0 / scale), horizon,
+                                 sc.checkpoint_interval_minutes, sc.checkpoint_cost_minutes)
+    production = timeline_goodput(stack_downtime(played, scale, 1.0), horizon,
+                                  sc.checkpoint_interval_minutes, sc.checkpoint_cost_minutes)
+    real = {"stretched": stretched, "stretched, class mean": stretched, "production": production}
     orchestration = orchestration_by_kind(played)
     print("\norchestration the stack measured (real seconds per fault beyond the simulator's own waits), the "
           "discrete-event run's input:")
@@ -783,27 +823,38 @@ def compare(sc, hours: float, scale: float, played: list[Injected], des: dict) -
         print(f"  {kind:24}{n:>4}{secs:>9.2f}{secs / scale / 60:>22.1f}")
     print("\nwhat is compared: the job's goodput over this trace under the flows as built, measured on the real "
           "stack vs predicted by the discrete-event simulator given the same measured orchestration, on one clock")
-    print(f"  {'clock':44}{'real stack':>12}{'discrete-event':>16}{'difference':>14}")
-    labels = {"stretched": f"stretched (orchestration ×{1 / scale:g}, as measured)",
-              "production": "production (orchestration ×1)"}
+    print(f"  {'clock (orchestration given to the model)':50}{'real stack':>12}{'discrete-event':>16}"
+          f"{'difference':>13}   job down / rolled back, min (real; model)")
+    labels = {"stretched": f"stretched ×{1 / scale:g} (each fault's own)",
+              "stretched, class mean": f"stretched ×{1 / scale:g} (its class's mean)",
+              "production": "production ×1 (each fault's own)"}
     worst = 0.0
     for name in CHECKS:
-        pred = des[name]["result"].goodput
-        diff = 100 * (real[name] - pred)
-        worst = max(worst, abs(diff))
-        print(f"  {labels[name]:44}{real[name]:>12.2%}{pred:>16.2%}{diff:>+11.2f} pt")
+        r, m = des[name]["result"], real[name]
+        diff = 100 * (m["goodput"] - r.goodput)
+        if name != "stretched, class mean":  # the coarser input is shown, not held to the point
+            worst = max(worst, abs(diff))
+        print(f"  {labels[name]:50}{m['goodput']:>12.2%}{r.goodput:>16.2%}{diff:>+10.2f} pt   "
+              f"{m['down']:.0f} / {m['rollback']:.0f}; {r.minutes['down'] + r.minutes['failed_retry']:.0f} / "
+              f"{r.minutes['rollback']:.0f}")
     plain = des["flows-as-built"]["result"].goodput
     print(f"  (the model as shipped — a real fleet's 30-s detection, no orchestration — predicts {plain:.2%}; "
-          f"production clock {100 * (real['production'] - plain):+.2f} points from it)")
-    print("  they agree within 1 point of goodput on both clocks" if worst <= 1.0
+          f"production clock {100 * (production['goodput'] - plain):+.2f} points from it)")
+    print("  they agree within 1 point of goodput on both clocks (each fault's own orchestration)" if worst <= 1.0
           else f"  MORE THAN 1 POINT APART ({worst:.2f} points): by fault class below")
-    print("\njob downtime by fault class on the stretched clock, simulated minutes:")
-    print(f"  {'fault':24}{'n':>4}{'real':>10}{'model':>10}{'real − model':>14}")
-    for kind in sorted({e.kind.split(" ")[0] for e in played} | set(des["stretched"]["down_by_kind"])):
-        evs = [e for e in played if e.kind.split(" ")[0] == kind]
-        real_min = sum(e.down_real for e in evs) / scale / 60
-        pred = des["stretched"]["down_by_kind"].get(kind, 0.0)
-        print(f"  {kind:24}{len(evs):>4}{real_min:>10.1f}{pred:>10.1f}{real_min - pred:>+14.1f}")
+    print("\nfault by fault on the stretched clock, simulated minutes of job downtime (waits: beyond the "
+          "orchestration; the model's are its step durations):")
+    print(f"  {'hour':>6} {'fault':22}{'needs':>9}{'real':>8}{'model':>8}{'waits real':>12}{'model':>8}{'path':>10}")
+    model = des["stretched"]["down_by_fault"]
+    for e in played:
+        key = round(e.minute, 6)
+        orch = e.orchestration_real / scale / 60 if e.measured else 0.0
+        got = model.get(key)
+        print(f"  {e.minute / 60:6.1f} {e.kind:22}{e.needs:>9}{e.down_real / scale / 60:8.1f}"
+              + (f"{got:8.1f}" if got is not None else f"{'-':>8}")
+              + f"{e.wait_real / scale / 60:12.1f}"
+              + (f"{got - orch:8.1f}" if got is not None else f"{'-':>8}")
+              + f"{'in place' if e.in_place else 'spare':>10}")
     person = [e for e in played if e.person]
     if person:
         print(f"  {len(person)} fault(s) left the job short until the on-call engineer replaced the node by hand "

@@ -92,6 +92,14 @@ def test_the_discrete_event_run_adds_the_measured_orchestration_to_each_fault_of
         extra = added[round(e.minute, 6)] - plain[round(e.minute, 6)]
         assert extra == pytest.approx(20.0 if e.kind == kind else 0.0)
     assert slow.goodput < base.goodput
+    # a fault's own measurement wins over its class's mean
+    first = round(trace[0].minute, 6)
+    _, own = outages(replay.FlowsAsBuilt(detect_minutes=0.0, orchestration_minutes={kind: 20.0},
+                                         orchestration_by_fault={first: 3.0}))
+    assert own[first] - plain[first] == pytest.approx(3.0)
+    assert all(own[k] == pytest.approx(added[k]) for k in plain if k != first)
     # the shipped model's detection stays as it was when no measurement is given
     _, shipped = outages(replay.FlowsAsBuilt())
-    assert all(shipped[k] == pytest.approx(plain[k] + 0.5) for k in plain)
+    alone = [round(b.minute, 6) for a, b, c in zip([None] + trace, trace, trace[1:] + [None])
+             if (a is None or b.minute - a.minute > 30) and (c is None or c.minute - b.minute > 30)]
+    assert alone and all(shipped[k] == pytest.approx(plain[k] + 0.5) for k in alone)
