@@ -16,12 +16,29 @@ How time is compressed. The trace's clock and the Kubernetes simulator's clock d
 - during an incident the simulator runs at `--time-scale` (0.01: a 30-s drain grace lasts 0.3 s, a 180-s reboot
   1.8 s), and the job's downtime is measured on that clock (real seconds / time scale). Real seconds of
   orchestration (HTTP, Prefect, SQLite) are stretched the same way: 1 s of it reads as 100 s of downtime at 0.01.
-  That is the main reason the two goodputs can differ, and the table says how much of it there is.
 The goodput of the measured timeline is accounted exactly as the simulator accounts a run
 (remedy.goodput.trace.timeline_goodput), with the scenario's checkpoint cadence and no reload (the Kubernetes
 simulator does not load checkpoints; the discrete-event run is told the same, and that a warm spare joins at once,
 as the Kubernetes simulator's spares do). Both run with the breakers, budget and spare reserve opened wide (a trace
-of independent faults would otherwise wait for a person who is not there) and the same settings object.
+of independent faults would otherwise wait for a person who is not there) and the same settings object. The
+Kubernetes simulator's Job pod-failure back-off is off (`--job-backoff` keeps it): the training Job's pods never
+succeed, so its back-off never resets and the k-th fault's new pod waits 10 s x 2^(k-1), at most 10 min; the
+model has no such wait (the job's restart cost is the scenario's restart/reload time, 0 on both sides here).
+
+How the two are compared, independently. While the job is down the replay looks, every 20 ms, at what it is waiting
+on, from the Kubernetes simulator's own state: a training pod in its termination grace, the Job back-off, a Job pod
+running (reset, probe) or a node rebooting, the replay's crash-again delay. That time is the simulator's waits
+(simulated durations, shrunk by the time scale); the rest of the downtime is orchestration. A fix on the fault's own
+node counts as a wait only when the job came back on that node (else it ran beside the job's restart). Nothing of
+this reads the prediction. The discrete-event model of the flows as built (`FlowsAsBuilt`) is then given each
+fault's measured orchestration as an explicit input (`orchestration_by_fault`, simulated minutes, one lump before
+its first step; detection 0, since the Kubernetes simulator posts the alert at injection) and predicts the goodput
+itself: the path each fault takes, the simulator's step durations (its nominal ones, not the measured waits),
+overlaps, checkpoints and rollback. Two clocks, each with the real stack's number beside the model's:
+- stretched: orchestration read at 1/time scale, as measured;
+- production: orchestration at 1× (a real second is a second), the simulator's waits at their simulated length;
+  the model gets the same orchestration at 1×.
+A third row gives the model only each class's mean orchestration (coarser; shown, not held to the point).
 
 How a trace fault becomes a Kubernetes-simulator fault (the simulator's hidden health decides what fixes it):
 - a fault with an XID: that XID's alert on the GPU; `restart` clears by itself once the job restarts, `reset` is
@@ -30,7 +47,9 @@ How a trace fault becomes a Kubernetes-simulator fault (the simulator's hidden h
 - a fault without an XID (fail-slow, application error): XID 94 stands in for its alert (both are "restart the
   application" in NVIDIA's catalog and in the policy), with the same fix depths;
 - a rack event: every node of a simulator rack goes NotReady until the upstream cause clears.
-A job restarted on a node that is still faulty dies again: the replay raises the same alert again 30 s (simulated)
+Every fault stops the job at once: its worker on that node crashed, so the job counts as down until those pods are
+gone (restarted or drained), even when the fault itself was transient. A job restarted on a node that is still
+faulty dies again: the replay raises the same alert again 30 s (simulated)
 later, as the worker's next crash would.
 
 Measured before replace-first (2 shared cores, quiet), meta-16k, 72-h trace, seed 0: real stack 80.53 %, the model of
@@ -702,6 +721,19 @@ def stack_downtime(played: list[Injected], scale: float, orchestration_factor: f
     return down
 
 
+def des_trace(trace: list, training_nodes: int) -> list:
+    """The trace as the discrete-event run plays it. Every Kubernetes-simulator rack holds job nodes (its spares are
+    spread one to a rack), while the model keeps its spares in racks of their own after the job's: a rack event that
+    lands on one of those would cost the model's job nothing and the stack's job a rack. So a rack event is played on
+    the model's job racks (trace rack modulo their number); faults are played as drawn."""
+    from dataclasses import replace
+
+    from remedy.goodput.trace import RACK
+
+    job_racks = max(1, training_nodes // SIM_RACK_SIZE)
+    return [replace(e, rack=e.rack % job_racks) if e.kind == RACK else e for e in trace]
+
+
 def run_des(sc, trace, hours: float, settings, played: list[Injected], scale: float) -> dict:
     from remedy.goodput.compare import make_policy
     from remedy.goodput.scenarios import Scenario
@@ -725,7 +757,7 @@ def run_des(sc, trace, hours: float, settings, played: list[Injected], scale: fl
                                   orchestration_by_fault=per_fault)
         else:
             policy = make_policy(name, settings)
-        sim = FleetSim(same, policy, seed=0, trace=trace)
+        sim = FleetSim(same, policy, seed=0, trace=des_trace(trace, same.training_nodes))
         res = sim.run()
         downs: Counter = Counter()
         per_fault: dict[float, float] = {}  # trace minute → the job's downtime from that fault (a rack: the longest)
@@ -860,8 +892,8 @@ def compare(sc, hours: float, scale: float, played: list[Injected], des: dict) -
         print(f"  {len(person)} fault(s) left the job short until the on-call engineer replaced the node by hand "
               f"(kept at their measured downtime on both clocks).")
     if worst > 1.0:
-        print("  where the two can part: (1) the model takes each class's mean orchestration as one lump before the "
-              "first step; the stack spreads it over the steps and it varies fault to fault;\n"
+        print("  where the two can part: (1) the model takes a fault's orchestration as one lump before its first "
+              "step; the stack spreads it over the steps, so a fault can fall on the other side of a checkpoint;\n"
               "  (2) faults closer together than an incident lasts overlap in the model but were replayed one after "
               "the other;\n  (3) the model's step durations are the simulator's nominal ones (1 min to drain and "
               "reset, 4 min to drain and reboot); the stack also waits for Jobs to be scheduled and probed.")

@@ -103,3 +103,19 @@ def test_the_discrete_event_run_adds_the_measured_orchestration_to_each_fault_of
     alone = [round(b.minute, 6) for a, b, c in zip([None] + trace, trace, trace[1:] + [None])
              if (a is None or b.minute - a.minute > 30) and (c is None or c.minute - b.minute > 30)]
     assert alone and all(shipped[k] == pytest.approx(plain[k] + 0.5) for k in alone)
+
+
+def test_a_rack_event_lands_on_job_racks_in_the_model_as_on_the_kubernetes_simulator(replay):
+    sc = scenario("meta-16k")
+    trace = draw_trace(sc, hours=24 * 60, seed=0, racks=-(-sc.total_nodes // replay.SIM_RACK_SIZE))
+    racks = [e for e in trace if e.kind == RACK]
+    job_racks = sc.training_nodes // replay.SIM_RACK_SIZE
+    assert any(e.rack >= job_racks for e in racks)  # the drawn trace does hit the model's spare-only racks
+    played = replay.des_trace(trace, sc.training_nodes)
+    assert [e.rack for e in played if e.kind == RACK] == [e.rack % job_racks for e in racks]
+    assert [e for e in played if e.kind != RACK] == [e for e in trace if e.kind != RACK]
+    # in the model, each of those events now stops the job
+    same = scenario("meta-16k", days=60.0, rack_size=replay.SIM_RACK_SIZE, warning_share=0.0, lemon_fraction=0.0)
+    sim = FleetSim(same, replay.FlowsAsBuilt(), seed=0, trace=[e for e in played if e.kind == RACK])
+    sim.run()
+    assert {round(i.start, 6) for i in sim.incidents if i.slot is not None} == {round(e.minute, 6) for e in racks}
