@@ -56,7 +56,7 @@ GPU_MODEL = "NVIDIA-B200"
 # Assumed wall-clock durations of in-place fixes (the ladder's settings hold only their timeouts).
 RESET_MINUTES = 5.0  # drain, nvidia-smi -r, verify (timeout 10)
 REBOOT_MINUTES = 15.0  # drain, reboot, wait Ready, verify (timeout 30)
-LEMON_REVIEW_MINUTES = 7 * 24 * 60.0  # lemon review weekly, the retirement budget's window
+LEMON_REVIEW_MINUTES = 24 * 60.0  # lemon review daily, as deployed (deployments/prefect.yaml: interval 86400 s)
 SPARE_CYCLE_MINUTES = 24 * 60.0  # idle spares are re-validated daily (within the 72-h freshness window)
 NOT_READY_POLL_MINUTES = 10.0  # a NotReady node off the critical path is looked at this often
 NOT_READY_WAIT_MINUTES = 24 * 60.0  # and sent to repair if it is still NotReady after a day
@@ -107,7 +107,8 @@ class GpuRemedy:
         self.last_fix: dict[int, tuple[Option, float]] = {}  # node → (fix that cleared it, when)
         self.returned: dict[int, float] = {}  # node → when an off-path fix last sent it back to the pool
         self.claimed: set[str] = set()  # nodes on the board whose spare is already out of the pool
-        self.lemons: set[int] = set()
+        self.lemons: set[int] = set()  # picked for retirement (within the budget)
+        self.suspects: set[int] = set()  # every lemon candidate of the last review: never handed out as a spare
         self.retired_at: list[datetime] = []
         self._incidents: dict[int, list[IncidentRecord]] = {}
         self._reviews: dict[str, Signal] = {}
@@ -131,7 +132,7 @@ class GpuRemedy:
         counts = {"cluster:cluster": sim.managed_total, f"rack:rack-{rack:04d}": sim.managed_by_rack[rack]}
         quarantined = frozenset(f"node-{n:05d}" for n in sim.quarantined)
         # spares already promoted for incidents still on the board are not promised twice
-        return FleetView(counts, ready_spares=len(sim.ready_spares()), in_remediation=quarantined,
+        return FleetView(counts, ready_spares=len(self._spares(sim)), in_remediation=quarantined,
                          spare_claims=frozenset(self.claimed))
 
     # ---- the incident ----------------------------------------------------------------------------
@@ -213,9 +214,14 @@ class GpuRemedy:
                 return
             tried = DEPTHS.index(choice.option)
 
+    def _spares(self, sim) -> list[int]:
+        """Ready spares select_spare may hand out: a lemon candidate the retirement budget deferred waits in the pool
+        for its retirement but is not given to the job (select_spare rejects it)."""
+        return [n for n in sim.ready_spares() if n not in self.suspects]
+
     def _spare_state(self, sim) -> tuple[bool, bool]:
         """(a spare is ready, taking it needs a person's approval): the breaker's reserve rule, seen ahead."""
-        ready = len(sim.ready_spares())
+        ready = len(self._spares(sim))
         return ready > 0, ready - 1 < self.settings.breaker.spare_reserve
 
     def _gate(self, sim, inc, name: str, *, needs_spare: bool):
@@ -274,7 +280,7 @@ class GpuRemedy:
             minutes_to_next_checkpoint=sim.minutes_to_next_checkpoint(),
             checkpoint_interval_minutes=sc.checkpoint_interval_minutes,
             checkpoint_cost_minutes=sc.checkpoint_cost_minutes,
-            spare_ready=len(sim.ready_spares()) - 1 >= reserve, durations=self._durations(sim),
+            spare_ready=len(self._spares(sim)) - 1 >= reserve, durations=self._durations(sim),
             job_mtbf_minutes=job_mtbf)
         if choice.action is WarningAction.WAIT:
             return
@@ -290,7 +296,7 @@ class GpuRemedy:
         name = f"node-{node:05d}"
         # The spare is chosen before the job is stopped: the pool may have emptied since the warning, and a swap
         # with nothing to swap in would turn a clean checkpoint into an outage.
-        spare = self._pick_spare(sim, node, False, sim.ready_spares())
+        spare = self._pick_spare(sim, node, False, self._spares(sim))
         if spare is None:
             return
         event = FailureEvent(name, at(sim.clock.now), sim.topology(node), True, "early-warning")
@@ -315,7 +321,7 @@ class GpuRemedy:
 
     def _spares_outside(self, sim, node: int) -> list[int]:
         rack = sim.rack_of[node]
-        return [n for n in sim.ready_spares() if sim.rack_of[n] != rack and n not in self.lemons]
+        return [n for n in self._spares(sim) if sim.rack_of[n] != rack and n not in self.lemons]
 
     def _swap_while_held(self, sim, inc, review, outside: list[int]) -> Process:
         spare = sim.try_take_spare(lambda ready: next((n for n in ready if n in outside), None))
@@ -474,7 +480,7 @@ class GpuRemedy:
         cands = [SpareCandidate(self._node(sim, n), at(sim.validated_at.get(n, 0.0)),
                                 at(fixed[n]) if n in fixed else None) for n in ready]
         choice = select_spare(self._node(sim, failed), cands, at(sim.clock.now), self.settings.spares,
-                              correlated=correlated, lemons=[f"node-{n:05d}" for n in self.lemons])
+                              correlated=correlated, lemons=[f"node-{n:05d}" for n in self.lemons | self.suspects])
         return int(choice.name.split("-")[1]) if isinstance(choice, SpareChoice) else None
 
     # ---- the scheduled flows -------------------------------------------------------------------
@@ -511,12 +517,16 @@ class GpuRemedy:
                 continue
             times = sim.validations.get(n, [])
             vals = [ValidationRecord(at(t), True, "sim") for t in times[bisect_left(times, since) :]]
-            histories.append(NodeHistory(f"node-{n:05d}", exposure, recent, vals))
+            # a node retired (or picked for it) is not scored again (the flows' lemon_verdicts: in_fleet=False), or
+            # it would take another place in the retirement budget
+            histories.append(NodeHistory(f"node-{n:05d}", exposure, recent, vals,
+                                         in_fleet=sim.state[n] is not NodeState.RETIRED and n not in self.lemons))
         if not histories:
             return
         histories.append(NodeHistory("incident-free-nodes", rest_exposure))
         verdicts = [v for v in score_fleet(histories, now, self.settings.lemon) if v.node != "incident-free-nodes"]
-        retire, _ = select_for_retirement(verdicts, self.retired_at, now, self.settings.lemon)
+        retire, deferred = select_for_retirement(verdicts, self.retired_at, now, self.settings.lemon)
+        self.suspects = {int(v.node.split("-")[1]) for v in deferred}
         for v in retire:
             n = int(v.node.split("-")[1])
             if n in self.lemons:
