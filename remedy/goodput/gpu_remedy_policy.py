@@ -83,6 +83,12 @@ def _time(record: IncidentRecord) -> datetime:
     return record.time
 
 
+def _alone(times: list[datetime], t: datetime, window: timedelta) -> bool:
+    """No other incident (of any node) within ± window of t; `times` sorted, t among them."""
+    i = bisect_left(times, t)
+    return (i == 0 or times[i - 1] < t - window) and (i + 1 >= len(times) or times[i + 1] > t + window)
+
+
 @dataclass
 class GpuRemedy:
     """gpu-remedy: XID-driven ladder, breaker, spare selection and lemon retirement."""
@@ -113,6 +119,7 @@ class GpuRemedy:
         self._incidents: dict[int, list[IncidentRecord]] = {}
         self._reviews: dict[str, Signal] = {}
         self._seen_incidents = 0
+        self._validation_records: dict[int, list[ValidationRecord]] = {}
         sim.clock.spawn(self._lemon_review(sim))
         sim.clock.spawn(self._spare_cycling(sim))
 
@@ -483,6 +490,13 @@ class GpuRemedy:
                               correlated=correlated, lemons=[f"node-{n:05d}" for n in self.lemons | self.suspects])
         return int(choice.name.split("-")[1]) if isinstance(choice, SpareChoice) else None
 
+    def _validations(self, sim, n: int, since: float) -> list[ValidationRecord]:
+        """The node's passed checks in the window, each converted once."""
+        times = sim.validations.get(n, [])
+        done = self._validation_records.setdefault(n, [])
+        done += [ValidationRecord(at(t), True, "sim") for t in times[len(done) :]]
+        return done[bisect_left(times, since) :]
+
     # ---- the scheduled flows -------------------------------------------------------------------
     def _spare_cycling(self, sim) -> Process:
         while True:
@@ -501,31 +515,41 @@ class GpuRemedy:
 
     def _score_lemons(self, sim) -> None:
         now = at(sim.clock.now)
-        since = sim.clock.now - self.settings.lemon.lookback_days * 24 * 60
+        lemon = self.settings.lemon
+        since = sim.clock.now - lemon.lookback_days * 24 * 60
         for inc in sim.incidents[self._seen_incidents :]:  # convert each record once, in time order
             self._incidents.setdefault(inc.node, []).append(
                 IncidentRecord(at(inc.start), inc.fault.kind.signal, inc.fault.xid, inc.fault.gpu, str(inc.id))
             )
         self._seen_incidents = len(sim.incidents)
-        histories, rest_exposure = [], 0.0
+        recent = {}
+        for n, recs in self._incidents.items():
+            window = recs[bisect_left(recs, now - (sim.clock.now - since) * _MINUTE, key=_time) :]
+            if window:
+                recent[n] = window
+        if not recent:
+            return
+        # A node with one incident in the window fires no signal (each needs several), and one whose incident no other
+        # node's shares a correlated window cannot be part of a shared event: such nodes are scored pooled, like the
+        # incident-free ones, with the same fleet totals (the daily review over 2,000 histories was most of a run).
+        pair = timedelta(minutes=lemon.correlated_window_minutes)
+        times = sorted(i.time for recs in recent.values() for i in recs)
+        histories, pooled, rest_exposure = [], [], 0.0
         for n in range(len(sim.state)):
             exposure = sim.exposure_minutes(n) / (24 * 60)
-            recs = self._incidents.get(n, [])
-            recent = recs[bisect_left(recs, now - (sim.clock.now - since) * _MINUTE, key=_time) :]
-            if not recent:
-                rest_exposure += exposure  # incident-free nodes only add exposure: pooled, same totals
-                continue
-            times = sim.validations.get(n, [])
-            vals = [ValidationRecord(at(t), True, "sim") for t in times[bisect_left(times, since) :]]
+            recs = recent.get(n)
             # a node retired (or picked for it) is not scored again (the flows' lemon_verdicts: in_fleet=False), or
             # it would take another place in the retirement budget
-            histories.append(NodeHistory(f"node-{n:05d}", exposure, recent, vals,
-                                         in_fleet=sim.state[n] is not NodeState.RETIRED and n not in self.lemons))
-        if not histories:
-            return
-        histories.append(NodeHistory("incident-free-nodes", rest_exposure))
-        verdicts = [v for v in score_fleet(histories, now, self.settings.lemon) if v.node != "incident-free-nodes"]
-        retire, deferred = select_for_retirement(verdicts, self.retired_at, now, self.settings.lemon)
+            in_fleet = sim.state[n] is not NodeState.RETIRED and n not in self.lemons
+            if recs is None or (in_fleet and len(recs) == 1 and _alone(times, recs[0].time, pair)):
+                rest_exposure += exposure
+                pooled += recs or ()
+                continue
+            histories.append(NodeHistory(f"node-{n:05d}", exposure, recs, self._validations(sim, n, since),
+                                         in_fleet=in_fleet))
+        histories.append(NodeHistory("pooled-nodes", rest_exposure, pooled))
+        verdicts = [v for v in score_fleet(histories, now, lemon) if v.node != "pooled-nodes"]
+        retire, deferred = select_for_retirement(verdicts, self.retired_at, now, lemon)
         self.suspects = {int(v.node.split("-")[1]) for v in deferred}
         for v in retire:
             n = int(v.node.split("-")[1])
