@@ -560,4 +560,33 @@ class GpuRemedy:
             if sim.state[n] is NodeState.SPARE and n in sim.spare_pool:
                 sim.spare_pool.remove(n)
                 sim.retire(n)
-            # a lemon in the job is retired at its next failure (see handle), not drained mid-run
+            elif n in sim.slot_of:
+                sim.clock.spawn(self._retire_from_job(sim, n))
+
+    def _retire_from_job(self, sim, node: int) -> Process:
+        """retire-node drains a lemon in the job after letting it checkpoint: here at the next checkpoint boundary
+        (nothing rolled back; the job pays one swap), with a spare chosen first. No spare or a breaker hold: it is
+        retired at its next failure instead (see handle)."""
+        while True:
+            if node not in sim.slot_of or node in sim.open_by_node:
+                return  # failed first: handle retires it
+            if sim.phase == "running":
+                epoch = sim.epoch
+                yield sim.minutes_to_next_checkpoint()
+                if sim.epoch == epoch and node in sim.slot_of and node not in sim.open_by_node:
+                    break
+            else:
+                yield NOT_READY_POLL_MINUTES  # the job is down or loading: drain it once it runs again
+        name = f"node-{node:05d}"
+        spare = self._pick_spare(sim, node, False, self._spares(sim))
+        if spare is None:
+            return
+        event = FailureEvent(name, at(sim.clock.now), sim.topology(node), True, "lemon")
+        if decide(event, self.board, self._fleet(sim, node), at(sim.clock.now)).verdict is Verdict.HOLD:
+            return
+        spare = sim.try_take_spare(lambda ready: spare)
+        self.claimed.add(name)
+        inc = sim.swap_incident(node, warned=False)
+        inc.actions.append("retire-lemon")
+        yield from self._replace(sim, inc, Resolution.UNKNOWN, retire=True, spare=spare)
+        self._finish(sim, name, True)
