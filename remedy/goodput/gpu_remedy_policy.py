@@ -529,9 +529,11 @@ class GpuRemedy:
                 recent[n] = window
         if not recent:
             return
-        # A node with one incident in the window fires no signal (each needs several), and one whose incident no other
-        # node's shares a correlated window cannot be part of a shared event: such nodes are scored pooled, like the
-        # incident-free ones, with the same fleet totals (the daily review over 2,000 histories was most of a run).
+        # A node with fewer incidents in the window than any signal needs fires none (the simulation records no
+        # exclusions), and one whose incidents no other node's share a correlated window is in no shared event: such
+        # nodes are scored pooled, like the incident-free ones, with the same fleet totals (the daily review over
+        # 2,000 histories was most of a run).
+        fewest = min(lemon.recurrence_min_cycles + 1, lemon.rate_min_incidents, lemon.repeat_xid_min)
         pair = timedelta(minutes=lemon.correlated_window_minutes)
         times = sorted(i.time for recs in recent.values() for i in recs)
         histories, pooled, rest_exposure = [], [], 0.0
@@ -541,7 +543,7 @@ class GpuRemedy:
             # a node retired (or picked for it) is not scored again (the flows' lemon_verdicts: in_fleet=False), or
             # it would take another place in the retirement budget
             in_fleet = sim.state[n] is not NodeState.RETIRED and n not in self.lemons
-            if recs is None or (in_fleet and len(recs) == 1 and _alone(times, recs[0].time, pair)):
+            if recs is None or (in_fleet and len(recs) < fewest and all(_alone(times, i.time, pair) for i in recs)):
                 rest_exposure += exposure
                 pooled += recs or ()
                 continue
