@@ -123,7 +123,8 @@ def acceptance(results: dict[tuple[str, str], list[SimResult]]) -> str:
         lines.append(f"  {sc:12} {text}; approvals asked {sum(r.approvals for r in ours)}, "
                      f"spare shortfalls {sum(r.spare_shortfalls for r in ours)}, "
                      f"warning swaps {sum(r.warning_swaps for r in ours)} ({sum(r.failures_avoided for r in ours)} "
-                     f"failures avoided)")
+                     f"failures avoided); lemons picked for retirement (true lemons)/in the fleet {_lemons(ours)}, "
+                     f"retired {sum(r.nodes_retired for r in ours)}")
     return "\n".join(lines)
 
 

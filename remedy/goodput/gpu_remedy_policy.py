@@ -56,7 +56,7 @@ GPU_MODEL = "NVIDIA-B200"
 # Assumed wall-clock durations of in-place fixes (the ladder's settings hold only their timeouts).
 RESET_MINUTES = 5.0  # drain, nvidia-smi -r, verify (timeout 10)
 REBOOT_MINUTES = 15.0  # drain, reboot, wait Ready, verify (timeout 30)
-LEMON_REVIEW_MINUTES = 7 * 24 * 60.0  # lemon review weekly, the retirement budget's window
+LEMON_REVIEW_MINUTES = 24 * 60.0  # lemon review daily, as deployed (deployments/prefect.yaml: interval 86400 s)
 SPARE_CYCLE_MINUTES = 24 * 60.0  # idle spares are re-validated daily (within the 72-h freshness window)
 NOT_READY_POLL_MINUTES = 10.0  # a NotReady node off the critical path is looked at this often
 NOT_READY_WAIT_MINUTES = 24 * 60.0  # and sent to repair if it is still NotReady after a day
@@ -83,6 +83,12 @@ def _time(record: IncidentRecord) -> datetime:
     return record.time
 
 
+def _alone(times: list[datetime], t: datetime, window: timedelta) -> bool:
+    """No other incident (of any node) within ± window of t; `times` sorted, t among them."""
+    i = bisect_left(times, t)
+    return (i == 0 or times[i - 1] < t - window) and (i + 1 >= len(times) or times[i + 1] > t + window)
+
+
 @dataclass
 class GpuRemedy:
     """gpu-remedy: XID-driven ladder, breaker, spare selection and lemon retirement."""
@@ -107,11 +113,13 @@ class GpuRemedy:
         self.last_fix: dict[int, tuple[Option, float]] = {}  # node → (fix that cleared it, when)
         self.returned: dict[int, float] = {}  # node → when an off-path fix last sent it back to the pool
         self.claimed: set[str] = set()  # nodes on the board whose spare is already out of the pool
-        self.lemons: set[int] = set()
+        self.lemons: set[int] = set()  # picked for retirement (within the budget)
+        self.suspects: set[int] = set()  # every lemon candidate of the last review: never handed out as a spare
         self.retired_at: list[datetime] = []
         self._incidents: dict[int, list[IncidentRecord]] = {}
         self._reviews: dict[str, Signal] = {}
         self._seen_incidents = 0
+        self._validation_records: dict[int, list[ValidationRecord]] = {}
         sim.clock.spawn(self._lemon_review(sim))
         sim.clock.spawn(self._spare_cycling(sim))
 
@@ -131,7 +139,7 @@ class GpuRemedy:
         counts = {"cluster:cluster": sim.managed_total, f"rack:rack-{rack:04d}": sim.managed_by_rack[rack]}
         quarantined = frozenset(f"node-{n:05d}" for n in sim.quarantined)
         # spares already promoted for incidents still on the board are not promised twice
-        return FleetView(counts, ready_spares=len(sim.ready_spares()), in_remediation=quarantined,
+        return FleetView(counts, ready_spares=len(self._spares(sim)), in_remediation=quarantined,
                          spare_claims=frozenset(self.claimed))
 
     # ---- the incident ----------------------------------------------------------------------------
@@ -213,9 +221,14 @@ class GpuRemedy:
                 return
             tried = DEPTHS.index(choice.option)
 
+    def _spares(self, sim) -> list[int]:
+        """Ready spares select_spare may hand out: a lemon candidate the retirement budget deferred waits in the pool
+        for its retirement but is not given to the job (select_spare rejects it)."""
+        return [n for n in sim.ready_spares() if n not in self.suspects]
+
     def _spare_state(self, sim) -> tuple[bool, bool]:
         """(a spare is ready, taking it needs a person's approval): the breaker's reserve rule, seen ahead."""
-        ready = len(sim.ready_spares())
+        ready = len(self._spares(sim))
         return ready > 0, ready - 1 < self.settings.breaker.spare_reserve
 
     def _gate(self, sim, inc, name: str, *, needs_spare: bool):
@@ -274,7 +287,7 @@ class GpuRemedy:
             minutes_to_next_checkpoint=sim.minutes_to_next_checkpoint(),
             checkpoint_interval_minutes=sc.checkpoint_interval_minutes,
             checkpoint_cost_minutes=sc.checkpoint_cost_minutes,
-            spare_ready=len(sim.ready_spares()) - 1 >= reserve, durations=self._durations(sim),
+            spare_ready=len(self._spares(sim)) - 1 >= reserve, durations=self._durations(sim),
             job_mtbf_minutes=job_mtbf)
         if choice.action is WarningAction.WAIT:
             return
@@ -290,7 +303,7 @@ class GpuRemedy:
         name = f"node-{node:05d}"
         # The spare is chosen before the job is stopped: the pool may have emptied since the warning, and a swap
         # with nothing to swap in would turn a clean checkpoint into an outage.
-        spare = self._pick_spare(sim, node, False, sim.ready_spares())
+        spare = self._pick_spare(sim, node, False, self._spares(sim))
         if spare is None:
             return
         event = FailureEvent(name, at(sim.clock.now), sim.topology(node), True, "early-warning")
@@ -315,7 +328,7 @@ class GpuRemedy:
 
     def _spares_outside(self, sim, node: int) -> list[int]:
         rack = sim.rack_of[node]
-        return [n for n in sim.ready_spares() if sim.rack_of[n] != rack and n not in self.lemons]
+        return [n for n in self._spares(sim) if sim.rack_of[n] != rack and n not in self.lemons]
 
     def _swap_while_held(self, sim, inc, review, outside: list[int]) -> Process:
         spare = sim.try_take_spare(lambda ready: next((n for n in ready if n in outside), None))
@@ -474,8 +487,15 @@ class GpuRemedy:
         cands = [SpareCandidate(self._node(sim, n), at(sim.validated_at.get(n, 0.0)),
                                 at(fixed[n]) if n in fixed else None) for n in ready]
         choice = select_spare(self._node(sim, failed), cands, at(sim.clock.now), self.settings.spares,
-                              correlated=correlated, lemons=[f"node-{n:05d}" for n in self.lemons])
+                              correlated=correlated, lemons=[f"node-{n:05d}" for n in self.lemons | self.suspects])
         return int(choice.name.split("-")[1]) if isinstance(choice, SpareChoice) else None
+
+    def _validations(self, sim, n: int, since: float) -> list[ValidationRecord]:
+        """The node's passed checks in the window, each converted once."""
+        times = sim.validations.get(n, [])
+        done = self._validation_records.setdefault(n, [])
+        done += [ValidationRecord(at(t), True, "sim") for t in times[len(done) :]]
+        return done[bisect_left(times, since) :]
 
     # ---- the scheduled flows -------------------------------------------------------------------
     def _spare_cycling(self, sim) -> Process:
@@ -495,28 +515,44 @@ class GpuRemedy:
 
     def _score_lemons(self, sim) -> None:
         now = at(sim.clock.now)
-        since = sim.clock.now - self.settings.lemon.lookback_days * 24 * 60
+        lemon = self.settings.lemon
+        since = sim.clock.now - lemon.lookback_days * 24 * 60
         for inc in sim.incidents[self._seen_incidents :]:  # convert each record once, in time order
             self._incidents.setdefault(inc.node, []).append(
                 IncidentRecord(at(inc.start), inc.fault.kind.signal, inc.fault.xid, inc.fault.gpu, str(inc.id))
             )
         self._seen_incidents = len(sim.incidents)
-        histories, rest_exposure = [], 0.0
+        recent = {}
+        for n, recs in self._incidents.items():
+            window = recs[bisect_left(recs, now - (sim.clock.now - since) * _MINUTE, key=_time) :]
+            if window:
+                recent[n] = window
+        if not recent:
+            return
+        # A node with fewer incidents in the window than any signal needs fires none (the simulation records no
+        # exclusions), and one whose incidents no other node's share a correlated window is in no shared event: such
+        # nodes are scored pooled, like the incident-free ones, with the same fleet totals (the daily review over
+        # 2,000 histories was most of a run).
+        fewest = min(lemon.recurrence_min_cycles + 1, lemon.rate_min_incidents, lemon.repeat_xid_min)
+        pair = timedelta(minutes=lemon.correlated_window_minutes)
+        times = sorted(i.time for recs in recent.values() for i in recs)
+        histories, pooled, rest_exposure = [], [], 0.0
         for n in range(len(sim.state)):
             exposure = sim.exposure_minutes(n) / (24 * 60)
-            recs = self._incidents.get(n, [])
-            recent = recs[bisect_left(recs, now - (sim.clock.now - since) * _MINUTE, key=_time) :]
-            if not recent:
-                rest_exposure += exposure  # incident-free nodes only add exposure: pooled, same totals
+            recs = recent.get(n)
+            # a node retired (or picked for it) is not scored again (the flows' lemon_verdicts: in_fleet=False), or
+            # it would take another place in the retirement budget
+            in_fleet = sim.state[n] is not NodeState.RETIRED and n not in self.lemons
+            if recs is None or (in_fleet and len(recs) < fewest and all(_alone(times, i.time, pair) for i in recs)):
+                rest_exposure += exposure
+                pooled += recs or ()
                 continue
-            times = sim.validations.get(n, [])
-            vals = [ValidationRecord(at(t), True, "sim") for t in times[bisect_left(times, since) :]]
-            histories.append(NodeHistory(f"node-{n:05d}", exposure, recent, vals))
-        if not histories:
-            return
-        histories.append(NodeHistory("incident-free-nodes", rest_exposure))
-        verdicts = [v for v in score_fleet(histories, now, self.settings.lemon) if v.node != "incident-free-nodes"]
-        retire, _ = select_for_retirement(verdicts, self.retired_at, now, self.settings.lemon)
+            histories.append(NodeHistory(f"node-{n:05d}", exposure, recs, self._validations(sim, n, since),
+                                         in_fleet=in_fleet))
+        histories.append(NodeHistory("pooled-nodes", rest_exposure, pooled))
+        verdicts = [v for v in score_fleet(histories, now, lemon) if v.node != "pooled-nodes"]
+        retire, deferred = select_for_retirement(verdicts, self.retired_at, now, lemon)
+        self.suspects = {int(v.node.split("-")[1]) for v in deferred}
         for v in retire:
             n = int(v.node.split("-")[1])
             if n in self.lemons:
@@ -526,4 +562,33 @@ class GpuRemedy:
             if sim.state[n] is NodeState.SPARE and n in sim.spare_pool:
                 sim.spare_pool.remove(n)
                 sim.retire(n)
-            # a lemon in the job is retired at its next failure (see handle), not drained mid-run
+            elif n in sim.slot_of:
+                sim.clock.spawn(self._retire_from_job(sim, n))
+
+    def _retire_from_job(self, sim, node: int) -> Process:
+        """retire-node drains a lemon in the job after letting it checkpoint: here at the next checkpoint boundary
+        (nothing rolled back; the job pays one swap), with a spare chosen first. No spare or a breaker hold: it is
+        retired at its next failure instead (see handle)."""
+        while True:
+            if node not in sim.slot_of or node in sim.open_by_node:
+                return  # failed first: handle retires it
+            if sim.phase == "running":
+                epoch = sim.epoch
+                yield sim.minutes_to_next_checkpoint()
+                if sim.epoch == epoch and node in sim.slot_of and node not in sim.open_by_node:
+                    break
+            else:
+                yield NOT_READY_POLL_MINUTES  # the job is down or loading: drain it once it runs again
+        name = f"node-{node:05d}"
+        spare = self._pick_spare(sim, node, False, self._spares(sim))
+        if spare is None:
+            return
+        event = FailureEvent(name, at(sim.clock.now), sim.topology(node), True, "lemon")
+        if decide(event, self.board, self._fleet(sim, node), at(sim.clock.now)).verdict is Verdict.HOLD:
+            return
+        spare = sim.try_take_spare(lambda ready: spare)
+        self.claimed.add(name)
+        inc = sim.swap_incident(node, warned=False)
+        inc.actions.append("retire-lemon")
+        yield from self._replace(sim, inc, Resolution.UNKNOWN, retire=True, spare=spare)
+        self._finish(sim, name, True)

@@ -266,9 +266,10 @@ class FleetSim:
         interval = self.sc.checkpoint_interval_minutes
         return interval - (self.clock.now - self.run_start) % interval
 
-    def swap_incident(self, node: int) -> Incident:
-        """An incident for a node taken out on a warning: the job stops cleanly (nothing rolled back) at the
-        checkpoint that was just taken, and the node's announced fault, if any, goes with it."""
+    def swap_incident(self, node: int, *, warned: bool = True) -> Incident:
+        """An incident for a node taken out on a warning (or a lemon retired from the job, `warned=False`): the job
+        stops cleanly (nothing rolled back) at the checkpoint that was just taken, and the node's announced fault, if
+        any, goes with it."""
         self._stop_cleanly()
         fault = self.pending.pop(node, None)
         if fault is not None:
@@ -280,7 +281,8 @@ class FleetSim:
         self.open_by_node[node] = inc
         if inc.slot is not None:
             self.awaiting_resume.append(inc)
-        self.acc.warning_swaps += 1
+        if warned:
+            self.acc.warning_swaps += 1
         return inc
 
     def _stop_cleanly(self) -> None:

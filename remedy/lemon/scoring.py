@@ -130,7 +130,12 @@ def correlated_incidents(histories: Sequence[NodeHistory], settings: LemonSettin
 def recurrence_cycles(
     incidents: Sequence[IncidentRecord], validations: Sequence[ValidationRecord], gap: timedelta
 ) -> list[tuple[IncidentRecord, ValidationRecord, IncidentRecord]]:
-    """Fail → passing validation → fail-again-within-gap cycles, in time order."""
+    """Fail → passing validation → fail-again-within-gap cycles, in time order.
+
+    The gap runs from the last pass before the failure again: that is the check that sent the node back under
+    load. A spare is re-validated while it waits (spare cycling), and a spare fixed in place is used last for
+    `spares.recently_fixed_days` (as long as this gap by default): timed from the first pass, a lemon that failed
+    two days after going back to work would never count."""
     timeline = sorted(
         [(i.time, 1, i) for i in incidents] + [(v.time, 0, v) for v in validations if v.passed],
         key=lambda e: (e[0], e[1]),
@@ -143,8 +148,8 @@ def recurrence_cycles(
             if last_fail is not None and passed is not None and rec.time - passed.time <= gap:
                 cycles.append((last_fail, passed, rec))
             last_fail, passed = rec, None
-        elif last_fail is not None and passed is None:
-            passed = rec  # the first pass after a failure is the one that let it back in
+        elif last_fail is not None:
+            passed = rec  # the latest pass since the failure is the one that let it back in
     return cycles
 
 

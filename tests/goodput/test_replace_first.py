@@ -162,3 +162,18 @@ def test_a_spare_just_back_from_an_off_path_fix_is_used_last():
     assert policy._pick_spare(sim, 0, False, ready) == ready[2]
     policy.returned[ready[2]] = 0.0  # all of them did: any will do, rather than none
     assert policy._pick_spare(sim, 0, False, ready) in ready
+
+
+def test_a_lemon_candidate_the_budget_defers_is_never_handed_out_as_a_spare():
+    sc = scenario("seed002-63", warning_share=0.0)
+    policy = GpuRemedy()
+    sim = FleetSim(sc, policy, seed=0)
+    policy._setup(sim)
+    ready = sim.ready_spares()
+    policy.suspects = {ready[0]}  # a candidate the retirement budget deferred: it waits in the pool
+    assert ready[0] not in policy._spares(sim) and len(policy._spares(sim)) == 2
+    assert policy._pick_spare(sim, 0, False, ready) != ready[0]
+    policy.suspects = set(ready[:2])
+    assert policy._pick_spare(sim, 0, False, ready) == ready[2]
+    policy.suspects = set(ready)  # only candidates left: no spare rather than a lemon back in the job
+    assert policy._pick_spare(sim, 0, False, ready) is None and policy._spare_state(sim)[0] is False

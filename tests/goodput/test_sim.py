@@ -90,12 +90,12 @@ def test_gpu_remedy_breaker_holds_rack_events_and_spends_fewer_spares():
 
 
 def test_gpu_remedy_retires_lemons_and_rarely_anything_else():
-    # 110 days: the lemon review scores a 73-day lookback, and since replace-first keeps a recently fixed node out
-    # of the job (spares.recently_fixed_days) a lemon fails less often, so 55 days may not show a pattern yet
-    sim = FleetSim(scenario("meta-16k", days=110), make_policy("gpu-remedy"), seed=1)
+    # The scenario's 55 days: the daily review finds lemons from their third failure (two fail → pass → fail cycles
+    # timed from the check that let the node back, and an excess over the fleet rate); 2 retirements a week allowed.
+    sim = FleetSim(scenario("meta-16k"), make_policy("gpu-remedy"), seed=1)
     r = sim.run()
     retired = [n for n, st in enumerate(sim.state) if st is NodeState.RETIRED]
-    assert r.nodes_retired == len(retired) > 0
+    assert r.nodes_retired == len(retired) >= 5
     assert all(sim.lemon[n] for n in retired)
     assert r.lemons_flagged >= r.nodes_retired  # lemons still in the job go at their next failure
     assert r.lemons_flagged_correctly / r.lemons_flagged >= 0.5  # precision of the domain's lemon scoring

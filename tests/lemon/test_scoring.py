@@ -115,6 +115,42 @@ def test_cycle_needs_the_pass_and_the_gap() -> None:
     assert v3.signal(RECURRENCE).value == 2
 
 
+def test_the_gap_runs_from_the_last_pass_before_the_failure() -> None:
+    # Fixed, passed burn-in the next day, then waited 20 days in the pool (re-validated daily: used last as recently
+    # fixed) and failed 2 days after going back to work: the check that sent it back is 2 days old, not 22.
+    inc = tuple(IncidentRecord(day(d), "xid", 79, 3, f"inc-{d}") for d in (0, 23, 46))
+    burn_ins = (1, 24)
+    waits = tuple(range(2, 22)) + tuple(range(25, 45))
+    val = tuple(ValidationRecord(day(d), True, "burn-in") for d in burn_ins) + tuple(
+        ValidationRecord(day(d), True, "spare cycle") for d in waits)
+    v = verdict_of(score_fleet(ordinary_fleet() + [NodeHistory("waited", 10.0, inc, val)], NOW), "waited")
+    assert v.signal(RECURRENCE).value == 2
+    evidence = [(e.kind, e.time) for e in v.signal(RECURRENCE).evidence[:3]]
+    assert evidence == [("incident", day(0)), ("validation", day(21)), ("incident", day(23))]
+    # With only the burn-ins (22 days before each failure) it is not the lemon signature.
+    only_burn_ins = tuple(ValidationRecord(day(d), True, "burn-in") for d in burn_ins)
+    w = verdict_of(score_fleet(ordinary_fleet() + [NodeHistory("w", 10.0, inc, only_burn_ins)], NOW), "w")
+    assert w.signal(RECURRENCE).value == 0
+
+
+def test_failed_spare_checks_count_as_failures() -> None:
+    # A lemon caught mostly between jobs: one XID under load, then spare cycling finds it broken three times, and it
+    # passes again after each fix. Counted, the failed checks make 4 failures in 3 cycles; left out, one incident.
+    from dataclasses import replace
+
+    from remedy.lemon.attribution import NODE_ATTRIBUTABLE
+
+    inc = (IncidentRecord(day(10), "xid", 79, 3, "inc-10"),)
+    val = tuple(ValidationRecord(day(d), ok, "spare cycle") for d, ok in
+                ((11, True), (18, False), (19, True), (26, False), (27, True), (34, False), (35, True)))
+    fleet = ordinary_fleet() + [NodeHistory("between-jobs", 5.0, inc, val)]
+    v = verdict_of(score_fleet(fleet, NOW), "between-jobs")
+    assert v.candidate and v.incidents_counted == 4 and set(v.fired) == {RECURRENCE, EXCESS_RATE}
+    off = replace(NODE_ATTRIBUTABLE, count_failed_checks=False)
+    v_off = verdict_of(score_fleet(fleet, NOW, rule=off), "between-jobs")
+    assert not v_off.candidate and v_off.incidents_counted == 1
+
+
 def test_rack_event_is_set_aside() -> None:
     fleet = ordinary_fleet()
     t0 = day(40)
