@@ -214,10 +214,9 @@ class _Workload:
     def _kueue_active(self, obj: dict, active: bool, action: str) -> WorkloadChange:
         uid = obj["metadata"]["uid"]
         group, version, plural = KUEUE_WORKLOAD
-        data = self.cluster._json(f"find the Kueue Workload of {self.key}",
-                                  self.cluster.custom.list_namespaced_custom_object, group, version, self.namespace,
-                                  plural, label_selector=f"{KUEUE_JOB_UID}={uid}")
-        items = data.get("items", [])
+        items = self.cluster._list(f"find the Kueue Workload of {self.key}",
+                                   self.cluster.custom.list_namespaced_custom_object, group, version, self.namespace,
+                                   plural, label_selector=f"{KUEUE_JOB_UID}={uid}")
         if not items:
             raise RemedyError(f"{self.key} is managed by Kueue but Kueue has no Workload for it yet; its suspend "
                               "is Kueue's to set, so it was left alone")
