@@ -55,8 +55,9 @@ def test_a_custom_resource_refuses_a_strategic_merge_patch_with_415(sim, api_cli
 
 
 def test_a_merge_patch_on_a_custom_resource_merges_maps_and_null_deletes(sim, api_client):
-    """RFC 7386 as staging/src/k8s.io/apimachinery/pkg/util/jsonmergepatch applies it to a CR: maps merge key by
-    key, `null` removes a key, a scalar is replaced; a JSON patch (RFC 6902) works as well. metadata.generation
+    """RFC 7386 as staging/src/k8s.io/apiserver/pkg/endpoints/handlers/patch.go applies it (jsonPatcher:
+    jsonpatch.MergePatch): maps merge key by key, `null` removes a key, a scalar is replaced; a JSON patch
+    (RFC 6902, jsonpatch.DecodePatch) works as well. metadata.generation
     moves with a spec change, not with a metadata one (apiextensions-apiserver pkg/registry/customresource/
     strategy.go PrepareForUpdate)."""
     created = _create(sim, _suspended_jobset("merged"))
