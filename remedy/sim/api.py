@@ -326,6 +326,20 @@ def _check_job_update(current: dict, new: dict) -> None:
     if new.get("spec", {}).get("template") != current.get("spec", {}).get("template"):
         raise invalid("Job", current["metadata"]["name"],
                       [("spec.template", "FieldValueInvalid", "Invalid value: field is immutable")])
+    # pkg/apis/batch/validation/validation.go validateCompletions: immutable unless Indexed (elastic Indexed Jobs),
+    # and then only together with parallelism
+    spec, old = new.get("spec") or {}, current.get("spec") or {}
+    completions = spec.get("completions")
+    if completions == old.get("completions") or completions is None:
+        return
+    if spec.get("completionMode") != "Indexed":
+        why = "field is immutable"
+    elif completions != spec.get("parallelism"):
+        why = "can only be modified in tandem with spec.parallelism"
+    else:
+        return
+    raise invalid("Job", current["metadata"]["name"],
+                  [("spec.completions", "FieldValueInvalid", f"Invalid value: {completions}: {why}")])
 
 
 # ------------------------------------------------------------------ delete
