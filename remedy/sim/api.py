@@ -8,10 +8,11 @@ status, pods/log (follow) and pods/eviction. Writes run the control loop before 
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from urllib.parse import parse_qs
+from urllib.parse import parse_qsl
 
 from remedy.sim import admission, crds, discovery, paging, validation
 from remedy.sim.cluster import Cluster
@@ -23,6 +24,7 @@ from remedy.sim.patch import json_patch, merge_patch, strategic_merge
 from remedy.sim.selectors import parse_field_selector, parse_label_selector
 from remedy.sim.store import (
     ApiError, bad_request, conflict, deep_copy, dumps, invalid, normalize_times, not_found, now_iso,
+    precondition_failed,
 )
 from remedy.sim.tables import table
 
@@ -87,7 +89,19 @@ def route(path: str) -> Target | None:
 
 
 def _query(qs: str) -> dict[str, str]:
-    return {k: v[-1] for k, v in parse_qs(qs, keep_blank_values=True).items()}
+    """The query as the API server reads it: Go's url.Values (net/url parseQuery) drops a pair with a `;` or a bad
+    %-escape instead of failing the request, and a repeated parameter counts once, its first value
+    (staging/src/k8s.io/apimachinery/pkg/runtime/conversion.go, Convert_Slice_string_To_string)."""
+    out: dict[str, str] = {}
+    for pair in qs.split("&"):
+        if not pair or ";" in pair or _BAD_ESCAPE.search(pair):
+            continue
+        for k, v in parse_qsl(pair, keep_blank_values=True):
+            out.setdefault(k, v)
+    return out
+
+
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 
 def _json_body(body: bytes):
@@ -312,6 +326,20 @@ def _check_job_update(current: dict, new: dict) -> None:
     if new.get("spec", {}).get("template") != current.get("spec", {}).get("template"):
         raise invalid("Job", current["metadata"]["name"],
                       [("spec.template", "FieldValueInvalid", "Invalid value: field is immutable")])
+    # pkg/apis/batch/validation/validation.go validateCompletions: immutable unless Indexed (elastic Indexed Jobs),
+    # and then only together with parallelism
+    spec, old = new.get("spec") or {}, current.get("spec") or {}
+    completions = spec.get("completions")
+    if completions == old.get("completions") or completions is None:
+        return
+    if spec.get("completionMode") != "Indexed":
+        why = "field is immutable"
+    elif completions != spec.get("parallelism"):
+        why = "can only be modified in tandem with spec.parallelism"
+    else:
+        return
+    raise invalid("Job", current["metadata"]["name"],
+                  [("spec.completions", "FieldValueInvalid", f"Invalid value: {completions}: {why}")])
 
 
 # ------------------------------------------------------------------ delete
@@ -337,12 +365,10 @@ def _delete(cluster: Cluster, res, ns: str, name: str, query, body: bytes, dry_r
         current = cluster.store.require(res.kind, ns, name)
         pre = options.get("preconditions") or {}
         if pre.get("uid") and pre["uid"] != current["metadata"]["uid"]:
-            raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {pre['uid']}, "
-                           f"UID in object meta: {current['metadata']['uid']}")
+            raise precondition_failed(res.kind, name, "UID", pre["uid"], current["metadata"]["uid"])
         if pre.get("resourceVersion") and pre["resourceVersion"] != current["metadata"]["resourceVersion"]:
-            raise ApiError(409, "Conflict", f"Precondition failed: ResourceVersion in precondition: "
-                           f"{pre['resourceVersion']}, ResourceVersion in object meta: "
-                           f"{current['metadata']['resourceVersion']}")
+            raise precondition_failed(res.kind, name, "ResourceVersion", pre["resourceVersion"],
+                                      current["metadata"]["resourceVersion"])
         if dry_run:
             return ok(current if res.kind == "Pod" else success_status(res.kind, name, current["metadata"]["uid"]))
         if res.kind == "Pod":

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from remedy.sim.controller import BY_EVICTION_API, delete_pod, finished, pod_ready, terminating
 from remedy.sim.selectors import label_match
-from remedy.sim.store import ApiError, now_iso
+from remedy.sim.store import ApiError, now_iso, precondition_failed
 
 if TYPE_CHECKING:
     from remedy.sim.cluster import Cluster
@@ -147,10 +147,12 @@ def evict(cluster: "Cluster", namespace: str, name: str, eviction: dict) -> dict
         raise ApiError(400, "BadRequest", f"deleteOptions.gracePeriodSeconds must be an integer, got {grace!r}")
     with cluster.lock:
         pod = cluster.store.require("Pod", namespace, name)
-        uid = (options.get("preconditions") or {}).get("uid")
-        if uid and uid != pod["metadata"].get("uid"):
-            raise ApiError(409, "Conflict", f'Precondition failed: UID in precondition: {uid}, '
-                           f'UID in object meta: {pod["metadata"].get("uid")}')
+        pre = options.get("preconditions") or {}
+        if pre.get("uid") and pre["uid"] != pod["metadata"].get("uid"):
+            raise precondition_failed("Pod", name, "UID", pre["uid"], pod["metadata"].get("uid"))
+        if pre.get("resourceVersion") and pre["resourceVersion"] != pod["metadata"].get("resourceVersion"):
+            raise precondition_failed("Pod", name, "ResourceVersion", pre["resourceVersion"],
+                                      pod["metadata"].get("resourceVersion"))
         simple = terminating(pod) or finished(pod) or pod.get("status", {}).get("phase") == "Pending"
         if not simple:
             labels = pod["metadata"].get("labels") or {}

@@ -4,7 +4,8 @@
   after the last item>}`, the key being the object's storage key below the resource prefix ("ns/name", or "name"
   for cluster-scoped kinds) plus "\\x00" (staging/src/k8s.io/apiserver/pkg/storage/continue.go, `EncodeContinue`;
   etcd3/store.go appends the NUL to the last key returned). Items come in key order.
-- A malformed token is a 400 "continue key is not valid" (`DecodeContinue`'s errors).
+- A malformed token is a 400 "invalid continue token: continue key is not valid: ..." (`DecodeContinue`'s errors,
+  wrapped by storage.ValidateListOptions); the token is unpadded base64url, and padding is malformed.
 - A token whose revision was compacted is a 410 `Expired` whose Status carries a fresh token with rv -1 that would
   continue the list at the latest revision, inconsistently (etcd3/errors.go, `handleCompactedErrorForPaging`).
   etcd compacts every 5 minutes by default; here `ObjectStore.compact()` does it when a test says so.
@@ -18,7 +19,6 @@ not show); the simulator serves the current state from the token's key on (remed
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 
 from remedy.sim.store import ApiError, bad_request
@@ -56,22 +56,66 @@ def encode(start_key: str, rv: int) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
+_B64URL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def _raw_url_b64decode(token: str) -> bytes:
+    """Go's base64.RawURLEncoding.DecodeString: the URL alphabet and no padding; an "=" or any other character is
+    `illegal base64 data at input byte N` (encoding/base64 CorruptInputError), as is a lone trailing character.
+    (Python's urlsafe_b64decode accepts padding and drops unknown characters: a real server does neither.)"""
+    bad = next((i for i, ch in enumerate(token) if ch not in _B64URL), None)
+    if bad is None and len(token) % 4 == 1:
+        bad = len(token) - 1
+    if bad is not None:
+        raise ValueError(f"illegal base64 data at input byte {bad}")
+    return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+
+
+def _invalid(why: str) -> ApiError:
+    # storage.ValidateListOptions (staging/src/k8s.io/apiserver/pkg/storage/interfaces.go) wraps every
+    # DecodeContinue error: NewBadRequest("invalid continue token: " + err)
+    return bad_request(f"invalid continue token: {why}")
+
+
 def decode(token: str) -> tuple[str, int]:
-    """(start key, list revision) of a continue token; -1 = continue at the latest revision."""
+    """(start key, list revision) of a continue token; -1 = continue at the latest revision. continue.go
+    DecodeContinue's checks in its order, with its words."""
     try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        data = json.loads(raw)
-    except (binascii.Error, ValueError):
-        raise bad_request("continue key is not valid: illegal base64 data") from None
-    if not isinstance(data, dict) or data.get("v") != VERSION:
-        raise bad_request(f"continue key is not valid: server does not recognize this encoded version "
-                          f"{data.get('v') if isinstance(data, dict) else ''}")
-    rv, start = data.get("rv"), data.get("start")
-    if not isinstance(rv, int) or rv == 0:
-        raise bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
-    if not isinstance(start, str) or not start:
-        raise bad_request("continue key is not valid: encoded start key empty (version meta.k8s.io/v1)")
+        data = json.loads(_raw_url_b64decode(token))
+    except ValueError as exc:  # bad base64, or not JSON (json.JSONDecodeError is a ValueError)
+        raise _invalid(f"continue key is not valid: {exc}") from None
+    if not isinstance(data, dict):
+        raise _invalid("continue key is not valid: json: cannot unmarshal into Go value of type "
+                       "storage.continueToken")
+    if data.get("v") != VERSION:
+        raise _invalid(f"continue key is not valid: server does not recognize this encoded version "
+                       f"{data.get('v') or ''}")
+    rv, start = data.get("rv", 0), data.get("start", "")
+    if not isinstance(rv, int) or isinstance(rv, bool) or not isinstance(start, str):
+        raise _invalid("continue key is not valid: json: cannot unmarshal into Go struct field continueToken")
+    if rv == 0:
+        raise _invalid("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+    if not start:
+        raise _invalid("continue key is not valid: encoded start key empty (version meta.k8s.io/v1)")
+    # path.Clean guards against a start key that climbs out of the resource's key range ("../")
+    key = start if start.startswith("/") else "/" + start
+    if _clean(key) != key:
+        raise _invalid(f"continue key is not valid: {start}")
     return start, rv
+
+
+def _clean(path: str) -> str:
+    """Go's path.Clean for a rooted path: no empty, "." or ".." elements, no trailing slash."""
+    out: list[str] = []
+    for part in path.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if out:
+                out.pop()
+            continue
+        out.append(part)
+    return "/" + "/".join(out)
 
 
 def page(items: list, key_of, matches, query: dict, current_rv: int, compacted_rv: int,
@@ -88,6 +132,8 @@ def page(items: list, key_of, matches, query: dict, current_rv: int, compacted_r
     rv, start = current_rv, 0
     if query.get("continue"):
         start_key, rv = decode(query["continue"])
+        if query.get("resourceVersion") not in (None, "", "0"):
+            raise bad_request("specifying resource version is not allowed when using continue")
         if 0 < rv < compacted_rv:
             raise ContinueExpired(encode(start_key, -1))
         if rv < 0:

@@ -119,6 +119,20 @@ def not_found(kind: str, name: str) -> ApiError:
     return ApiError(404, "NotFound", f'{_qualified(kind)} "{name}" not found', _details(kind, name))
 
 
+def precondition_failed(kind: str, name: str, field: str, sent: str, stored: str) -> ApiError:
+    """A DELETE (or an eviction) whose preconditions do not hold: staging/src/k8s.io/apiserver/pkg/registry/rest/
+    delete.go BeforeDelete (and eviction.go addConditionAndDeletePod) — a Conflict on the *Kind*, not the
+    resource (GroupResource{Group, Resource: Kind}), in their words. Checked on a real v1.36.2 server."""
+    _, group = RESOURCE_OF_KIND.get(kind, ("", ""))
+    why = ("deleted and then recreated" if field == "UID" else "modified")
+    details = {"name": name, "kind": kind}
+    if group:
+        details["group"] = group
+    return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {kind}{"." + group if group else ""} '
+                    f'"{name}": the {field} in the precondition ({sent}) does not match the {field} in record '
+                    f"({stored}). The object might have been {why}", details)
+
+
 def already_exists(kind: str, name: str) -> ApiError:
     return ApiError(409, "AlreadyExists", f'{_qualified(kind)} "{name}" already exists', _details(kind, name))
 

@@ -415,3 +415,44 @@ def test_drain_of_a_ready_node_never_force_deletes(cluster):
     report = cluster.drain("gpu013", grace_period_seconds=30, deadline_seconds=10)
     assert report.complete and not report.force_deleted
     assert not cluster.get_node("gpu013").has_taint("node.kubernetes.io/out-of-service")
+
+
+def _kept(sent, stored, path: str = "") -> list[str]:
+    """Where `stored` lost or changed something `sent` had (the server may add defaults; quantities and other
+    scalars compare as text)."""
+    if isinstance(sent, dict):
+        if not isinstance(stored, dict):
+            return [f"{path}: sent a map, stored {stored!r}"]
+        return [d for k, v in sent.items() for d in _kept(v, stored.get(k), f"{path}.{k}")]
+    if isinstance(sent, list):
+        if not isinstance(stored, list) or len(stored) != len(sent):
+            return [f"{path}: sent {sent!r}, stored {stored!r}"]
+        return [d for i, (a, b) in enumerate(zip(sent, stored)) for d in _kept(a, b, f"{path}[{i}]")]
+    return [] if str(sent) == str(stored) else [f"{path}: sent {sent!r}, stored {stored!r}"]
+
+
+def test_every_check_job_is_accepted_and_kept_as_rendered(cluster, sim):
+    """Every health-check Job of the extended suite (one node, and the multi-node sweep on a group), rendered as the
+    flows render it, is created with server-side dry run and `fieldValidation=Strict` — a real server answers 400
+    for a field the batch/v1 schema does not know instead of dropping it with a warning (staging/src/k8s.io/
+    apiserver/pkg/endpoints/handlers/create.go; the simulator ignores fieldValidation) and 422 for what
+    pkg/apis/batch/validation/validation.go refuses — and the answer keeps every field sent: image, command, GPU
+    requests, node affinity, pod anti-affinity, tolerations, podFailurePolicy."""
+    import json
+
+    from remedy.health import suite_for
+    from remedy.health.jobs import check_job
+
+    settings = cluster.settings
+    ns = settings.cluster.jobs_namespace
+    for spec in suite_for("extended", settings.health):
+        nodes = ["gpu010", "gpu011"] if spec.multi_node else ["gpu010"]
+        manifest = cluster.render_node_job(check_job(spec, name=f"{spec.id}-dry", nodes=nodes,
+                                                     settings=settings.health))
+        resp = cluster.batch.create_namespaced_job(ns, manifest, dry_run="All", field_validation="Strict",
+                                                   _preload_content=False)
+        stored = json.loads(resp.data)
+        assert resp.status == 201, (spec.id, stored)
+        assert not _kept(manifest["spec"], stored["spec"], "spec"), (spec.id, _kept(manifest["spec"], stored["spec"]))
+        assert stored["spec"]["podReplacementPolicy"] == "Failed"  # defaulted so by the podFailurePolicy
+    assert not cluster.job_pods(f"{spec.id}-dry")  # a dry run created nothing

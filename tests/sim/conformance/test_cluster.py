@@ -74,3 +74,26 @@ def test_throttling_is_429_with_retry_after_in_plain_text(sim, api_client):
     assert code == 429 and body == b"Too many requests, please try again later.\n"
     assert headers["content-type"].startswith("text/plain") and int(headers["retry-after"]) >= 1
     assert raw(sim, "GET", "/readyz")[0] == 200
+
+
+def test_an_event_written_twice_is_409_and_its_count_is_patched(sim, api_client):
+    """staging/src/k8s.io/apimachinery/pkg/api/errors/errors.go (NewAlreadyExists: `events "NAME" already
+    exists`) and a strategic merge patch of count and lastTimestamp — how the adapter's record_event aggregates a
+    repeated note into one Event, as client-go's EventCorrelator does (tools/record/events_cache.go)."""
+    event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "gpu003.twice"},
+             "involvedObject": {"kind": "Node", "name": "gpu003", "uid": "gpu003", "apiVersion": "v1"},
+             "reason": "RemedyHeld", "message": "held", "type": "Normal", "count": 1,
+             "firstTimestamp": "2026-11-27T03:00:00Z", "lastTimestamp": "2026-11-27T03:00:00Z",
+             "source": {"component": "gpu-remedy"}}
+    assert raw(sim, "POST", "/api/v1/namespaces/default/events", event)[0] == 201
+    code, _, body = raw(sim, "POST", "/api/v1/namespaces/default/events", event)
+    status = strict(api_client, "V1Status", body)
+    assert code == 409 and status.reason == "AlreadyExists"
+    assert status.message == 'events "gpu003.twice" already exists'
+    code, _, body = raw(sim, "PATCH", "/api/v1/namespaces/default/events/gpu003.twice",
+                        {"count": 2, "lastTimestamp": "2026-11-27T03:05:00Z"},
+                        "application/strategic-merge-patch+json")
+    patched = strict(api_client, "CoreV1Event", body)
+    assert code == 200 and patched.count == 2 and patched.reason == "RemedyHeld"
+    assert patched.last_timestamp.isoformat() == "2026-11-27T03:05:00+00:00"
+    assert patched.first_timestamp.isoformat() == "2026-11-27T03:00:00+00:00"

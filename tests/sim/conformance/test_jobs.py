@@ -253,3 +253,25 @@ def test_patching_parallelism_resizes_the_job(sim, api_client):
     wait_for(lambda: strict(api_client, "V1Job", raw(sim, "GET", path)[2]).status.active == 14)
     time.sleep(1.0)
     assert strict(api_client, "V1Job", raw(sim, "GET", path)[2]).status.active == 14
+
+
+def test_completions_change_only_on_an_indexed_job_and_with_parallelism(sim, api_client):
+    """pkg/apis/batch/validation/validation.go v1.36.2 (validateCompletions; elastic Indexed Jobs, KEP-3715): a
+    NonIndexed Job's completions are immutable; an Indexed Job's change only in tandem with parallelism — how
+    the adapter's resize of an Indexed training Job patches both (remedy/adapters/workloads.py)."""
+    raw(sim, "POST", JOBS, job("plain-size", parallelism=2))
+    code, _, body = raw(sim, "PATCH", f"{JOBS}/plain-size", {"spec": {"parallelism": 3, "completions": 3}}, SMP)
+    status = strict(api_client, "V1Status", body)
+    assert code == 422 and status.reason == "Invalid"
+    assert [(c.field, c.message) for c in status.details.causes] == [
+        ("spec.completions", "Invalid value: 3: field is immutable")]
+    indexed = job("indexed-size", parallelism=2)
+    indexed["spec"]["completionMode"] = "Indexed"
+    assert raw(sim, "POST", JOBS, indexed)[0] == 201
+    code, _, body = raw(sim, "PATCH", f"{JOBS}/indexed-size", {"spec": {"completions": 3}}, SMP)
+    status = strict(api_client, "V1Status", body)
+    assert code == 422 and [(c.field, c.message) for c in status.details.causes] == [
+        ("spec.completions", "Invalid value: 3: can only be modified in tandem with spec.parallelism")]
+    code, _, body = raw(sim, "PATCH", f"{JOBS}/indexed-size", {"spec": {"parallelism": 3, "completions": 3}}, SMP)
+    resized = strict(api_client, "V1Job", body)
+    assert code == 200 and (resized.spec.parallelism, resized.spec.completions) == (3, 3)

@@ -51,19 +51,58 @@ def test_a_selected_list_has_no_remaining_item_count(sim, api_client):
     assert len(page.items) == 3 and page.metadata._continue and page.metadata.remaining_item_count is None
 
 
+def _raw(payload: bytes) -> str:
+    """A token as EncodeContinue writes it: base64.RawURLEncoding, no padding."""
+    return base64.urlsafe_b64encode(payload).decode().rstrip("=")
+
+
 @pytest.mark.parametrize("token, why", [
-    ("%%%", "continue key is not valid"),
-    (base64.urlsafe_b64encode(b'{"v":"meta.k8s.io/v2","rv":5,"start":"a"}').decode(),
-     "server does not recognize this encoded version"),
-    (base64.urlsafe_b64encode(b'{"v":"meta.k8s.io/v1","rv":0,"start":"a"}').decode(),
-     "incorrect encoded start resourceVersion"),
+    ("not*base64", "continue key is not valid: illegal base64 data at input byte 3"),
+    # padding is malformed for RawURLEncoding: the real lane found the simulator accepting it
+    (base64.urlsafe_b64encode(b'{"v":"meta.k8s.io/v1","rv":5,"start":"a"}').decode(),
+     "continue key is not valid: illegal base64 data at input byte 55"),
+    (_raw(b"[1, 2"), "continue key is not valid: "),
+    (_raw(b'{"v":"meta.k8s.io/v2","rv":5,"start":"a"}'),
+     "continue key is not valid: server does not recognize this encoded version meta.k8s.io/v2"),
+    (_raw(b'{"v":"meta.k8s.io/v1","rv":0,"start":"a"}'),
+     "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"),
+    (_raw(b'{"v":"meta.k8s.io/v1","rv":5,"start":""}'),
+     "continue key is not valid: encoded start key empty (version meta.k8s.io/v1)"),
+    (_raw(b'{"v":"meta.k8s.io/v1","rv":5,"start":"../secrets"}'), "continue key is not valid: ../secrets"),
 ])
 def test_a_malformed_token_is_400(sim, api_client, token, why):
-    """continue.go DecodeContinue: bad base64 / JSON, an unknown version, rv 0 or an empty start key are
-    `continue key is not valid: ...`, answered as 400 BadRequest."""
+    """continue.go DecodeContinue: bad base64 (RawURLEncoding: padding is bad too) or JSON, an unknown version,
+    rv 0, an empty start key or one that path.Clean changes are `continue key is not valid: ...`;
+    storage.ValidateListOptions (staging/src/k8s.io/apiserver/pkg/storage/interfaces.go) answers each as 400
+    BadRequest `invalid continue token: ...`."""
     code, _, body = raw(sim, "GET", f"/api/v1/nodes?limit=3&continue={token}")
     status = strict(api_client, "V1Status", body)
-    assert code == 400 and status.reason == "BadRequest" and why in status.message
+    assert code == 400 and status.reason == "BadRequest"
+    assert status.message.startswith(f"invalid continue token: {why}"), status.message
+
+
+def test_a_continue_with_a_resource_version_is_400(sim, api_client):
+    """storage/interfaces.go ValidateListOptions: a continue token carries its own revision, so resourceVersion
+    (other than "0") beside it is refused."""
+    first = strict(api_client, "V1NodeList", raw(sim, "GET", "/api/v1/nodes?limit=3")[2])
+    code, _, body = raw(sim, "GET", f"/api/v1/nodes?limit=3&continue={first.metadata._continue}"
+                                    f"&resourceVersion={first.metadata.resource_version}")
+    status = strict(api_client, "V1Status", body)
+    assert code == 400 and status.message == "specifying resource version is not allowed when using continue"
+
+
+def test_the_query_is_read_as_go_reads_it(sim, api_client):
+    """The API server reads parameters from Go's url.Values (net/url parseQuery): a pair with a bad %-escape or a
+    `;` is dropped, not an error — so `continue=%%%` is no continue at all (the real lane answered 200 with the
+    first page where the simulator said 400) — and a repeated parameter is its first value
+    (staging/src/k8s.io/apimachinery/pkg/runtime/conversion.go, Convert_Slice_string_To_string)."""
+    code, _, body = raw(sim, "GET", "/api/v1/nodes?limit=3&continue=%%%")
+    page = strict(api_client, "V1NodeList", body)
+    assert code == 200 and _names(page.items) == ["gpu001", "gpu002", "gpu003"]
+    _, _, body = raw(sim, "GET", "/api/v1/nodes?limit=2&limit=5&labelSelector=x;y")
+    page = strict(api_client, "V1NodeList", body)
+    assert len(page.items) == 2 and page.metadata._continue  # limit 2, and no selector: every node is a candidate
+    assert page.metadata.remaining_item_count == 14
 
 
 @pytest.mark.simulator_only("compaction is forced through the simulator's store (etcd compacts on its own timer)")

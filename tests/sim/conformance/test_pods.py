@@ -219,3 +219,61 @@ def test_a_percentage_or_max_unavailable_budget_over_job_pods_fails_sync(sim, ap
     (cause,) = status.details.causes
     assert (cause.reason, cause.message) == ("DisruptionBudget", "The disruption budget pct is still being "
                                                                  "processed by the server.")
+
+
+def test_an_evictions_grace_period_is_the_pods(sim, api_client):
+    """eviction.go (Create → addConditionAndDeletePod → r.store.Delete with eviction.DeleteOptions): the
+    Eviction's deleteOptions.gracePeriodSeconds replaces the pod's terminationGracePeriodSeconds (30) — how a
+    drain's `grace_period_seconds` reaches the pod."""
+    pod = _training_pod_on(sim, api_client, "gpu002")
+    assert pod.spec.termination_grace_period_seconds == 30
+    code, _, _ = _evict(sim, pod.metadata.name, grace=5)
+    assert code == 201
+    now = strict(api_client, "V1Pod", raw(sim, "GET", f"{TRAINING}/pods/{pod.metadata.name}")[2])
+    assert now.metadata.deletion_grace_period_seconds == 5 and now.metadata.deletion_timestamp
+
+
+def test_a_delete_with_a_stale_uid_precondition_is_409_and_a_matching_one_removes_the_pod(sim, api_client):
+    """staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go (BeforeDelete checks the preconditions "to fail
+    early"): a Conflict on GroupResource{Resource: Kind} — "Pod", details.kind "Pod", not "pods" — "the UID in the
+    precondition (...) does not match the UID in record (...)" (the real lane showed it; the simulator used the
+    storage layer's words); with the right uid and gracePeriodSeconds 0 the pod is gone at once — the adapter's
+    force delete of a pod stuck on a NotReady node, which must not remove a new pod that took the same name."""
+    code, _, body = raw(sim, "POST", f"{TRAINING}/pods", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "stuck"},
+        "spec": {"nodeName": "gpu009", "containers": [{"name": "c", "image": "busybox"}]}})
+    pod = strict(api_client, "V1Pod", body)
+    assert code == 201
+    code, _, body = raw(sim, "DELETE", f"{TRAINING}/pods/stuck", {
+        "gracePeriodSeconds": 0, "preconditions": {"uid": "not-the-uid"}})
+    status = strict(api_client, "V1Status", body)
+    assert code == 409 and status.reason == "Conflict"
+    assert status.message == (f'Operation cannot be fulfilled on Pod "stuck": the UID in the precondition '
+                              f"(not-the-uid) does not match the UID in record ({pod.metadata.uid}). The object "
+                              "might have been deleted and then recreated")
+    assert (status.details.name, status.details.kind, status.details.group) == ("stuck", "Pod", None)
+    code, _, body = raw(sim, "DELETE", f"{TRAINING}/pods/stuck", {
+        "gracePeriodSeconds": 0, "preconditions": {"uid": pod.metadata.uid}})
+    assert code == 200 and strict(api_client, "V1Pod", body).metadata.uid == pod.metadata.uid
+    assert raw(sim, "GET", f"{TRAINING}/pods/stuck")[0] == 404
+
+
+def test_an_empty_budget_selector_covers_every_pod_of_its_namespace_and_none_covers_none(sim, api_client):
+    """eviction.go (getPodDisruptionBudgets) with staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/helpers.go
+    (LabelSelectorAsSelector): an empty selector ({}) is labels.Everything(), a missing one labels.Nothing() — so
+    a budget with `selector: {}` guards every pod of its namespace, and one without a selector guards none (what
+    the adapter's _selects reads when it names a pod's budgets)."""
+    code, _, body = raw(sim, "POST", "/apis/policy/v1/namespaces/training/poddisruptionbudgets", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "nothing"},
+        "spec": {"minAvailable": 14}})
+    assert code == 201, body
+    pod = _training_pod_on(sim, api_client, "gpu003")
+    code, _, body = _evict(sim, pod.metadata.name)
+    assert code == 201, body  # no budget covers it
+    _budget(sim, "everything", {}, minAvailable=14)
+    wait_for(lambda: json.loads(raw(sim, "GET", "/apis/policy/v1/namespaces/training/poddisruptionbudgets/"
+                                                "everything")[2]).get("status", {}).get("observedGeneration"))
+    pod = _training_pod_on(sim, api_client, "gpu004")
+    code, _, body = _evict(sim, pod.metadata.name)
+    status = strict(api_client, "V1Status", body)
+    assert code == 429 and status.details.causes[0].message.startswith("The disruption budget everything needs 14")
