@@ -42,6 +42,18 @@ Same day, end of session, nearly quiet (load 1.2), `--only a --samples 8 --prefe
     (a) POST → cordoned, SQLite: p50 2.49 s / p95 3.04 s; bare Prefect flow 667 ms / 763 ms (3.73 ×); POST → run
         started 706 ms (bare 170 ms). Slower than 2026-11-22's 665 ms: this session's run-start work (lease, fence
         lookup, tags, reconfirm probe) is the suspect; not yet profiled.
+2026-11-27, session 5, profiled (Prefect's task/flow run times and every HTTP request, one alert at a time): the
+regression was API round trips before the cordon, each slow while the server's SQLite was busy — the subflow's fence
+and claim read its lineage from the API (3 reads, 0.2–0.5 s under load), the triage run tagged itself (2), the
+dispatcher polled the server 5×/s, and samples 1 s apart found the server still writing the previous replacement's
+~100 task-run events (creating the next run waited up to 1 s). Now the lineage comes from the run contexts, the
+receiver creates the run tagged, the dispatcher polls 1×/s (5×/s for 10 s after a wake), and each sample starts
+after the previous incident's runs ended plus SETTLE_SECONDS. Same command, load 3.8 (two other sessions' tests):
+    (a) POST → cordoned, SQLite: p50 1.34 s / p95 1.47 s; bare Prefect flow 642 ms / 1.48 s (2.09 ×, was 4.08 ×);
+        POST → run started 83 ms (bare 132 ms; was 500 ms against 100 ms).
+    What is left is Prefect's own cost of two flow runs (triage, then the replace-node subflow whose gate decides
+    the cordon): each run's start is ~10 API requests, so p50 ≤ 0.5 s, which the bare one-task flow itself only
+    just meets, is not reachable with the cordon inside the subflow; see docs/scale.md.
 """
 
 from __future__ import annotations
