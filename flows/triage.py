@@ -151,12 +151,11 @@ def triage(
             result |= {"path": decision.path.value, "plan": decision.plan, "reason": decision.reason}
             recover_after = True
 
-    # 6. Remediate: the path's flow as a subflow (visible under this run in the UI).
+    # 6. Remediate: the path's flow as a subflow (visible under this run in the UI). It tags its own run: tags
+    #    entered here as a context would land on every task run too, and Prefect asks the server for a concurrency
+    #    slot per tagged task run — a round trip on each step of the replacement, four of them before the cordon.
     _explain(incident, decision)
-    from tasks.tags import tagged
-
-    with tagged(node, stage=decision.path.value, xid=incident.get("xid")):
-        outcome = _dispatch(decision, incident, detected_at or incident["first_seen"].isoformat(), dry_run, log)
+    outcome = _dispatch(decision, incident, detected_at or incident["first_seen"].isoformat(), dry_run, log)
     status = str((outcome or {}).get("status", ""))
     done = outcome_of(outcome)
     if decision.path is RemediationPath.ESCALATE or (outcome or {}).get("escalated"):

@@ -31,9 +31,10 @@ def tag_this_run(node: str, *, stage: str, xid: int | None = None, dry_run: bool
     """Add node/rack/XID/stage (and `dry-run`) tags to the current flow run, however it was started (a deployment,
     the CLI, a parent flow): an operator filters runs by node or rack in the UI. Best effort.
 
-    The run's tags as created come from the run context, not the API: a subflow started inside `tagged()` and a
-    triage run the receiver created (remedy.receiver.dispatcher) already carry them, and then this costs no round
-    trip on the way to the cordon."""
+    The run's tags as created come from the run context, not the API: a triage run the receiver created
+    (remedy.receiver.dispatcher) already carries them, and then this costs no round trip on the way to the cordon;
+    otherwise one write. Prefer this to `tagged()` for a flow's own run: tags in a context reach every task run,
+    and Prefect asks the server for a concurrency slot for each tagged task run."""
     from prefect.client.orchestration import get_client
     from prefect.context import FlowRunContext
 
@@ -48,11 +49,8 @@ def tag_this_run(node: str, *, stage: str, xid: int | None = None, dry_run: bool
     if not [t for t in wanted if t not in have]:
         return
     try:
-        with get_client(sync_client=True) as client:
-            have = client.read_flow_run(ctx.flow_run.id).tags or []  # the stored list: another writer may have added
-            missing = [t for t in wanted if t not in have]
-            if missing:
-                client.update_flow_run(ctx.flow_run.id, tags=[*have, *missing])
+        with get_client(sync_client=True) as client:  # only this function writes a run's tags after its creation
+            client.update_flow_run(ctx.flow_run.id, tags=[*have, *(t for t in wanted if t not in have)])
     except Exception as exc:  # noqa: BLE001 - tags are a convenience; never fail a remediation for them
         import logging
 
