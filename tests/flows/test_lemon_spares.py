@@ -9,7 +9,7 @@ import pytest
 
 from tests.approvals.helpers import remedy_env  # noqa: F401 - fixture
 from tests.fixtures.prefect import run_to_state_result
-from tests.flows.test_lemon_review import DAY, load_fleet_history
+from tests.flows.test_lemon_review import DAY, load_fleet_history, seeded  # noqa: F401 - fixture
 
 LEMON_SPARE = "gpu056"  # a planted lemon of seed 11, and (4 spares over 8 racks of 8) the last node of rack 7
 
@@ -74,7 +74,25 @@ def test_deferred_lemon_is_not_promoted_until_a_review_clears_it(prefect_server,
     assert again["replacement"] == LEMON_SPARE  # the freshest validated spare, as it would have been at first
 
 
-def test_a_person_declining_retirement_clears_the_candidate(tmp_path):
+@pytest.mark.prefect
+def test_declined_retirement_clears_the_candidate_and_deferred_stay(prefect_server, seeded):
+    from flows.lemon_review import lemon_review
+    from remedy.approvals.auto import AutoApprover
+    from remedy.spares.lemons import lemon_candidates
+
+    runtime, fleet = seeded
+    with AutoApprover(decision=False, by="U0ALICE"):
+        out = lemon_review()
+    declined = set(out["retire"])
+    assert len(declined) == 2 and out["retired"] == []
+    assert all(r["status"] == "not-retired" for r in out["retirements"])
+    marked = lemon_candidates(runtime.ledger())
+    assert set(marked) == {d["node"] for d in out["deferred"]} and not declined & set(marked)
+    cleared = [a for a in runtime.ledger().actions(kind="clear_lemon_candidate") if a.node in declined]
+    assert len(cleared) == 2 and all(a.requested_by == "operator:U0ALICE" for a in cleared)
+
+
+def test_ledger_rule_latest_candidate_or_clear_row_wins(tmp_path):
     """The ledger rule alone: latest of candidate / cleared wins; a clear of a non-candidate writes nothing."""
     from remedy.ledger import Ledger
     from remedy.spares.lemons import clear_candidate, lemon_candidates, record_review
