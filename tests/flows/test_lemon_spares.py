@@ -52,6 +52,10 @@ def test_deferred_lemon_is_not_promoted_until_a_review_clears_it(prefect_server,
     marked = lemon_candidates(led)
     assert set(marked) == {c["node"] for c in review["candidates"]}
     assert marked[LEMON_SPARE]["decision"] == "deferred" and marked[LEMON_SPARE]["p_value"] < 0.01
+    # The breaker's spare reserve counts what may be handed out: 3 of the 4 spares (the simulator's rule too).
+    from tasks.gate import fleet_view, load_board
+
+    assert fleet_view(load_board()).ready_spares == 3
 
     # A node fails: replace-node (which passes no lemons itself) takes another spare, and says why not the lemon.
     inject(sim.cluster, "xid", "gpu003", gpu=3, code=79)
