@@ -3,6 +3,8 @@ budget allows (each through `retire_node`, which asks a person), defer the rest 
 
     sync → node histories from the ledger → score_fleet (remedy.lemon) → table + evidence artifacts
          → select_for_retirement (budget) → retire_node subflow per selected candidate │ deferred: why
+         → every candidate recorded in the ledger (remedy.spares.lemons): spare selection never hands one out
+           until a later review no longer flags it or a person declines its retirement
 
 Scoring is `remedy.lemon.scoring`, Prefect-free; this flow only reads the ledger and wires the steps.
 """
@@ -60,12 +62,30 @@ def lemon_review(dry_run: bool | None = None, as_of: str | None = None, retire: 
         create_table_artifact(key="burn-in-retirement-candidates", table=failed_burn_ins,
                               description="Failed burn-in repeatedly: retire with `retire-node` after a look")
 
-    # 4. Retire what the budget allows; each retirement asks a person.
+    # 4. Record the candidates before anything waits on a person: deferred or awaiting approval, none of them may
+    #    be promoted from the spare pool meanwhile (the simulator's gpu-remedy policy makes the same choice).
+    from remedy.spares.lemons import clear_candidate, record_review
+    from tasks.ledger import requester
+
+    led = runtime.ledger()
+    flagged = {v.node: {"p_value": float(f"{v.p_value:.3g}"), "signals": list(v.fired), "decision": decisions[v.node],
+                        "reason": v.reason[:300]} for v in candidates}
+    ledger_view = record_review(led, flagged, reviewed_at=now, requested_by=requester(), dry_run=dry_run)
+    if ledger_view["cleared"]:
+        log.info("no longer lemon candidates (spares again if in the pool): %s", ", ".join(ledger_view["cleared"]))
+
+    # 5. Retire what the budget allows; each retirement asks a person.
     from flows.retire_node import retire_node
 
     retirements = [
         retire_node(node=v.node, reason=v.reason, evidence=scored["explain"][v.node], dry_run=dry_run) for v in chosen
     ]
+    for r in retirements:  # a person said no: that node is no lemon for spare selection until a review says again
+        approval = r.get("approval") or {}
+        if r.get("status") == "not-retired" and approval.get("decision") == "deny":
+            clear_candidate(led, r["node"], by=f"operator:{approval.get('by') or 'unknown'}",
+                            why=f"retirement declined: {approval.get('reason') or 'no reason given'}"[:300],
+                            dry_run=dry_run)
     return {
         "as_of": scored["now"],
         "scored": len(verdicts),
@@ -77,6 +97,7 @@ def lemon_review(dry_run: bool | None = None, as_of: str | None = None, retire: 
         "already_retired": scored["retired"],
         "budget": budget["text"],
         "failed_burn_in_candidates": failed_burn_ins,
+        "lemon_candidates_cleared": ledger_view["cleared"],
         "dry_run": dry_run,
     }
 

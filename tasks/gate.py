@@ -81,7 +81,10 @@ def fleet_view(board: BreakerBoard) -> FleetView:
     # the reserve counts spares that may carry work now (validated: remedy.spares.selection.validated_for_work)
     now, spares = datetime.now(timezone.utc), runtime.settings().spares
     validated = {r.name: r.validated_at for r in led.nodes(NodeState.SPARE)}
-    ready_spares = sum(1 for n in nodes if n.state is NodeState.SPARE and n.ready
+    from remedy.spares.lemons import lemon_candidates  # never handed out, so no reserve (as in the simulator)
+
+    lemons = lemon_candidates(led)
+    ready_spares = sum(1 for n in nodes if n.state is NodeState.SPARE and n.ready and n.name not in lemons
                        and validated_for_work(validated.get(n.name), now, spares))
     in_remediation = {n.name for n in nodes if n.state is NodeState.QUARANTINED}
     out_of_service = {n.name: n.state.value for n in nodes if n.state in (NodeState.REPAIR, NodeState.RETIRED)}

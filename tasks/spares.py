@@ -61,7 +61,8 @@ def last_fixed(led) -> dict[str, datetime]:
       retry_delay_seconds=1, retry_condition_fn=transient_only)
 def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | None = None,
                  dry_run: bool = False) -> dict:
-    """Pick the warm spare that replaces `node`; the answer explains itself (chosen and rejected, with reasons)."""
+    """Pick the warm spare that replaces `node`; the answer explains itself (chosen and rejected, with reasons).
+    `lemons=None` reads the lemon review's candidates from the ledger, so every caller keeps them out."""
     from tasks.gate import breaker_lock  # one lock for every decision that spends the shared pool
     from tasks.leases import ensure_held, fence
 
@@ -77,6 +78,10 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
         failed = cluster.get_node(node)
         taken = _claimed_by_others(led, incident_id)
         fixed = last_fixed(led)
+        if lemons is None:  # the lemon review's deferred and not-yet-retired candidates (remedy.spares.lemons)
+            from remedy.spares.lemons import lemon_candidates
+
+            lemons = list(lemon_candidates(led))
         candidates = []
         for n in cluster.list_gpu_nodes():
             if n.name == node or n.state is not NodeState.SPARE or not n.ready or n.name in taken:
@@ -87,7 +92,7 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
                 validated_at = None
             candidates.append(SpareCandidate(n, validated_at, fixed.get(n.name)))
         choice = choose_spare(failed, candidates, now, settings.spares, correlated=correlated_failure(node, now),
-                              lemons=lemons or ())
+                              lemons=lemons)
         if isinstance(choice, NoSpare):
             if not candidates and taken:  # the pool is not empty: every ready spare is spoken for
                 choice = NoSpare(f"all {len(taken)} ready spare(s) are claimed by other remediations "
