@@ -56,6 +56,12 @@ class Dispatcher:
         self._burst_until = time.monotonic() + BURST_SECONDS
         self._wake.set()
 
+    def next_wait(self) -> float:
+        """Seconds until the next poll: brisk for BURST_SECONDS after a wake, else `poll_seconds`."""
+        if time.monotonic() < self._burst_until:
+            return min(self.poll_seconds, BURST_POLL_SECONDS)
+        return self.poll_seconds
+
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no run this dispatcher started is still in progress (True) or `timeout` passes (False)."""
         deadline = time.monotonic() + timeout
@@ -100,8 +106,7 @@ class Dispatcher:
                     self.poll_once(client)
                 except Exception:  # API restarting, network blip: keep polling
                     log.exception("dispatcher poll failed")
-                brisk = time.monotonic() < self._burst_until
-                self._wake.wait(min(self.poll_seconds, BURST_POLL_SECONDS) if brisk else self.poll_seconds)
+                self._wake.wait(self.next_wait())
 
     def poll_once(self, client) -> int:
         """Claim and start every due run; returns how many were started."""
