@@ -274,7 +274,7 @@ def ask_to_proceed(gate: dict[str, Any], node: str, incident_id: int, dry_run: b
     decision = {"decision": answer.decision, "by": answer.by, "reason": answer.reason,
                 "approval_id": answer.approval_id}
     if scope and answer.decision == "approve":
-        close_breaker(scope, by=answer.by or "approver")
+        close_breaker(scope, by=answer.by or "approver", incident_id=incident_id)
     return decision
 
 

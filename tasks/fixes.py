@@ -16,6 +16,7 @@ from prefect.cache_policies import NO_CACHE
 from remedy import runtime
 from remedy.adapters.cluster import NodeJobSpec, Taint
 from remedy.domain.model import NodeState
+from tasks.leases import fence
 from tasks.ledger import act, requester
 from tasks.retry import transient_only
 
@@ -82,7 +83,8 @@ def _set_state(node: str, state: NodeState, reason: str, attempt_id: int, dry_ru
             current = led.get_node(node).state
             return {"node": node, "from": current.value if current else None, "to": state.value, "dry_run": True}
         rec = led.transition(node, state, reason=reason, requested_by=requester(),
-                             idempotency_key=_key(attempt_id, f"state-{state.value}"))
+                             idempotency_key=_key(attempt_id, f"state-{state.value}"),
+                             incident_id=incident_id, fence=fence(incident_id))  # a run taken over moves nothing
         runtime.cluster(dry_run).set_labels(node, {settings.labels.pool: state.value})
         return {"node": node, "from": rec.from_state.value if rec.from_state else None, "to": state.value}
 

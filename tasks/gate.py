@@ -94,11 +94,17 @@ def fleet_view(board: BreakerBoard) -> FleetView:
                                 out_of_service=out_of_service)
 
 
-def record_transitions(transitions: list[BreakerTransition] | tuple[BreakerTransition, ...]) -> None:
-    led = runtime.ledger()
+def record_transitions(transitions: list[BreakerTransition] | tuple[BreakerTransition, ...],
+                       incident_id: int | None = None) -> None:
+    """Write the transitions (all or none), then announce them. With an incident, fenced like the decision that
+    caused them: a run that lost its incident moves no breaker (LeaseLost). A person's close (the CLI) has none."""
+    if not transitions:
+        return
+    runtime.ledger().record_breaker_events(
+        [{"scope_kind": t.scope_kind, "scope": t.scope, "from_state": t.from_state.value,
+          "to_state": t.to_state.value, "reason": t.reason, "by": t.by} for t in transitions],
+        incident_id=incident_id, fence=fence(incident_id))
     for t in transitions:
-        led.record_breaker_event(t.scope_kind, t.scope, t.from_state.value, t.to_state.value, reason=t.reason,
-                                 by=t.by)
         _emit_breaker_event(t)
 
 
@@ -156,7 +162,7 @@ def check_breaker(node: str, incident_id: int | None, signal: str, detected_at: 
         led.finish_action(record.id, acted if decision.acted else ActionOutcome.SKIPPED,
                           error="" if decision.acted else decision.explain(), detail=detail)
         if not dry_run:
-            record_transitions([*cooled, *decision.transitions])
+            record_transitions([*cooled, *decision.transitions], incident_id)
     return detail
 
 
@@ -178,17 +184,19 @@ def record_remediation_outcome(node: str, succeeded: bool, incident_id: int | No
             led.finish_action(record.id, ActionOutcome.PLANNED if dry_run else ActionOutcome.SUCCEEDED,
                               detail={"succeeded": succeeded})
             if not dry_run:
-                record_transitions(transitions)
+                record_transitions(transitions, incident_id)
     return [t.to_dict() for t in transitions]
 
 
 @task(name="close_breaker", task_run_name="close-breaker-{scope}", cache_policy=NO_CACHE)
-def close_breaker(scope: str, by: str) -> list[dict]:
-    """A person approved: re-close the scope's breaker (the failures it explained are forgotten)."""
+def close_breaker(scope: str, by: str, incident_id: int | None = None) -> list[dict]:
+    """A person approved: re-close the scope's breaker (the failures it explained are forgotten). Written by the
+    run that asked, for `incident_id`: fenced, so a run taken over while it waited closes nothing (the run that
+    has the incident now asks again)."""
     with breaker_lock():
         board = load_board()
         transitions = board.approve_close(scope, by, datetime.now(timezone.utc))
-        record_transitions(transitions)
+        record_transitions(transitions, incident_id)
     return [t.to_dict() for t in transitions]
 
 

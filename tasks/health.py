@@ -69,8 +69,11 @@ def validate_node(node: str, level: str, dry_run: bool, incident_id: int | None 
     passed = not failed
     summary = "; ".join(f"{r['id']}: {', '.join(r['reasons']) or r['verdict']}" for r in failed) or "all checks passed"
     if not dry_run:
+        from tasks.leases import fence
+
         runtime.ledger().record_validation(node, level=level, passed=passed, requested_by=requester(),
-                                           summary={"checks": results})
+                                           summary={"checks": results}, incident_id=incident_id,
+                                           fence=fence(incident_id))
     return {"node": node, "level": level, "passed": passed, "summary": summary, "checks": results}
 
 

@@ -168,18 +168,38 @@ class ActionsMixin(LedgerBase):
     # --- circuit breakers ----------------------------------------------------------------------------------
     def record_breaker_event(
         self, scope_kind: str, scope: str, from_state: str, to_state: str, *, reason: str, by: str,
-        at: datetime | None = None,
+        at: datetime | None = None, incident_id: int | None = None, fence: Fence | None = None,
     ) -> BreakerEventRecord:
-        require_choice(scope_kind, BREAKER_SCOPES, "breaker scope_kind")
-        for value, what in ((scope, "breaker scope"), (from_state, "from_state"), (to_state, "to_state"),
-                            (reason, "reason"), (by, "by")):
-            require_text(value, what)
-        values = {"scope_kind": scope_kind, "scope": scope, "from_state": from_state, "to_state": to_state,
-                  "reason": reason, "at": self._now(at), "by": by}
+        [rec] = self.record_breaker_events([{"scope_kind": scope_kind, "scope": scope, "from_state": from_state,
+                                             "to_state": to_state, "reason": reason, "by": by}],
+                                           at=at, incident_id=incident_id, fence=fence)
+        return rec
+
+    def record_breaker_events(
+        self, events: list[dict[str, str]], *, at: datetime | None = None, incident_id: int | None = None,
+        fence: Fence | None = None,
+    ) -> list[BreakerEventRecord]:
+        """The breaker transitions of one decision, all or none, in one transaction (each a dict of scope_kind,
+        scope, from_state, to_state, reason, by).
+
+        `fence` with `incident_id`: a run deciding for the incident it holds moves no breaker once it has lost the
+        incident (LeaseLost, nothing written; LedgerBase._fenced). A person's CLI passes neither."""
+        now = self._now(at)
+        rows = []
+        for e in events:
+            require_choice(e["scope_kind"], BREAKER_SCOPES, "breaker scope_kind")
+            for what in ("scope", "from_state", "to_state", "reason", "by"):
+                require_text(e[what], what if what != "scope" else "breaker scope")
+            rows.append({k: e[k] for k in ("scope_kind", "scope", "from_state", "to_state", "reason", "by")}
+                        | {"at": now})
+        if not rows:
+            return []
+        b = schema.breaker_events.c
         with self._write() as conn:
-            new_id = conn.execute(schema.breaker_events.insert().values(**values)).inserted_primary_key[0]
-            row = conn.execute(select(schema.breaker_events).where(schema.breaker_events.c.id == new_id)).one()
-            return breaker_event_record(row)
+            self._fenced(conn, incident_id, fence, now)
+            ids = [conn.execute(schema.breaker_events.insert().values(**r)).inserted_primary_key[0] for r in rows]
+            return [breaker_event_record(r) for r in conn.execute(
+                select(schema.breaker_events).where(b.id.in_(ids)).order_by(b.id))]
 
     def breaker_events(
         self, *, since: datetime | None = None, scope_kind: str | None = None, scope: str | None = None

@@ -21,7 +21,7 @@ from remedy.ledger.convert import (
     validation_record,
 )
 from remedy.ledger.errors import IdempotentReplay, LedgerConflict, UnmanagedNode
-from remedy.ledger.records import NodeRecord, TransitionRecord, ValidationRecord
+from remedy.ledger.records import Fence, NodeRecord, TransitionRecord, ValidationRecord
 
 VALIDATION_LEVELS = ("quick", "standard", "extended")
 _MAX_NAME = 253  # Kubernetes node names are DNS subdomains
@@ -101,12 +101,18 @@ class NodesMixin(LedgerBase):
         by_operator: bool = False,
         allow_unmanaged: bool = True,
         at: datetime | None = None,
+        incident_id: int | None = None,
+        fence: Fence | None = None,
     ) -> TransitionRecord:
         """Move `node` to `to` if the lifecycle allows it, recording who and why.
 
         With `expected_from`, the move happens only if the node is still in that state (else LedgerConflict):
         of two writers racing from the same state exactly one wins. Without it, the move applies to whatever
         the current state is, if legal. A repeated `idempotency_key` returns the original record.
+
+        `fence` with `incident_id` (a run moving the node for the incident it holds): refused with LeaseLost, and
+        nothing moved, unless that run still holds the incident (LedgerBase._fenced). The operator's CLI and the
+        spare cycle move nodes for no incident and pass neither.
         """
         to = as_enum(NodeState, to, "transition target")
         if expected_from is not None:
@@ -118,6 +124,7 @@ class NodesMixin(LedgerBase):
         now = self._now(at)
         try:
             with self._write() as conn:
+                self._fenced(conn, incident_id, fence, now)
                 return self._transition(
                     conn, node, to, reason=reason, requested_by=requested_by, expected_from=expected_from,
                     idempotency_key=idempotency_key, by_operator=by_operator, allow_unmanaged=allow_unmanaged, at=now,
@@ -195,9 +202,13 @@ class NodesMixin(LedgerBase):
             return [transition_record(r) for r in rows]
 
     def record_validation(
-        self, node: str, *, level: str, passed: bool, summary: dict, requested_by: str, at: datetime | None = None
+        self, node: str, *, level: str, passed: bool, summary: dict, requested_by: str, at: datetime | None = None,
+        incident_id: int | None = None, fence: Fence | None = None,
     ) -> ValidationRecord:
-        """A burn-in / health-check verdict; a pass also stamps the node's validated_at and level."""
+        """A burn-in / health-check verdict; a pass also stamps the node's validated_at and level.
+
+        `fence` with `incident_id`: a run checking the node for the incident it holds records nothing once it has
+        lost the incident (a pass stamps validated_at, which makes a spare fit for work)."""
         require_choice(level, VALIDATION_LEVELS, "validation level")
         if not isinstance(passed, bool):
             raise ValueError(f"passed must be True or False, got {passed!r}")
@@ -205,6 +216,7 @@ class NodesMixin(LedgerBase):
         require_text(requested_by, "requested_by")
         at = self._now(at)
         with self._write() as conn:
+            self._fenced(conn, incident_id, fence, at)
             self._node_row(conn, node)
             values = {"node": node, "level": level, "passed": passed, "at": at, "summary": summary,
                       "requested_by": requested_by}

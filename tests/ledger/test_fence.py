@@ -1,5 +1,5 @@
 """The lease fence on SQLite and PostgreSQL: every acting write of a run (action rows: cordon, drain, spare claim,
-gate decision; incident status; approval requests) is checked inside its own transaction against the run still
+gate decision; incident status; approval requests; node lifecycle transitions, validations, breaker events) is checked inside its own transaction against the run still
 holding the incident. A run that stalled past its lease and was taken over or re-announced is refused at its next
 write, whatever its own process believes; a subflow writes under its parent's claim; a takeover racing a write
 either refuses it or settles it, never leaves it running."""
@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from remedy.domain.model import Action, ActionOutcome, Incident, IncidentStatus
+from remedy.domain.model import Action, ActionOutcome, Incident, IncidentStatus, NodeState
 from remedy.ledger import Fence, LeaseLost, Ledger
 
 from .conftest import race
@@ -135,3 +135,84 @@ def test_a_takeover_racing_a_write_never_leaves_the_old_runs_action_running(ledg
             [drain] = drains
             assert drain.outcome is ActionOutcome.FAILED and drain.error.startswith("abandoned:"), drain
             assert took.abandoned == (drain.id,)
+
+
+RACK_OPENS = {"scope_kind": "rack", "scope": "r1", "from_state": "closed", "to_state": "open",
+              "reason": "3 failures in 10 min", "by": "gate"}
+CLUSTER_OPENS = RACK_OPENS | {"scope_kind": "cluster", "scope": "cluster", "reason": "5% down"}
+
+
+def node_writes(ledger: Ledger, inc: int, fence: Fence, s: float) -> dict:
+    """What a run writes about a node and the breakers while it acts for incident `inc`."""
+    return {
+        "quarantine": lambda: ledger.transition("gpu-001", NodeState.QUARANTINED, reason="xid 79", requested_by="r",
+                                                at=at(s), incident_id=inc, fence=fence),
+        "validation": lambda: ledger.record_validation("gpu-001", level="quick", passed=True, summary={}, at=at(s),
+                                                       requested_by="r", incident_id=inc, fence=fence),
+        "breaker events": lambda: ledger.record_breaker_events([RACK_OPENS, CLUSTER_OPENS], at=at(s),
+                                                               incident_id=inc, fence=fence),
+        "breaker event": lambda: ledger.record_breaker_event("rack", "r1", "closed", "open", reason="3 in 10 min",
+                                                             by="gate", at=at(s), incident_id=inc, fence=fence),
+    }
+
+
+def test_a_run_taken_over_moves_no_node_and_no_breaker(ledger: Ledger, add_node) -> None:
+    add_node("gpu-001", NodeState.ACTIVE)
+    inc = held_by(ledger, "run-a")
+    ledger.start_lease("run-b", ttl_seconds=TTL, at=at(40))
+    assert ledger.claim(inc, "run-b", at=at(40)).took_over_from == "run-a"
+    moves_before = ledger.transitions("gpu-001")
+
+    for what, write in node_writes(ledger, inc, Fence.of("run-a"), 41).items():
+        with pytest.raises(LeaseLost, match="no longer holds incident .* held by run-b"):
+            write()
+    node = ledger.get_node("gpu-001")
+    assert (node.state, node.validated_at) == (NodeState.ACTIVE, None)  # nothing of run-a's written
+    assert ledger.transitions("gpu-001") == moves_before
+    assert ledger.validations("gpu-001") == [] and ledger.breaker_events() == []
+
+    # the run that took over writes as usual, every breaker event of one decision together
+    done = {what: write() for what, write in node_writes(ledger, inc, Fence.of("run-b"), 42).items()}
+    assert ledger.get_node("gpu-001").state is NodeState.QUARANTINED
+    assert done["quarantine"].from_state is NodeState.ACTIVE
+    assert [(e.scope_kind, e.scope) for e in done["breaker events"]] == [("rack", "r1"), ("cluster", "cluster")]
+    assert len(ledger.breaker_events()) == 3 and len(ledger.validations("gpu-001")) == 1
+
+
+def test_a_node_move_after_the_runs_lease_ran_out_is_refused(ledger: Ledger, add_node) -> None:
+    """Stalled past its lease, nobody has taken over yet: the run still moves nothing (the watchdog may hand the
+    incident on any moment)."""
+    add_node("gpu-001", NodeState.ACTIVE)
+    inc = held_by(ledger, "run-a")
+    for what, write in node_writes(ledger, inc, Fence.of("run-a"), TTL + 1).items():
+        with pytest.raises(LeaseLost, match="its lease has expired"):
+            write()
+    assert ledger.get_node("gpu-001").state is NodeState.ACTIVE and ledger.breaker_events() == []
+
+
+def test_a_subflow_moves_nodes_and_breakers_under_its_parents_claim(ledger: Ledger, add_node) -> None:
+    add_node("gpu-001", NodeState.ACTIVE)
+    inc = held_by(ledger, "triage-1")
+    ledger.start_lease("replace-1", ttl_seconds=TTL, at=at(1))
+    for what, write in node_writes(ledger, inc, Fence.of("replace-1", "triage-1"), 2).items():
+        write()
+    assert ledger.get_node("gpu-001").state is NodeState.QUARANTINED
+    assert len(ledger.breaker_events()) == 3
+    assert ledger.get_incident(inc).flow_run_id == "triage-1"  # moving a node never touches the claim
+    # a run that is not in the lineage is refused even while the holder is alive
+    with pytest.raises(LeaseLost, match="held by triage-1"):
+        ledger.transition("gpu-001", NodeState.REPAIR, reason="replaced", requested_by="x", at=at(3),
+                          incident_id=inc, fence=Fence.of("replace-2"))
+    # without a fence (the operator's CLI, the spare cycle) nothing is checked, lease or no lease
+    assert ledger.transition("gpu-001", NodeState.REPAIR, reason="by hand", requested_by="alice",
+                             at=at(TTL + 10)).to_state is NodeState.REPAIR
+    assert ledger.record_breaker_event("rack", "r1", "open", "closed", reason="approved", by="alice",
+                                       at=at(TTL + 10)).to_state == "closed"
+
+
+def test_a_refused_batch_of_breaker_events_writes_none(ledger: Ledger) -> None:
+    """All or none: a bad event in the batch leaves the good ones unwritten too."""
+    with pytest.raises(ValueError):
+        ledger.record_breaker_events([RACK_OPENS, RACK_OPENS | {"scope_kind": "row"}])
+    assert ledger.breaker_events() == []
+    assert ledger.record_breaker_events([]) == []
