@@ -11,7 +11,8 @@ run leaves `acting` is then taken over at once by the next trigger or the watchd
 
 `ensure_held()` is this process's view and can be a moment late (a process stopped and continued between the check
 and the write). The ledger's own check is `fence(incident_id)`: passed to every acting write (action rows, gate
-decisions, spare claims, incident status, approval requests), it is checked inside that write's transaction
+decisions, spare claims, incident status, approval requests, node lifecycle transitions, validations, breaker
+events), it is checked inside that write's transaction
 (remedy.ledger.base.LedgerBase._fenced).
 """
 
