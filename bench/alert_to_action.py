@@ -51,6 +51,12 @@ receiver creates the run tagged, the dispatcher polls 1×/s (5×/s for 10 s afte
 after the previous incident's runs ended plus SETTLE_SECONDS. Same command, load 3.8 (two other sessions' tests):
     (a) POST → cordoned, SQLite: p50 1.34 s / p95 1.47 s; bare Prefect flow 642 ms / 1.48 s (2.09 ×, was 4.08 ×);
         POST → run started 83 ms (bare 132 ms; was 500 ms against 100 ms).
+    Then the remediation subflow, started inside a `tags()` context, gave every task run of the replacement its
+    tags, and Prefect asks the server for a concurrency slot per tagged task run (four round trips before the
+    cordon); the subflow now tags its own run. Same command, load ~2.5 (a full test suite beside it):
+    (a) POST → cordoned, SQLite: p50 984 ms / p95 1.52 s; bare Prefect flow 389 ms / 691 ms (2.53 ×);
+        one alert profiled alone: 0.75 s (0.14 s to the run claimed, 0.15 s triage's engine start, 0.23 s triage
+        to the subflow, 0.23 s the subflow to its cordon).
     What is left is Prefect's own cost of two flow runs (triage, then the replace-node subflow whose gate decides
     the cordon): each run's start is ~10 API requests, so p50 ≤ 0.5 s, which the bare one-task flow itself only
     just meets, is not reachable with the cordon inside the subflow; see docs/scale.md.
