@@ -8,8 +8,6 @@ Kubernetes API as kubectl's would), a SQLite ledger."""
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable
 
 import pytest
@@ -38,27 +36,40 @@ STEPS: dict[str, tuple[Callable, str]] = {
 }
 
 
-def _operator(runtime, ready: Callable, stop: threading.Event) -> threading.Thread:
+def _operator(runtime, ready: Callable, monkeypatch) -> list:
+    """The operator uncordons the node the moment the ledger shows `ready`: checked right after each action row the
+    flow writes, in the flow's own thread (a thread polling for it can lag past the next check on a loaded
+    machine). Returns a list that holds one entry once the operator acted."""
     from kubernetes import client as k8s
 
     api = k8s.CoreV1Api(runtime.cluster().api)
     led = runtime.ledger()
+    acted: list[bool] = []
+    start, finish = led.start_action, led.finish_action
 
-    def watch() -> None:
-        while not stop.is_set():
-            if ready(led):
-                api.patch_node(FAILED, {"spec": {"unschedulable": False}},
-                               _content_type="application/strategic-merge-patch+json")
-                return
-            time.sleep(0.005)
+    def look() -> None:
+        if not acted and ready(led):
+            acted.append(True)
+            api.patch_node(FAILED, {"spec": {"unschedulable": False}},
+                           _content_type="application/strategic-merge-patch+json")
 
-    t = threading.Thread(target=watch, daemon=True)
-    t.start()
-    return t
+    def start_action(*args, **kwargs):
+        out = start(*args, **kwargs)
+        look()
+        return out
+
+    def finish_action(*args, **kwargs):
+        out = finish(*args, **kwargs)
+        look()
+        return out
+
+    monkeypatch.setattr(led, "start_action", start_action)
+    monkeypatch.setattr(led, "finish_action", finish_action)
+    return acted
 
 
 @pytest.mark.parametrize("step", list(STEPS))
-def test_an_uncordon_at_each_step_stands_the_run_down(prefect_server, sim_factory, remedy_env, step):
+def test_an_uncordon_at_each_step_stands_the_run_down(prefect_server, sim_factory, remedy_env, monkeypatch, step):
     from flows.replace_node import replace_node
     from remedy.demo import _spares_validated_at_build
 
@@ -75,14 +86,9 @@ def test_an_uncordon_at_each_step_stands_the_run_down(prefect_server, sim_factor
         _spares_validated_at_build(runtime)
     led = runtime.ledger()
     ready, where = STEPS[step]
-    stop = threading.Event()
-    op = _operator(runtime, ready, stop)
-    try:
-        out = run_to_state_result(replace_node, node=FAILED, cause="row remap failed", signal="row-remap-failure",
-                                  gpu=1)
-    finally:
-        stop.set()
-        op.join(10)
+    acted = _operator(runtime, ready, monkeypatch)
+    out = run_to_state_result(replace_node, node=FAILED, cause="row remap failed", signal="row-remap-failure", gpu=1)
+    assert acted, f"the flow never reached {step!r}"
     assert out["status"] == "stopped-by-operator", out
     assert out["drift"]["what"] == "uncordoned by hand" and where in out["why"], out
     assert not runtime.cluster().get_node(FAILED).unschedulable  # never re-cordoned
