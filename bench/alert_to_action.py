@@ -57,6 +57,10 @@ after the previous incident's runs ended plus SETTLE_SECONDS. Same command, load
     (a) POST → cordoned, SQLite: p50 984 ms / p95 1.52 s; bare Prefect flow 389 ms / 691 ms (2.53 ×);
         one alert profiled alone: 0.75 s (0.14 s to the run claimed, 0.15 s triage's engine start, 0.23 s triage
         to the subflow, 0.23 s the subflow to its cordon).
+    End of session, quiet (load 0.1), `--only a --samples 8`, one Prefect server each:
+    (a) POST → cordoned, SQLite (remedy server): p50 900 ms / p95 1.16 s; bare Prefect flow 381 ms / 505 ms (2.36 ×)
+        POST → cordoned, PostgreSQL:             p50 932 ms / p95 1.09 s; bare Prefect flow 375 ms / 646 ms (2.49 ×)
+        POST → run started 102 ms (SQLite) / 104 ms (PostgreSQL), as bare Prefect (99 / 120 ms)
     What is left is Prefect's own cost of two flow runs (triage, then the replace-node subflow whose gate decides
     the cordon): each run's start is ~10 API requests, so p50 ≤ 0.5 s, which the bare one-task flow itself only
     just meets, is not reachable with the cordon inside the subflow; see docs/scale.md.
