@@ -338,6 +338,33 @@ def test_a_run_that_lost_its_lease_stops_acting(prefect_server, sim_factory, rem
     assert led.get_incident(incident.id).flow_run_id == "the-run-that-took-over"  # never written over
 
 
+def _stop_outside_a_write(proc, db_url: str) -> None:
+    """SIGSTOP `proc`, but not inside a SQLite write transaction: a process frozen holding SQLite's write lock
+    blocks every writer until it continues (one reason production runs the ledger on PostgreSQL, where a frozen
+    client holds only its own rows). If the write lock is held, let it run a moment and stop it again."""
+    import os
+    import sqlite3
+
+    proc.send_signal(signal.SIGSTOP)
+    if not db_url.startswith("sqlite"):
+        return
+    path = db_url.split("///", 1)[-1]
+    assert os.path.exists(path), path  # else sqlite3 would create an empty file and the check would prove nothing
+    for _ in range(200):
+        con = sqlite3.connect(path, timeout=0.05)
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            con.rollback()
+            return
+        except sqlite3.OperationalError:  # locked: the stopped process is inside a write
+            proc.send_signal(signal.SIGCONT)
+            time.sleep(0.01)
+            proc.send_signal(signal.SIGSTOP)
+        finally:
+            con.close()
+    raise AssertionError("the run never left its write transaction")
+
+
 def test_a_stopped_run_taken_over_meanwhile_is_refused_when_it_continues(prefect_server, sim_factory, remedy_env,
                                                                          ledger_db, tmp_path):
     """SIGSTOP the process running replace-node during the drain (a frozen VM, a paused container): its lease runs
@@ -362,7 +389,7 @@ def test_a_stopped_run_taken_over_meanwhile_is_refused_when_it_continues(prefect
         assert proc.poll() is None, log.read_text()[-3000:]
         assert time.monotonic() < deadline, log.read_text()[-3000:]
         time.sleep(0.005)
-    proc.send_signal(signal.SIGSTOP)
+    _stop_outside_a_write(proc, runtime.settings().db_url)
     try:
         stalled = led.get_incident(incident.id).flow_run_id
         wait_for("the stopped run's lease to run out", lambda: led.run_gone(stalled), timeout=30, every=0.05)
