@@ -151,12 +151,16 @@ def test_nodes_of_a_rack_that_lost_power_go_back_to_the_pool_not_to_repair():
     assert back, "a swapped rack node should pass validation and return once its rack is up"
 
 
-def test_a_spare_just_back_from_an_off_path_fix_is_used_last():
-    sc = scenario("seed002-63", warning_share=0.0)
+def _seed002_with_spares():
+    """gpu-remedy's policy set up on seed 002 (no warnings): the policy, its simulator and the ready spares."""
     policy = GpuRemedy()
-    sim = FleetSim(sc, policy, seed=0)
+    sim = FleetSim(scenario("seed002-63", warning_share=0.0), policy, seed=0)
     policy._setup(sim)
-    ready = sim.ready_spares()
+    return policy, sim, sim.ready_spares()
+
+
+def test_a_spare_just_back_from_an_off_path_fix_is_used_last():
+    policy, sim, ready = _seed002_with_spares()
     assert len(ready) == 3
     policy.returned = {ready[0]: 0.0, ready[1]: 0.0}  # both came back from a reset a moment ago
     assert policy._pick_spare(sim, 0, False, ready) == ready[2]
@@ -165,11 +169,7 @@ def test_a_spare_just_back_from_an_off_path_fix_is_used_last():
 
 
 def test_a_lemon_candidate_the_budget_defers_is_never_handed_out_as_a_spare():
-    sc = scenario("seed002-63", warning_share=0.0)
-    policy = GpuRemedy()
-    sim = FleetSim(sc, policy, seed=0)
-    policy._setup(sim)
-    ready = sim.ready_spares()
+    policy, sim, ready = _seed002_with_spares()
     policy.suspects = {ready[0]}  # a candidate the retirement budget deferred: it waits in the pool
     assert ready[0] not in policy._spares(sim) and len(policy._spares(sim)) == 2
     assert policy._pick_spare(sim, 0, False, ready) != ready[0]
