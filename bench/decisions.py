@@ -19,12 +19,14 @@ from dataclasses import asdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from remedy.domain.model import IncidentStatus, Node, Topology
+from remedy.domain.model import IncidentStatus, Node, NodeState, Topology
 from remedy.domain.xid import RemediationPath as P
 from remedy.domain.xid import lookup, unsafe_to_run
 from remedy.ledger import Ledger
 from remedy.receiver.alerts import AlertIntake, NodeDirectory
+from remedy.receiver.events import verdict_of
 from remedy.receiver.triage_policy import decide
+from remedy.safety.intake import decide_intake
 from remedy.settings.signals import SignalThresholds
 from remedy.sim.alerts import make_alert, webhook_payload
 
@@ -104,7 +106,7 @@ def run() -> list[dict]:
         led.upsert_nodes([Node(name=f"n{i:02d}", topology=Topology(rack=f"r{i // 4}")) for i in range(1, 30)])
         intake = AlertIntake(led, NodeDirectory(led), window_seconds=600)
         for sc in corpus():
-            decisions = []
+            decisions, cordoned_at_intake = [], False
             for alert in sc["alerts"]:
                 got = intake.ingest(webhook_payload([alert]))
                 for opened in got.opened:
@@ -114,6 +116,11 @@ def run() -> list[dict]:
                     d = decide(asdict(inc), recurrences=recurrences, node_state="active", now=now, detected_at=now,
                                max_age_seconds=3600, thresholds=SignalThresholds())
                     decisions.append(d)
+                    # the receiver's quarantine at intake, on the same incident, before triage ran
+                    quarantine = decide_intake(path=verdict_of(inc)["path"], node_state=NodeState.ACTIVE, cordoned=False,
+                                           open_loop=False, scopes_not_closed=[], quarantined_by_intake=0,
+                                           max_nodes=4, dry_run=False)
+                    cordoned_at_intake |= quarantine.quarantine
                     # triage settles what it records; a remediation is taken as having worked (resolved)
                     led.set_incident_status(inc.id, IncidentStatus.IGNORED if d.action != "remediate"
                                             else IncidentStatus.RESOLVED, detail=d.reason[:200])
@@ -129,6 +136,9 @@ def run() -> list[dict]:
                 "scenario": sc["name"], "truth": sc["truth"], "incidents": len(decisions),
                 "decisions": [p.value for p in paths], "took_node_out": took_out,
                 "healthy_taken_out": sc["truth"] == "healthy" and took_out,
+                "cordoned_at_intake": cordoned_at_intake,
+                "healthy_cordoned_at_intake": sc["truth"] == "healthy" and cordoned_at_intake,
+                "intake_not_followed": cordoned_at_intake and not took_out,
                 "fault_missed": sc["truth"] == "faulty" and not acted,
                 "nvidia": nvidia, "deviation": deviation,
                 "unsafe": any(unsafe_to_run(c) for c in xid_codes),
@@ -157,6 +167,12 @@ def main() -> None:
     print()
     print(f"healthy nodes taken out: {len(taken)} of {healthy} (target 0){': ' + '; '.join(taken) if taken else ''}")
     print(f"faults missed:           {len(missed)} of {faulty} (target 0){': ' + '; '.join(missed) if missed else ''}")
+    brief = [r["scenario"] for r in rows if r["healthy_cordoned_at_intake"]]
+    undone = [r["scenario"] for r in rows if r["intake_not_followed"]]
+    print(f"healthy nodes cordoned at intake (before triage; released when it does not act): {len(brief)} of {healthy}"
+          f"{': ' + '; '.join(brief) if brief else ''}")
+    print(f"intake cordons triage does not follow with a remediation: {len(undone)}"
+          f"{': ' + '; '.join(undone) if undone else ''}")
     devs = sorted({d for r in rows for d in r["deviation"]})
     print(f"actions that differ from NVIDIA's column: {len(devs)}")
     for d in devs:

@@ -33,6 +33,7 @@ from remedy.receiver.triage_policy import (
     with_not_ready_duration,
 )
 from remedy.settings.triage import triage_settings
+from tasks.cluster import release_intake_quarantine
 from tasks.states import final_state, run_subflow
 from tasks.tags import tag_this_run
 from tasks.triage import choose_remediation, claim_incident, close_incident, read_incident, read_live_node
@@ -116,6 +117,7 @@ def triage(
     # 4. Claim: only one run acts on one incident (duplicate triggers stop here).
     if decision.action == "stop" and incident["status"] != IncidentStatus.OPEN.value:
         _explain(incident, decision, "nothing done")
+        _release(incident, f"incident already {incident['status']}", dry_run, log)
         return result | {"status": "already-handled"}
     if not claim_incident(incident_id):
         log.info("incident %s is being handled by another run; nothing to do", incident_id)
@@ -125,12 +127,14 @@ def triage(
     if decision.action == "stop":
         close_incident(incident_id, IncidentStatus.IGNORED.value, f"triage: {decision.reason}")
         _explain(incident, decision, "recorded, no action")
+        _release(incident, decision.reason, dry_run, log)
         return result | {"status": "skipped"}
     if decision.action == "record":
         level = log.warning if decision.path is RemediationPath.WATCH else log.info
         level("%s: %s", node, decision.reason)
         close_incident(incident_id, IncidentStatus.IGNORED.value, f"{decision.path.value}: {decision.reason}")
         _explain(incident, decision, decision.plan)
+        _release(incident, f"{decision.path.value}: {decision.reason}", dry_run, log)
         return result | {"status": decision.path.value}
 
     # 5. Choose by expected cost where the catalog allows an in-place fix: with a spare ready, replacing first
@@ -173,6 +177,8 @@ def triage(
     else:
         final, detail = IncidentStatus.ESCALATED, f"{decision.path.value} ended {status or 'without a status'}: a human decides"
     closed = close_incident(incident_id, final.value, detail, only_if_acting=True)
+    # a quarantine at intake no remediation took over (held, cleared, escalated without quarantine) ends here
+    _release(incident, detail, dry_run, log)
     # 7. Replaced first: fix the failed node in the background (the job already runs on the spare).
     if recover_after and done in (Outcome.REPLACED, Outcome.REPLACED_JOB_NOT_FULL):
         from flows.recover_node import recover_node
@@ -181,6 +187,16 @@ def triage(
                                          incident_id=incident_id, dry_run=dry_run)
     return final_state(result | {"status": status or "done", "incident_status": closed["status"], "outcome": outcome,
                                  "why": detail})
+
+
+def _release(incident: dict[str, Any], why: str, dry_run: bool, log) -> None:
+    """Uncordon what the receiver quarantined for this incident if no remediation took it over; a failure here
+    is one warning line (the node stays cordoned, which is the safe side)."""
+    try:
+        release_intake_quarantine(incident["node"], incident["id"], why, dry_run)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("%s: the quarantine at intake could not be released (%s); it stays cordoned — uncordon it "
+                    "by hand if it is healthy", incident["node"], exc)
 
 
 def _measure_not_ready(incident: dict[str, Any], grace_seconds: float) -> tuple[dict[str, Any], dict | None]:

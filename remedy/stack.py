@@ -256,7 +256,7 @@ def start_stack(*, workdir: Path, api_url: str, nodes: int = 63, spares: int = 3
         dispatcher = Dispatcher(flows, poll_seconds=triage_settings(settings).dispatcher_poll_seconds).start()
         parts.append(dispatcher)
         receiver = build_receiver(settings, led, api_url=api_url, on_sent=dispatcher.wake,
-                                  node_lister=lambda: runtime.cluster().list_gpu_nodes())
+                                  node_lister=lambda: runtime.cluster().list_gpu_nodes(), cluster=runtime.cluster)
         if start_triage == "direct" and receiver.announcer is not None:
             from remedy.deployments import INCIDENT_TRIGGER
             from remedy.receiver.dispatcher import DirectTriageSink
@@ -518,7 +518,7 @@ def _receiver_serve(args: argparse.Namespace) -> int:
     receiver = build_receiver(settings, led, api_url=api_url,
                               api_key=key.get_secret_value() if hasattr(key, "get_secret_value") else key,
                               auth_string=auth.get_secret_value() if hasattr(auth, "get_secret_value") else auth,
-                              node_lister=lambda: runtime.cluster().list_gpu_nodes())
+                              node_lister=lambda: runtime.cluster().list_gpu_nodes(), cluster=runtime.cluster)
     port = settings.receiver.port if args.port is None else args.port
     server = ReceiverServer(receiver, host=host, port=port).start()
     print(f"alert receiver on {server.alerts_url} (metrics {server.url}/metrics); Ctrl-C stops it", flush=True)

@@ -31,7 +31,12 @@ def read_node(node: str) -> dict:
 def cordon_node(node: str, reason: str, dry_run: bool, incident_id: int | None = None) -> dict:
     from tasks.ledger import requester
 
-    return act("cordon_node", node, lambda: asdict(runtime.cluster(dry_run).cordon(node, reason=reason, by=requester())),
+    from remedy.safety.intake import intake_owner
+
+    # the receiver may have cordoned this node for the same incident already: this run takes that cordon over
+    adopt = intake_owner(incident_id) if incident_id is not None else None
+    return act("cordon_node", node,
+               lambda: asdict(runtime.cluster(dry_run).cordon(node, reason=reason, by=requester(), adopt=adopt)),
                incident_id=incident_id, dry_run=dry_run)
 
 
@@ -42,6 +47,34 @@ def uncordon_node(node: str, reason: str, dry_run: bool, incident_id: int | None
     return act("uncordon_node", node,
                lambda: asdict(runtime.cluster(dry_run).uncordon(node, reason=reason, by=requester())),
                incident_id=incident_id, dry_run=dry_run)
+
+
+def release_intake_quarantine(node: str, incident_id: int, why: str, dry_run: bool) -> dict | None:
+    """End of triage: uncordon a node the receiver quarantined for this incident that no remediation took over
+    (triage chose to watch, the gate held, the fault cleared): nobody else would. None when the receiver did not
+    quarantine it (one ledger read, no task run)."""
+    from remedy.receiver.quarantine import action_key
+
+    if incident_id is None or runtime.ledger().find_action(action_key(incident_id)) is None:
+        return None
+    return _release_intake_quarantine(node, incident_id, why, dry_run)
+
+
+@task(name="release_intake_quarantine", task_run_name="release-quarantine-{node}", timeout_seconds=60, **RETRY)
+def _release_intake_quarantine(node: str, incident_id: int, why: str, dry_run: bool) -> dict:
+    from remedy.adapters.kubernetes import ANN_CORDONED_BY
+    from remedy.safety.intake import intake_owner
+    from tasks.ledger import requester
+
+    cluster = runtime.cluster(dry_run)
+    live = cluster.get_node(node)
+    if not live.unschedulable or live.annotations.get(ANN_CORDONED_BY) != intake_owner(incident_id):
+        return {"released": False, "why": "taken over by a remediation, or uncordoned already"}
+    change = act("uncordon_node", node,
+                 lambda: asdict(cluster.uncordon(node, reason=f"quarantine at intake released: {why}"[:250],
+                                                 by=requester())),
+                 incident_id=incident_id, dry_run=dry_run, key=f"incident-{incident_id}:release_quarantine:{node}")
+    return {"released": True, "change": change}
 
 
 @task(name="taint_node", task_run_name="taint-{node}", timeout_seconds=60, **RETRY)

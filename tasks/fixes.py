@@ -16,6 +16,7 @@ from prefect.cache_policies import NO_CACHE
 from remedy import runtime
 from remedy.adapters.cluster import NodeJobSpec, Taint
 from remedy.domain.model import NodeState
+from remedy.safety.intake import intake_owner
 from tasks.leases import fence
 from tasks.ledger import act, requester
 from tasks.retry import transient_only
@@ -47,8 +48,11 @@ def quarantine_node(node: str, reason: str, attempt_id: int, dry_run: bool, inci
     settings = runtime.settings()
     cluster = runtime.cluster(dry_run)
     kw = dict(incident_id=incident_id, dry_run=dry_run)
+    # the receiver may have cordoned this node for the same incident already: this run takes that cordon over
+    adopt = intake_owner(incident_id) if incident_id is not None else None
     out = {
-        "cordon": act("cordon_node", node, lambda: asdict(cluster.cordon(node, reason=reason, by=requester())),
+        "cordon": act("cordon_node", node,
+                      lambda: asdict(cluster.cordon(node, reason=reason, by=requester(), adopt=adopt)),
                       key=_key(attempt_id, "cordon"), **kw),
         "taint": act("taint_node", node, lambda: asdict(cluster.set_taints(
             node, add=[Taint(settings.taints.quarantine)])), key=_key(attempt_id, "taint"), **kw),

@@ -295,10 +295,22 @@ class KubernetesCluster:
         )
 
     # ------------------------------------------------------------------ cordon / taints / labels
-    def cordon(self, name: str, *, reason: str, by: str) -> Change:
+    def cordon(self, name: str, *, reason: str, by: str, adopt: str | None = None) -> Change:
+        """Cordon with who and why in annotations. `adopt` names a cordon owner this caller takes over (the
+        receiver's quarantine at intake of the same incident): its cordon becomes this caller's; the same
+        quarantine uncordoned by hand since is left as the operator set it (the flow's drift check stops there)."""
         node = self.get_node(name)
+        owner = node.annotations.get(ANN_CORDONED_BY)
+        if adopt and owner == adopt and not node.unschedulable:
+            return Change(name, "cordon", changed=False, dry_run=self.dry_run,
+                          detail=f"quarantined at intake, then uncordoned by hand: left as the operator set it")
+        if node.unschedulable and adopt and owner == adopt:
+            if self.dry_run:
+                return Change(name, "cordon", changed=True, dry_run=True, detail=f"would take over {owner}'s cordon")
+            self._patch_node(name, {"metadata": {"annotations": {ANN_CORDONED_BY: by, ANN_CORDONED_AT: _now(),
+                                                                  ANN_REASON: reason[:250]}}}, "cordon")
+            return Change(name, "cordon", changed=True, detail=f"took over the cordon of {owner}: {reason}")
         if node.unschedulable:
-            owner = node.annotations.get(ANN_CORDONED_BY)
             detail = "already cordoned" + (f" by {owner}" if owner else " by someone else")
             return Change(name, "cordon", changed=False, dry_run=self.dry_run, detail=detail)
         if self.dry_run:

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from remedy.detect.signals import Signal, classify
+from remedy.detect.signals import classify
 from remedy.ledger.records import IncidentRecord
 from remedy.receiver import outbox
 from remedy.receiver.metrics import ReceiverMetrics
@@ -43,9 +43,14 @@ def event_id(record: IncidentRecord, reannounce: int = 0) -> str:
 
 
 def verdict_of(record: IncidentRecord, thresholds: SignalThresholds | None = None) -> dict[str, str]:
-    """Path and severity for the payload, from the incident alone (the re-emitter has no alert at hand)."""
+    """Path and severity for the payload, from the incident and the evidence it kept (the re-emitter has no alert at
+    hand): the same signal triage classifies (`triage_policy.signal_of`), so a driver's "Nonfatal" or a value below
+    its threshold gives the same path here as in triage."""
+    from remedy.receiver.triage_policy import signal_of
+
     try:
-        v = classify(Signal(node=record.node, kind=record.signal, gpu=record.gpu, xid=record.xid), thresholds)
+        v = classify(signal_of({"node": record.node, "signal": record.signal, "gpu": record.gpu, "xid": record.xid,
+                                "evidence": record.evidence, "detail": record.detail}), thresholds)
         return {"path": v.path.value, "severity": v.severity.value, "rule": v.rule}
     except ValueError as exc:  # a signal kind this version does not know: triage escalates it
         return {"path": "escalate", "severity": record.severity, "rule": f"unclassifiable: {exc}"}
@@ -120,6 +125,8 @@ class IncidentAnnouncer:
         self.retry_seconds, self.thresholds, self.batch = retry_seconds, thresholds, batch
         self.on_sent = on_sent
         self.watchdog = watchdog  # remedy.receiver.watchdog.LeaseWatchdog: re-announces incidents of gone runs
+        # remedy.receiver.quarantine.IntakeQuarantine: cordons what the catalog takes out, before the run exists
+        self.quarantine: Callable[[list[IncidentRecord], list[str]], None] | None = None
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -168,6 +175,8 @@ class IncidentAnnouncer:
             if not pending:
                 break
             events = [incident_event(r, verdict_of(r, self.thresholds)) for r in pending]
+            if self.quarantine is not None:  # never raises: a node it cannot cordon is cordoned by its flow
+                self.quarantine(pending, [e["payload"]["path"] for e in events])
             try:
                 self.sink.send(events)
             except Exception as exc:

@@ -19,9 +19,10 @@ from remedy.settings.triage import triage_settings
 
 def build_receiver(settings, ledger, *, api_url: str | None, node_lister: Callable[[], Iterable[Any]] | None = None,
                    on_sent: Callable[[list[int]], None] | None = None, api_key: str | None = None,
-                   auth_string: str | None = None) -> Receiver:
+                   auth_string: str | None = None, cluster: Callable[[], Any] | None = None) -> Receiver:
     """A Receiver for `settings`; with `api_url` (Prefect's, ending in /api) incidents are announced to it.
-    `node_lister` yields the cluster's node names or `Node`s (then their GPU counts bound the alerts' GPU index)."""
+    `node_lister` yields the cluster's node names or `Node`s (then their GPU counts bound the alerts' GPU index).
+    `cluster` (the cluster adapter's factory) lets the announcer cordon at intake (`receiver.quarantine`)."""
     t = triage_settings(settings)
     metrics = ReceiverMetrics()
     nodes = NodeDirectory(ledger, node_lister, refresh_seconds=t.known_nodes_refresh_seconds)
@@ -34,6 +35,10 @@ def build_receiver(settings, ledger, *, api_url: str | None, node_lister: Callab
         announcer = IncidentAnnouncer(ledger, sink, metrics, retry_seconds=t.emit_retry_seconds,
                                       thresholds=settings.signals, on_sent=on_sent)
         announcer.watchdog = lease_watchdog(settings, ledger, announcer)
+        if cluster is not None:
+            from remedy.receiver.quarantine import IntakeQuarantine
+
+            announcer.quarantine = IntakeQuarantine(ledger, settings, cluster)
     return Receiver(intake=intake, token=settings.receiver.token.get_secret_value(), metrics=metrics,
                     announcer=announcer, limits=settings.receiver.limits)
 

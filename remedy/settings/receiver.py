@@ -63,3 +63,25 @@ class ReceiverLimits(BaseModel):
         le=60,
         description="`/healthz` answers 503 when a test write to the ledger (rolled back) takes longer than this.",
     )
+
+
+class IntakeQuarantineSettings(BaseModel):
+    """Cordon at intake (remedy.safety.intake): the receiver cordons a node whose fault the catalog takes out of
+    service the moment its incident opens, before the flows start; the flows then drain, fix or replace it."""
+
+    enabled: bool = Field(
+        True,
+        description=(
+            "Cordon at intake. A cordon evicts nothing; it keeps new pods off the node while triage decides "
+            "(about 1 s through Prefect). Off: the first cordon is the remediation flow's, after its gate."
+        ),
+    )
+    max_nodes: int = Field(
+        4,
+        ge=0,
+        description=(
+            "Most nodes cordoned at intake that no remediation has taken over yet (its gate decides on them). "
+            "An alert storm can never cordon more than this before a gate has looked; 0 switches intake "
+            "quarantine off."
+        ),
+    )
