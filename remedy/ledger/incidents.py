@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, select, text, update
@@ -59,7 +60,7 @@ class IncidentsMixin(LedgerBase):
         with self._write() as conn:
             if conn.dialect.name == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _pg_lock_key(fp)})
-            row = self._same_incident(conn, incident, fp, window_seconds)
+            row, known = self._same_incident(conn, incident, fp, window_seconds)
             if row is not None:
                 values = {"count": row.count + incident.count, "last_seen": max(row.last_seen, incident.last_seen)}
                 if row.evidence and "alert_cleared_at" in row.evidence and status is not IncidentStatus.RESOLVED:
@@ -68,8 +69,10 @@ class IncidentsMixin(LedgerBase):
                 if severity == "critical":
                     values["severity"] = "critical"
                 conn.execute(update(schema.incidents).where(schema.incidents.c.id == row.id).values(**values))
-                self._remember_occurrence(conn, incident, row.id)
-                return self._incident(conn, row.id), False
+                if not known:  # a re-send of a remembered occurrence (most of an alert storm) writes nothing more
+                    self._remember_occurrence(conn, incident, row.id)
+                # the row as just written, without reading it back (a storm's re-sends are this path)
+                return replace(incident_record(row), **values), False
             topo = topology or self._node_topology(conn, incident.node)
             values = {
                 "fingerprint": fp, "node": incident.node, "gpu": incident.gpu, "signal": incident.signal,
@@ -85,7 +88,7 @@ class IncidentsMixin(LedgerBase):
 
     @staticmethod
     def _same_incident(conn: Connection, incident: Incident, fp: str, window_seconds: float):
-        """The incident this sighting belongs to, or None for a new one.
+        """(The incident this sighting belongs to, or None for a new one; whether its occurrence is remembered).
 
         With an alert identity (`incident.occurrence`): the same occurrence is always the same incident (a re-send
         after Alertmanager's repeat_interval, a re-delivery, a batch repeat); the same alert firing again within
@@ -96,9 +99,10 @@ class IncidentsMixin(LedgerBase):
         i, o = schema.incidents.c, schema.alert_occurrences.c
         since = incident.last_seen - timedelta(seconds=window_seconds)
         if incident.occurrence:
-            hit = conn.execute(select(o.incident_id).where(o.occurrence == incident.occurrence)).first()
+            hit = conn.execute(select(schema.incidents).join(schema.alert_occurrences, o.incident_id == i.id)
+                               .where(o.occurrence == incident.occurrence)).first()
             if hit is not None:
-                return conn.execute(select(schema.incidents).where(i.id == hit.incident_id)).first()
+                return hit, True
             if incident.alert_fingerprint:
                 prev = conn.execute(
                     select(schema.incidents)
@@ -110,20 +114,20 @@ class IncidentsMixin(LedgerBase):
                     .limit(1)
                 ).first()
                 if prev is not None:
-                    return prev
+                    return prev, False
             live = (IncidentStatus.OPEN.value, IncidentStatus.ACTING.value)
             return conn.execute(
                 select(schema.incidents)
                 .where(i.fingerprint == fp, i.status.in_(live), i.last_seen >= since)
                 .order_by(i.last_seen.desc(), i.id.desc())
                 .limit(1)
-            ).first()
+            ).first(), False
         return conn.execute(
             select(schema.incidents)
             .where(i.fingerprint == fp, i.status != IncidentStatus.RESOLVED.value, i.last_seen >= since)
             .order_by(i.last_seen.desc(), i.id.desc())
             .limit(1)
-        ).first()
+        ).first(), False
 
     @staticmethod
     def _remember_occurrence(conn: Connection, incident: Incident, incident_id: int) -> None:
