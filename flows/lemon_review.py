@@ -64,7 +64,7 @@ def lemon_review(dry_run: bool | None = None, as_of: str | None = None, retire: 
 
     # 4. Record the candidates before anything waits on a person: deferred or awaiting approval, none of them may
     #    be promoted from the spare pool meanwhile (the simulator's gpu-remedy policy makes the same choice).
-    from remedy.spares.lemons import clear_candidate, record_review
+    from remedy.spares.lemons import record_review
     from tasks.ledger import requester
 
     led = runtime.ledger()
@@ -77,15 +77,10 @@ def lemon_review(dry_run: bool | None = None, as_of: str | None = None, retire: 
     # 5. Retire what the budget allows; each retirement asks a person.
     from flows.retire_node import retire_node
 
+    #    A person's no clears the candidate (retire-node does, however it was started): spare selection may use it.
     retirements = [
         retire_node(node=v.node, reason=v.reason, evidence=scored["explain"][v.node], dry_run=dry_run) for v in chosen
     ]
-    for r in retirements:  # a person said no: that node is no lemon for spare selection until a review says again
-        approval = r.get("approval") or {}
-        if r.get("status") == "not-retired" and approval.get("decision") == "deny":
-            clear_candidate(led, r["node"], by=f"operator:{approval.get('by') or 'unknown'}",
-                            why=f"retirement declined: {approval.get('reason') or 'no reason given'}"[:300],
-                            dry_run=dry_run)
     return {
         "as_of": scored["now"],
         "scored": len(verdicts),

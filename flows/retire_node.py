@@ -63,6 +63,12 @@ def retire_node(node: str, reason: str, evidence: str = "", dry_run: bool | None
     if approval["decision"] not in ("approve", "planned"):
         log.info("%s not retired: %s", node, approval["decision"])
         by = f" by {approval['by']}" if approval.get("by") else ""
+        if approval["decision"] == "deny":  # a person says it is no lemon: spare selection may hand it out again
+            from remedy.spares.lemons import clear_candidate
+
+            clear_candidate(runtime.ledger(), node, by=f"operator:{approval.get('by') or 'unknown'}",
+                            why=f"retirement declined: {approval.get('reason') or 'no reason given'}"[:300],
+                            dry_run=dry_run)
         return _report(outcome | {"status": "not-retired", "why": f"approval {approval['decision']}{by}"})
     if not dry_run and retirement_budget()["allowed"] <= 0:  # someone else retired a node while we waited
         return _report(outcome | {"status": "deferred", "why": "the budget was used up while waiting for approval"})

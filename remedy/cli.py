@@ -33,6 +33,7 @@ COMMANDS = {
     "receiver": "remedy.stack",
     "deploy": "remedy.production",
     "breaker": "remedy.safety.cli",
+    "lemon": "remedy.lemon.cli",
 }
 COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 

@@ -86,6 +86,9 @@ def dashboard_markdown(d: Dashboard) -> str:
     s = d.spares
     out += ["", "## Spare pool", "", f"{s['ready']} ready, target {s['target']}"
             + (f", **short by {s['shortfall']}**" if s["shortfall"] else "") + f". {s['sizing']}"]
+    if s.get("held_as_lemons"):
+        out.append(f"- held back as lemon candidates (not handed out): {', '.join(s['held_as_lemons'])} — "
+                   "`remedy lemon clear NODE` when a person finds one sound")
     out += [f"- warning: {w}" for w in s["warnings"]]
     if d.job:
         j = d.job
@@ -146,12 +149,17 @@ def check_spare_pool() -> dict[str, Any]:
     """Enough ready spares for the replacement lead time, spread over racks, switches and PDUs?"""
     from remedy.spares.pool import check_diversity, size_pool
 
+    from remedy.spares.lemons import lemon_candidates
+
     led, settings = runtime.ledger(), runtime.settings().spares
-    spares = led.nodes(NodeState.SPARE)
+    # a lemon candidate waits in the pool but is never handed out (remedy.spares.lemons): it is no ready spare
+    held = lemon_candidates(led)
+    spares = [s for s in led.nodes(NodeState.SPARE) if s.name not in held]
     sizing = size_pool(len(led.nodes(NodeState.ACTIVE)), len(spares), settings)
     warnings = check_diversity([Node(s.name, topology=s.topology) for s in spares], settings)
     return {"ready": sizing.ready, "target": sizing.target, "shortfall": sizing.shortfall,
-            "risk_at_ready": sizing.risk_at_ready, "sizing": sizing.explain(), "warnings": [w.message for w in warnings]}
+            "risk_at_ready": sizing.risk_at_ready, "sizing": sizing.explain(), "warnings": [w.message for w in warnings],
+            "held_as_lemons": sorted(n for n in held if led.get_node(n).state is NodeState.SPARE)}
 
 
 @task(name="read_job_failures", cache_policy=NO_CACHE)

@@ -57,6 +57,8 @@ POSITIONALS: dict[tuple[str, ...], list[str]] = {
     ("deploy", "job"): ["triage"],
     ("breaker", "open"): ["rack:rack-1", "--by", "alice", "--reason", "maintenance", "--db", "{ledger}"],
     ("breaker", "close"): ["rack:rack-1", "--by", "alice", "--db", "{ledger}"],
+    ("lemon", "candidates"): ["--db", "{ledger}"],
+    ("lemon", "clear"): ["gpu042", "--by", "alice", "--why", "PSU swapped", "--db", "{ledger}"],
 }
 
 # The cases an operator hit (issue 16), each with what its one line must say.
@@ -78,6 +80,7 @@ NAMED_CASES = [
     (["--config", "{binary}", "breaker", "status"], ""),
     (["--config", "{directory}", "breaker", "status"], "directory"),
     (["xid", "explain", "seventy-nine"], "seventy-nine"),
+    (["lemon", "clear", "gpu-nope", "--by", "al", "--why", "w", "--db", "{ledger}"], "gpu-nope"),
     (["xid", "explain", "70000"], "70000"),
     (["demo", "--scenario", "no-such"], "no-such"),
     (["demo", "--time-scale", "0"], "--time-scale"),

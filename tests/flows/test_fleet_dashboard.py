@@ -101,6 +101,10 @@ def test_dashboard_flow_publishes_the_fleet(prefect_server, remedy_on_sim):
     led.open_incident(Incident(active[1], "xid", gpu=0, xid=79), window_seconds=600)
     led.record_breaker_event("rack", "rack-2", "closed", "open", reason="3 failures in 10 min", by="test")
     runtime.cluster().set_labels(active[2], {runtime.settings().labels.pool: "quarantined"})  # drift
+    from remedy.spares.lemons import record_review
+
+    # an earlier review flagged a spare (budget deferred it): it waits in the pool but is never handed out
+    record_review(led, {spares[0]: {"decision": "deferred"}}, reviewed_at=now - timedelta(days=1), requested_by="t")
 
     out = fleet_dashboard()
 
@@ -110,7 +114,8 @@ def test_dashboard_flow_publishes_the_fleet(prefect_server, remedy_on_sim):
     assert out["breakers"] == [{"scope": "rack/rack-2", "state": "open"}]
     assert [i["node"] for i in out["incidents"]] == [active[1]]
     assert [c["node"] for c in out["lemons"]] == [lemon]
-    assert out["spares"]["ready"] == len(spares) and out["notes"] == []
+    assert out["spares"]["ready"] == len(spares) - 1 and out["notes"] == []
+    assert out["spares"]["held_as_lemons"] == [spares[0]]
     # the simulator's training Job declares the podFailurePolicy a real one needs: counted, no warning
     assert out["job"]["limit"] == 6 and out["job"]["ignores_disruptions"] and out["job"]["warning"] is None
 
@@ -122,6 +127,7 @@ def test_dashboard_flow_publishes_the_fleet(prefect_server, remedy_on_sim):
 
     (md,) = asyncio.run(read("fleet-dashboard"))
     assert md.type == "markdown" and "rack/rack-2" in md.data and lemon in md.data
+    assert f"held back as lemon candidates (not handed out): {spares[0]}" in md.data
     (table,) = asyncio.run(read("fleet-dashboard-pools"))
     assert table.type == "table"
 

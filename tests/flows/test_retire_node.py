@@ -103,7 +103,12 @@ def test_deny_or_no_answer_retires_nothing(prefect_server, on_sim, aws_endpoint,
     from flows.retire_node import retire_node
     from remedy.approvals.auto import AutoApprover
 
+    from remedy.spares.lemons import lemon_candidates, record_review
+
     runtime = on_sim
+    # started by hand (not by the review) for a node an earlier review flagged
+    record_review(runtime.ledger(), {NODE: {"decision": "retire (asks approval)"}},
+                  reviewed_at=datetime.now(timezone.utc), requested_by="lemon-review")
     before = runtime.cluster().get_node(NODE)
     if answer == "deny":
         with AutoApprover(decision=False):
@@ -118,6 +123,8 @@ def test_deny_or_no_answer_retires_nothing(prefect_server, on_sim, aws_endpoint,
         (before.taints, before.unschedulable, before.labels["remedy.io/pool"])
     assert runtime.ledger().get_node(NODE).state.value == "active"
     assert s3_objects(aws_endpoint) == {}
+    # a person's no clears the candidate (spare selection may use the node again); no answer decides nothing
+    assert (NODE in lemon_candidates(runtime.ledger())) is (answer == "timeout")
 
 
 def test_budget_is_never_exceeded(prefect_server, on_sim, monkeypatch):
