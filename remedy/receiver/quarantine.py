@@ -11,6 +11,8 @@ always did.
 from __future__ import annotations
 
 import logging
+import math
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -27,6 +29,7 @@ log = logging.getLogger(__name__)
 KIND = "intake_cordon"
 _OPEN = (IncidentStatus.OPEN.value, IncidentStatus.ACTING.value)
 _REMEMBER = timedelta(days=7)  # quarantines older than this are not looked for after a restart
+RECHECK_SECONDS = 1.0  # at the limit, look again whether a flow took a quarantine over at most this often
 
 
 def _aware(t: datetime) -> datetime:
@@ -43,6 +46,7 @@ class IntakeQuarantine:
     def __init__(self, ledger, settings, cluster: Callable[[], Any]) -> None:
         self.ledger, self.settings, self._cluster = ledger, settings, cluster
         self._held: dict[int, str] | None = None  # incident → node: quarantined here, not yet taken over
+        self._checked_at = -math.inf  # when `_held` was last checked against the ledger and the nodes
         self.decisions: list[tuple[int, IntakeDecision]] = []  # the last batch's, for logs and tests
 
     def __call__(self, records: list[IncidentRecord], paths: list[str]) -> None:
@@ -101,7 +105,9 @@ class IntakeQuarantine:
 
     def _still_held(self, cluster) -> int:
         """Quarantines this receiver made that no flow has taken over and nobody released: what the limit counts.
-        Rebuilt from the ledger after a restart."""
+        Rebuilt from the ledger after a restart. Checked against the ledger and the nodes only when the count
+        reaches the limit, and then at most once a second: in an alert storm the announcer (which shares the
+        receiver's process) reads nothing per incident beyond its own action key."""
         from remedy.adapters.kubernetes import ANN_CORDONED_BY
 
         if self._held is None:
@@ -109,6 +115,10 @@ class IntakeQuarantine:
             self._held = {a.incident_id: a.node for a in self.ledger.actions(kind=KIND)
                           if a.outcome is ActionOutcome.SUCCEEDED and a.incident_id is not None
                           and _aware(a.started_at) >= since}
+        limit = self.settings.receiver.quarantine.max_nodes
+        if len(self._held) < limit or time.monotonic() - self._checked_at < RECHECK_SECONDS:
+            return len(self._held)  # below the limit a stale entry can only make it stricter
+        self._checked_at = time.monotonic()
         for incident_id, node in list(self._held.items()):
             if self.ledger.get_incident(incident_id).status not in _OPEN:
                 del self._held[incident_id]

@@ -66,7 +66,10 @@ def test_a_node_fault_is_cordoned_before_its_run_exists_and_only_once(sim_factor
     assert app.id not in {a.incident_id for a in led.actions(kind=KIND)}
 
 
-def test_the_limit_holds_until_a_flow_takes_a_quarantine_over(sim_factory, remedy_env):
+def test_the_limit_holds_until_a_flow_takes_a_quarantine_over(sim_factory, remedy_env, monkeypatch):
+    from remedy.receiver import quarantine
+
+    monkeypatch.setattr(quarantine, "RECHECK_SECONDS", 0.0)  # look again at once (in service: once a second)
     runtime, led, announcer = _setup(sim_factory, remedy_env, RECEIVER__QUARANTINE__MAX_NODES=1)
     first, second = _fault(led, "gpu002", 79), _fault(led, "gpu010", 79)
     announcer.announce_pending()
