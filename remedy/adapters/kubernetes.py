@@ -303,7 +303,7 @@ class KubernetesCluster:
         owner = node.annotations.get(ANN_CORDONED_BY)
         if adopt and owner == adopt and not node.unschedulable:
             return Change(name, "cordon", changed=False, dry_run=self.dry_run,
-                          detail=f"quarantined at intake, then uncordoned by hand: left as the operator set it")
+                          detail="quarantined at intake, then uncordoned by hand: left as the operator set it")
         if node.unschedulable and adopt and owner == adopt:
             if self.dry_run:
                 return Change(name, "cordon", changed=True, dry_run=True, detail=f"would take over {owner}'s cordon")

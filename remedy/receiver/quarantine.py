@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 KIND = "intake_cordon"
 _OPEN = (IncidentStatus.OPEN.value, IncidentStatus.ACTING.value)
 _REMEMBER = timedelta(days=7)  # quarantines older than this are not looked for after a restart
+_NODE_OUT = frozenset(p.value for p in TAKES_NODE_OUT)  # the event's path strings that may cordon
 RECHECK_SECONDS = 1.0  # at the limit, look again whether a flow took a quarantine over at most this often
 
 
@@ -55,7 +56,7 @@ class IntakeQuarantine:
             return
         board = cluster = None
         for record, path in zip(records, paths):
-            if path not in {p.value for p in TAKES_NODE_OUT}:
+            if path not in _NODE_OUT:
                 continue  # most alerts: nothing to read, nothing to decide here
             try:
                 if board is None:  # one read of the breakers per batch
