@@ -9,8 +9,10 @@ updates, unique keys and advisory locks in the ledger methods.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
@@ -18,6 +20,10 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import StaticPool
 
 _WRITE = "ledger_write"  # execution option that marks a write transaction
+
+
+# Per SQLite engine: the lock this process's writers queue on (write_transaction).
+_WRITERS: "WeakKeyDictionary[Engine, threading.RLock]" = WeakKeyDictionary()
 
 
 def make_engine(url: str, *, echo: bool = False, busy_timeout_seconds: float = 30.0) -> Engine:
@@ -43,6 +49,7 @@ def _sqlite_engine(url: str, database: str | None, *, echo: bool, busy_timeout_s
         # (the policy simulator); anything concurrent should use a file.
         kwargs["poolclass"] = StaticPool
     engine = create_engine(url, echo=echo, future=True, **kwargs)
+    _WRITERS[engine] = threading.RLock()
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record) -> None:
@@ -64,11 +71,17 @@ def _sqlite_engine(url: str, database: str | None, *, echo: bool, busy_timeout_s
 
 @contextmanager
 def write_transaction(engine: Engine) -> Iterator[Connection]:
-    """One write transaction: committed on success, rolled back on any exception (nothing partial)."""
-    with engine.connect() as conn:
-        conn.execution_options(**{_WRITE: True})
-        with conn.begin():
-            yield conn
+    """One write transaction: committed on success, rolled back on any exception (nothing partial).
+
+    On a SQLite file, this process's writers also queue on one lock first. SQLite serialises writers anyway, but a
+    writer that finds the file locked waits in SQLite's busy handler, which sleeps in steps of up to 100 ms and is
+    not first come, first served: the alert storm's writers (the intake's threads and the announcer) starved each
+    other there, up to a second (docs/scale.md)."""
+    with _WRITERS.get(engine) or nullcontext():
+        with engine.connect() as conn:
+            conn.execution_options(**{_WRITE: True})
+            with conn.begin():
+                yield conn
 
 
 @contextmanager

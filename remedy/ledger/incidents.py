@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, select, text, update
+from sqlalchemy import Connection, bindparam, select, text, update
 
 from remedy.domain.model import Incident, IncidentStatus, Topology
 from remedy.ledger import schema
@@ -17,6 +17,33 @@ from remedy.ledger.errors import RecordNotFound
 from remedy.ledger.records import Fence, IncidentRecord
 
 SEVERITIES = ("critical", "warning")
+
+# The alert intake's statements, built once. Building a SQLAlchemy statement and its cache key cost more than running
+# it on SQLite (profiled: about half of an incident's open), and an alert storm runs these for every alert.
+_i, _o = schema.incidents.c, schema.alert_occurrences.c
+_RESOLVED = IncidentStatus.RESOLVED.value
+_BY_OCCURRENCE = (select(schema.incidents).join(schema.alert_occurrences, _o.incident_id == _i.id)
+                  .where(_o.occurrence == bindparam("occurrence")))
+_NEWEST_OF_ALERT = (select(schema.incidents).join(schema.alert_occurrences, _o.incident_id == _i.id)
+                    .where(_o.alert_fingerprint == bindparam("alert_fingerprint"), _i.status != _RESOLVED,
+                           _i.last_seen >= bindparam("since"))
+                    .order_by(_o.starts_at.desc()).limit(1))
+_NEWEST_LIVE = (select(schema.incidents)
+                .where(_i.fingerprint == bindparam("fingerprint"),
+                       _i.status.in_((IncidentStatus.OPEN.value, IncidentStatus.ACTING.value)),
+                       _i.last_seen >= bindparam("since"))
+                .order_by(_i.last_seen.desc(), _i.id.desc()).limit(1))
+_NEWEST_UNRESOLVED = (select(schema.incidents)
+                      .where(_i.fingerprint == bindparam("fingerprint"), _i.status != _RESOLVED,
+                             _i.last_seen >= bindparam("since"))
+                      .order_by(_i.last_seen.desc(), _i.id.desc()).limit(1))
+_BY_ID = select(schema.incidents).where(_i.id == bindparam("incident_id"))
+_UPDATE_BY_ID = update(schema.incidents).where(_i.id == bindparam("incident_id"))  # SET from the parameters' keys
+_MARK_ANNOUNCED = (update(schema.incidents).where(_i.id == bindparam("incident_id"), _i.flow_run_id.is_(None))
+                   .values(flow_run_id=bindparam("mark")))
+_NODE_FAULTS = select(_i.fingerprint).where(_i.node == bindparam("node"), _i.last_seen >= bindparam("since"))
+_NODE_TOPOLOGY = (select(schema.nodes.c.zone, schema.nodes.c.rack, schema.nodes.c.switch, schema.nodes.c.pdu)
+                  .where(schema.nodes.c.name == bindparam("node")))
 
 
 def _pg_lock_key(fingerprint: str) -> int:
@@ -68,7 +95,7 @@ class IncidentsMixin(LedgerBase):
                     values["evidence"] = {k: v for k, v in row.evidence.items() if k != "alert_cleared_at"}
                 if severity == "critical":
                     values["severity"] = "critical"
-                conn.execute(update(schema.incidents).where(schema.incidents.c.id == row.id).values(**values))
+                conn.execute(_UPDATE_BY_ID, {"incident_id": row.id, **values})
                 if not known:  # a re-send of a remembered occurrence (most of an alert storm) writes nothing more
                     self._remember_occurrence(conn, incident, row.id)
                 # the row as just written, without reading it back (a storm's re-sends are this path)
@@ -82,7 +109,7 @@ class IncidentsMixin(LedgerBase):
                 "resolved_at": incident.last_seen if status is IncidentStatus.RESOLVED else None,
                 "rack": topo.rack, "switch": topo.switch, "pdu": topo.pdu, "evidence": incident.evidence or None,
             }
-            new_id = conn.execute(schema.incidents.insert().values(**values)).inserted_primary_key[0]
+            new_id = conn.execute(schema.incidents.insert(), values).inserted_primary_key[0]
             self._remember_occurrence(conn, incident, new_id)
             return self._incident(conn, new_id), True
 
@@ -96,58 +123,38 @@ class IncidentsMixin(LedgerBase):
         incident only while that one is still open or being acted on (a settled incident and a new alert are new
         evidence, e.g. a throttle that persisted past its replace threshold). Without one (a run by hand, the
         CLI), a repeat of the fault within the window joins any unresolved incident."""
-        i, o = schema.incidents.c, schema.alert_occurrences.c
         since = incident.last_seen - timedelta(seconds=window_seconds)
         if incident.occurrence:
-            hit = conn.execute(select(schema.incidents).join(schema.alert_occurrences, o.incident_id == i.id)
-                               .where(o.occurrence == incident.occurrence)).first()
+            hit = conn.execute(_BY_OCCURRENCE, {"occurrence": incident.occurrence}).first()
             if hit is not None:
                 return hit, True
             if incident.alert_fingerprint:
-                prev = conn.execute(
-                    select(schema.incidents)
-                    .join(schema.alert_occurrences, o.incident_id == i.id)
-                    .where(o.alert_fingerprint == incident.alert_fingerprint,
-                           i.status != IncidentStatus.RESOLVED.value,
-                           i.last_seen >= incident.first_seen - timedelta(seconds=window_seconds))
-                    .order_by(o.starts_at.desc())
-                    .limit(1)
-                ).first()
+                prev = conn.execute(_NEWEST_OF_ALERT, {
+                    "alert_fingerprint": incident.alert_fingerprint,
+                    "since": incident.first_seen - timedelta(seconds=window_seconds)}).first()
                 if prev is not None:
                     return prev, False
-            live = (IncidentStatus.OPEN.value, IncidentStatus.ACTING.value)
-            return conn.execute(
-                select(schema.incidents)
-                .where(i.fingerprint == fp, i.status.in_(live), i.last_seen >= since)
-                .order_by(i.last_seen.desc(), i.id.desc())
-                .limit(1)
-            ).first(), False
-        return conn.execute(
-            select(schema.incidents)
-            .where(i.fingerprint == fp, i.status != IncidentStatus.RESOLVED.value, i.last_seen >= since)
-            .order_by(i.last_seen.desc(), i.id.desc())
-            .limit(1)
-        ).first(), False
+            return conn.execute(_NEWEST_LIVE, {"fingerprint": fp, "since": since}).first(), False
+        return conn.execute(_NEWEST_UNRESOLVED, {"fingerprint": fp, "since": since}).first(), False
 
     @staticmethod
     def _remember_occurrence(conn: Connection, incident: Incident, incident_id: int) -> None:
+        """Called in the transaction whose `_same_incident` found the occurrence not remembered (the write lock is
+        held since), so no second look is needed."""
         if not incident.occurrence:
             return
-        o = schema.alert_occurrences.c
-        if conn.execute(select(o.occurrence).where(o.occurrence == incident.occurrence)).first() is None:
-            conn.execute(schema.alert_occurrences.insert().values(
-                occurrence=incident.occurrence, alert_fingerprint=incident.alert_fingerprint or incident.occurrence,
-                incident_id=incident_id, starts_at=incident.first_seen))
+        conn.execute(schema.alert_occurrences.insert(), {
+            "occurrence": incident.occurrence, "alert_fingerprint": incident.alert_fingerprint or incident.occurrence,
+            "incident_id": incident_id, "starts_at": incident.first_seen})
 
     @staticmethod
     def _node_topology(conn: Connection, node: str) -> Topology:
-        n = schema.nodes.c
-        row = conn.execute(select(n.zone, n.rack, n.switch, n.pdu).where(n.name == node)).first()
+        row = conn.execute(_NODE_TOPOLOGY, {"node": node}).first()
         return Topology(zone=row.zone, rack=row.rack, switch=row.switch, pdu=row.pdu) if row else Topology()
 
     @staticmethod
     def _incident(conn: Connection, incident_id: int) -> IncidentRecord:
-        row = conn.execute(select(schema.incidents).where(schema.incidents.c.id == incident_id)).first()
+        row = conn.execute(_BY_ID, {"incident_id": incident_id}).first()
         if row is None:
             raise RecordNotFound("incident", incident_id)
         return incident_record(row)
@@ -208,6 +215,11 @@ class IncidentsMixin(LedgerBase):
         with self._read() as conn:
             return [incident_record(r) for r in conn.execute(q)]
 
+    def fault_fingerprints(self, node: str, since: datetime) -> set[str]:
+        """Fingerprints of `node`'s incidents still seen at or after `since` (the receiver's per-node cap)."""
+        with self._read() as conn:
+            return set(conn.execute(_NODE_FAULTS, {"node": node, "since": require_aware(since, "since")}).scalars())
+
     # ---- the receiver's outbox (remedy.receiver.outbox): unannounced incidents live in this table too
     def unannounced_incidents(self, detail_prefix: str, limit: int = 500) -> list[IncidentRecord]:
         """Open incidents with no flow run yet whose detail starts with `detail_prefix`, oldest first."""
@@ -223,16 +235,10 @@ class IncidentsMixin(LedgerBase):
 
     def mark_incidents_announced(self, marks: dict[int, str]) -> int:
         """Set flow_run_id to the given mark where no run has claimed the incident yet; returns how many changed."""
-        i = schema.incidents.c
-        done = 0
-        with self._write() as conn:
-            for incident_id, mark in marks.items():
-                done += conn.execute(
-                    update(schema.incidents)
-                    .where(i.id == incident_id, i.flow_run_id.is_(None))
-                    .values(flow_run_id=mark)
-                ).rowcount
-        return done
+        if not marks:
+            return 0
+        with self._write() as conn:  # one executemany: the announcer marks a whole batch
+            return conn.execute(_MARK_ANNOUNCED, [{"incident_id": k, "mark": v} for k, v in marks.items()]).rowcount
 
     def touch_incident(self, fingerprint: str, at: datetime, *, alert_cleared: bool = False) -> int | None:
         """Move the newest unresolved incident of `fingerprint` to last_seen = at (never backwards); its id or None.

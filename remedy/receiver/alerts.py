@@ -176,9 +176,8 @@ class AlertIntake:
         self.limits = limits or ReceiverLimits()
         self.refresh_seconds = refresh_seconds
         self._faults: dict[str, tuple[float, set[str]]] = {}  # node → (read at, fault keys in the window)
-        # One writer at a time from this process. SQLite serialises writers anyway; contending threads would wait in
-        # its busy handler, which sleeps in steps of up to 100 ms (the storm's p99 went 380 ms → see bench).
-        self._write_lock = threading.Lock()
+        # Writers in one process queue on the ledger's own lock (remedy.ledger.engine.write_transaction), not in
+        # SQLite's busy handler.
 
     def ingest(self, body: bytes | str | dict) -> IntakeResult:
         """Validate, then record. AlertPayloadError (nothing written) for a payload that cannot be used."""
@@ -198,18 +197,17 @@ class AlertIntake:
                 result.outcomes.append(_rejected(index, s, "gpu-out-of-range", why))
             else:
                 accepted.append((index, s))
-        # Read outside the write lock: two concurrent requests may overshoot the cap by what they carry, which is
-        # fine for a sanity bound, and the storm's writers do not queue behind this read.
+        # Read outside any write transaction: two concurrent requests may overshoot the cap by what they carry, which
+        # is fine for a sanity bound, and the storm's writers do not queue behind this read.
         accepted = self._within_node_cap(accepted, now, result)
-        with self._write_lock:
-            firing: dict[str, list[tuple[int, Signal]]] = {}
-            for index, s in accepted:
-                if s.resolved:
-                    result.outcomes.append(self._resolved(index, s, now))
-                else:
-                    firing.setdefault(f"{_fault_key(s)}|{occurrence_of(s)}", []).append((index, s))
-            for group in firing.values():
-                result.outcomes.extend(self._record(group, now, result))
+        firing: dict[str, list[tuple[int, Signal]]] = {}
+        for index, s in accepted:
+            if s.resolved:
+                result.outcomes.append(self._resolved(index, s, now))
+            else:
+                firing.setdefault(f"{_fault_key(s)}|{occurrence_of(s)}", []).append((index, s))
+        for group in firing.values():
+            result.outcomes.extend(self._record(group, now, result))
         result.outcomes.sort(key=lambda o: o.index)
         return result
 
@@ -222,7 +220,7 @@ class AlertIntake:
         if hit is not None and (not fresh or time.monotonic() - hit[0] < self.refresh_seconds):
             return hit[1]
         since = now - timedelta(seconds=self.limits.node_window_seconds)
-        keys = {r.fingerprint for r in self.ledger.incidents(node=node, since=since)}
+        keys = self.ledger.fault_fingerprints(node, since)
         self._faults[node] = (time.monotonic(), keys)
         return keys
 

@@ -131,3 +131,22 @@ def test_status_changes_and_filters(ledger: Ledger) -> None:
         ledger.set_incident_status(12345, IncidentStatus.RESOLVED)
     with pytest.raises(RecordNotFound):
         ledger.get_incident(12345)
+
+
+def test_announcing_a_batch_marks_only_incidents_no_run_has_claimed(ledger: Ledger) -> None:
+    """The announcer marks a whole batch in one statement; a run that claimed an incident in between keeps it."""
+    ids = [ledger.open_incident(xid79(T0, gpu=g), window_seconds=WINDOW)[0].id for g in range(3)]
+    assert ledger.claim_incident(ids[1], "run-b") is True
+    assert ledger.mark_incidents_announced({i: f"event:{i}" for i in ids}) == 2
+    assert [ledger.get_incident(i).flow_run_id for i in ids] == [f"event:{ids[0]}", "run-b", f"event:{ids[2]}"]
+    assert ledger.mark_incidents_announced({}) == 0
+
+
+def test_fault_fingerprints_are_the_nodes_faults_still_seen_in_the_window(ledger: Ledger) -> None:
+    """The receiver's per-node cap reads these: this node's only, and only those seen at or after `since`."""
+    old, _ = ledger.open_incident(xid79(T0, gpu=1), window_seconds=WINDOW)
+    new, _ = ledger.open_incident(xid79(T0 + timedelta(minutes=30), gpu=2), window_seconds=WINDOW)
+    ledger.open_incident(xid79(T0 + timedelta(minutes=30), node="gpu-002"), window_seconds=WINDOW)
+    assert ledger.fault_fingerprints("gpu-001", T0 + timedelta(minutes=10)) == {new.fingerprint}
+    assert ledger.fault_fingerprints("gpu-001", T0) == {old.fingerprint, new.fingerprint}
+    assert ledger.fault_fingerprints("gpu-003", T0) == set()
