@@ -358,8 +358,10 @@ class LeaseKeeper:
             raise LeaseLost(f"run {run_id} lost its lease: {lost}; it stops here")
 
     def renew_now(self) -> None:
+        # Only runs whose lease has started (`_good`): a hold still writing its lease would fail its renewal
+        # (no row yet, or the row of an earlier attempt that ended) and be marked lost under a live lease.
         with self._lock:
-            runs = [r for r in self._held if r not in self._lost]
+            runs = [r for r in self._held if r not in self._lost and r in self._good]
         for run_id in runs:
             self._renew(run_id)
 

@@ -4,6 +4,7 @@ and notices a lost lease."""
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import datetime, timedelta, timezone
 
@@ -191,3 +192,42 @@ def test_keeper_renews_in_the_background_and_notices_a_lost_lease(db_url: str) -
         assert not keeper.holds("run-k")
         assert led.get_lease("run-k").end_reason == "gone: taken over by run-z"  # not overwritten
         keeper.check("run-k")  # a run it does not hold: nothing to check
+
+
+def test_a_renewal_round_during_a_hold_does_not_mark_the_new_run_lost(db_url: str) -> None:
+    """The keeper's thread renews the runs it holds while another run's hold is still writing its lease. Seen on
+    the embedded stack: the round's renewal found no lease yet, it read the lease back after the hold had started
+    it, and it marked a live run lost ("it expired" 30 s in the future). Here the round runs exactly in that gap."""
+    with Ledger(db_url) as led:
+        renewed, held = threading.Event(), threading.Event()
+
+        class Gap:  # the ledger, with the renewal round and the hold interleaved as they were seen
+            def __getattr__(self, name):
+                return getattr(led, name)
+
+            def renew_lease(self, run_id, **kw):
+                ok = led.renew_lease(run_id, **kw)
+                renewed.set()
+                held.wait(5)  # the hold starts the lease and returns before the round reads the lease back
+                return ok
+
+            def start_lease(self, run_id, **kw):
+                renewed.wait(1)  # (with the fix the round never renews a lease still starting: no wait then)
+                return led.start_lease(run_id, **kw)
+
+        keeper = LeaseKeeper(Gap(), ttl_seconds=30.0, renew_seconds=60.0, process="test:1")
+        hold = threading.Thread(target=keeper.hold, args=("run-new",))
+        hold.start()
+        deadline = time.monotonic() + 5
+        while not keeper.holds("run-new") and time.monotonic() < deadline:
+            time.sleep(0.001)
+        round_ = threading.Thread(target=keeper.renew_now)  # the background round, in the gap
+        round_.start()
+        hold.join(5)
+        held.set()
+        round_.join(5)
+        keeper.check("run-new")  # not lost
+        assert led.get_lease("run-new").live(datetime.now(timezone.utc))
+        keeper.renew_now()  # the next round renews it
+        keeper.check("run-new")
+        keeper.release("run-new")
