@@ -9,21 +9,22 @@ updates, unique keys and advisory locks in the ledger methods.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from weakref import WeakKeyDictionary
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.pool import StaticPool
 
 _WRITE = "ledger_write"  # execution option that marks a write transaction
 
 
-# Per SQLite engine: the lock this process's writers queue on (write_transaction).
-_WRITERS: "WeakKeyDictionary[Engine, threading.RLock]" = WeakKeyDictionary()
+# Per SQLite engine: the lock this process's writers queue on, and how long one waits for it (write_transaction).
+_WRITERS: "WeakKeyDictionary[Engine, tuple[threading.RLock, float]]" = WeakKeyDictionary()
 
 
 def make_engine(url: str, *, echo: bool = False, busy_timeout_seconds: float = 30.0) -> Engine:
@@ -49,7 +50,7 @@ def _sqlite_engine(url: str, database: str | None, *, echo: bool, busy_timeout_s
         # (the policy simulator); anything concurrent should use a file.
         kwargs["poolclass"] = StaticPool
     engine = create_engine(url, echo=echo, future=True, **kwargs)
-    _WRITERS[engine] = threading.RLock()
+    _WRITERS[engine] = (threading.RLock(), busy_timeout_seconds)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record) -> None:
@@ -77,11 +78,29 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
     writer that finds the file locked waits in SQLite's busy handler, which sleeps in steps of up to 100 ms and is
     not first come, first served: the alert storm's writers (the intake's threads and the announcer) starved each
     other there, up to a second (docs/scale.md)."""
-    with _WRITERS.get(engine) or nullcontext():
+    with _process_writer(engine):
         with engine.connect() as conn:
             conn.execution_options(**{_WRITE: True})
             with conn.begin():
                 yield conn
+
+
+@contextmanager
+def _process_writer(engine: Engine) -> Iterator[None]:
+    """This process's turn to write a SQLite file, waited for as long as SQLite's own busy timeout: a writer stuck
+    behind a held lock fails as SQLite would ("database is locked"), it never hangs."""
+    held = _WRITERS.get(engine)
+    if held is None:  # PostgreSQL: its own row locks and advisory locks order the writers
+        yield
+        return
+    lock, timeout = held
+    if not lock.acquire(timeout=timeout):
+        raise OperationalError("BEGIN IMMEDIATE", None, sqlite3.OperationalError(
+            f"database is locked: another writer in this process held the ledger for over {timeout:g} s"))
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 @contextmanager

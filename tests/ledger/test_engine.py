@@ -6,7 +6,8 @@ import threading
 import time
 from pathlib import Path
 
-from sqlalchemy import text
+from sqlalchemy import event, text
+from sqlalchemy.exc import OperationalError
 
 from remedy.ledger.engine import make_engine, read_transaction, write_transaction
 
@@ -16,39 +17,70 @@ def _table(engine) -> None:
         conn.execute(text("CREATE TABLE t (x INTEGER)"))
 
 
-def test_a_second_writer_in_the_process_waits_its_turn_instead_of_failing_busy(tmp_path: Path) -> None:
-    """The busy timeout is far shorter than the first writer's transaction: without the process's writer lock the
-    second writer's BEGIN IMMEDIATE would give up with "database is locked" after 50 ms."""
-    engine = make_engine(f"sqlite:///{tmp_path / 'l.db'}", busy_timeout_seconds=0.05)
-    _table(engine)
-    held, done = threading.Event(), []
+def _hold_then_write(engine, hold_seconds: float) -> tuple[list, list[float]]:
+    """A first writer holds its transaction `hold_seconds`; a second one writes meanwhile. Returns the second's
+    outcome and how long its BEGIN IMMEDIATE statement took (time spent in SQLite's busy handler)."""
+    held, done, begins = threading.Event(), [], []
+
+    def timed(conn, cursor, statement, params, context, executemany) -> None:
+        if statement == "BEGIN IMMEDIATE" and threading.current_thread().name == "second":
+            conn.info["begin_at"] = time.perf_counter()
+
+    def timed_after(conn, cursor, statement, params, context, executemany) -> None:
+        if statement == "BEGIN IMMEDIATE" and threading.current_thread().name == "second":
+            begins.append(time.perf_counter() - conn.info.pop("begin_at"))
+
+    event.listen(engine, "before_cursor_execute", timed)
+    event.listen(engine, "after_cursor_execute", timed_after)
 
     def first() -> None:
         with write_transaction(engine) as conn:
             conn.execute(text("INSERT INTO t VALUES (1)"))
             held.set()
-            time.sleep(0.4)
+            time.sleep(hold_seconds)
 
     def second() -> None:
         try:
             with write_transaction(engine) as conn:
                 conn.execute(text("INSERT INTO t VALUES (2)"))
             done.append("ok")
-        except Exception as exc:  # asserted on below
+        except Exception as exc:  # asserted on by the callers
             done.append(exc)
 
     a = threading.Thread(target=first)
     a.start()
     assert held.wait(5)
-    started = time.monotonic()
-    b = threading.Thread(target=second)
+    b = threading.Thread(target=second, name="second")
     b.start()
-    a.join(5)
-    b.join(5)
+    a.join(10)
+    b.join(10)
+    event.remove(engine, "before_cursor_execute", timed)
+    event.remove(engine, "after_cursor_execute", timed_after)
+    return done, begins
+
+
+def test_a_second_writer_in_the_process_queues_on_the_lock_not_in_sqlites_busy_handler(tmp_path: Path) -> None:
+    """Without the process's writer lock the second writer's BEGIN IMMEDIATE would sit in SQLite's busy handler for
+    the whole 0.5 s the first holds the file; with it, BEGIN runs once the first has committed."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'l.db'}", busy_timeout_seconds=5)
+    _table(engine)
+    done, begins = _hold_then_write(engine, 0.5)
     assert done == ["ok"], done
-    assert time.monotonic() - started >= 0.3  # it waited for the first writer's commit
+    assert len(begins) == 1 and begins[0] < 0.25, begins
     with read_transaction(engine) as conn:
         assert sorted(conn.execute(text("SELECT x FROM t")).scalars()) == [1, 2]
+    engine.dispose()
+
+
+def test_a_writer_that_waits_longer_than_the_busy_timeout_fails_as_sqlite_would(tmp_path: Path) -> None:
+    """The wait for the lock is bounded like SQLite's own: one "database is locked" error, nothing written."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'l.db'}", busy_timeout_seconds=0.1)
+    _table(engine)
+    done, begins = _hold_then_write(engine, 0.5)
+    assert len(done) == 1 and isinstance(done[0], OperationalError), done
+    assert "database is locked" in str(done[0]) and begins == []
+    with read_transaction(engine) as conn:
+        assert list(conn.execute(text("SELECT x FROM t")).scalars()) == [1]
     engine.dispose()
 
 
