@@ -139,8 +139,8 @@ class IncidentsMixin(LedgerBase):
 
     @staticmethod
     def _remember_occurrence(conn: Connection, incident: Incident, incident_id: int) -> None:
-        """Called in the transaction whose `_same_incident` found the occurrence not remembered (the write lock is
-        held since), so no second look is needed."""
+        """Called in the transaction whose `_same_incident` found the occurrence not remembered, which holds the
+        fault's lock since (SQLite's write lock, PostgreSQL's advisory lock): no second look is needed."""
         if not incident.occurrence:
             return
         conn.execute(schema.alert_occurrences.insert(), {
