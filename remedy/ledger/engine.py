@@ -20,6 +20,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.pool import StaticPool
 
+from remedy.domain.durations import human_duration
+
 _WRITE = "ledger_write"  # execution option that marks a write transaction
 
 
@@ -96,7 +98,7 @@ def _process_writer(engine: Engine) -> Iterator[None]:
     lock, timeout = held
     if not lock.acquire(timeout=timeout):
         raise OperationalError("BEGIN IMMEDIATE", None, sqlite3.OperationalError(
-            f"database is locked: another writer in this process held the ledger for over {timeout:g} s"))
+            f"database is locked: another writer in this process held the ledger for over {human_duration(timeout)}"))
     try:
         yield
     finally:
