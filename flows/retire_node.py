@@ -1,7 +1,13 @@
 """Retire a lemon node for good — the operator's runbook as a Prefect flow.
 
-    budget gate → ask a person (Prefect UI + Slack) → cordon → drain (grace period) → NoExecute retired taint
-                → ledger state retired (pool label) → RMA report archived to S3 → notice
+    budget gate → ask a person (Prefect UI + Slack) → [in the job: a spare takes its place first]
+                → cordon → drain (grace period) → NoExecute retired taint → ledger state retired (pool label)
+                → RMA report archived to S3 → notice
+
+A lemon still in the job is swapped, not just drained: a gang-scheduled job cannot run a node short, so a spare is
+chosen, promoted and seen to join before the lemon is drained, as replace-node does (and as the simulator's policy
+does). The swap is an incident of its own so the spare is claimed like any other. With no spare ready the lemon is
+not drained: it keeps working, stays out of spare rotation as a candidate, and the next review asks again.
 
 A lemon passes checks when idle and fails again under load (seed 000), so a retired node must not drift back: the
 ledger's state machine lets `retired → burn-in` happen only as an explicit operator action, and spare selection
@@ -18,12 +24,14 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from remedy import runtime
-from remedy.domain.model import NodeState
+from remedy.domain.model import PLANNED_RETIREMENT_SIGNAL, IncidentStatus, NodeState
 from remedy.domain.outcome import decision_sentence
-from tasks.cluster import cordon_node, drain_node, taint_node
+from tasks.cluster import cordon_node, drain_node, label_node, taint_node, verify_joined, wait_for_workload
+from tasks.leases import keeps_lease
 from tasks.lemon import archive_rma_report, retirement_budget
-from tasks.ledger import set_node_state, sync_fleet
+from tasks.ledger import claim_remediation, open_incident, set_incident_status, set_node_state, sync_fleet
 from tasks.notify import post_notice
+from tasks.spares import select_spare, validate_spare
 
 
 def _run_name() -> str:
@@ -33,6 +41,7 @@ def _run_name() -> str:
 
 
 @flow(name="retire-node", flow_run_name=_run_name)
+@keeps_lease  # the swap's incident is held like any remediation's
 def retire_node(node: str, reason: str, evidence: str = "", dry_run: bool | None = None) -> dict[str, Any]:
     log = get_run_logger()
     settings = runtime.settings()
@@ -73,15 +82,35 @@ def retire_node(node: str, reason: str, evidence: str = "", dry_run: bool | None
     if not dry_run and retirement_budget()["allowed"] <= 0:  # someone else retired a node while we waited
         return _report(outcome | {"status": "deferred", "why": "the budget was used up while waiting for approval"})
 
-    # 4. Out for good: cordon, let the job checkpoint and leave, then NoExecute so nothing can ever run there.
-    cordon_node(node, reason=f"retired: {reason}"[:250], dry_run=dry_run)
-    drain = drain_node(node, grace_period_seconds=settings.drain.grace_period_seconds,
-                       deadline_seconds=settings.drain.eviction_deadline_seconds, dry_run=dry_run)
-    outcome["drain"] = {k: drain[k] for k in ("evicted", "not_evicted", "complete")}
-    taint_node(node, dry_run=dry_run, add=[settings.taints.retired], effect="NoExecute")
-    set_node_state(node, NodeState.RETIRED.value, reason=f"lemon: {reason}"[:500], dry_run=dry_run)
+    # 4. In the job: a spare takes its place first, or the lemon keeps working until one is ready.
+    incident_id = None
+    if current.state is NodeState.ACTIVE:
+        swap = _swap_in_spare(node, reason, dry_run)
+        outcome |= {k: v for k, v in swap.items() if k in ("incident_id", "replacement", "spare_choice", "joined",
+                                                          "workload")}
+        if swap.get("why_not"):
+            log.warning("%s not retired: %s", node, swap["why_not"])
+            return _report(outcome | {"status": "deferred", "why": swap["why_not"]})
+        incident_id = swap["incident_id"]
 
-    # 5. RMA report: its history, incidents, validations and the lemon evidence, archived to S3.
+    # 5. Out for good: cordon, let the job checkpoint and leave, then NoExecute so nothing can ever run there.
+    cordon_node(node, reason=f"retired: {reason}"[:250], dry_run=dry_run, incident_id=incident_id)
+    drain = drain_node(node, grace_period_seconds=settings.drain.grace_period_seconds,
+                       deadline_seconds=settings.drain.eviction_deadline_seconds, dry_run=dry_run,
+                       incident_id=incident_id)
+    outcome["drain"] = {k: drain[k] for k in ("evicted", "not_evicted", "complete")}
+    if outcome.get("replacement"):  # the job's pod left the lemon for the spare: the job is back at full size
+        work = settings.workload
+        outcome["workload"] = wait_for_workload(work.namespace, work.job, outcome["replacement"],
+                                                work.resume_timeout_seconds, dry_run=dry_run)
+    taint_node(node, dry_run=dry_run, add=[settings.taints.retired], effect="NoExecute", incident_id=incident_id)
+    set_node_state(node, NodeState.RETIRED.value, reason=f"lemon: {reason}"[:500], dry_run=dry_run,
+                   incident_id=incident_id)
+    if incident_id is not None and not dry_run:
+        set_incident_status(incident_id, IncidentStatus.RESOLVED.value,
+                            detail=f"retired as a lemon, replaced by {outcome['replacement']}")
+
+    # 6. RMA report: its history, incidents, validations and the lemon evidence, archived to S3.
     rma = archive_rma_report(node, reason, evidence, approval if approval["decision"] == "approve" else None, dry_run)
     outcome["rma"] = {k: rma[k] for k in ("key", "url", "bytes")}
     create_markdown_artifact(key=f"rma-{_slug(node)}", markdown=rma["markdown"], description=f"RMA report for {node}")
@@ -89,6 +118,46 @@ def retire_node(node: str, reason: str, evidence: str = "", dry_run: bool | None
     if not dry_run:
         post_notice(f":wastebasket: gpu-remedy retired {node} (lemon): {reason}\nRMA report: {rma['url']}")
     return _report(outcome | {"status": status, "retired": not dry_run})
+
+
+def _swap_in_spare(node: str, reason: str, dry_run: bool) -> dict[str, Any]:
+    """Promote a spare into the job for `node` and wait until the job runs on it. `why_not` says why nothing was
+    done (no spare ready, the spare failed validation, the incident is another run's): the lemon stays in service."""
+    settings = runtime.settings()
+    work = settings.workload
+    incident_id = None
+    if not dry_run:  # a dry run writes nothing: it only says which spare it would take
+        incident_id = open_incident(node, PLANNED_RETIREMENT_SIGNAL, detail=f"lemon retirement: {reason}"[:500],
+                                    severity="warning")["id"]
+        claim = claim_remediation(incident_id)
+        if not claim["claimed"]:
+            return {"incident_id": incident_id,
+                    "why_not": f"another run ({claim['holder']}) is already swapping {node} out of the job"}
+    out: dict[str, Any] = {"incident_id": incident_id}
+    choice = select_spare(node, incident_id=incident_id, dry_run=dry_run)
+    later = "it keeps working and stays out of spare rotation; the next lemon review asks again"
+    if not choice["spare"]:
+        first = choice["why"].splitlines()[0].removeprefix("no spare: ")
+        why = f"no spare is ready to take its place in the job ({first}): {later}"
+        if not dry_run:
+            set_incident_status(incident_id, IncidentStatus.IGNORED.value, detail=why[:500])
+        return out | {"why_not": why}
+    spare = choice["spare"]
+    out |= {"replacement": spare, "spare_choice": choice["why"]}
+    if choice["needs_validation"]:
+        check = validate_spare(spare, dry_run=dry_run, incident_id=incident_id)
+        if not check["passed"]:
+            why = f"{spare}, the spare chosen to take its place, failed validation ({check['summary']}): {later}"
+            if not dry_run:
+                set_incident_status(incident_id, IncidentStatus.IGNORED.value, detail=why[:500])
+            return out | {"why_not": why}
+    taint_node(spare, dry_run=dry_run, remove=[settings.taints.spare], incident_id=incident_id)
+    label_node(spare, {settings.labels.pool: settings.labels.job_pool_value}, dry_run=dry_run,
+               incident_id=incident_id)
+    set_node_state(spare, NodeState.ACTIVE.value, reason=f"replaces {node} (lemon)", dry_run=dry_run,
+                   incident_id=incident_id, replaces=node)
+    out["joined"] = verify_joined(spare, timeout_seconds=work.resume_timeout_seconds, dry_run=dry_run)
+    return out
 
 
 def _ask(node: str, reason: str, evidence: str, budget: str, dry_run: bool) -> dict[str, Any]:
@@ -125,6 +194,8 @@ def _report(outcome: dict[str, Any]) -> dict[str, Any]:
         lines.append(f"- approval: {a['decision']}" + (f" by {a['by']}" if a.get("by") else ""))
     if outcome.get("why"):
         lines.append(f"- why not retired: {outcome['why']}")
+    if outcome.get("replacement"):
+        lines.append(f"- its place in the job: {outcome['replacement']}")
     if outcome.get("rma"):
         lines.append(f"- RMA report: {outcome['rma']['url']}")
     create_markdown_artifact(key=f"retire-{_slug(outcome['node'])}", markdown="\n".join(lines),

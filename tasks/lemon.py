@@ -26,7 +26,7 @@ from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
 from remedy.domain.durations import days
-from remedy.domain.model import NodeState
+from remedy.domain.model import NodeState, is_fault
 from remedy.lemon.records import ExclusionRecord, IncidentRecord, NodeHistory, ValidationRecord
 from remedy.lemon.scoring import LemonVerdict, explain, retirements_allowed, score_fleet
 from remedy.settings.lemon import LemonSettings
@@ -73,7 +73,7 @@ def node_histories(led, now: datetime, settings: LemonSettings, retired: set[str
     since = now - timedelta(days=settings.lookback_days)
     by_node: dict[str, list[IncidentRecord]] = {}
     for i in led.incidents(since=since):
-        if i.first_seen > now:
+        if i.first_seen > now or not is_fault(i):
             continue
         by_node.setdefault(i.node, []).append(incident_record(i))
     out = []
@@ -186,7 +186,7 @@ def archive_rma_report(node: str, reason: str, evidence: str, approval: dict[str
              "instance_type": rec.instance_type or "-", "provider_id": rec.provider_id or "-",
              "state": rec.state.value if rec.state else "unmanaged"}
     text = render_rma(node=node, reason=reason, evidence=evidence, facts=facts, history=led.history(node),
-                      incidents=led.incidents(node=node), validations=led.validations(node), approval=approval,
+                      incidents=[i for i in led.incidents(node=node) if is_fault(i)], validations=led.validations(node), approval=approval,
                       generated_at=now)
     archive = open_archive(settings.aws, dry_run=dry_run)
     key = rma_key(node, now)

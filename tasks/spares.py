@@ -8,7 +8,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
-from remedy.domain.model import Action, ActionOutcome, NodeState
+from remedy.domain.model import Action, ActionOutcome, NodeState, is_fault
 from remedy.spares.selection import NoSpare, SpareCandidate, select_spare as choose_spare
 from tasks.ledger import requester
 from tasks.retry import transient_only
@@ -35,7 +35,7 @@ def correlated_failure(node: str, now: datetime) -> bool:
     me = led.get_node(node)
     window = timedelta(seconds=settings.breaker.rack.window_seconds * 10)
     for inc in led.incidents(since=now - window):
-        if inc.node != node and ((me.rack and inc.rack == me.rack) or (me.switch and inc.switch == me.switch)
+        if inc.node != node and is_fault(inc) and ((me.rack and inc.rack == me.rack) or (me.switch and inc.switch == me.switch)
                                  or (me.pdu and inc.pdu == me.pdu)):
             return True
     return False

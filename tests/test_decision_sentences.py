@@ -33,6 +33,10 @@ HELD = {"node": "gpu005", "status": "held",
      "gpu007 was not retired: nobody answered within 1 h."),
     ({"node": "gpu007", "status": "retired", "reason": "3 fail → pass → fail cycles in 30 d"},
      "gpu007 was retired for good: 3 fail → pass → fail cycles in 30 d."),
+    ({"node": "gpu007", "status": "retired", "reason": "3 fail → pass → fail cycles in 30 d", "replacement": "gpu016"},
+     "gpu007 was retired for good: 3 fail → pass → fail cycles in 30 d; gpu016 took its place in the job."),
+    ({"node": "gpu007", "status": "deferred", "why": "no spare is ready to take its place in the job"},
+     "gpu007 was not retired yet: no spare is ready to take its place in the job."),
 ])
 def test_each_decision_is_one_sentence(result, sentence):
     assert decision_sentence(result) == sentence

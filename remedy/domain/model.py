@@ -133,6 +133,17 @@ def incident_fingerprint(node: str, gpu: int | None, signal: str, xid: int | Non
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
+# The incident retire-node opens to swap a lemon out of the job (flows/retire_node.py): a planned move under a
+# person's approval, not a fault. It holds the spare's claim; lemon scoring, the RMA report and the correlated-
+# failure check leave it out, or a deferred retirement would count as one more failure of the node.
+PLANNED_RETIREMENT_SIGNAL = "lemon-retirement"
+
+
+def is_fault(incident: "Incident") -> bool:
+    """Did the node fail (as opposed to being moved on purpose)?"""
+    return incident.signal != PLANNED_RETIREMENT_SIGNAL
+
+
 @dataclass
 class Incident:
     node: str

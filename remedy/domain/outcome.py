@@ -156,6 +156,8 @@ def decision_sentence(result: dict) -> str:
         text = f"Dry-run: every step for {node} was planned and recorded, nothing was changed"
     elif status == "retired":
         text = f"{node} was retired for good: {result.get('reason') or why}"
+        if result.get("replacement"):
+            text += f"; {result['replacement']} took its place in the job"
     elif status == "not-retired":
         text = f"{node} was not retired: {answer_clause(result.get('approval'))}"
     elif status == "deferred":

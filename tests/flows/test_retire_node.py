@@ -25,6 +25,8 @@ def on_sim(sim, slack_stub, aws_endpoint, remedy_env):  # noqa: F811
     for n in runtime.cluster().list_gpu_nodes():
         led.upsert_node(n)
         led.transition(n.name, n.state, reason="test: adopted", requested_by="test")
+        if n.state and n.state.value == "spare":  # as burn-in leaves them: ready to take a place in the job
+            led.record_validation(n.name, level="standard", passed=True, summary={}, requested_by="test")
     now = datetime.now(timezone.utc)
     for days in (20, 12, 5):
         t = now - timedelta(days=days)
@@ -190,3 +192,75 @@ def test_retired_spare_leaves_spare_rotation(prefect_server, on_sim):
     assert runtime.cluster().get_node(picked).labels["remedy.io/pool"] == "retired"
     other = select_spare.fn("gpu002")
     assert other["spare"] == next(s for s in spares if s != picked), other["why"]
+
+
+def _job_nodes(runtime) -> set[str]:
+    from remedy import runtime as rt
+
+    work = rt.settings().workload
+    return {n.name for n in runtime.cluster().list_gpu_nodes()
+            if runtime.cluster().workload_running_on(work.namespace, work.job, n.name)}
+
+
+def test_lemon_in_the_job_is_swapped_for_a_spare_before_it_is_drained(prefect_server, on_sim, aws_endpoint):
+    """A gang job cannot run a node short: retiring a lemon that is in the job promotes a spare first (claimed under
+    an incident of its own), and the job ends back at full size on it. The simulator's policy does the same
+    (remedy.goodput.gpu_remedy_policy._retire_from_job)."""
+    from flows.retire_node import retire_node
+    from remedy.approvals.auto import AutoApprover
+    from remedy.domain.model import PLANNED_RETIREMENT_SIGNAL
+
+    runtime = on_sim
+    led = runtime.ledger()
+    assert NODE in _job_nodes(runtime)
+    with AutoApprover(decision=True):
+        out = retire_node(node=NODE, reason="lemon candidate: 3 of 4 signals", evidence=EVIDENCE)
+    assert out["status"] == "retired", out
+    spare = out["replacement"]
+    assert spare in ("gpu008", "gpu016")
+    assert out["workload"]["full"] and out["workload"]["on_node"], out["workload"]
+    jobs = _job_nodes(runtime)
+    assert spare in jobs and NODE not in jobs
+    assert runtime.cluster().get_node(spare).labels["remedy.io/pool"] == "active"
+    assert led.get_node(spare).state.value == "active" and led.get_node(NODE).state.value == "retired"
+    # the spare joined before the lemon was drained, both under the retirement's incident
+    incident = led.get_incident(out["incident_id"])
+    assert (incident.signal, incident.status.value) == (PLANNED_RETIREMENT_SIGNAL, "resolved")
+    acts = {a.kind: a for a in led.actions(incident_id=incident.id)}
+    assert acts["set_state_active"].node == spare and acts["drain_node"].node == NODE
+    assert acts["set_state_active"].finished_at <= acts["drain_node"].started_at
+    claims = [a for a in led.actions(incident_id=incident.id) if a.kind == "claim_spare"]
+    assert [c.node for c in claims] == [spare]
+    # a planned move is no fault: the RMA report lists the node's three failures, not the retirement
+    text = s3_objects(aws_endpoint)[out["rma"]["key"]]
+    assert "## Incidents (3)" in text and PLANNED_RETIREMENT_SIGNAL not in text
+    from tests.flows.test_burn_in import read_artifacts
+
+    assert f"its place in the job: {spare}" in read_artifacts(f"retire-{NODE.lower()}")[0].data
+
+
+def test_no_spare_ready_leaves_the_lemon_working(prefect_server, on_sim, aws_endpoint):
+    """With no spare to take its place, draining the lemon would stop the job: it keeps working, is not retired, and
+    the deferral counts as no failure of the node when the next review scores it."""
+    from flows.retire_node import retire_node
+    from remedy.approvals.auto import AutoApprover
+    from remedy.settings.lemon import LemonSettings
+    from tasks.lemon import node_histories
+
+    runtime = on_sim
+    led = runtime.ledger()
+    for s in ("gpu008", "gpu016"):  # both spares away (in repair)
+        runtime.cluster().set_labels(s, {"remedy.io/pool": "repair"})
+    before = runtime.cluster().get_node(NODE)
+    with AutoApprover(decision=True):
+        out = retire_node(node=NODE, reason="lemon")
+    assert out["status"] == "deferred", out
+    assert out["why"].startswith("no spare is ready to take its place in the job")
+    assert "next lemon review asks again" in out["why"]
+    after = runtime.cluster().get_node(NODE)
+    assert (after.taints, after.unschedulable) == (before.taints, before.unschedulable)
+    assert NODE in _job_nodes(runtime) and led.get_node(NODE).state.value == "active"
+    assert s3_objects(aws_endpoint) == {}
+    assert led.get_incident(out["incident_id"]).status.value == "ignored"
+    history = next(h for h in node_histories(led, datetime.now(timezone.utc), LemonSettings()) if h.node == NODE)
+    assert len(history.incidents) == 3
