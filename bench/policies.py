@@ -90,10 +90,20 @@ def replace_share(name: str) -> float:
     return sum(k.share * dict(k.needs).get("replace", 0.0) / sum(dict(k.needs).values()) for k in mix) / total
 
 
+def paired_ci(base: list[SimResult], ours: list[SimResult]) -> str:
+    """95 % interval of gpu-remedy − auto-replace in points, from the per-seed differences (same seed, same failure
+    draws up to the policies' divergence): how far the seeds' spread lets the pooled Δ be trusted."""
+    diffs = [100 * (pooled_goodput([o]) - pooled_goodput([b])) for b, o in zip(base, ours)]
+    if len(diffs) < 2:
+        return "-"
+    m, half = statistics.mean(diffs), 1.96 * statistics.stdev(diffs) / math.sqrt(len(diffs))
+    return f"{m - half:+.2f} … {m + half:+.2f}"
+
+
 def acceptance(results: dict[tuple[str, str], list[SimResult]]) -> str:
     """gpu-remedy against auto-replace on the same seeds, with issue 15's targets."""
-    lines = [f"{'scenario':12} {'auto-replace':>12} {'gpu-remedy':>10} {'Δ points':>8} {'target':>16} "
-             f"{'to repair (gpu-remedy/auto-replace)':>36} {'floor':>6} verdict"]
+    lines = [f"{'scenario':12} {'auto-replace':>12} {'gpu-remedy':>10} {'Δ points':>8} {'95% CI, paired':>16} "
+             f"{'target':>16} {'to repair (gpu-remedy/auto-replace)':>36} {'floor':>6} verdict"]
     for sc in dict.fromkeys(s for s, _ in results):
         base, ours = results.get((sc, "auto-replace")), results.get((sc, "gpu-remedy"))
         if not base or not ours:
@@ -107,7 +117,8 @@ def acceptance(results: dict[tuple[str, str], list[SimResult]]) -> str:
         verdict = "met" if ok else "NOT MET"
         if share > MAX_REPAIR_SHARE and replace_share(sc) > MAX_REPAIR_SHARE:
             verdict += " (repair cap below the floor: no policy can meet it)"
-        lines.append(f"{sc:12} {g0:12.2%} {g1:10.2%} {100 * (g1 - g0):+8.2f} {'≥ ' + format(floor, '.2%'):>16} "
+        lines.append(f"{sc:12} {g0:12.2%} {g1:10.2%} {100 * (g1 - g0):+8.2f} {paired_ci(base, ours):>16} "
+                     f"{'≥ ' + format(floor, '.2%'):>16} "
                      f"{f'{r1}/{r0} = {share:.0%} (≤ {MAX_REPAIR_SHARE:.0%})':>36} {replace_share(sc):6.0%} "
                      f"{verdict}")
     lines.append("why gpu-remedy sent nodes to repair, and what waited for a person (all seeds):")

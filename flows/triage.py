@@ -20,7 +20,9 @@ from prefect.artifacts import create_markdown_artifact
 from remedy import runtime
 from remedy.domain.model import IncidentStatus, utcnow
 from remedy.domain.outcome import Outcome, outcome_of
+from remedy.detect.signals import SignalKind
 from remedy.domain.xid import RemediationPath
+from remedy.remediate.choice import WarningAction
 from remedy.receiver.triage_policy import (
     PATH_FLOWS,
     Decision,
@@ -33,10 +35,12 @@ from remedy.receiver.triage_policy import (
     with_not_ready_duration,
 )
 from remedy.settings.triage import triage_settings
-from tasks.cluster import release_intake_quarantine
+from tasks.cluster import release_intake_quarantine, wait_for_checkpoint
 from tasks.states import final_state, run_subflow
 from tasks.tags import tag_this_run
-from tasks.triage import choose_remediation, claim_incident, close_incident, read_incident, read_live_node
+from tasks.triage import (
+    choose_remediation, claim_incident, close_incident, read_incident, read_live_node, weigh_warning,
+)
 from tasks.leases import keeps_lease
 
 # isolate_fault ends with a verdict, not an Outcome: "infrastructure" means the bad nodes are found and held
@@ -129,6 +133,13 @@ def triage(
         _explain(incident, decision, "recorded, no action")
         _release(incident, decision.reason, dry_run, log)
         return result | {"status": "skipped"}
+    # 4b. An early warning: swap the node at a checkpoint boundary when that loses the job less than the failure
+    #     would (choose_on_warning, as the simulator's policy decides), else watch it and say why.
+    recover_after = False
+    if incident["signal"] == SignalKind.EARLY_WARNING.value and decision.action == "record":
+        decision, recover_after = _weigh_warning(incident, decision, result, dry_run)
+        result |= {"action": decision.action, "path": decision.path.value, "plan": decision.plan,
+                   "reason": decision.reason}
     if decision.action == "record":
         level = log.warning if decision.path is RemediationPath.WATCH else log.info
         level("%s: %s", node, decision.reason)
@@ -139,7 +150,6 @@ def triage(
 
     # 5. Choose by expected cost where the catalog allows an in-place fix: with a spare ready, replacing first
     #    usually costs the job less, and the failed node is then fixed off the critical path (recover-node).
-    recover_after = False
     if decision.path in (RemediationPath.RESET_GPU, RemediationPath.REBOOT) and incident.get("xid") is not None \
             and settings.ladder.replace_first:
         choice = choose_remediation(node, incident["xid"], incident_id)
@@ -187,6 +197,35 @@ def triage(
                                          incident_id=incident_id, dry_run=dry_run)
     return final_state(result | {"status": status or "done", "incident_status": closed["status"], "outcome": outcome,
                                  "why": detail})
+
+
+def _weigh_warning(incident: dict[str, Any], decision: Decision, result: dict[str, Any],
+                   dry_run: bool) -> tuple[Decision, bool]:
+    """The warned node's options by expected job minutes lost (artifact); acting waits for the checkpoint boundary
+    (asking for one when the next is too far) and then replaces the node first, with the off-path fix after. Returns
+    the decision to carry out and whether the node is recovered off the critical path afterwards."""
+    work = runtime.settings().workload
+    warned = weigh_warning(incident["node"])
+    result["warning"] = {k: v for k, v in warned.items() if k != "markdown"}
+    if warned.get("markdown"):
+        create_markdown_artifact(key=f"{artifact_key(incident)}-options", markdown=warned["markdown"],
+                                 description="Early warning: a swap at a checkpoint boundary against waiting for the "
+                                             "failure, by expected job minutes lost")
+    if not warned["acts"]:
+        return dataclasses.replace(decision, reason=f"{decision.reason}; {warned['why']}"), False
+    boundary = wait_for_checkpoint(work.namespace, work.job, incident["node"],
+                                   ask=warned["action"] == WarningAction.CHECKPOINT_NOW.value,
+                                   timeout_seconds=warned["wait_for_checkpoint_seconds"], dry_run=dry_run,
+                                   incident_id=incident["id"])
+    result["checkpoint"] = boundary
+    if not boundary["reached"]:
+        return dataclasses.replace(decision, reason=f"{decision.reason}; not swapped: {boundary['why']}, and a swap "
+                                                    "between checkpoints would roll back the job's work"), False
+    entrypoint, plan = PATH_FLOWS[RemediationPath.REPLACE]
+    return dataclasses.replace(
+        decision, action="remediate", path=RemediationPath.REPLACE, entrypoint=entrypoint,
+        plan=f"{plan} at the checkpoint boundary; then reset/reboot off the critical path, burn-in, back to the spares",
+        reason=f"{decision.reason}; {boundary['why']}, so the swap loses no work ({warned['why']})"), True
 
 
 def _release(incident: dict[str, Any], why: str, dry_run: bool, log) -> None:

@@ -182,6 +182,10 @@ class WorkloadSettings(BaseModel):
         31.0, ge=0,
         description="Minutes the job needs to load its checkpoint and train again after any restart (seed 002 "
         "§4.2.3: median 31 min). Every option pays it; it is why a fix that may not hold costs more than a spare.")
+    checkpoint_cost_minutes: float = Field(
+        1.0, ge=0,
+        description="Minutes one checkpoint stops training (seed 000: 1 min). An extra checkpoint asked for on an "
+        "early warning pays it once; the job's cadence it publishes itself (remedy.domain.checkpoints).")
     min_nodes: int | None = Field(
         None, ge=1,
         description="Elastic jobs (torchrun --nnodes=MIN:MAX): the fewest nodes the job may run with. None = not elastic.",

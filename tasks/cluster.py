@@ -175,3 +175,36 @@ def note_on_node(node: str, reason: str, message: str, dry_run: bool) -> None:
     """A Warning Event on the Node saying why automation stopped, for the on-call engineer who has only kubectl.
     Best effort (the adapter logs a failure); the same note twice is one Event with a higher count."""
     runtime.cluster(dry_run).record_event(node, reason=reason, message=message, type="Warning")
+
+
+@task(name="wait_for_checkpoint", task_run_name="checkpoint-boundary-for-{node}", timeout_seconds=24 * 3600,
+      cache_policy=NO_CACHE)
+def wait_for_checkpoint(namespace: str, job: str, node: str, ask: bool, timeout_seconds: float, dry_run: bool,
+                        incident_id: int | None = None) -> dict:
+    """Ask the job for a checkpoint now (`ask`) or wait for its next scheduled one; True once a checkpoint has
+    completed after this call began — the boundary where a swap loses no work. A dry run asks nothing and waits
+    for nothing."""
+    import time
+    from datetime import datetime, timezone
+
+    from remedy.domain.durations import human_duration
+
+    workload = runtime.cluster(dry_run).workload(namespace, job)
+    start = datetime.now(timezone.utc)
+    asked = None
+    if ask:
+        asked = act("request_checkpoint", node,
+                    lambda: workload.request_checkpoint(start).as_dict(), incident_id=incident_id, dry_run=dry_run)
+    if dry_run:
+        return {"reached": True, "asked": bool(ask), "dry_run": True, "why": "dry-run: no checkpoint waited for"}
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        seen = workload.checkpoints()
+        if seen.since(start):
+            return {"reached": True, "asked": bool(ask), "at": seen.last.isoformat(), "request": asked,
+                    "why": f"the job checkpointed at {seen.last.isoformat()}"}
+        if time.monotonic() >= deadline:
+            return {"reached": False, "asked": bool(ask), "request": asked,
+                    "why": f"the job reported no checkpoint within {human_duration(timeout_seconds)}"
+                           + (" of the request" if ask else "")}
+        time.sleep(min(2.0, max(0.1, timeout_seconds / 50)))

@@ -134,3 +134,48 @@ def choose_remediation(node: str, xid: int | None, incident_id: int, tried_depth
                               durations=durations, tried_depth=tried_depth, unreachable=unreachable))
     return choice.to_dict() | {"markdown": choice.markdown(), "spares_ready": len(spares),
                                "tried_depth": tried_depth, "unreachable": unreachable}
+
+
+@task(name="weigh_warning", task_run_name="weigh-warning-{node}", **READ)
+def weigh_warning(node: str) -> dict[str, Any]:
+    """An early warning on `node`: swap it at the job's next checkpoint boundary (or at one asked for now), or wait
+    for the failure — whichever loses the job fewer expected minutes (remedy.remediate.choice.choose_on_warning, the
+    function the simulator's policy calls). Reads the job's checkpoint cadence from its workload (the handshake in
+    remedy.domain.checkpoints) and whether a spare is ready above the breaker's reserve."""
+    import math
+
+    from remedy.domain.model import NodeState
+    from remedy.remediate.choice import Durations, WarningAction, WarningChoice, choose_on_warning
+    from remedy.spares.lemons import lemon_candidates
+
+    settings = runtime.settings()
+    work, warn = settings.workload, settings.lemon.early_warning
+    cluster, led = runtime.cluster(), runtime.ledger()
+    now = utcnow()
+    out: dict[str, Any] = {"node": node}
+    if not cluster.workload_running_on(work.namespace, work.job, node):
+        return out | {"action": WarningAction.WAIT.value, "acts": False,
+                      "why": f"{node} does not run the job {work.namespace}/{work.job}: no work to lose, nothing to "
+                             "swap; the warning is watched"}
+    seen = cluster.workload(work.namespace, work.job).checkpoints()
+    if not seen.published:
+        return out | {"action": WarningAction.WAIT.value, "acts": False,
+                      "why": f"not swapped: {seen.why_unpublished()}, and a swap between checkpoints would roll back "
+                             "the job's work; the warning is watched"}
+    held = set(lemon_candidates(led))
+    spares = [n.name for n in led.nodes(NodeState.SPARE) if n.name != node and n.name not in held]
+    reserve = settings.breaker.spare_reserve
+    choice: WarningChoice = choose_on_warning(
+        precision=warn.act_precision, lead_minutes=warn.act_lead_minutes,
+        minutes_to_next_checkpoint=seen.minutes_to_next(now),
+        checkpoint_interval_minutes=seen.interval_seconds / 60.0,
+        checkpoint_cost_minutes=work.checkpoint_cost_minutes,
+        spare_ready=len(spares) - 1 >= reserve, durations=Durations(reload=work.reload_minutes),
+        job_mtbf_minutes=warn.job_mtbf_hours * 60.0 if warn.job_mtbf_hours else math.inf)
+    wait_minutes = (seen.minutes_to_next(now) if choice.action is WarningAction.AT_NEXT_CHECKPOINT
+                    else work.checkpoint_cost_minutes) + warn.checkpoint_wait_margin_minutes
+    return out | {"action": choice.action.value, "acts": choice.acts, "why": choice.arithmetic,
+                  "act_cost_minutes": choice.act_cost_minutes, "wait_cost_minutes": choice.wait_cost_minutes,
+                  "spares_ready": len(spares), "spare_reserve": reserve,
+                  "minutes_to_next_checkpoint": round(seen.minutes_to_next(now), 2),
+                  "wait_for_checkpoint_seconds": round(wait_minutes * 60.0, 1), "markdown": choice.markdown()}

@@ -37,9 +37,11 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
 from remedy.config import WorkloadKind
+from remedy.domain.checkpoints import REQUESTED, Checkpoints
 from remedy.errors import Forbidden, RemedyError
 
 if TYPE_CHECKING:
@@ -113,6 +115,8 @@ class TrainingWorkload(Protocol):
     def suspend(self) -> WorkloadChange: ...
     def resume(self) -> WorkloadChange: ...
     def restart(self, node: str) -> WorkloadChange: ...
+    def checkpoints(self) -> Checkpoints: ...
+    def request_checkpoint(self, at: datetime) -> WorkloadChange: ...
 
 
 def open_workload(cluster: "KubernetesCluster", kind: WorkloadKind | str, namespace: str, name: str
@@ -188,6 +192,20 @@ class _Workload:
             cur = cur.setdefault(part, {})
         cur[self.suspend_path[-1]] = value
         return body
+
+    # -- the checkpoint handshake (remedy.domain.checkpoints): annotations on the workload object
+    def checkpoints(self) -> Checkpoints:
+        return Checkpoints.from_annotations(self.read()["metadata"].get("annotations"))
+
+    def request_checkpoint(self, at: datetime) -> WorkloadChange:
+        """Ask the job for a checkpoint now; it answers by advancing its last-checkpoint annotation."""
+        stamp = at.astimezone(timezone.utc).isoformat()
+        if self.cluster.dry_run:
+            return self._change("checkpoint", True, via=f"metadata.annotations[{REQUESTED}]",
+                                detail=f"would ask for a checkpoint at {stamp}")
+        self._patch({"metadata": {"annotations": {REQUESTED: stamp}}}, f"ask {self.key} for a checkpoint")
+        return self._change("checkpoint", True, via=f"metadata.annotations[{REQUESTED}]",
+                            detail=f"asked for a checkpoint at {stamp}")
 
     # -- suspend / resume, through Kueue when Kueue manages the workload
     def suspend(self) -> WorkloadChange:

@@ -44,6 +44,7 @@ ALERTNAME_KINDS: dict[str, SignalKind] = {
     "NcclWatchdogTimeout": SignalKind.NCCL_TIMEOUT,
     "TrainingLossNan": SignalKind.LOSS_NAN,
     "NodeNotReady": SignalKind.NODE_NOT_READY,
+    "GpuEarlyWarning": SignalKind.EARLY_WARNING,  # label `detector`: remap-acceleration, ib-downtime, straggler, …
     "KubeNodeNotReady": SignalKind.NODE_NOT_READY,  # kube-prometheus
     "KubeNodeUnreachable": SignalKind.NODE_NOT_READY,  # kube-prometheus
 }

@@ -34,6 +34,7 @@ class SignalKind(StrEnum):
     NCCL_TIMEOUT = "nccl-timeout"
     LOSS_NAN = "loss-nan"
     NODE_NOT_READY = "node-not-ready"
+    EARLY_WARNING = "early-warning"  # a detector expects this node to fail soon (remedy.warn)
     UNKNOWN = "unknown"
 
 
@@ -336,6 +337,13 @@ def _not_ready(s: Signal, t: SignalThresholds, n: int) -> Verdict:
                    f"{s.node} NotReady ({lasted}): replaced after {human_duration(t.node_not_ready_seconds)}")
 
 
+def _early_warning(s: Signal, t: SignalThresholds, n: int) -> Verdict:
+    detector = s.labels.get("detector") or "a detector"
+    return Verdict(RemediationPath.WATCH, Severity.WARNING, "early-warning",
+                   f"{detector} expects {_where(s)} to fail soon: triage weighs a swap at the job's next checkpoint "
+                   "against waiting for the failure")
+
+
 def _unknown(s: Signal, t: SignalThresholds, n: int) -> Verdict:
     name = s.labels.get("alertname", "") or s.raw[:80]
     return Verdict(RemediationPath.ESCALATE, Severity.WARNING, "unknown-signal",
@@ -359,5 +367,6 @@ _RULES = {
     SignalKind.NCCL_TIMEOUT: _isolate,
     SignalKind.LOSS_NAN: _isolate,
     SignalKind.NODE_NOT_READY: _not_ready,
+    SignalKind.EARLY_WARNING: _early_warning,
     SignalKind.UNKNOWN: _unknown,
 }

@@ -298,6 +298,22 @@ class WarningChoice:
     wait_cost_minutes: float
     arithmetic: str
 
+    @property
+    def acts(self) -> bool:
+        return self.action is not WarningAction.WAIT
+
+    def markdown(self) -> str:
+        """The two options with their expected job minutes lost, and the choice (the triage artifact)."""
+        act = "not possible" if math.isinf(self.act_cost_minutes) else f"{self.act_cost_minutes:.1f} min"
+        chosen = "wait for the failure" if not self.acts else (
+            "ask for a checkpoint now and swap the node at it" if self.action is WarningAction.CHECKPOINT_NOW
+            else "swap the node at the job's next checkpoint")
+        return "\n".join([
+            "| option | expected job minutes lost |", "|---|---|",
+            f"| swap at a checkpoint boundary | {act} |",
+            f"| wait for the failure | {self.wait_cost_minutes:.1f} min |", "",
+            f"**Chosen: {chosen}.** {self.arithmetic}"])
+
 
 def choose_on_warning(*, precision: float, lead_minutes: float, minutes_to_next_checkpoint: float,
                       checkpoint_interval_minutes: float, checkpoint_cost_minutes: float, spare_ready: bool,
@@ -309,8 +325,10 @@ def choose_on_warning(*, precision: float, lead_minutes: float, minutes_to_next_
     probability `precision`, the failure: on average half an interval of work rolled back, detection and the same
     swap — but only if the job is still running when it comes: with the job failing every `job_mtbf_minutes`
     (any node), it stops first with probability 1 − exp(−lead / MTBF), and the node is then swapped while the job
-    is down anyway (no stop of its own). The cheaper one wins; with no spare ready the node is left until it fails
-    or a spare frees."""
+    is down anyway (no stop of its own). That last part is the simulator's model (remedy.goodput.sim draws the
+    failure afresh when the job restarts); the flows do not yet swap a watched node during another stop, which is why
+    `lemon.early_warning.job_mtbf_hours` is unset by default there and the warned failure is counted in full. The
+    cheaper one wins; with no spare ready the node is left until it fails or a spare frees."""
     swap = durations.grace + durations.join + durations.reload
     runs_until = math.exp(-lead_minutes / job_mtbf_minutes) if job_mtbf_minutes > 0 else 0.0
     lose = precision * runs_until * (checkpoint_interval_minutes / 2 + durations.detect + swap)

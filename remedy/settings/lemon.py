@@ -98,6 +98,30 @@ class EarlyWarningSettings(BaseModel):
         "signals.ib_transport_timeout_seconds (~7 s, seed 001). The timeout and window are one fact each and live in "
         "SignalThresholds; at 1.0 the signals rule replaces the node, this warns before that.",
     )
+    # Acting on a warning (triage → swap at a checkpoint boundary; remedy.remediate.choice.choose_on_warning)
+    act_precision: float = Field(
+        2 / 3,
+        gt=0,
+        le=1,
+        description="Share of warnings a failure follows: the detectors' record (bench/early_warning.py measures it "
+        "per detector). 2/3 is the shipped scenarios' assumption: half as many false alarms as true ones.",
+    )
+    act_lead_minutes: float = Field(
+        60.0, gt=0, description="How long before the failure a warning comes (the shipped scenarios assume 1 h)."
+    )
+    job_mtbf_hours: float | None = Field(
+        None,
+        gt=0,
+        description="How often the job stops for any reason. A warned node whose job stops first is swapped while the "
+        "job is down anyway, so a short MTBF makes waiting cheaper (meta-16k: 1.8 h). None: the warned failure is "
+        "counted in full.",
+    )
+    checkpoint_wait_margin_minutes: float = Field(
+        5.0,
+        gt=0,
+        description="How much longer than the job's own cadence (or one checkpoint's cost, after a request) a swap "
+        "waits for the checkpoint boundary; past it, nothing is swapped and the warning says why.",
+    )
 
     @model_validator(mode="after")
     def _k_le_n(self) -> "EarlyWarningSettings":

@@ -207,8 +207,11 @@ def reconcile(cluster: "Cluster", nodes: set[str] | None) -> None:
     from remedy.sim.jobs import job_done, sync_job
 
     nodes_changed, index.nodes_changed = index.nodes_changed, False
+    from remedy.sim.checkpoints import sync_checkpoints
+
     for job in store.objects("Job"):
         uid = job["metadata"]["uid"]
+        sync_checkpoints(cluster, job)
         dirty = uid in index.dirty_owners or uid in cluster.job_started or uid in cluster.job_new_failures
         if dirty or (nodes_changed and not job_done(job)):
             sync_job(cluster, job, dirty)

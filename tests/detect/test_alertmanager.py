@@ -104,3 +104,17 @@ def test_truncated_alerts_reported(payload: dict) -> None:
 def test_alertname_table_covers_metric_signal_kinds() -> None:
     covered = set(ALERTNAME_KINDS.values())
     assert covered == set(SignalKind) - {SignalKind.UNKNOWN}
+
+
+def test_early_warning_alert_is_weighed_by_triage_not_acted_on_at_intake(payload: dict) -> None:
+    """gpu-remedy's GpuEarlyWarning rule: a watch-level signal naming its detector; triage weighs a swap at the job's
+    next checkpoint (flows/triage.py), the receiver never cordons for it (not a node-out path)."""
+    alert = copy.deepcopy(payload["alerts"][0])
+    alert["labels"] = {"alertname": "GpuEarlyWarning", "node": "gpu-node-17", "detector": "remap-acceleration",
+                       "gpu": "3"}
+    payload["alerts"] = [alert]
+    s = parse_alertmanager(payload).signals[0]
+    assert (s.kind, s.node, s.gpu) == (SignalKind.EARLY_WARNING, "gpu-node-17", 3)
+    v = classify(s)
+    assert v.path is P.WATCH and v.rule == "early-warning"
+    assert v.explanation.startswith("remap-acceleration expects gpu-node-17 GPU 3 to fail soon")

@@ -51,7 +51,8 @@ def test_promtool_check_rules() -> None:
 
 
 def test_promtool_rule_unit_tests() -> None:
-    r = subprocess.run([tool("promtool"), "test", "rules", str(ROOT / "prometheus" / "rules_test.yml")],
+    r = subprocess.run([tool("promtool"), "test", "rules", str(ROOT / "prometheus" / "rules_test.yml"),
+                        str(ROOT / "prometheus" / "rules_test_trends.yml")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
 
@@ -69,6 +70,7 @@ def test_every_rule_maps_to_its_signal_kind() -> None:
     shipped = {ALERTNAME_KINDS[r["alert"]] for r in rules()}
     # Kinds with no exporter metric arrive from logs; everything else has a rule.
     assert shipped == set(SignalKind) - {SignalKind.UNKNOWN, SignalKind.SXID, SignalKind.NCCL_TIMEOUT, SignalKind.LOSS_NAN}
+    assert by_alert()["GpuEarlyWarning"]["labels"]["detector"]  # which detector warned: in the triage text
 
 
 def test_rule_durations_match_the_thresholds() -> None:
@@ -91,6 +93,17 @@ def test_rule_durations_match_the_thresholds() -> None:
     assert f">= {T.nvlink_crc_errors_per_second:g}" in by_name["GpuNvlinkCrcErrors"]["expr"]
     assert f">= {T.ib_cumulative_seconds:g}" in by_name["InfinibandCumulativeDowntime"]["expr"]
     assert f"[{int(T.ib_window_seconds // 3600)}h:" in by_name["InfinibandCumulativeDowntime"]["expr"]
+    from remedy.settings.lemon import EarlyWarningSettings
+
+    w, expr = EarlyWarningSettings(), " ".join(by_name["GpuEarlyWarning"]["expr"].split())
+    weeks = w.remap_baseline_days / w.remap_recent_days
+    assert f"[{w.remap_recent_days:g}d]) >= {w.remap_min_increase}" in expr  # the detector's own thresholds
+    assert f">= {w.remap_acceleration_ratio:g} * clamp_min(" in expr and f"offset {w.remap_recent_days:g}d" in expr
+    assert f"[{w.remap_baseline_days:g}d] offset {w.remap_recent_days:g}d) / {weeks:g}, {w.remap_baseline_floor_per_week:g})" in expr
+
+
+def by_alert() -> dict:
+    return {r["alert"]: r for r in rules()}
 
 
 def test_rules_carry_the_labels_the_receiver_maps() -> None:

@@ -1,0 +1,134 @@
+"""Act before the failure (issue 15, item 3), in the flows: an early warning on a node in the job is weighed with
+choose_on_warning — the function the simulator's policy calls — against the job's own checkpoint cadence, which the
+job publishes on its workload (remedy.domain.checkpoints). Acting swaps the node at a checkpoint boundary (asked for
+now when the next is too far), so no work is rolled back, and the node is fixed off the critical path and returns
+to the spare pool; otherwise the warning is watched, with the arithmetic."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from remedy.domain.checkpoints import INTERVAL, LAST
+from remedy.sim.checkpoints import CADENCE, COST
+from tests.fixtures.prefect import run_to_state
+from tests.flows.test_triage import cordons, fleet, open_incident  # noqa: F401 - fleet is a fixture
+
+pytestmark = pytest.mark.prefect
+NODE = "gpu003"
+
+
+def publish(cluster, *, last_minutes_ago: float, interval_minutes: float, answers: bool = True) -> None:
+    """What the job's launcher publishes on its Job; `answers`: the simulated job answers checkpoint requests (after
+    30 simulated seconds). Its own cadence is set far out, so only a request makes it checkpoint during the test."""
+    from remedy.sim.cluster import TRAINING_JOB, TRAINING_NAMESPACE
+
+    last = datetime.now(timezone.utc) - timedelta(minutes=last_minutes_ago)
+    ann = {LAST: last.isoformat(), INTERVAL: f"{interval_minutes * 60:g}"}
+    if answers:
+        ann |= {CADENCE: f"{interval_minutes * 60 / cluster.time_scale:g}", COST: "30"}
+
+    def write(job: dict) -> None:
+        job["metadata"].setdefault("annotations", {}).update(ann)
+
+    with cluster.lock:
+        cluster.store.mutate("Job", TRAINING_NAMESPACE, TRAINING_JOB, write)
+
+
+def _options_artifact(incident) -> str:
+    """The newest options table for this incident (ledgers are per test, the Prefect server is shared)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    from flows.triage import artifact_key
+
+    key = artifact_key({"node": incident.node, "id": incident.id}) + "-options"
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+    assert found, f"no artifact {key}"
+    return max(found, key=lambda a: a.created).data
+
+
+def warn(node: str = NODE):
+    return open_incident(node, signal="early-warning", gpu=None)
+
+
+def test_a_warned_node_is_swapped_at_a_checkpoint_it_asked_for_then_fixed_off_path(prefect_server, fleet):
+    from flows.triage import triage
+    from remedy import runtime
+
+    led = runtime.ledger()
+    # the next scheduled checkpoint is 110 min away, beyond the warning's 60-min lead: ask for one now
+    publish(fleet.cluster, last_minutes_ago=10, interval_minutes=120)
+    inc = warn()
+    state, out = run_to_state(triage, incident_id=inc.id)
+    assert state.is_completed(), (state, out)
+    assert out["warning"]["action"] == "checkpoint-now-and-swap", out["warning"]
+    assert out["checkpoint"]["reached"] and out["checkpoint"]["asked"], out["checkpoint"]
+    assert out["path"] == "replace" and "so the swap loses no work" in out["reason"]
+    spare = out["outcome"]["replacement"]
+    assert runtime.cluster().workload_running_on("training", "llm-pretrain", spare)
+    assert not runtime.cluster().workload_running_on("training", "llm-pretrain", NODE)
+    # the order: the checkpoint was asked for and taken before the node was cordoned
+    actions = led.actions(incident_id=inc.id)
+    asked = next(a for a in actions if a.kind == "request_checkpoint")
+    cordoned = next(a for a in actions if a.kind == "cordon_node" and a.node == NODE)
+    checkpointed = datetime.fromisoformat(out["checkpoint"]["at"])
+    assert asked.finished_at <= checkpointed <= cordoned.started_at
+    # fixed off the critical path, burned in, back in the pool
+    assert out["recovery"]["status"] == "returned-to-spares", out["recovery"]
+    assert led.get_node(NODE).state.value == "spare"
+    assert led.get_incident(inc.id).status.value == "resolved"
+    table = _options_artifact(inc)
+    assert "**Chosen: ask for a checkpoint now and swap the node at it.**" in table
+    assert "| swap at a checkpoint boundary | 36.5 min |" in table  # 1 checkpoint + 0.5 drain + 4 join + 31 reload
+    assert "| wait for the failure | 64.0 min |" in table  # 2/3 × (60 rolled back + 0.5 detect + 35.5 swap)
+
+
+def test_a_checkpoint_soon_after_a_long_reload_is_not_worth_a_swap(prefect_server, fleet):
+    """Next checkpoint in 1 min, 2-min cadence: a failure would roll back about a minute, a swap costs a 31-min
+    reload — waiting is cheaper, and the watch says so with the numbers."""
+    from flows.triage import triage
+    from remedy import runtime
+
+    publish(fleet.cluster, last_minutes_ago=1, interval_minutes=2)
+    inc = warn()
+    _, out = run_to_state(triage, incident_id=inc.id)
+    assert out["status"] == "watch" and out["warning"]["action"] == "wait-for-failure", out
+    assert "swap 35.5 at the checkpoint due in" in out["reason"]
+    assert cordons(inc.id) == [] and "checkpoint" not in out
+    assert runtime.cluster().workload_running_on("training", "llm-pretrain", NODE)
+    assert runtime.ledger().get_incident(inc.id).status.value == "ignored"
+    assert "**Chosen: wait for the failure.**" in _options_artifact(inc)
+
+
+def test_a_job_that_publishes_no_checkpoints_is_never_swapped_on_a_warning(prefect_server, fleet):
+    from flows.triage import triage
+    from remedy import runtime
+
+    inc = warn()
+    _, out = run_to_state(triage, incident_id=inc.id)
+    assert out["status"] == "watch", out
+    assert "the job publishes no remedy.io/last-checkpoint or remedy.io/checkpoint-interval-seconds" in out["reason"]
+    assert cordons(inc.id) == []
+    assert runtime.cluster().workload_running_on("training", "llm-pretrain", NODE)
+
+
+def test_no_checkpoint_in_time_means_no_swap(prefect_server, fleet, monkeypatch):
+    """The job publishes a cadence but never answers the request: past the wait, nothing is swapped (a swap
+    between checkpoints would roll back the work the swap was meant to save)."""
+    from flows.triage import triage
+    from remedy import runtime
+
+    monkeypatch.setenv("REMEDY_LEMON__EARLY_WARNING__CHECKPOINT_WAIT_MARGIN_MINUTES", "0.03")
+    monkeypatch.setenv("REMEDY_WORKLOAD__CHECKPOINT_COST_MINUTES", "0.01")
+    runtime.reset()
+    publish(fleet.cluster, last_minutes_ago=10, interval_minutes=120, answers=False)
+    inc = warn()
+    _, out = run_to_state(triage, incident_id=inc.id)
+    assert out["warning"]["action"] == "checkpoint-now-and-swap"
+    assert not out["checkpoint"]["reached"] and out["status"] == "watch", out
+    assert "not swapped: the job reported no checkpoint within" in out["reason"]
+    assert cordons(inc.id) == []
+    assert runtime.cluster().workload_running_on("training", "llm-pretrain", NODE)
