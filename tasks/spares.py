@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 
 from prefect import task
@@ -82,6 +83,9 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
             from remedy.spares.lemons import lemon_candidates
 
             lemons = list(lemon_candidates(led))
+        # every spare's incidents in the lemon lookback window: the cleanest record goes first
+        since = now - timedelta(days=settings.lemon.lookback_days)
+        history = Counter(i.node for i in led.incidents(since=since) if is_fault(i))
         candidates = []
         for n in cluster.list_gpu_nodes():
             if n.name == node or n.state is not NodeState.SPARE or not n.ready or n.name in taken:
@@ -90,7 +94,7 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
                 validated_at = led.get_node(n.name).validated_at
             except Exception:
                 validated_at = None
-            candidates.append(SpareCandidate(n, validated_at, fixed.get(n.name)))
+            candidates.append(SpareCandidate(n, validated_at, fixed.get(n.name), history.get(n.name, 0)))
         choice = choose_spare(failed, candidates, now, settings.spares, correlated=correlated_failure(node, now),
                               lemons=lemons)
         if isinstance(choice, NoSpare):

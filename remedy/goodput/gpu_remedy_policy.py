@@ -120,6 +120,8 @@ class GpuRemedy:
         self._reviews: dict[str, Signal] = {}
         self._seen_incidents = 0
         self._validation_records: dict[int, list[ValidationRecord]] = {}
+        self._starts: dict[int, list[float]] = {}  # node → its incidents' start minutes, in order
+        self._counted = 0  # sim.incidents already in _starts
         sim.clock.spawn(self._lemon_review(sim))
         sim.clock.spawn(self._spare_cycling(sim))
 
@@ -476,19 +478,30 @@ class GpuRemedy:
         sim.burn_in(node)  # nothing was fixed on the node itself: no recurrence clock starts
 
     def _pick_spare(self, sim, failed: int, correlated: bool, ready: list[int]) -> int | None:
-        """select_spare's choice, as the flows make it: a node just back from an off-path fix is the freshest
-        validated, and select_spare puts it after the spares with a clean record (`spares.recently_fixed_days`),
-        or it would go straight back into the job, where a lemon fails again."""
+        """select_spare's choice, as the flows make it: the spare with the fewest incidents in the lemon lookback
+        window first; a node just back from an off-path fix is the freshest validated, and select_spare puts it after
+        the spares with a clean record (`spares.recently_fixed_days`), or it would go straight back into the job,
+        where a lemon fails again."""
         if not ready:
             return None
         if select_spare is None:
             return ready[0]
         fixed = {n: self.returned[n] for n in ready if n in self.returned}
+        history = self._incident_counts(sim, ready)
         cands = [SpareCandidate(self._node(sim, n), at(sim.validated_at.get(n, 0.0)),
-                                at(fixed[n]) if n in fixed else None) for n in ready]
+                                at(fixed[n]) if n in fixed else None, history.get(n, 0)) for n in ready]
         choice = select_spare(self._node(sim, failed), cands, at(sim.clock.now), self.settings.spares,
                               correlated=correlated, lemons=[f"node-{n:05d}" for n in self.lemons | self.suspects])
         return int(choice.name.split("-")[1]) if isinstance(choice, SpareChoice) else None
+
+    def _incident_counts(self, sim, nodes: list[int]) -> dict[int, int]:
+        """Each node's incidents in the lemon lookback window, as the flows count them from the ledger for
+        select_spare (the cleanest record first). Kept per node as incidents open, so a pick reads only the spares."""
+        for inc in sim.incidents[self._counted:]:
+            self._starts.setdefault(inc.node, []).append(inc.start)
+        self._counted = len(sim.incidents)
+        since = sim.clock.now - self.settings.lemon.lookback_days * 24 * 60
+        return {n: len(t) - bisect_left(t, since) for n in nodes if (t := self._starts.get(n))}
 
     def _validations(self, sim, n: int, since: float) -> list[ValidationRecord]:
         """The node's passed checks in the window, each converted once."""

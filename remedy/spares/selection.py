@@ -2,8 +2,11 @@
 
 Rules (seed 000, Crusoe AutoClusters): a spare must match the failed node's GPU model and instance type, be
 validated recently (spares degrade and need regular cycling; a stale one is usable only if the caller validates
-it on promotion), and not be a lemon. A spare fixed in place recently (`spares.recently_fixed_days`) comes after
-every spare with a clean record: a lemon passes its fix and the checks idle, then fails again under load. When the failure may be correlated (a rack/switch/PDU problem), prefer a
+it on promotion), and not be a lemon. The spare with the fewest incidents in the lemon lookback window comes first
+(the caller counts them, `SpareCandidate.incidents`): a node that has failed is far likelier than one that has not
+to be a lemon not yet proven (seed 002: a few nodes failed again and again). Among equals, a spare fixed
+in place recently (`spares.recently_fixed_days`) comes after every spare with a clean record: a lemon passes its fix
+and the checks idle, then fails again under load. When the failure may be correlated (a rack/switch/PDU problem), prefer a
 spare in a different rack, switch and PDU, or the replacement may die of the same cause. Ties break
 deterministically: fresher validation first, then name.
 """
@@ -30,6 +33,7 @@ class SpareCandidate:
     node: Node
     validated_at: datetime | None = None
     fixed_at: datetime | None = None  # when a reset or reboot last cleared a fault on it (None = never)
+    incidents: int = 0  # its incidents in the lemon lookback window (planned moves excluded)
 
     @property
     def name(self) -> str:
@@ -190,8 +194,10 @@ def select_spare(
             require_aware(cand.fixed_at, f"fix time of {cand.name}")
         since_fix = None if cand.fixed_at is None else max(now - cand.fixed_at, timedelta(0))
         recent = since_fix is not None and since_fix <= recent_for
-        key = (recent, stale, len(shared), age_s, cand.name)
+        key = (cand.incidents, recent, stale, len(shared), age_s, cand.name)
         notes = [f"{cand.node.gpu_model} like {failed.name}"]
+        if cand.incidents:
+            notes.append(f"{cand.incidents} incident(s) in the lemon lookback window: used after spares with fewer")
         if recent:
             notes.append(f"fixed in place {_age(since_fix.total_seconds() / 3600)} ago (within {_age(recent_days * 24)}): "
                          "used after the spares with a clean record")

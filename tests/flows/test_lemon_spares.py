@@ -75,7 +75,13 @@ def test_deferred_lemon_is_not_promoted_until_a_review_clears_it(prefect_server,
     inject(sim.cluster, "xid", "gpu011", gpu=2, code=79)
     again = run_to_state_result(replace_node, node="gpu011", cause="XID 79", xid=79, gpu=2)
     assert again["status"] == "replaced", again
-    assert again["replacement"] == LEMON_SPARE  # the freshest validated spare, as it would have been at first
+    # no longer kept out: ranked like any spare, by its record — its incidents of the last 73 days (the ledger's,
+    # as of now) put it after the spares with none, though it was validated last
+    why = led.actions(kind="claim_spare", incident_id=again["incident_id"])[-1].detail["why"]
+    assert "lemon candidate" not in why, why
+    usable = next(line for line in why.splitlines() if line.startswith("usable, in order: "))
+    assert f"not {LEMON_SPARE}:" not in why and usable.endswith(LEMON_SPARE), why
+    assert again["replacement"] != LEMON_SPARE
 
 
 @pytest.mark.prefect
@@ -114,3 +120,37 @@ def test_ledger_rule_latest_candidate_or_clear_row_wins(tmp_path):
     assert view == {"flagged": ["a"], "cleared": ["b"]}
     assert lemon_candidates(led) == {"a": {"reviewed_at": (t0 + timedelta(days=1)).isoformat(), "p_value": 1e-5}}
     assert [a.kind for a in led.actions(node="zzz")] == []
+
+
+def test_the_spare_with_the_cleanest_record_goes_first(remedy_on_sim):
+    """select_spare counts each spare's incidents in the lemon lookback window from the ledger: a spare that failed
+    last month ranks after one that never did, though it was validated later; an incident older than the window, or
+    a planned retirement move, does not count."""
+    from remedy import runtime
+    from remedy.domain.model import PLANNED_RETIREMENT_SIGNAL, Incident, IncidentStatus
+    from tasks.spares import select_spare
+
+    led = runtime.ledger()
+    for n in runtime.cluster().list_gpu_nodes():
+        led.upsert_node(n)
+    now = datetime.now(timezone.utc)
+    led.record_validation("gpu016", level="standard", passed=True, summary={}, requested_by="test",
+                          at=now - timedelta(hours=5))
+    led.record_validation("gpu008", level="standard", passed=True, summary={}, requested_by="test")  # fresher
+
+    def incident(node, days_ago, signal="xid"):
+        t = now - timedelta(days=days_ago)
+        led.open_incident(Incident(node=node, signal=signal, gpu=1, xid=79 if signal == "xid" else None,
+                                   first_seen=t, last_seen=t, status=IncidentStatus.RESOLVED), window_seconds=0)
+
+    assert select_spare.fn("gpu003")["spare"] == "gpu008"  # clean records: the fresher validation
+    incident("gpu008", 30)
+    choice = select_spare.fn("gpu003")
+    assert choice["spare"] == "gpu016", choice["why"]
+    incident("gpu016", 100)  # outside the 73-day window
+    incident("gpu016", 1, signal=PLANNED_RETIREMENT_SIGNAL)  # not a failure
+    assert select_spare.fn("gpu003")["spare"] == "gpu016"
+    incident("gpu016", 20)
+    incident("gpu016", 10)
+    choice = select_spare.fn("gpu003")
+    assert choice["spare"] == "gpu008" and "1 incident(s) in the lemon lookback window" in choice["why"], choice["why"]

@@ -130,3 +130,21 @@ def test_recently_fixed_spare_is_used_after_clean_record_spares():
     old_fix = SpareCandidate(node("s-fixed", "r5"), NOW - 0.5 * H, fixed_at=NOW - 15 * 24 * H)
     assert select_spare(FAILED, [old_fix, clean], NOW).name == "s-fixed"
     assert select_spare(FAILED, [fixed, clean], NOW, SpareSettings(recently_fixed_days=0)).name == "s-fixed"
+
+
+def test_fewest_incidents_first_then_the_other_rules():
+    """A spare that has failed is likelier to be a lemon not yet proven: the fewest incidents in the lookback window
+    (counted by the caller) go first, before freshness and before the recently-fixed rule; equals fall back to them."""
+    twice = SpareCandidate(node("s-twice", "r5"), NOW - 0.5 * H, incidents=2)
+    once = SpareCandidate(node("s-once", "r6"), NOW - 1 * H, incidents=1)
+    never = SpareCandidate(node("s-never", "r7"), NOW - 40 * H, fixed_at=NOW - 2 * 24 * H)  # fixed, then clean
+    choice = select_spare(FAILED, [twice, once, never], NOW)
+    assert choice.ranked == ("s-never", "s-once", "s-twice")
+    assert select_spare(FAILED, [twice, once], NOW).name == "s-once"
+    only = select_spare(FAILED, [twice], NOW)
+    assert only.name == "s-twice" and "2 incident(s) in the lemon lookback window: used after spares with fewer" \
+        in only.explain()
+    # equal counts: the older rules decide (fresher first)
+    a = SpareCandidate(node("s-a", "r5"), NOW - 3 * H, incidents=1)
+    b = SpareCandidate(node("s-b", "r6"), NOW - 1 * H, incidents=1)
+    assert select_spare(FAILED, [a, b], NOW).name == "s-b"
