@@ -156,12 +156,7 @@ def _replace(node: str, cause: str, signal: str, xid: int | None, gpu: int | Non
     #    took the failed node back meanwhile: the claim lapses with the incident and the spare stays in the pool.
     if (stood_down := _operator_wins(node, incident_id, dry_run, outcome, timeline, "before promoting the spare")):
         return stood_down | {"spare_released": spare}
-    taint_node(spare, dry_run=dry_run, remove=[settings.taints.spare], incident_id=incident_id)
-    label_node(spare, {settings.labels.pool: settings.labels.job_pool_value}, dry_run=dry_run,
-               incident_id=incident_id)
-    set_node_state(spare, NodeState.ACTIVE.value, reason=f"replaces {node}", dry_run=dry_run,
-                   incident_id=incident_id, replaces=node)
-    joined = verify_joined(spare, timeout_seconds=work.resume_timeout_seconds, dry_run=dry_run)
+    joined = promote_spare(spare, node, f"replaces {node}", incident_id, dry_run)
     outcome["joined"] = joined
     timeline.mark("spare ready")
 
@@ -184,6 +179,18 @@ def _replace(node: str, cause: str, signal: str, xid: int | None, gpu: int | Non
     timeline.mark("to repair")
     status = "planned" if dry_run else ("replaced" if ok else "replaced-not-joined")
     return _report(outcome | {"status": status}, timeline)
+
+
+def promote_spare(spare: str, replaces: str, reason: str, incident_id: int | None, dry_run: bool) -> dict[str, Any]:
+    """The spare takes `replaces`' place: untaint, label into the job's pool, ledger state active; then wait until it
+    has really joined (Ready, schedulable, every GPU allocatable). Returns verify_joined's answer."""
+    settings = runtime.settings()
+    taint_node(spare, dry_run=dry_run, remove=[settings.taints.spare], incident_id=incident_id)
+    label_node(spare, {settings.labels.pool: settings.labels.job_pool_value}, dry_run=dry_run,
+               incident_id=incident_id)
+    set_node_state(spare, NodeState.ACTIVE.value, reason=reason, dry_run=dry_run, incident_id=incident_id,
+                   replaces=replaces)
+    return verify_joined(spare, timeout_seconds=settings.workload.resume_timeout_seconds, dry_run=dry_run)
 
 
 def recheck_fault(node: str, incident_id: int, signal: str, dry_run: bool, outcome: dict[str, Any],

@@ -26,7 +26,8 @@ from prefect.artifacts import create_markdown_artifact
 from remedy import runtime
 from remedy.domain.model import PLANNED_RETIREMENT_SIGNAL, IncidentStatus, NodeState
 from remedy.domain.outcome import decision_sentence
-from tasks.cluster import cordon_node, drain_node, label_node, taint_node, verify_joined, wait_for_workload
+from flows.replace_node import promote_spare
+from tasks.cluster import cordon_node, drain_node, taint_node, wait_for_workload
 from tasks.leases import keeps_lease
 from tasks.lemon import archive_rma_report, retirement_budget
 from tasks.ledger import claim_remediation, open_incident, set_incident_status, set_node_state, sync_fleet
@@ -121,10 +122,9 @@ def retire_node(node: str, reason: str, evidence: str = "", dry_run: bool | None
 
 
 def _swap_in_spare(node: str, reason: str, dry_run: bool) -> dict[str, Any]:
-    """Promote a spare into the job for `node` and wait until the job runs on it. `why_not` says why nothing was
-    done (no spare ready, the spare failed validation, the incident is another run's): the lemon stays in service."""
-    settings = runtime.settings()
-    work = settings.workload
+    """Promote a spare into the job's pool in place of `node`, joined when this returns (the job's pod moves to it
+    when the lemon is drained). `why_not` says why nothing was done (no spare ready, the spare failed validation, the
+    incident is another run's): the lemon stays in service."""
     incident_id = None
     if not dry_run:  # a dry run writes nothing: it only says which spare it would take
         incident_id = open_incident(node, PLANNED_RETIREMENT_SIGNAL, detail=f"lemon retirement: {reason}"[:500],
@@ -151,12 +151,7 @@ def _swap_in_spare(node: str, reason: str, dry_run: bool) -> dict[str, Any]:
             if not dry_run:
                 set_incident_status(incident_id, IncidentStatus.IGNORED.value, detail=why[:500])
             return out | {"why_not": why}
-    taint_node(spare, dry_run=dry_run, remove=[settings.taints.spare], incident_id=incident_id)
-    label_node(spare, {settings.labels.pool: settings.labels.job_pool_value}, dry_run=dry_run,
-               incident_id=incident_id)
-    set_node_state(spare, NodeState.ACTIVE.value, reason=f"replaces {node} (lemon)", dry_run=dry_run,
-                   incident_id=incident_id, replaces=node)
-    out["joined"] = verify_joined(spare, timeout_seconds=work.resume_timeout_seconds, dry_run=dry_run)
+    out["joined"] = promote_spare(spare, node, f"replaces {node} (lemon)", incident_id, dry_run)
     return out
 
 

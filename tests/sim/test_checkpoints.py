@@ -13,6 +13,7 @@ import pytest
 from remedy.domain.checkpoints import INTERVAL, LAST, REQUESTED, Checkpoints
 from remedy.sim.checkpoints import CADENCE, COST
 from remedy.sim.cluster import TRAINING_JOB, TRAINING_NAMESPACE
+from tests.sim.conformance.wire import wait_for as _wait
 
 
 @pytest.fixture
@@ -26,16 +27,6 @@ def workload(sim):
 
 def _annotate(batch, **ann):
     batch.patch_namespaced_job(TRAINING_JOB, TRAINING_NAMESPACE, {"metadata": {"annotations": ann}})
-
-
-def _wait(pred, timeout=5.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        got = pred()
-        if got:
-            return got
-        time.sleep(0.05)
-    return pred()
 
 
 def test_unannotated_job_publishes_nothing(workload):
