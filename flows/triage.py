@@ -20,7 +20,7 @@ from prefect.artifacts import create_markdown_artifact
 from remedy import runtime
 from remedy.domain.model import IncidentStatus, utcnow
 from remedy.domain.outcome import Outcome, outcome_of
-from remedy.detect.signals import SignalKind
+from remedy.detect.signals import is_early_warning
 from remedy.domain.xid import RemediationPath
 from remedy.remediate.choice import WarningAction
 from remedy.receiver.triage_policy import (
@@ -136,7 +136,7 @@ def triage(
     # 4b. An early warning: swap the node at a checkpoint boundary when that loses the job less than the failure
     #     would (choose_on_warning, as the simulator's policy decides), else watch it and say why.
     recover_after = False
-    if incident["signal"] == SignalKind.EARLY_WARNING.value and decision.action == "record":
+    if is_early_warning(incident["signal"], incident.get("xid")) and decision.action == "record":
         decision, recover_after = _weigh_warning(incident, decision, result, dry_run)
         result |= {"action": decision.action, "path": decision.path.value, "plan": decision.plan,
                    "reason": decision.reason}

@@ -102,6 +102,9 @@ DEPLOYMENTS: tuple[DeploymentSpec, ...] = (
                    schedules=(Schedule(interval_seconds=24 * HOUR),), tags=("remedy", "lemon")),
     DeploymentSpec("nfs-audit", "flows.nfs_audit:nfs_audit", "Checkpoint-I/O audit of every node's NFS mounts.",
                    schedules=(Schedule(interval_seconds=24 * HOUR),), tags=("remedy", "audit")),
+    DeploymentSpec("warning-scan", "flows.warning_scan:warning_scan",
+                   "Early warnings: nodes drifting from their job's peers, InfiniBand down time creeping up.",
+                   schedules=(Schedule(interval_seconds=600),), tags=("remedy", "detect")),
     DeploymentSpec("fleet-dashboard", "flows.fleet_dashboard:fleet_dashboard", "Pools, breakers, incidents, lemons.",
                    schedules=(Schedule(interval_seconds=600),), tags=("remedy",)),
 )

@@ -134,7 +134,8 @@ def validate_payload(payload: Any) -> WebhookPayload:
 _PORT = re.compile(r"^(?P<host>\[[^\]]+\]|[^:]+):\d+$")
 
 
-def _node(labels: dict[str, str], where: str) -> str:
+def node_name(labels: dict[str, str]) -> str | None:
+    """The node a label set names (NODE_LABELS in order; `instance` without its :port), or None."""
     for key in NODE_LABELS:
         value = labels.get(key, "").strip()
         if value:
@@ -142,7 +143,14 @@ def _node(labels: dict[str, str], where: str) -> str:
                 m = _PORT.match(value)
                 value = m.group("host").strip("[]") if m else value
             return value
-    raise AlertPayloadError(f"{where}.labels: missing node label: need one of {', '.join(NODE_LABELS)}")
+    return None
+
+
+def _node(labels: dict[str, str], where: str) -> str:
+    node = node_name(labels)
+    if node is None:
+        raise AlertPayloadError(f"{where}.labels: missing node label: need one of {', '.join(NODE_LABELS)}")
+    return node
 
 
 def _int_label(value: str | None, where: str, what: str) -> int | None:

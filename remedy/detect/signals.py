@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from remedy.domain.durations import human_duration
-from remedy.domain.xid import NVLINK5_XIDS, RemediationPath, lookup, nvlink5_subcode_path, recovery_action_path
+from remedy.domain.xid import EARLY_WARNING_XIDS, NVLINK5_XIDS, RemediationPath, lookup, nvlink5_subcode_path, recovery_action_path
 from remedy.settings.signals import SignalThresholds
 
 
@@ -335,6 +335,11 @@ def _not_ready(s: Signal, t: SignalThresholds, n: int) -> Verdict:
     lasted = "duration unknown" if s.value is None else human_duration(s.value)
     return Verdict(RemediationPath.WATCH, Severity.WARNING, "node-not-ready",
                    f"{s.node} NotReady ({lasted}): replaced after {human_duration(t.node_not_ready_seconds)}")
+
+
+def is_early_warning(signal: str, xid: int | None) -> bool:
+    """Does this incident announce a failure (weighed as a swap at a checkpoint) rather than report one?"""
+    return signal == SignalKind.EARLY_WARNING.value or (signal == SignalKind.XID.value and xid in EARLY_WARNING_XIDS)
 
 
 def _early_warning(s: Signal, t: SignalThresholds, n: int) -> Verdict:

@@ -447,10 +447,15 @@ _PATH_OVERRIDES: dict[int, tuple[RemediationPath, str, RemediationPath]] = {
     ),
     92: (
         RemediationPath.WATCH,
-        "catalog IGNORE; a high single-bit ECC rate is a trend to watch (early warning for 48/64)",
+        "catalog IGNORE; a high single-bit ECC rate (the driver's own ECC-storm detector) is an early warning for "
+        "48/64: triage weighs a swap at the job's next checkpoint",
         RemediationPath.WATCH,
     ),
 }
+
+# XIDs that announce a failure rather than report one: triage weighs them as early warnings (a swap at the job's
+# next checkpoint against waiting), as it does GpuEarlyWarning alerts. 92: the driver's ECC-storm detector.
+EARLY_WARNING_XIDS: frozenset[int] = frozenset({92})
 
 
 def _build() -> dict[int, XidEntry]:

@@ -41,6 +41,50 @@ class IsolationSettings(BaseModel):
     )
 
 
+class WarningScanSettings(BaseModel):
+    """The scheduled early-warning scan (flows/warning_scan.py): detector inputs from Prometheus, findings to
+    Alertmanager as GpuEarlyWarning alerts. Remap acceleration is a Prometheus rule and is not scanned here."""
+
+    prometheus_url: str | None = Field(
+        None, description="Prometheus the scan reads (HTTP API). None: the cluster's one Prometheus, nfs.prometheus_url.")
+    alertmanager_url: str = Field(
+        "http://127.0.0.1:9093",
+        description="Alertmanager the scan posts its findings to (POST /api/v2/alerts): the intake every other alert "
+        "takes, so grouping, silences and the receiver's de-duplication apply.")
+    window_minutes: float = Field(
+        60.0, gt=0, le=24 * 60,
+        description="How far back each scan reads; at least signals.ib_window_seconds so a port's down time in the "
+        "window is whole.")
+    step_seconds: float = Field(
+        30.0, gt=0, description="Sample spacing for the peer and straggler detectors (seed 002 sampled every 30 s).")
+    ib_step_seconds: float = Field(
+        5.0, gt=0, description="Sample spacing for port states: the resolution of the summed down time (the "
+        "InfinibandCumulativeDowntime rule uses 5 s too).")
+    peer_queries: dict[str, str] = Field(
+        default_factory=lambda: {
+            # thermal: a GPU running hotter than the same job's other nodes (cooling, thermal interface) throttles
+            # and then faults; max over the node's GPUs, compared across the job's nodes at the same time
+            "gpu_temperature_max_c": "max by (Hostname) (DCGM_FI_DEV_GPU_TEMP)",
+            # seed 002's precursors (remedy.warn.PEER_SIGNALS), node_exporter
+            "node_intr_total": "rate(node_intr_total[1m]) * 30",
+            "node_procs_running": "node_procs_running",
+            "node_vmstat_pgpgout": "rate(node_vmstat_pgpgout[1m]) * 30",
+            "node_mountstats_nfs_operations_response_time_seconds_total:GETATTR":
+                'sum by (instance) (rate(node_mountstats_nfs_operations_response_time_seconds_total'
+                '{operation="GETATTR"}[1m])) * 30',
+        },
+        description="Metric name → PromQL giving one series per node (label Hostname, node or instance), compared "
+        "by the peer-outlier detector across the nodes that run the job (never with idle or spare nodes).")
+    step_time_query: str | None = Field(
+        None,
+        description="PromQL for each node's own step time in seconds (one series per node), if the job exports one; "
+        "None: the straggler detector is not scanned (there is no standard metric for it).")
+    alert_minutes: float = Field(
+        30.0, gt=0,
+        description="endsAt of a posted warning: this long after the scan, unless a later scan posts it again; a "
+        "warning no scan repeats resolves by itself (at least twice the scan interval).")
+
+
 class EarlyWarningSettings(BaseModel):
     """Warning-level detectors: peer outliers, remap acceleration, stragglers, InfiniBand downtime."""
 
@@ -116,6 +160,7 @@ class EarlyWarningSettings(BaseModel):
         "job is down anyway, so a short MTBF makes waiting cheaper (meta-16k: 1.8 h). None: the warned failure is "
         "counted in full.",
     )
+    scan: WarningScanSettings = Field(default_factory=WarningScanSettings)
     checkpoint_wait_margin_minutes: float = Field(
         5.0,
         gt=0,

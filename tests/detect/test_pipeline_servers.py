@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import queue
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ import yaml
 from remedy.detect.alertmanager import parse_alertmanager
 from remedy.detect.signals import SignalKind, classify
 from remedy.domain.xid import RemediationPath as P
+from tests.fixtures.http_stub import StubServer
 from tests.fixtures.prometheus import run_alertmanager, run_prometheus
 
 pytestmark = pytest.mark.servers
@@ -36,48 +35,14 @@ METRICS = "\n".join([
 ]) + "\n"
 
 
-class _Server:
-    """A tiny HTTP server in a thread: serves METRICS on GET, records POSTs (headers, body)."""
-
-    def __init__(self) -> None:
-        self.posts: queue.Queue[tuple[dict[str, str], bytes]] = queue.Queue()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
-                body = METRICS.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_POST(self) -> None:  # noqa: N802
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                outer.posts.put((dict(self.headers), body))
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
 def http_server():
-    s = _Server()
+    s = StubServer(lambda: METRICS)
     yield s
     s.close()
 
 
-def test_rules_to_webhook_to_verdicts(http_server: _Server, tmp_path: Path) -> None:
+def test_rules_to_webhook_to_verdicts(http_server: StubServer, tmp_path: Path) -> None:
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN)
     am_cfg = yaml.safe_load((DEPLOY / "alertmanager" / "alertmanager.yml").read_text())

@@ -132,3 +132,31 @@ def test_no_checkpoint_in_time_means_no_swap(prefect_server, fleet, monkeypatch)
     assert "not swapped: the job reported no checkpoint within" in out["reason"]
     assert cordons(inc.id) == []
     assert runtime.cluster().workload_running_on("training", "llm-pretrain", NODE)
+
+
+def test_an_ecc_storm_xid_92_is_weighed_as_a_warning_and_swapped_at_a_checkpoint(prefect_server, fleet):
+    """XID 92 (high single-bit ECC error rate) is the driver's own ECC-storm detector: it announces a failure (48/64)
+    rather than reports one, so triage weighs it as an early warning instead of only watching it."""
+    from flows.triage import triage
+    from remedy import runtime
+
+    publish(fleet.cluster, last_minutes_ago=10, interval_minutes=120)
+    inc = open_incident(NODE, xid=92, gpu=1)
+    _, out = run_to_state(triage, incident_id=inc.id)
+    assert out["warning"]["action"] == "checkpoint-now-and-swap", out.get("warning", out)
+    assert out["path"] == "replace" and "ECC-storm detector" in out["reason"], out["reason"]
+    assert not runtime.cluster().workload_running_on("training", "llm-pretrain", NODE)
+    assert out["recovery"]["status"] == "returned-to-spares", out["recovery"]
+
+
+def test_an_ordinary_watch_xid_is_not_weighed_as_a_warning(prefect_server, fleet):
+    """XID 63 (a row remap was recorded) is watched, not announced failure: no swap is weighed, nothing moves."""
+    from flows.triage import triage
+    from remedy import runtime
+
+    publish(fleet.cluster, last_minutes_ago=10, interval_minutes=120)
+    inc = open_incident(NODE, xid=63, gpu=1)
+    _, out = run_to_state(triage, incident_id=inc.id)
+    assert out["status"] == "watch" and "warning" not in out, out
+    assert cordons(inc.id) == []
+    assert runtime.cluster().workload_running_on("training", "llm-pretrain", NODE)

@@ -76,4 +76,4 @@ def test_runner_deployment_carries_trigger_and_schedule() -> None:
 def test_periodic_flows_have_their_schedules() -> None:
     every = {s.name: s.schedules[0].interval_seconds for s in DEPLOYMENTS if s.schedules}
     assert every == {"spare-cycle": 6 * 3600, "lemon-review": 24 * 3600, "nfs-audit": 24 * 3600,
-                     "fleet-dashboard": 600}
+                     "warning-scan": 600, "fleet-dashboard": 600}

@@ -1,0 +1,72 @@
+"""Tasks of the early-warning scan: read the detectors' inputs from Prometheus, list the job's nodes, post warnings
+to Alertmanager. One side effect each; the detectors themselves are domain code (remedy.warn.scan)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import httpx
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from remedy import runtime
+from remedy.audit.prometheus import PrometheusUnavailable
+from remedy.errors import RemedyError
+from remedy.warn.scan import IB_STATE_QUERY, ScanInputs
+
+
+class AlertmanagerUnavailable(RemedyError):
+    """Alertmanager did not take the warnings (connection refused, timeout, HTTP error)."""
+
+
+def _transient(task, task_run, state) -> bool:  # Prefect's retry_condition_fn signature
+    try:
+        state.result()
+    except (PrometheusUnavailable, AlertmanagerUnavailable):
+        return True
+    except Exception:
+        return False
+    return False
+
+
+@task(name="list_job_nodes", task_run_name="list-job-nodes", cache_policy=NO_CACHE, retries=2,
+      retry_delay_seconds=[2, 10])  # fmt: skip
+def list_job_nodes() -> list[str]:
+    """The nodes that run a pod of the training job: the only peers a node is compared with."""
+    work = runtime.settings().workload
+    return runtime.cluster().workload_nodes(work.namespace, work.job)
+
+
+@task(name="read_warning_inputs", task_run_name="read-warning-inputs", cache_policy=NO_CACHE, retries=2,
+      retry_delay_seconds=[2, 10], retry_condition_fn=_transient)  # fmt: skip
+def read_warning_inputs(prometheus_url: str, job: str, job_nodes: list[str], now: datetime) -> ScanInputs:
+    """Range queries over the scan window: every peer metric, the port states, the step times if configured."""
+    from remedy.audit.prometheus import PrometheusSource
+
+    scan = runtime.settings().lemon.early_warning.scan
+    start = now - timedelta(minutes=scan.window_minutes)
+    src = PrometheusSource(prometheus_url)
+    try:
+        peers = {m: src.query_range(q, start, now, scan.step_seconds) for m, q in scan.peer_queries.items()}
+        ib = src.query_range(IB_STATE_QUERY, start, now, scan.ib_step_seconds)
+        steps = src.query_range(scan.step_time_query, start, now, scan.step_seconds) if scan.step_time_query else None
+    finally:
+        src.close()
+    return ScanInputs(job=job, job_nodes=job_nodes, peer_series=peers, ib_states=ib, step_times=steps)
+
+
+@task(name="post_warnings", task_run_name="post-{n}-warnings", cache_policy=NO_CACHE, retries=2,
+      retry_delay_seconds=[2, 10], retry_condition_fn=_transient)  # fmt: skip
+def post_warnings(alertmanager_url: str, alerts: list[dict], n: int) -> int:
+    """POST the warnings to Alertmanager's v2 API (as Prometheus posts its alerts); returns how many."""
+    url = alertmanager_url.rstrip("/") + "/api/v2/alerts"
+    try:
+        r = httpx.post(url, json=alerts, timeout=10.0)
+    except httpx.HTTPError as exc:
+        raise AlertmanagerUnavailable(f"Alertmanager at {alertmanager_url} did not answer: {exc}") from None
+    if r.status_code >= 500:
+        raise AlertmanagerUnavailable(f"Alertmanager at {alertmanager_url} answered HTTP {r.status_code}")
+    if r.status_code >= 400:  # our payload is wrong: retrying cannot help, say what Alertmanager said
+        raise RemedyError(f"Alertmanager at {alertmanager_url} refused the warnings: HTTP {r.status_code} "
+                          f"{r.text.strip()[:200]}")
+    return len(alerts)
