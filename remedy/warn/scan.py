@@ -55,9 +55,15 @@ def _with_node(frame: pd.DataFrame) -> pd.DataFrame:
     if frame is None or frame.empty:
         return pd.DataFrame(columns=["node", "timestamp", "value"])
     labels = [c for c in frame.columns if c not in ("timestamp", "value")]
-    nodes = frame[labels].fillna("").astype(str).to_dict("records") if labels else [{}] * len(frame)
     out = frame.copy()
-    out["node"] = [node_name(r) for r in nodes]
+    if not labels:
+        out["node"] = None
+    else:
+        # one name per distinct label set (a series), not per sample: 1,000 nodes × 120 samples is 120,000 rows
+        keys = out[labels].fillna("").astype(str)
+        series = keys.drop_duplicates()
+        series["node"] = [node_name(r) for r in series.to_dict("records")]
+        out["node"] = keys.merge(series, on=labels, how="left")["node"].to_numpy()
     if "timestamp" in out and pd.api.types.is_datetime64_any_dtype(out["timestamp"]):
         out["timestamp"] = out["timestamp"].dt.round("ms")  # Prometheus's float seconds carry ns noise
     return out[out["node"].notna()]
@@ -117,7 +123,8 @@ def scan(inputs: ScanInputs, now: datetime, settings: EarlyWarningSettings | Non
         notes.append(f"peer comparison not run: the job {inputs.job} runs on {len(inputs.job_nodes)} node(s), fewer "
                      f"than the {s.peer_min_nodes} a comparison needs")
     else:
-        missing = sorted(m for m in s.scan.peer_queries if m not in set(peers["metric"]))
+        seen = set(peers["metric"].unique())
+        missing = sorted(m for m in s.scan.peer_queries if m not in seen)
         if missing:
             notes.append(f"no samples from the job's nodes for {', '.join(missing)}: not compared")
         if not peers.empty:
