@@ -2,6 +2,8 @@
 
     incident → breaker gate → cordon + quarantine → drain (grace period) → select spare → promote spare
              → validate it if stale → verify it joined → job back to full size → failed node to repair → report
+    early warning → claim a spare first (none: the node keeps working, watched) → gate (held: watched, nobody paged)
+             → the same steps from the cordon on
     no spare → plan a preemption of lower-priority work → a person approves → preempt → the freed node joins
              the job's pool → job back to full size → failed node to repair; else shrink an elastic job or escalate
 
@@ -23,7 +25,7 @@ from remedy import runtime
 from remedy.approvals.open_loop import is_open_loop, node_pool
 from remedy.domain.durations import human_duration
 from remedy.domain.model import IncidentStatus, NodeState
-from remedy.domain.outcome import Outcome, decision_sentence
+from remedy.domain.outcome import Outcome, decision_sentence, hold_cause
 from remedy.domain.timeline import Timeline
 from remedy.safety.scopes import NOT_A_NEW_FAILURE
 from tasks.approvals import propose_open_loop
@@ -61,15 +63,21 @@ def replace_node(
     incident_id: int | None = None,
     detected_at: str | None = None,
     dry_run: bool | None = None,
+    early_warning: bool = False,
 ):
     """The run ends Completed when the node was replaced (or nothing was needed), and Failed/Cancelled, named for
     what happened, when it was held, escalated, had no spare or was stopped by the operator (remedy.domain.outcome);
-    the result dict is the state's data either way."""
-    return final_state(_replace(node, cause, signal, xid, gpu, incident_id, detected_at, dry_run), node=node)
+    the result dict is the state's data either way.
+
+    `early_warning`: the node has not failed yet (a warned swap at a checkpoint boundary). The spare is claimed
+    before the node is touched, and a held gate asks nobody: without a spare or a clear gate the node keeps working
+    and is watched (Outcome.WATCHED) — never drained without a spare, never a preemption for a node that works."""
+    return final_state(_replace(node, cause, signal, xid, gpu, incident_id, detected_at, dry_run, early_warning),
+                       node=node)
 
 
 def _replace(node: str, cause: str, signal: str, xid: int | None, gpu: int | None, incident_id: int | None,
-             detected_at: str | None, dry_run: bool | None) -> dict[str, Any]:
+             detected_at: str | None, dry_run: bool | None, early_warning: bool = False) -> dict[str, Any]:
     log = get_run_logger()
     settings = runtime.settings()
     dry_run = settings.dry_run if dry_run is None else dry_run
@@ -101,10 +109,26 @@ def _replace(node: str, cause: str, signal: str, xid: int | None, gpu: int | Non
             return _report(outcome | {"status": "proposed-not-executed",
                                       "why": f"open-loop pool {node_pool(live)}: {go.decision}"}, timeline)
 
-    # 3. Gate: circuit breakers per rack/switch/PDU/cluster, capacity budget, spare reserve. An approval answers
+    # 3. A warned node still works: it is only taken out when a spare is ready to take its place, so the spare is
+    #    claimed (and checked) first. No spare means no gate decision either: nothing enters the breaker board.
+    chosen = None
+    if early_warning:
+        chosen = select_spare(node, incident_id=incident_id, dry_run=dry_run)
+        if chosen["spare"] and chosen["needs_validation"]:
+            check = validate_spare(chosen["spare"], dry_run=dry_run, incident_id=incident_id)
+            chosen = chosen | {"needs_validation": False} if check["passed"] else \
+                {"spare": None, "why": f"{chosen['spare']} failed validation: {check['summary']}"}
+        if not chosen["spare"]:
+            return _watched(node, f"no spare was ready at the checkpoint boundary ({chosen['why']})", outcome,
+                            timeline)
+
+    # 4. Gate: circuit breakers per rack/switch/PDU/cluster, capacity budget, spare reserve. An approval answers
     #    one question; the whole gate then runs again.
-    passed = pass_gate(node, incident_id, cause or signal, timeline.detected_at.isoformat(), dry_run)
+    passed = pass_gate(node, incident_id, cause or signal, timeline.detected_at.isoformat(), dry_run,
+                       ask=not early_warning)
     outcome |= {k: v for k, v in passed.items() if k in ("gate", "approval", "approvals", "hold")}
+    if early_warning and passed["status"] is Outcome.HELD:  # a node that still works is not worth a person's page
+        return _watched(node, f"the gate held the swap: {hold_cause(passed.get('hold'))}", outcome, timeline)
     if passed["status"] is not None:
         if passed["status"] == Outcome.HELD:
             set_incident_status(incident_id, IncidentStatus.ESCALATED.value, detail=passed["gate"])
@@ -112,13 +136,13 @@ def _replace(node: str, cause: str, signal: str, xid: int | None, gpu: int | Non
     if passed.get("approvals"):
         timeline.mark("approved")
 
-    # 4. Cordon and quarantine: nothing new lands on the node.
+    # 5. Cordon and quarantine: nothing new lands on the node.
     cordon_node(node, reason=cause or signal, dry_run=dry_run, incident_id=incident_id)
     taint_node(node, dry_run=dry_run, add=[settings.taints.quarantine], incident_id=incident_id)
     set_node_state(node, NodeState.QUARANTINED.value, reason=cause or signal, dry_run=dry_run, incident_id=incident_id)
     timeline.mark("cordoned")
 
-    # 5. Drain with a grace period so the job can checkpoint. A person who uncordoned the node meanwhile wins,
+    # 6. Drain with a grace period so the job can checkpoint. A person who uncordoned the node meanwhile wins,
     #    here and before every later step that touches the node or spends a spare.
     if (stood_down := _operator_wins(node, incident_id, dry_run, outcome, timeline, "before the drain")):
         return stood_down
@@ -136,23 +160,23 @@ def _replace(node: str, cause: str, signal: str, xid: int | None, gpu: int | Non
         record_remediation_outcome(node, succeeded=False, incident_id=incident_id, dry_run=dry_run)
         return _report(outcome | {"status": Outcome.ESCALATED.value, "escalated": True, "why": why}, timeline)
 
-    # 6. Select a spare: same GPU model, validated, not a lemon, away from a correlated failure.
+    # 7. Select a spare: same GPU model, validated, not a lemon, away from a correlated failure.
     if (stood_down := _operator_wins(node, incident_id, dry_run, outcome, timeline, "after the drain")):
         return stood_down
-    choice = select_spare(node, incident_id=incident_id, dry_run=dry_run)
+    choice = chosen or select_spare(node, incident_id=incident_id, dry_run=dry_run)
     if not choice["spare"]:
         return _no_spare(node, choice["why"], incident_id, dry_run, outcome, timeline)
     spare = choice["spare"]
     outcome |= {"replacement": spare, "spare_choice": choice["why"]}
 
-    # 7. Validate the spare first if its last check is older than the freshness window.
+    # 8. Validate the spare first if its last check is older than the freshness window.
     if choice["needs_validation"]:
         check = validate_spare(spare, dry_run=dry_run, incident_id=incident_id)
         if not check["passed"]:
             return _no_spare(node, f"{spare} failed validation: {check['summary']}", incident_id, dry_run,
                              outcome, timeline)
 
-    # 8. Promote the spare: untaint, label into the job's pool, and check it really joined. Not if the operator
+    # 9. Promote the spare: untaint, label into the job's pool, and check it really joined. Not if the operator
     #    took the failed node back meanwhile: the claim lapses with the incident and the spare stays in the pool.
     if (stood_down := _operator_wins(node, incident_id, dry_run, outcome, timeline, "before promoting the spare")):
         return stood_down | {"spare_released": spare}
@@ -160,12 +184,12 @@ def _replace(node: str, cause: str, signal: str, xid: int | None, gpu: int | Non
     outcome["joined"] = joined
     timeline.mark("spare ready")
 
-    # 9. Resume the workload: the job runs on the new node, back at full size unless more nodes are missing.
+    # 10. Resume the workload: the job runs on the new node, back at full size unless more nodes are missing.
     size = wait_for_workload(work.namespace, work.job, spare, work.resume_timeout_seconds, dry_run=dry_run)
     outcome["workload"] = size
     timeline.mark("job resumed" if size["full"] else "spare working")
 
-    # 10. Hand the failed node to repair; the remediation is over for the breaker. A node the operator put back
+    # 11. Hand the failed node to repair; the remediation is over for the breaker. A node the operator put back
     #     in service is not recorded as in repair.
     if (stood_down := _operator_wins(node, incident_id, dry_run, outcome | {"replacement": spare}, timeline,
                                      "before sending the node to repair")):
@@ -210,6 +234,9 @@ def recheck_fault(node: str, incident_id: int, signal: str, dry_run: bool, outco
     set_node_state(node, NodeState.ACTIVE.value, reason=check["why"], dry_run=dry_run, incident_id=incident_id)
     status = Outcome.CLEARED if check["verdict"] == "cleared" else Outcome.MONITOR_FAILURE
     set_incident_status(incident_id, status.incident_status.value, detail=f"{status.label.lower()}: {check['why']}")
+    # the gate let this node through: it leaves the breaker board (else it would hold capacity budget for good);
+    # a node found healthy is a probe that succeeded — its scope's feared cause is not on it
+    record_remediation_outcome(node, succeeded=True, incident_id=incident_id, dry_run=dry_run)
     timeline.mark(status.label.lower())
     return _report(outcome | {"status": status.value, "why": check["why"]}, timeline)
 
@@ -229,11 +256,12 @@ def _operator_wins(node: str, incident_id: int, dry_run: bool, outcome: dict[str
 
 
 def pass_gate(node: str, incident_id: int, signal: str, detected_at: str, dry_run: bool, *,
-              needs_spare: bool = True, takes_node_out: bool = True) -> dict[str, Any]:
+              needs_spare: bool = True, takes_node_out: bool = True, ask: bool = True) -> dict[str, Any]:
     """Run the gate until it acts, stands down or is held. Each hold asks its one question; an approval answers
     only that one (a scope, the budget or the reserve) and the gate runs again, so every other open scope, the
     node's other incidents, the budget and the reserve still apply. `status` is None when the node may be acted on,
-    else the Outcome (DUPLICATE: another incident has the node; HELD: a question was denied or not answered)."""
+    else the Outcome (DUPLICATE: another incident has the node; HELD: a question was denied or not answered, or
+    `ask` is off and the gate held)."""
     approved: list[str] = []
     approvals: list[dict[str, Any]] = []
     while True:
@@ -245,6 +273,8 @@ def pass_gate(node: str, incident_id: int, signal: str, detected_at: str, dry_ru
             return out | {"status": None}
         if gate["skip"] in NOT_A_NEW_FAILURE:  # another incident on this node is (or was) dealt with it
             return out | {"status": Outcome.DUPLICATE}
+        if not ask:
+            return out | {"status": Outcome.HELD, "hold": {"skip": gate["skip"], "scope": gate["scope"]}}
         token = gate["scope"] or gate["skip"]
         decision = ask_to_proceed(gate, node, incident_id, dry_run)
         approvals.append(decision | {"answers": token})
@@ -298,6 +328,14 @@ def _hold_summary(gate: dict[str, Any], node: str) -> str:
               "(other scopes, capacity budget, spare reserve) and may ask again. Deny or no answer leaves the nodes "
               "as they are for a person to investigate."]
     return "\n".join(lines)
+
+
+def _watched(node: str, why: str, outcome: dict[str, Any], timeline: Timeline) -> dict[str, Any]:
+    """A warned swap that did not happen: the node was not touched and keeps working; its warning is watched and
+    the next warning (or the failure) is weighed again. No repair, no preemption, no page."""
+    get_run_logger().warning("%s: not swapped on the early warning: %s; it keeps working and is watched", node, why)
+    timeline.mark("watched")
+    return _report(outcome | {"status": Outcome.WATCHED.value, "why": why}, timeline)
 
 
 def _no_spare(node: str, why: str, incident_id: int, dry_run: bool, outcome: dict[str, Any],

@@ -135,9 +135,10 @@ def triage(
         return result | {"status": "skipped"}
     # 4b. An early warning: swap the node at a checkpoint boundary when that loses the job less than the failure
     #     would (choose_on_warning, as the simulator's policy decides), else watch it and say why.
-    recover_after = False
+    recover_after = warned = False
     if is_early_warning(incident["signal"], incident.get("xid")) and decision.action == "record":
         decision, recover_after = _weigh_warning(incident, decision, result, dry_run)
+        warned = decision.action == "remediate"  # a node that still works: swapped only with a spare in hand
         result |= {"action": decision.action, "path": decision.path.value, "plan": decision.plan,
                    "reason": decision.reason}
     if decision.action == "record":
@@ -169,11 +170,14 @@ def triage(
     #    entered here as a context would land on every task run too, and Prefect asks the server for a concurrency
     #    slot per tagged task run — a round trip on each step of the replacement, four of them before the cordon.
     _explain(incident, decision)
-    outcome = _dispatch(decision, incident, detected_at or incident["first_seen"].isoformat(), dry_run, log)
+    outcome = _dispatch(decision, incident, detected_at or incident["first_seen"].isoformat(), dry_run, log,
+                        early_warning=warned)
     status = str((outcome or {}).get("status", ""))
     done = outcome_of(outcome)
     if decision.path is RemediationPath.ESCALATE or (outcome or {}).get("escalated"):
         final, detail = IncidentStatus.ESCALATED, f"escalated: {(outcome or {}).get('reason', decision.reason)}"
+    elif done is Outcome.WATCHED:
+        final, detail = done.incident_status, f"{RemediationPath.WATCH.value}: not swapped: {outcome.get('why')}"
     elif done is not None:
         final = done.incident_status
         why = (outcome or {}).get("why") or ("the operator's change stands" if done is Outcome.STOPPED_BY_OPERATOR
@@ -265,7 +269,8 @@ def _flow(entrypoint: str):
         return None
 
 
-def _dispatch(decision: Decision, incident: dict[str, Any], detected_at: str, dry_run: bool, log) -> dict[str, Any]:
+def _dispatch(decision: Decision, incident: dict[str, Any], detected_at: str, dry_run: bool, log, *,
+              early_warning: bool = False) -> dict[str, Any]:
     node, gpu, xid, incident_id = incident["node"], incident.get("gpu"), incident.get("xid"), incident["id"]
     path = decision.path
     fn = _flow(decision.entrypoint)
@@ -279,7 +284,8 @@ def _dispatch(decision: Decision, incident: dict[str, Any], detected_at: str, dr
     if path is RemediationPath.REPLACE:
         cause = f"XID {xid}" if xid is not None else incident["signal"]
         return run_subflow(fn, node=node, cause=cause, signal=incident["signal"], xid=xid, gpu=gpu,
-                           incident_id=incident_id, detected_at=detected_at, dry_run=dry_run)
+                           incident_id=incident_id, detected_at=detected_at, dry_run=dry_run,
+                           early_warning=early_warning)
     if path in (RemediationPath.RESTART_APP, RemediationPath.RESET_GPU, RemediationPath.REBOOT):
         if xid is not None:
             return run_subflow(fn, node, xid, gpu, incident_id=incident_id, dry_run=dry_run, detected_at=detected_at)

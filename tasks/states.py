@@ -31,7 +31,8 @@ def final_state(result: dict[str, Any], *, node: str | None = None) -> State:
     o = outcome_of(result)
     message = one_line(result)
     if o is None or o.look is RunLook.DONE:
-        named = o is not None and o in (Outcome.PLANNED, Outcome.DUPLICATE, Outcome.IGNORED, Outcome.CLEARED, Outcome.RETURNED_TO_SPARES)
+        named = o is not None and o in (Outcome.PLANNED, Outcome.DUPLICATE, Outcome.IGNORED, Outcome.CLEARED,
+                                        Outcome.RETURNED_TO_SPARES, Outcome.WATCHED)
         return Completed(message=message, data=result, **({"name": o.label} if named else {}))
     if o.look is RunLook.STOOD_DOWN:
         return Cancelled(message=message, data=result, name=o.label)

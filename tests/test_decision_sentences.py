@@ -27,6 +27,10 @@ HELD = {"node": "gpu005", "status": "held",
      "gpu011 was taken out of service but not replaced: none of the 2 ready spare(s) is validated "
      "(validate-on-promote is off)."),
     ({"node": "gpu003", "status": "replaced", "replacement": "gpu062"}, "gpu003 was replaced by gpu062."),
+    ({"node": "gpu003", "status": "watched",
+      "why": "no spare was ready at the checkpoint boundary (no ready spare in the pool)"},
+     "gpu003 was not swapped on its early warning: no spare was ready at the checkpoint boundary (no ready spare in "
+     "the pool); it keeps working and is watched."),
     ({"node": "gpu003", "status": "planned", "dry_run": True},
      "Dry-run: every step for gpu003 was planned and recorded, nothing was changed."),
     ({"node": "gpu007", "status": "not-retired", "approval": {"decision": "timeout", "reason": "no answer within 1 h"}},

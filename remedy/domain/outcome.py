@@ -34,6 +34,7 @@ class Outcome(StrEnum):
     DUPLICATE = "duplicate"  # another run or incident has this fault in hand
     RETURNED_TO_SPARES = "returned-to-spares"  # repaired off the critical path and passed burn-in
     CLEARED = "cleared-before-acting"  # re-checked just before acting: the alert resolved, the probe sees nothing
+    WATCHED = "watched"  # an early warning not acted on (no spare, gate held): the node was not touched, it works
     # a person must look
     HELD = "held"
     ESCALATED = "escalated"
@@ -66,7 +67,8 @@ class Outcome(StrEnum):
         """How triage closes the incident after a remediation that ended like this."""
         if self.fixed and self is not Outcome.DUPLICATE:
             return IncidentStatus.RESOLVED
-        if self in (Outcome.DUPLICATE, Outcome.STOPPED_BY_OPERATOR, Outcome.IGNORED, Outcome.MONITOR_FAILURE):
+        if self in (Outcome.DUPLICATE, Outcome.STOPPED_BY_OPERATOR, Outcome.IGNORED, Outcome.MONITOR_FAILURE,
+                    Outcome.WATCHED):
             return IncidentStatus.IGNORED
         return IncidentStatus.ESCALATED
 
@@ -74,7 +76,7 @@ class Outcome(StrEnum):
 _FIXED = frozenset({Outcome.REPLACED, Outcome.REPLACED_JOB_NOT_FULL, Outcome.PREEMPTED, Outcome.FIXED,
                     Outcome.RESTARTED, Outcome.PLANNED, Outcome.IGNORED, Outcome.DUPLICATE, Outcome.CLEARED,
                     Outcome.RETURNED_TO_SPARES})
-_LOOK = {o: RunLook.DONE for o in _FIXED} | {
+_LOOK = {o: RunLook.DONE for o in (*_FIXED, Outcome.WATCHED)} | {
     o: RunLook.NEEDS_A_PERSON for o in (Outcome.HELD, Outcome.ESCALATED, Outcome.NO_SPARE, Outcome.SHRUNK,
                                         Outcome.REPLACED_NOT_JOINED, Outcome.PREEMPTED_NOT_JOINED,
                                         Outcome.MONITOR_FAILURE, Outcome.SENT_TO_REPAIR)
@@ -86,6 +88,7 @@ _LABEL = {
     Outcome.PROPOSED_NOT_EXECUTED: "Proposed, not executed", Outcome.PLANNED: "Planned (dry-run)",
     Outcome.CLEARED: "Cleared before acting", Outcome.RETURNED_TO_SPARES: "Returned to spares",
     Outcome.SENT_TO_REPAIR: "Sent to repair", Outcome.MONITOR_FAILURE: "Monitor failure",
+    Outcome.WATCHED: "Watched",
 }
 
 
@@ -152,6 +155,9 @@ def decision_sentence(result: dict) -> str:
         text = f"{node} needs a person: {why or 'automation could not finish'}"
     elif o is Outcome.STOPPED_BY_OPERATOR:
         text = f"{node} was left to the operator: {why or 'their change stands'}"
+    elif o is Outcome.WATCHED:
+        text = f"{node} was not swapped on its early warning: {why or 'no spare was ready'}; it keeps working and " \
+            "is watched"
     elif o is Outcome.PLANNED:
         text = f"Dry-run: every step for {node} was planned and recorded, nothing was changed"
     elif status == "retired":
@@ -205,9 +211,10 @@ def one_line(result: dict) -> str:
 
 def node_event(result: dict) -> tuple[str, str] | None:
     """(Event reason, message) to leave on the Node when a run stopped short of fixing it: held, escalated, no
-    spare, stopped by the operator… None when the fault was dealt with (the action's own events say so)."""
+    spare, stopped by the operator, a warned swap not made… None when the fault was dealt with (the action's own
+    events say so)."""
     o = outcome_of(result)
-    if o is None or o.look is RunLook.DONE:
+    if o is None or (o.look is RunLook.DONE and o is not Outcome.WATCHED):
         return None
     return note_reason(o), one_line(result)
 

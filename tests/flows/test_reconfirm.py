@@ -59,6 +59,11 @@ def test_a_fault_gone_before_acting_is_cleared_and_the_node_stays(prefect_server
     assert _in_service("gpu004") and not _spares_promoted(inc["id"], "gpu004")  # no spare spent, no drain
     assert not runtime.ledger().actions(incident_id=inc["id"], kind="drain_node")
     assert runtime.ledger().get_incident(inc["id"]).status.value == "resolved"
+    # the gate let it through, so it entered the breaker board; cleared, it leaves it — else every re-sent or
+    # flapping alert cleared this way would hold capacity budget for good
+    from tasks.gate import load_board
+
+    assert not load_board().is_active("gpu004")
 
 
 def test_a_monitor_failure_is_not_a_gpu_fault(prefect_server, remedy_on_sim):
@@ -72,6 +77,9 @@ def test_a_monitor_failure_is_not_a_gpu_fault(prefect_server, remedy_on_sim):
     assert "DCGM host engine" in state.message and "not a GPU fault" in state.message
     assert _in_service("gpu005") and not _spares_promoted(inc["id"], "gpu005")
     assert runtime.ledger().get_incident(inc["id"]).status.value == "ignored"
+    from tasks.gate import load_board
+
+    assert not load_board().is_active("gpu005")  # back in service: off the breaker board
 
 
 def test_a_real_fault_is_replaced_even_when_its_alert_resolved(prefect_server, remedy_on_sim):

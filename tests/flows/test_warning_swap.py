@@ -160,3 +160,74 @@ def test_an_ordinary_watch_xid_is_not_weighed_as_a_warning(prefect_server, fleet
     assert out["status"] == "watch" and "warning" not in out, out
     assert cordons(inc.id) == []
     assert runtime.cluster().workload_running_on("training", "llm-pretrain", NODE)
+
+
+def _spares_gone_at_the_boundary(monkeypatch, cluster) -> None:
+    """The job reaches its checkpoint and, meanwhile, every spare went NotReady (another failure took one, a
+    spare's kubelet died): the spares were there when the warning was weighed, not when the swap comes."""
+    import flows.triage as triage_flow
+    from remedy import runtime
+    from remedy.sim.faults import inject
+
+    reach = triage_flow.wait_for_checkpoint
+
+    def then_the_spares_go(*args, **kwargs):
+        out = reach(*args, **kwargs)
+        for n in runtime.cluster().list_gpu_nodes():
+            if n.state is not None and n.state.value == "spare":
+                inject(cluster, "not-ready", n.name)
+        return out
+
+    monkeypatch.setattr(triage_flow, "wait_for_checkpoint", then_the_spares_go)
+
+
+def test_no_spare_at_the_boundary_leaves_the_warned_node_working(prefect_server, fleet, monkeypatch):
+    """A warned node still works: without a spare at the swap it is not cordoned, drained, or preempted for — the
+    no-spare path of a failed node (preemption, shrink, escalation) is not a warning's. It keeps the job, the
+    warning is watched, nothing enters the breaker board, and `kubectl describe node` says why."""
+    from flows.triage import triage
+    from remedy import runtime
+    from remedy.safety.history import GATE_KIND
+
+    publish(fleet.cluster, last_minutes_ago=10, interval_minutes=120)
+    _spares_gone_at_the_boundary(monkeypatch, fleet.cluster)
+    inc = warn()
+    state, out = run_to_state(triage, incident_id=inc.id)
+    assert out["warning"]["acts"] and out["checkpoint"]["reached"], out
+    assert state.is_completed() and out["status"] == "watched", (state, out)
+    assert "preemption" not in out["outcome"] and not out["outcome"].get("replacement"), out["outcome"]
+    led = runtime.ledger()
+    assert cordons(inc.id) == [] and not led.actions(incident_id=inc.id, kind="drain_node")
+    assert not led.actions(incident_id=inc.id, kind=GATE_KIND)  # no capacity held on the board for it
+    assert not led.approvals(incident_id=inc.id)  # nobody paged for a node that works
+    assert runtime.cluster().workload_running_on("training", "llm-pretrain", NODE)
+    closed = led.get_incident(inc.id)
+    assert closed.status.value == "ignored"
+    assert closed.detail.startswith("watch: not swapped: no spare was ready at the checkpoint boundary"), closed.detail
+    notes = [e for e in runtime.cluster().node_events(NODE) if e["reason"] == "RemedyWatched"]
+    assert len(notes) == 1 and "no spare was ready at the checkpoint boundary" in notes[0]["message"], notes
+
+
+def test_a_held_gate_leaves_the_warned_node_working_and_asks_nobody(prefect_server, fleet, monkeypatch):
+    """A failure a moment ago and now a warned swap: two nodes out at once trips the cluster breaker. For a failed
+    node that asks a person; for a warned one it is not worth a page — the node keeps working, watched."""
+    from flows.replace_node import replace_node
+    from flows.triage import triage
+    from remedy import runtime
+
+    monkeypatch.setenv("REMEDY_BREAKER__SPARE_RESERVE", "0")
+    monkeypatch.setenv("REMEDY_APPROVALS__TIMEOUT_SECONDS", "1")
+    runtime.reset()
+    done, _ = run_to_state(replace_node, node="gpu011", cause="XID 79", xid=79, gpu=0)
+    assert done.is_completed(), done
+    publish(fleet.cluster, last_minutes_ago=10, interval_minutes=120)
+    inc = warn()
+    state, out = run_to_state(triage, incident_id=inc.id)
+    assert out["warning"]["acts"], out["warning"]
+    assert state.is_completed() and out["status"] == "watched", (state, out)
+    assert out["outcome"]["hold"]["skip"] == "breaker-tripped", out["outcome"]
+    assert "the gate held the swap: this failure tripped the cluster breaker" in out["why"], out["why"]
+    led = runtime.ledger()
+    assert not led.approvals(incident_id=inc.id)
+    assert cordons(inc.id) == []
+    assert runtime.cluster().workload_running_on("training", "llm-pretrain", NODE)
