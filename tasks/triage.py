@@ -165,17 +165,18 @@ def weigh_warning(node: str) -> dict[str, Any]:
     held = set(lemon_candidates(led))
     spares = [n.name for n in led.nodes(NodeState.SPARE) if n.name != node and n.name not in held]
     reserve = settings.breaker.spare_reserve
+    to_next = seen.minutes_to_next(now)
     choice: WarningChoice = choose_on_warning(
         precision=warn.act_precision, lead_minutes=warn.act_lead_minutes,
-        minutes_to_next_checkpoint=seen.minutes_to_next(now),
+        minutes_to_next_checkpoint=to_next,
         checkpoint_interval_minutes=seen.interval_seconds / 60.0,
         checkpoint_cost_minutes=work.checkpoint_cost_minutes,
         spare_ready=len(spares) - 1 >= reserve, durations=Durations(reload=work.reload_minutes),
         job_mtbf_minutes=warn.job_mtbf_hours * 60.0 if warn.job_mtbf_hours else math.inf)
-    wait_minutes = (seen.minutes_to_next(now) if choice.action is WarningAction.AT_NEXT_CHECKPOINT
+    wait_minutes = (to_next if choice.action is WarningAction.AT_NEXT_CHECKPOINT
                     else work.checkpoint_cost_minutes) + warn.checkpoint_wait_margin_minutes
     return out | {"action": choice.action.value, "acts": choice.acts, "why": choice.arithmetic,
                   "act_cost_minutes": choice.act_cost_minutes, "wait_cost_minutes": choice.wait_cost_minutes,
                   "spares_ready": len(spares), "spare_reserve": reserve,
-                  "minutes_to_next_checkpoint": round(seen.minutes_to_next(now), 2),
+                  "minutes_to_next_checkpoint": round(to_next, 2),
                   "wait_for_checkpoint_seconds": round(wait_minutes * 60.0, 1), "markdown": choice.markdown()}

@@ -336,13 +336,13 @@ def choose_on_warning(*, precision: float, lead_minutes: float, minutes_to_next_
         return WarningChoice(WarningAction.WAIT, float("inf"), lose, "no spare ready: nothing to swap in")
     if minutes_to_next_checkpoint < lead_minutes:
         act, action = swap, WarningAction.AT_NEXT_CHECKPOINT
-        how = f"swap {swap:g} at the checkpoint due in {minutes_to_next_checkpoint:.1f} min"
+        how = f"swap {swap:g} min at the checkpoint due in {minutes_to_next_checkpoint:.1f} min"
     else:
         act, action = checkpoint_cost_minutes + swap, WarningAction.CHECKPOINT_NOW
-        how = f"extra checkpoint {checkpoint_cost_minutes:g} + swap {swap:g}"
+        how = f"extra checkpoint {checkpoint_cost_minutes:g} min + swap {swap:g} min"
     still = f"{runs_until:.0%} still running × " if runs_until < 1.0 else ""
-    how += (f" vs {precision:.0%} × {still}(rollback {checkpoint_interval_minutes / 2:g} + detect {durations.detect:g} + "
-            f"swap {swap:g})")
+    how += (f" vs {precision:.0%} × {still}(rollback {checkpoint_interval_minutes / 2:g} min + detect "
+            f"{durations.detect:g} min + swap {swap:g} min)")
     if act < lose:
         return WarningChoice(action, act, lose, how)
     return WarningChoice(WarningAction.WAIT, act, lose, how)

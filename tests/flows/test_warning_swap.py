@@ -96,7 +96,7 @@ def test_a_checkpoint_soon_after_a_long_reload_is_not_worth_a_swap(prefect_serve
     inc = warn()
     _, out = run_to_state(triage, incident_id=inc.id)
     assert out["status"] == "watch" and out["warning"]["action"] == "wait-for-failure", out
-    assert "swap 35.5 at the checkpoint due in" in out["reason"]
+    assert "swap 35.5 min at the checkpoint due in" in out["reason"]
     assert cordons(inc.id) == [] and "checkpoint" not in out
     assert runtime.cluster().workload_running_on("training", "llm-pretrain", NODE)
     assert runtime.ledger().get_incident(inc.id).status.value == "ignored"
