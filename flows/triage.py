@@ -209,7 +209,7 @@ def _weigh_warning(incident: dict[str, Any], decision: Decision, result: dict[st
     (asking for one when the next is too far) and then replaces the node first, with the off-path fix after. Returns
     the decision to carry out and whether the node is recovered off the critical path afterwards."""
     work = runtime.settings().workload
-    warned = weigh_warning(incident["node"])
+    warned = weigh_warning(incident["node"], incident["id"])
     result["warning"] = {k: v for k, v in warned.items() if k != "markdown"}
     if warned.get("markdown"):
         create_markdown_artifact(key=f"{artifact_key(incident)}-options", markdown=warned["markdown"],

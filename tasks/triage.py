@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -16,6 +16,9 @@ from remedy.ledger.errors import LeaseLost
 from remedy.ledger.leases import REANNOUNCE_KIND
 from tasks.ledger import requester, took_over
 from tasks.retry import transient_only
+
+if TYPE_CHECKING:  # remedy.warn imports pandas; triage's import stays light
+    from remedy.warn.record import DetectorRecord
 
 READ = dict(retries=2, retry_delay_seconds=[0.5, 1], retry_condition_fn=transient_only, cache_policy=NO_CACHE)
 
@@ -137,11 +140,12 @@ def choose_remediation(node: str, xid: int | None, incident_id: int, tried_depth
 
 
 @task(name="weigh_warning", task_run_name="weigh-warning-{node}", **READ)
-def weigh_warning(node: str) -> dict[str, Any]:
+def weigh_warning(node: str, incident_id: int | None = None) -> dict[str, Any]:
     """An early warning on `node`: swap it at the job's next checkpoint boundary (or at one asked for now), or wait
     for the failure — whichever loses the job fewer expected minutes (remedy.remediate.choice.choose_on_warning, the
     function the simulator's policy calls). Reads the job's checkpoint cadence from its workload (the handshake in
-    remedy.domain.checkpoints) and whether a spare is ready above the breaker's reserve."""
+    remedy.domain.checkpoints), whether a spare is ready above the breaker's reserve, and how often the warning's
+    detector was right before (remedy.warn.record, from the ledger's incidents)."""
     import math
 
     from remedy.domain.model import NodeState
@@ -166,8 +170,9 @@ def weigh_warning(node: str) -> dict[str, Any]:
     spares = [n.name for n in led.nodes(NodeState.SPARE) if n.name != node and n.name not in held]
     reserve = settings.breaker.spare_reserve
     to_next = seen.minutes_to_next(now)
+    record = _detector_record(led, incident_id, now)
     choice: WarningChoice = choose_on_warning(
-        precision=warn.act_precision, lead_minutes=warn.act_lead_minutes,
+        precision=record.precision, lead_minutes=warn.act_lead_minutes,
         minutes_to_next_checkpoint=to_next,
         checkpoint_interval_minutes=seen.interval_seconds / 60.0,
         checkpoint_cost_minutes=work.checkpoint_cost_minutes,
@@ -179,4 +184,33 @@ def weigh_warning(node: str) -> dict[str, Any]:
                   "act_cost_minutes": choice.act_cost_minutes, "wait_cost_minutes": choice.wait_cost_minutes,
                   "spares_ready": len(spares), "spare_reserve": reserve,
                   "minutes_to_next_checkpoint": round(to_next, 2),
-                  "wait_for_checkpoint_seconds": round(wait_minutes * 60.0, 1), "markdown": choice.markdown()}
+                  "detector": record.detector, "precision": round(record.precision, 4),
+                  "precision_judged": record.judged, "precision_followed": record.followed,
+                  "wait_for_checkpoint_seconds": round(wait_minutes * 60.0, 1),
+                  "markdown": choice.markdown() + "\n\n" + record.sentence()}
+
+
+def _detector_record(led, incident_id: int | None, now) -> DetectorRecord:
+    """The warning's detector and its record: past warnings of the lemon lookback window and the failures after
+    them. A warning closed as ignored (watched) was left to run; any other status means it was acted on."""
+    from collections import defaultdict
+
+    from remedy.detect.signals import is_early_warning
+    from remedy.domain.model import is_fault
+    from remedy.warn.record import PastWarning, detector_of, detector_record
+
+    settings = runtime.settings()
+    warn = settings.lemon.early_warning
+    me = led.get_incident(incident_id) if incident_id is not None else None
+    detector = detector_of(me.signal, me.xid, me.evidence) if me is not None else "unnamed"
+    warnings, failures = [], defaultdict(list)
+    for i in led.incidents(since=now - timedelta(days=settings.lemon.lookback_days)):
+        if i.id == incident_id:
+            continue
+        if is_early_warning(i.signal, i.xid):
+            warnings.append(PastWarning(i.node, i.first_seen, detector_of(i.signal, i.xid, i.evidence),
+                                        swapped=i.status is not IncidentStatus.IGNORED))
+        elif is_fault(i) and i.status is not IncidentStatus.IGNORED:  # ignored: a duplicate, a monitor failure
+            failures[i.node].append(i.first_seen)
+    return detector_record(detector, warnings, failures, now, timedelta(hours=warn.precision_window_hours),
+                           warn.act_precision)

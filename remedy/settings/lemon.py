@@ -147,8 +147,15 @@ class EarlyWarningSettings(BaseModel):
         2 / 3,
         gt=0,
         le=1,
-        description="Share of warnings a failure follows: the detectors' record (bench/early_warning.py measures it "
-        "per detector). 2/3 is the shipped scenarios' assumption: half as many false alarms as true ones.",
+        description="Share of warnings a failure follows, assumed until the ledger has a detector's own record "
+        "(remedy.warn.record: warnings left to run and whether a failure followed within precision_window_hours; "
+        "this counts as 10 of them). 2/3 is the shipped scenarios' assumption: half as many false alarms as true ones.",
+    )
+    precision_window_hours: float = Field(
+        24.0,
+        gt=0,
+        description="A warning left to run counts as right when the node failed within this long after it, as a false "
+        "alarm once this long passed without a failure (an assumption: a later failure is its own warning's).",
     )
     act_lead_minutes: float = Field(
         60.0, gt=0, description="How long before the failure a warning comes (the shipped scenarios assume 1 h)."

@@ -231,3 +231,40 @@ def test_a_held_gate_leaves_the_warned_node_working_and_asks_nobody(prefect_serv
     assert not led.approvals(incident_id=inc.id)
     assert cordons(inc.id) == []
     assert runtime.cluster().workload_running_on("training", "llm-pretrain", NODE)
+
+
+def _warning(led, node: str, detector: str, at: datetime):
+    from remedy.domain.model import Incident
+
+    rec, _ = led.open_incident(Incident(node=node, signal="early-warning", first_seen=at, last_seen=at,
+                                        detail=f"alertmanager: GpuEarlyWarning {detector}",
+                                        evidence={"labels": {"detector": detector, "Hostname": node}}),
+                               window_seconds=600)
+    return rec
+
+
+def test_a_detector_whose_warnings_were_false_alarms_stops_swapping_nodes(prefect_server, fleet):
+    """Ten thermal warnings on busy but healthy nodes were left to run and no failure followed within a day: the
+    detector's record (0 of 10), weighed with the assumed 2/3 as 10 more, is 1/3. The warning the first test swaps
+    at a checkpoint on the assumed share is now watched, and the options artifact says where the share came from."""
+    from flows.triage import triage
+    from remedy import runtime
+    from remedy.domain.model import IncidentStatus
+
+    led = runtime.ledger()
+    publish(fleet.cluster, last_minutes_ago=10, interval_minutes=120)
+    others = [n.name for n in runtime.cluster().list_gpu_nodes() if n.name != NODE][:10]
+    then = datetime.now(timezone.utc) - timedelta(hours=48)
+    for k in range(10):
+        past = _warning(led, others[k % len(others)], "thermal", then - timedelta(days=2 * k))
+        led.set_incident_status(past.id, IncidentStatus.IGNORED, detail="watch: not swapped")
+    inc = _warning(led, NODE, "thermal", datetime.now(timezone.utc))
+    _, out = run_to_state(triage, incident_id=inc.id)
+    assert out["status"] == "watch" and out["warning"]["action"] == "wait-for-failure", out.get("warning", out)
+    assert (out["warning"]["detector"], out["warning"]["precision_followed"], out["warning"]["precision_judged"]) \
+        == ("thermal", 0, 10)
+    assert cordons(inc.id) == []
+    assert runtime.cluster().workload_running_on("training", "llm-pretrain", NODE)
+    table = _options_artifact(inc)
+    assert "| wait for the failure | 32.0 min |" in table  # 1/3 × (60 rolled back + 0.5 detect + 35.5 swap)
+    assert "0 of the 10 thermal warnings left to run were followed by a failure within 24 h" in table
