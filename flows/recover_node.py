@@ -21,9 +21,11 @@ from remedy.domain.xid import lookup
 from remedy.remediate.choice import Option, odds_for
 from tasks.burn_in import burn_in_node
 from tasks.fixes import reboot_node, reset_gpu, verify_gpus, wait_node_ready
+from tasks.leases import fence
 from tasks.ledger import requester
 from tasks.states import final_state
 from tasks.tags import tag_this_run
+from tasks.triage import recorded_fix_attempts
 
 # Below this chance of clearing the fault a reset is skipped and the node is rebooted at once.
 MIN_RESET_ODDS = 0.25
@@ -50,7 +52,8 @@ def _recover(node: str, xid: int | None, gpu: int | None, incident_id: int | Non
     dry_run = settings.dry_run if dry_run is None else dry_run
     tag_this_run(node, stage="recover", xid=xid, dry_run=dry_run)
     out: dict[str, Any] = {"node": node, "xid": xid, "dry_run": dry_run, "steps": []}
-    odds = odds_for(lookup(xid).resolution, []) if xid is not None else None
+    # the fleet's recorded fix odds for this fault class (the catalog's prior until there are enough)
+    odds = odds_for(lookup(xid).resolution, recorded_fix_attempts(runtime.ledger())) if xid is not None else None
     steps = [Option.RESET, Option.REBOOT] if odds is None or odds.clears(Option.RESET) >= MIN_RESET_ODDS \
         else [Option.REBOOT]
 
@@ -93,7 +96,8 @@ def _attempt(node: str, incident_id: int | None, option: Option, xid: int | None
     """Recorded like fix-in-place's rungs (`fix_<step>`), so the fleet's fix odds learn from background repairs."""
     rec, _ = runtime.ledger().start_action(Action(
         kind=f"fix_{option.value}", node=node, requested_by=requester(), dry_run=dry_run, incident_id=incident_id,
-        detail={"xid": xid, "gpu": gpu, "off_critical_path": True}))
+        detail={"xid": xid, "gpu": gpu, "off_critical_path": True}),
+        fence=fence(incident_id))  # a run that lost its incident (taken over) starts no fix
     return rec.id
 
 

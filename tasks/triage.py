@@ -100,6 +100,24 @@ def close_incident(incident_id: int, status: str, detail: str, only_if_acting: b
     return {"id": rec.id, "status": rec.status.value}
 
 
+def recorded_fix_attempts(led) -> list[tuple[str, Any, bool]]:
+    """The fleet's recorded in-place fixes `(action kind, fault class, cleared?)`: each fix's latest finished
+    attempts (triage.odds_from_latest of them — bounded, however long the history), from fix-in-place's rungs and
+    recover-node's off-path fixes alike. What `odds_for` learns the per-class fix odds from."""
+    from remedy.domain.xid import lookup
+    from remedy.ledger.recent import latest_outcomes
+    from remedy.remediate.choice import ATTEMPT_OPTIONS
+    from remedy.settings.triage import triage_settings
+
+    latest = triage_settings(runtime.settings()).odds_from_latest
+    attempts = []
+    for kind in ATTEMPT_OPTIONS:
+        for ok, detail in latest_outcomes(led, kind, latest):
+            if detail.get("xid") is not None:
+                attempts.append((kind, lookup(int(detail["xid"])).resolution, ok))
+    return attempts
+
+
 @task(name="choose_remediation", task_run_name="choose-for-{node}", **READ)
 def choose_remediation(node: str, xid: int | None, incident_id: int, tried_depth: int = -1,
                        unreachable: bool | None = None, signal: str = "") -> dict[str, Any]:
@@ -111,19 +129,11 @@ def choose_remediation(node: str, xid: int | None, incident_id: int, tried_depth
     from remedy.domain.model import NodeState
     from remedy.domain.xid import lookup
     from remedy.domain.xid import Resolution
-    from remedy.remediate.choice import ATTEMPT_OPTIONS, SIGNAL_RESOLUTION, Durations, Situation, choose, odds_for
-
-    from remedy.ledger.recent import latest_outcomes
-    from remedy.settings.triage import triage_settings
+    from remedy.remediate.choice import SIGNAL_RESOLUTION, Durations, Situation, choose, odds_for
 
     led = runtime.ledger()
     resolution = lookup(xid).resolution if xid is not None else SIGNAL_RESOLUTION.get(signal, Resolution.UNKNOWN)
-    latest = triage_settings(runtime.settings()).odds_from_latest
-    attempts = []
-    for kind in ATTEMPT_OPTIONS:  # each fix's latest finished attempts: bounded, however long the history
-        for ok, detail in latest_outcomes(led, kind, latest):
-            if detail.get("xid") is not None:
-                attempts.append((kind, lookup(int(detail["xid"])).resolution, ok))
+    attempts = recorded_fix_attempts(led)
     spares = [n for n in led.nodes(NodeState.SPARE) if n.name != node]
     settings = runtime.settings()
     if unreachable is None:

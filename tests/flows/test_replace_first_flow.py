@@ -87,3 +87,42 @@ def test_a_not_ready_node_with_a_spare_ready_is_replaced_at_once(prefect_server,
     assert drains and drains[-1].detail.get("force_deleted"), drains[-1].detail
     spare = out["outcome"]["replacement"]
     assert runtime.cluster().workload_running_on("training", "llm-pretrain", spare)
+
+
+def test_the_off_path_fix_learns_from_the_fleets_record(prefect_server, fleet):
+    """XID 79's prior says a reset rarely clears it (20 %), so the off-path fix reboots at once. On a fleet whose
+    recorded resets cleared 30 of 30 such faults, the odds (30 + 10 × 0.2) / 40 = 80 % make recover-node try the
+    reset first — the same record choose_remediation reads."""
+    from flows.triage import triage
+    from remedy import runtime
+    from remedy.domain.model import Action, ActionOutcome
+    from remedy.sim.faults import inject
+
+    led = runtime.ledger()
+    for k in range(30):
+        rec, _ = led.start_action(Action(kind="fix_reset-gpu", node=f"gpu{k % 8:03d}", requested_by="test",
+                                         detail={"xid": 79, "gpu": 0}))
+        led.finish_action(rec.id, ActionOutcome.SUCCEEDED)
+    inject(fleet.cluster, "xid", "gpu003", gpu=2, code=79)
+    inc = open_incident("gpu003", xid=79, gpu=2)
+    _, out = run_to_state(triage, incident_id=inc.id)
+    assert out["path"] == "replace", out.get("choice", out)
+    assert out["recovery"]["steps"][0]["step"] == "reset-gpu", out["recovery"]
+
+
+def test_a_recovery_whose_incident_another_run_took_over_starts_no_fix(prefect_server, fleet):
+    """recover-node's fixes are written under the incident's fence, as fix-in-place's rungs are: when another run
+    holds the incident now (a takeover after this one stalled), it resets and reboots nothing."""
+    import uuid
+
+    from flows.recover_node import recover_node
+    from remedy import runtime
+    from remedy.domain.model import IncidentStatus
+
+    led = runtime.ledger()
+    inc = open_incident("gpu006", xid=79, gpu=1)
+    led.set_incident_status(inc.id, IncidentStatus.ACTING, flow_run_id=str(uuid.uuid4()))
+    state, _ = run_to_state(recover_node, node="gpu006", xid=79, gpu=1, incident_id=inc.id)
+    assert state.is_failed() and "no longer holds incident" in (state.message or ""), state
+    assert not [a for a in led.actions(node="gpu006") if a.kind.startswith("fix_")]
+    assert runtime.cluster().get_node("gpu006").ready  # not rebooted
