@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from datetime import datetime, timedelta, timezone
 
 from prefect import task
@@ -83,13 +82,12 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
             from remedy.spares.lemons import lemon_candidates
 
             lemons = list(lemon_candidates(led))
-        # every spare's incidents in the lemon lookback window: the cleanest record goes first
-        since = now - timedelta(days=settings.lemon.lookback_days)
-        history = Counter(i.node for i in led.incidents(since=since) if is_fault(i))
+        ready = [n for n in cluster.list_gpu_nodes()
+                 if n.name != node and n.state is NodeState.SPARE and n.ready and n.name not in taken]
+        # each ready spare's failures in the lemon lookback window: the cleanest record goes first
+        history = led.fault_counts((n.name for n in ready), now - timedelta(days=settings.lemon.lookback_days))
         candidates = []
-        for n in cluster.list_gpu_nodes():
-            if n.name == node or n.state is not NodeState.SPARE or not n.ready or n.name in taken:
-                continue
+        for n in ready:
             try:
                 validated_at = led.get_node(n.name).validated_at
             except Exception:

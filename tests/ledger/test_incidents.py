@@ -150,3 +150,20 @@ def test_fault_fingerprints_are_the_nodes_faults_still_seen_in_the_window(ledger
     assert ledger.fault_fingerprints("gpu-001", T0 + timedelta(minutes=10)) == {new.fingerprint}
     assert ledger.fault_fingerprints("gpu-001", T0) == {old.fingerprint, new.fingerprint}
     assert ledger.fault_fingerprints("gpu-003", T0) == set()
+
+
+def test_fault_counts_are_the_candidates_failures_still_seen_in_the_window(ledger: Ledger) -> None:
+    """select_spare's cleanest-record order: only the nodes asked about, only failures (a planned retirement is
+    not one) seen at or after `since`."""
+    from remedy.domain.model import PLANNED_RETIREMENT_SIGNAL
+
+    ledger.open_incident(xid79(T0, gpu=1), window_seconds=WINDOW)  # before the window
+    ledger.open_incident(xid79(T0 + timedelta(minutes=30), gpu=2), window_seconds=WINDOW)
+    ledger.open_incident(xid79(T0 + timedelta(minutes=30), gpu=3), window_seconds=WINDOW)
+    ledger.open_incident(xid79(T0 + timedelta(minutes=30), node="gpu-002"), window_seconds=WINDOW)
+    ledger.open_incident(Incident(node="gpu-002", signal=PLANNED_RETIREMENT_SIGNAL, first_seen=T0 + timedelta(hours=1),
+                                  last_seen=T0 + timedelta(hours=1)), window_seconds=WINDOW)
+    ledger.open_incident(xid79(T0 + timedelta(minutes=30), node="gpu-009"), window_seconds=WINDOW)  # not asked
+    since = T0 + timedelta(minutes=10)
+    assert ledger.fault_counts(["gpu-001", "gpu-002", "gpu-003"], since) == {"gpu-001": 2, "gpu-002": 1}
+    assert ledger.fault_counts([], since) == {}
