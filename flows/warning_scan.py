@@ -23,7 +23,7 @@ from prefect.artifacts import create_markdown_artifact
 from remedy import runtime
 from remedy.audit.prometheus import PrometheusUnavailable
 from remedy.warn.scan import findings_markdown, finding_alert, scan
-from tasks.warnings import list_job_nodes, post_warnings, read_warning_inputs
+from tasks.warnings import list_job_nodes, post_warnings, post_warnings_to_receiver, read_warning_inputs
 
 
 @flow(name="warning-scan", flow_run_name="early-warning scan")
@@ -57,7 +57,9 @@ def warning_scan(dry_run: bool | None = None, prometheus_url: str | None = None,
     # 3. Post: each finding is a GpuEarlyWarning alert; triage takes it from the receiver.
     alerts = [finding_alert(f, now, warn.scan.alert_minutes) for f in report.findings]
     posted = None
-    if alerts and not dry_run:
+    if alerts and not dry_run and warn.scan.receiver_url and not alertmanager_url:  # a stack without Alertmanager
+        posted = post_warnings_to_receiver(warn.scan.receiver_url, alerts, len(alerts))
+    elif alerts and not dry_run:
         posted = post_warnings(alertmanager_url or warn.scan.alertmanager_url, alerts, len(alerts))
     elif not alerts:
         posted = 0

@@ -267,6 +267,9 @@ def start_stack(*, workdir: Path, api_url: str, nodes: int = 63, spares: int = 3
         parts.append(server)
         sim.cluster.alert_url = server.alerts_url
         sim.cluster.alert_token = settings.receiver.token.get_secret_value()
+        if _warnings_to_receiver(settings, server.alerts_url):
+            own_env[WARNINGS_URL_ENV] = server.alerts_url
+            runtime.settings.cache_clear()  # settings only: the receiver keeps the ledger it was built with
         return Stack(api_url=api_url, sim=sim, receiver=server, dispatcher=dispatcher, deployment_ids=ids,
                      ledger=led, parts=parts, prometheus=prometheus, own_env=own_env)
     except BaseException:
@@ -292,6 +295,19 @@ def _start_prometheus(workdir: Path, port: int, sim_url: str, settings) -> Any:
         return None
     os.environ[URL_ENV] = prometheus.url
     return prometheus
+
+
+WARNINGS_URL_ENV = "REMEDY_LEMON__EARLY_WARNING__SCAN__RECEIVER_URL"
+
+
+def _warnings_to_receiver(settings, alerts_url: str) -> bool:
+    """This stack runs no Alertmanager: the warning scan posts its findings straight to the stack's receiver, unless
+    the operator named an Alertmanager (or a receiver) for it. Returns whether the setting was changed."""
+    scan = settings.lemon.early_warning.scan
+    if scan.receiver_url or scan.alertmanager_url != type(scan).model_fields["alertmanager_url"].default:
+        return False
+    os.environ[WARNINGS_URL_ENV] = alerts_url
+    return True
 
 
 def _archive_locally(workdir: Path, settings) -> bool:

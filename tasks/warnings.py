@@ -70,3 +70,35 @@ def post_warnings(alertmanager_url: str, alerts: list[dict], n: int) -> int:
         raise RemedyError(f"Alertmanager at {alertmanager_url} refused the warnings: HTTP {r.status_code} "
                           f"{r.text.strip()[:200]}")
     return len(alerts)
+
+
+@task(name="post_warnings_to_receiver", task_run_name="post-{n}-warnings-to-the-receiver", cache_policy=NO_CACHE,
+      retries=2, retry_delay_seconds=[2, 10], retry_condition_fn=_transient)  # fmt: skip
+def post_warnings_to_receiver(receiver_url: str, alerts: list[dict], n: int) -> int:
+    """No Alertmanager (the embedded stack): the warnings go straight to gpu-remedy's receiver, as the one webhook
+    group Alertmanager would have sent, with the receiver's token. Grouping and silences do not apply on this path;
+    the receiver's de-duplication does. Returns how many were posted."""
+    token = runtime.settings().receiver.token.get_secret_value()
+    body = {"version": "4", "receiver": "gpu-remedy", "status": "firing", "groupKey": "{}:{alertname=\"GpuEarlyWarning\"}",
+            "groupLabels": {"alertname": "GpuEarlyWarning"}, "commonLabels": {}, "commonAnnotations": {},
+            "externalURL": "", "truncatedAlerts": 0,
+            "alerts": [a | {"status": "firing", "fingerprint": _fingerprint(a["labels"])} for a in alerts]}
+    try:
+        r = httpx.post(receiver_url, json=body, timeout=10.0,
+                       headers={"Authorization": f"Bearer {token}"} if token else {})
+    except httpx.HTTPError as exc:
+        raise AlertmanagerUnavailable(f"the receiver at {receiver_url} did not answer: {exc}") from None
+    if r.status_code >= 500:
+        raise AlertmanagerUnavailable(f"the receiver at {receiver_url} answered HTTP {r.status_code}")
+    if r.status_code >= 400:  # a wrong token or payload: retrying cannot help
+        raise RemedyError(f"the receiver at {receiver_url} refused the warnings: HTTP {r.status_code} "
+                          f"{r.text.strip()[:200]}")
+    return len(alerts)
+
+
+def _fingerprint(labels: dict[str, str]) -> str:
+    """A stable identity from the labels, as Alertmanager gives every alert one: the same finding is one alert."""
+    import hashlib
+
+    return hashlib.sha256(repr(sorted(labels.items())).encode()).hexdigest()[:16]
+

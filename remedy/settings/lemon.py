@@ -51,6 +51,11 @@ class WarningScanSettings(BaseModel):
         "http://127.0.0.1:9093",
         description="Alertmanager the scan posts its findings to (POST /api/v2/alerts): the intake every other alert "
         "takes, so grouping, silences and the receiver's de-duplication apply.")
+    receiver_url: str | None = Field(
+        None,
+        description="Post findings straight to gpu-remedy's receiver (its alerts webhook URL, with receiver.token) "
+        "instead of Alertmanager: for a stack that runs none (`remedy up` sets it). Alertmanager's grouping and "
+        "silences then do not apply.")
     window_minutes: float = Field(
         60.0, gt=0, le=24 * 60,
         description="How far back each scan reads; at least signals.ib_window_seconds so a port's down time in the "

@@ -135,3 +135,43 @@ def test_a_dry_run_posts_nothing_and_a_dead_prometheus_is_one_clear_line(prefect
     assert "the early-warning scan reads dcgm-exporter and node_exporter through Prometheus; set " \
         "lemon.early_warning.scan.prometheus_url" in state.message, state.message
     assert "Traceback" not in state.message
+
+
+def test_without_alertmanager_the_findings_reach_the_receiver_once(prefect_server, fleet, tmp_path, monkeypatch):
+    """`remedy up` runs no Alertmanager, so it points the scan at its own receiver (lemon.early_warning.scan.
+    receiver_url): the findings go there as one webhook group with the receiver's token; the receiver opens one
+    early-warning incident per finding, and the next scan's re-post of the same finding is the same incident."""
+    from flows.warning_scan import warning_scan
+    from remedy import runtime
+    from remedy.receiver.server import ReceiverServer, build_receiver
+
+    job_nodes = runtime.cluster().workload_nodes("training", "llm-pretrain")
+    hot = job_nodes[2]
+    temps = {n: 70.0 + (i % 3) for i, n in enumerate(job_nodes)}
+    dcgm = StubServer(lambda: _dcgm_page(temps))
+    monkeypatch.setenv("REMEDY_RECEIVER__TOKEN", "t" * 32)
+    runtime.reset()
+    receiver = ReceiverServer(build_receiver(runtime.settings(), runtime.ledger(), api_url=None)).start()
+    try:
+        prom_cfg = {"global": {"scrape_interval": "1s"},
+                    "scrape_configs": [{"job_name": "dcgm", "honor_labels": True,
+                                        "static_configs": [{"targets": [dcgm.url.removeprefix("http://")]}]}]}
+        with run_prometheus(prom_cfg, tmp_path) as prom:
+            for key, value in {"PROMETHEUS_URL": prom, "RECEIVER_URL": receiver.alerts_url, "STEP_SECONDS": "1",
+                               "WINDOW_MINUTES": "2",
+                               "PEER_QUERIES": json.dumps({"gpu_temperature_max_c":
+                                                           "max by (Hostname) (DCGM_FI_DEV_GPU_TEMP)"})}.items():
+                monkeypatch.setenv(f"REMEDY_LEMON__EARLY_WARNING__SCAN__{key}", value)
+            runtime.reset()
+            time.sleep(4)
+            temps[hot] = 98.0
+            time.sleep(4)
+            for _ in range(2):  # the second scan re-posts the same finding
+                state, out = run_to_state(warning_scan, dry_run=False)
+                assert state.is_completed() and out["posted"] == 1, (state, out)
+            warned = [i for i in runtime.ledger().incidents(node=hot) if i.signal == "early-warning"]
+            assert len(warned) == 1 and warned[0].evidence["labels"]["detector"] == "peer-outlier", warned
+            assert warned[0].count == 2  # the re-post, de-duplicated by the receiver
+    finally:
+        receiver.stop()
+        dcgm.close()

@@ -140,6 +140,8 @@ def test_the_embedded_stack_generates_tokens_and_wires_the_simulator(prefect_ser
         while not st.ledger.incidents(node="gpu003") and time.monotonic() < deadline:
             time.sleep(0.1)
         assert st.ledger.incidents(node="gpu003")
+        # no Alertmanager in this stack: the warning scan posts its findings to the stack's receiver
+        assert runtime.settings().lemon.early_warning.scan.receiver_url == st.receiver.alerts_url
     finally:
         st.stop()
         os.environ.clear()
