@@ -172,7 +172,9 @@ class EarlyWarningSettings(BaseModel):
         "job is down anyway, so a short MTBF makes waiting cheaper (meta-16k: 1.8 h). None: the warned failure is "
         "counted in full.",
     )
-    scan: WarningScanSettings = Field(default_factory=WarningScanSettings)
+    scan: WarningScanSettings = Field(
+        default_factory=WarningScanSettings,
+        description="The scheduled warning-scan flow: where it reads the detectors' inputs and posts its findings.")
     checkpoint_wait_margin_minutes: float = Field(
         5.0,
         gt=0,
