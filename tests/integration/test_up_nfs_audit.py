@@ -46,9 +46,14 @@ def test_nfs_audit_under_remedy_up_reads_the_stacks_prometheus_and_finds_the_sta
         inject = remedy(tmp_path, "sim", "inject", "nfs-slot-starvation", "--node", "gpu007", "--url",
                         urls["simulator"])
         assert inject.returncode == 0, inject.stderr
-        query = "count_over_time(node_mountstats_nfs_transport_sends_total[5m]) >= 3"
-        _wait(lambda: httpx.get(f"{urls['prometheus']}/api/v1/query", params={"query": query},
-                                timeout=5).json()["data"]["result"], "three scrapes of the simulator", 60)
+        # Wait until Prometheus holds enough scrapes since the injection that gpu007's 5-min rates show the slot
+        # wait. Counting three scrapes in all was not enough: when the stack came up slowly (a loaded machine), the
+        # three were taken before the injection, and the audit ran with the starvation diluted in healthy samples.
+        ratio = ("max by (instance) (rate(node_mountstats_nfs_operations_queue_time_seconds_total{instance=\"gpu007\"}"
+                 "[5m]) / rate(node_mountstats_nfs_operations_request_time_seconds_total{instance=\"gpu007\"}[5m]))"
+                 " > 0.5")
+        _wait(lambda: httpx.get(f"{urls['prometheus']}/api/v1/query", params={"query": ratio},
+                                timeout=5).json()["data"]["result"], "gpu007's slot wait in Prometheus's 5-min rates", 120)
 
         api = urls["prefect_api"]
         dep = httpx.get(f"{api}/deployments/name/nfs-audit/nfs-audit", timeout=10).json()
