@@ -14,6 +14,7 @@ from remedy.ledger.errors import LedgerConflict
 
 log = logging.getLogger(__name__)
 RESUME_WAIT_SECONDS = 5.0  # a click can land between the ledger write and the flow's pause: retry that long
+SCHEMA_NOT_SAVED = "Run input schema not found"  # the Prefect server's reject reason (server/api/flow_runs.py)
 
 
 @dataclass
@@ -105,7 +106,12 @@ def resume(flow_run_id: str, run_input: dict, *, wait_seconds: float = RESUME_WA
         except NotPausedError:
             if time.monotonic() >= deadline or _finished(flow_run_id):
                 raise
-            time.sleep(0.25)
+        except RuntimeError as exc:
+            # Prefect sets PAUSED first and saves the input schema after (prefect/flow_runs.py, pause with
+            # wait_for_input); a resume between the two is rejected with this reason and works a moment later.
+            if SCHEMA_NOT_SAVED not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.25)
 
 
 def _finished(flow_run_id: str) -> bool:

@@ -287,3 +287,36 @@ def test_auto_approver_answers_through_the_real_path(prefect_server, sim, slack_
         assert auto.answered[0]["status"] == 200
         ts = runtime.ledger().approvals()[0].slack_ts
         assert "Approved by @demo-operator" in slack_stub.messages[ts]["text"]
+
+
+def test_an_answer_between_the_pause_and_its_saved_form_still_resumes(prefect_server):
+    """Prefect marks a run PAUSED first and saves its input form after (prefect/flow_runs.py, pause_flow_run with
+    wait_for_input); until the form is saved the server rejects a resume: "Run input schema not found"
+    (prefect/server/api/flow_runs.py). An answer landing in that gap must wait for the form, not be dropped
+    (CI saw the open-loop go-ahead answer `resumed: false` this way). The gap is built by hand here, and held
+    open for 1 s."""
+    import threading
+    from uuid import UUID
+
+    from prefect import get_client
+    from prefect.input.run_input import keyset_from_paused_state
+    from prefect.states import Paused, Running
+
+    from remedy.approvals.decide import resume
+    from tasks.approvals import ApprovalInput
+
+    with get_client(sync_client=True) as client:
+        run = client.create_flow_run(needs_approval, parameters={"timeout": 60})
+        client.set_flow_run_state(run.id, Running(), force=True)
+        paused = Paused(timeout_seconds=60, reschedule=False, pause_key="approval-gap")
+        keyset = keyset_from_paused_state(paused)
+        paused.state_details.run_input_keyset = keyset
+        client.set_flow_run_state(run.id, paused)
+    form_saved = threading.Timer(1.0, lambda: ApprovalInput.with_initial_data(reason="").save(keyset, run.id))
+    form_saved.start()
+    try:
+        resume(str(run.id), {"decision": "approve", "approver": "carol", "reason": ""}, wait_seconds=10)
+    finally:
+        form_saved.join()
+    with get_client(sync_client=True) as client:
+        assert client.read_flow_run(UUID(str(run.id))).state.is_running()
