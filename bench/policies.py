@@ -143,7 +143,7 @@ def acceptance(results: dict[tuple[str, str], list[SimResult]]) -> str:
 
 def table(results: dict[tuple[str, str], list[SimResult]]) -> str:
     head = (
-        f"{'scenario':11} {'policy':23} {'goodput':>7} {'c':>6} {'f':>6} {'q':>6} {'down p50':>9} {'down p90':>9} "
+        f"{'scenario':11} {'policy':33} {'goodput':>7} {'c':>6} {'f':>6} {'q':>6} {'down p50':>9} {'down p90':>9} "
         f"{'failed-retry GPU-h':>18} {'spares':>7} {'chain ok':>8} {'lemons flagged':>14} {'wall s':>7} {'× auto-repl':>11}"
     )
     lines = [head, "-" * len(head)]
@@ -152,7 +152,7 @@ def table(results: dict[tuple[str, str], list[SimResult]]) -> str:
         wall = statistics.median(r.wall_seconds for r in rs)
         downs = [d for r in rs for d in r.downtimes_minutes]
         lines.append(
-            f"{sc:11} {policy:23} {_pct(pooled_goodput(rs)):>7} {_pct(_mean(r.checkpoint for r in rs)):>6} "
+            f"{sc:11} {policy:33} {_pct(pooled_goodput(rs)):>7} {_pct(_mean(r.checkpoint for r in rs)):>6} "
             f"{_pct(_mean(r.failure_loss for r in rs)):>6} {_pct(_mean(r.queue_wait for r in rs)):>6} "
             f"{_q(downs, 0.5) or 0:7.0f} m {_q(downs, 0.9) or 0:7.0f} m "
             f"{_mean(r.failed_retry_gpu_hours for r in rs):18.0f} {_mean(r.spares_consumed for r in rs):7.1f} "
@@ -209,12 +209,12 @@ def bound(scenarios: list[str], seeds: int, results) -> str:
             if node in sim.pending:  # only true warnings
                 yield from super().on_warning(sim, node, lead)
 
-        def _warning_odds(self, sc):
+        def _warning_odds(self, sc, record):
             return 1.0, math.inf  # it knows the warning is true and acts on it whatever else stops the job
 
     lines = ["ceiling: gpu-remedy knowing which fix clears each fault and which warnings are true (same seeds)"]
     for sc in scenarios:
-        runs = [FleetSim(scenario(sc), Knowing(name="knowing"), seed=s).run() for s in range(seeds)]
+        runs = [FleetSim(scenario(sc), Knowing(name="knowing", learn_warning_precision=False), seed=s).run() for s in range(seeds)]
         g0 = pooled_goodput(results[(sc, "auto-replace")]) if (sc, "auto-replace") in results else pooled_goodput(
             [FleetSim(scenario(sc), make_policy("auto-replace"), seed=s).run() for s in range(seeds)])
         g = pooled_goodput(runs)

@@ -12,6 +12,7 @@ real flows against them, and drives headless Chromium (Debian's package, through
     06-09  the run after the answer (Completed), its artifacts, the timeline table, the story
     10     the runs list with the runs that need a person: Held, No spare, Escalated (none of them green)
     11-19  each of those runs: its page, its Details tab (the state message), its story artifact
+    20-21  a warned node with no spare to swap in: the green Watched run and its state message
 
 Writes NN-name.png to --out (default var/screenshots/, not committed) and prints one line per file. ~1.5 min on a
 quiet machine.
@@ -90,7 +91,12 @@ def walk(stack: UiStack, page, shots: Shots) -> dict[str, str]:
         story = f"escalate-{name.split()[1]}" if name.startswith("escalate") else f"replace-{name.split()[1]}-story"
         open_artifact(page, story, name.split()[1])
         shots(page, f"{slug}-story")
-    return {"replacement": run_id} | others
+    watched = outcomes.watched()  # a warned node with no spare: left working, green, and the message says why
+    open_run(page, stack, watched, "Watched")
+    shots(page, "watched-run", full_page=False)
+    details_tab(page)
+    shots(page, "watched-details")
+    return {"replacement": run_id, "watched": watched} | others
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -119,8 +119,8 @@ def _replace(node: str, cause: str, signal: str, xid: int | None, gpu: int | Non
             chosen = chosen | {"needs_validation": False} if check["passed"] else \
                 {"spare": None, "why": f"{chosen['spare']} failed validation: {check['summary']}"}
         if not chosen["spare"]:
-            return _watched(node, f"no spare was ready at the checkpoint boundary ({chosen['why']})", outcome,
-                            timeline)
+            first = (chosen["why"] or "none in the pool").splitlines()[0].removeprefix("no spare: ")
+            return _watched(node, f"no spare was ready at the checkpoint boundary — {first}", outcome, timeline)
 
     # 4. Gate: circuit breakers per rack/switch/PDU/cluster, capacity budget, spare reserve. An approval answers
     #    one question; the whole gate then runs again.
@@ -128,7 +128,7 @@ def _replace(node: str, cause: str, signal: str, xid: int | None, gpu: int | Non
                        ask=not early_warning)
     outcome |= {k: v for k, v in passed.items() if k in ("gate", "approval", "approvals", "hold")}
     if early_warning and passed["status"] is Outcome.HELD:  # a node that still works is not worth a person's page
-        return _watched(node, f"the gate held the swap: {hold_cause(passed.get('hold'))}", outcome, timeline)
+        return _watched(node, f"the gate held the swap: {hold_cause(passed.get('hold'), warned=True)}", outcome, timeline)
     if passed["status"] is not None:
         if passed["status"] == Outcome.HELD:
             set_incident_status(incident_id, IncidentStatus.ESCALATED.value, detail=passed["gate"])

@@ -161,6 +161,7 @@ def weigh_warning(node: str, incident_id: int | None = None) -> dict[str, Any]:
     from remedy.domain.model import NodeState
     from remedy.remediate.choice import Durations, WarningAction, WarningChoice, choose_on_warning
     from remedy.spares.lemons import lemon_candidates
+    from remedy.warn.record import keep_checking
 
     settings = runtime.settings()
     work, warn = settings.workload, settings.lemon.early_warning
@@ -190,6 +191,15 @@ def weigh_warning(node: str, incident_id: int | None = None) -> dict[str, Any]:
         job_mtbf_minutes=warn.job_mtbf_hours * 60.0 if warn.job_mtbf_hours else math.inf)
     wait_minutes = (to_next if choice.action is WarningAction.AT_NEXT_CHECKPOINT
                     else work.checkpoint_cost_minutes) + warn.checkpoint_wait_margin_minutes
+    checking = choice.acts and keep_checking(record, act_minutes=choice.act_cost_minutes,
+                                             wait_minutes=choice.wait_cost_minutes)
+    if checking:  # acting would pay on the prior, but the detector's own record must show it first
+        return out | {"action": WarningAction.WAIT.value, "acts": False, "checking": True,
+                      "why": f"not swapped: {checking[0].lower()}{checking[1:]}",
+                      "act_cost_minutes": choice.act_cost_minutes, "wait_cost_minutes": choice.wait_cost_minutes,
+                      "detector": record.detector, "precision": round(record.precision, 4),
+                      "precision_judged": record.judged, "precision_followed": record.followed,
+                      "markdown": choice.markdown() + "\n\n" + record.sentence() + "\n\n**" + checking + "**"}
     return out | {"action": choice.action.value, "acts": choice.acts, "why": choice.arithmetic,
                   "act_cost_minutes": choice.act_cost_minutes, "wait_cost_minutes": choice.wait_cost_minutes,
                   "spares_ready": len(spares), "spare_reserve": reserve,

@@ -16,7 +16,8 @@ from remedy.warn.scan import IB_STATE_QUERY, ScanInputs
 
 
 class AlertmanagerUnavailable(RemedyError):
-    """Alertmanager did not take the warnings (connection refused, timeout, HTTP error)."""
+    """Alertmanager, or the receiver standing in for it, did not take the warnings (connection refused, timeout,
+    HTTP 5xx): worth a retry."""
 
 
 def _transient(task, task_run, state) -> bool:  # Prefect's retry_condition_fn signature
@@ -60,16 +61,7 @@ def read_warning_inputs(prometheus_url: str, job: str, job_nodes: list[str], now
 def post_warnings(alertmanager_url: str, alerts: list[dict], n: int) -> int:
     """POST the warnings to Alertmanager's v2 API (as Prometheus posts its alerts); returns how many."""
     url = alertmanager_url.rstrip("/") + "/api/v2/alerts"
-    try:
-        r = httpx.post(url, json=alerts, timeout=10.0)
-    except httpx.HTTPError as exc:
-        raise AlertmanagerUnavailable(f"Alertmanager at {alertmanager_url} did not answer: {exc}") from None
-    if r.status_code >= 500:
-        raise AlertmanagerUnavailable(f"Alertmanager at {alertmanager_url} answered HTTP {r.status_code}")
-    if r.status_code >= 400:  # our payload is wrong: retrying cannot help, say what Alertmanager said
-        raise RemedyError(f"Alertmanager at {alertmanager_url} refused the warnings: HTTP {r.status_code} "
-                          f"{r.text.strip()[:200]}")
-    return len(alerts)
+    return _post(url, alerts, {}, f"Alertmanager at {alertmanager_url}", len(alerts))
 
 
 @task(name="post_warnings_to_receiver", task_run_name="post-{n}-warnings-to-the-receiver", cache_policy=NO_CACHE,
@@ -83,17 +75,22 @@ def post_warnings_to_receiver(receiver_url: str, alerts: list[dict], n: int) -> 
             "groupLabels": {"alertname": "GpuEarlyWarning"}, "commonLabels": {}, "commonAnnotations": {},
             "externalURL": "", "truncatedAlerts": 0,
             "alerts": [a | {"status": "firing", "fingerprint": _fingerprint(a["labels"])} for a in alerts]}
+    return _post(receiver_url, body, {"Authorization": f"Bearer {token}"} if token else {},
+                 f"the receiver at {receiver_url}", len(alerts))
+
+
+def _post(url: str, payload, headers: dict[str, str], who: str, n: int) -> int:
+    """POST the warnings; a dead or failing server is transient (the task retries it), a refusal is not: our payload
+    or token is wrong, and the line says what the server said."""
     try:
-        r = httpx.post(receiver_url, json=body, timeout=10.0,
-                       headers={"Authorization": f"Bearer {token}"} if token else {})
+        r = httpx.post(url, json=payload, timeout=10.0, headers=headers)
     except httpx.HTTPError as exc:
-        raise AlertmanagerUnavailable(f"the receiver at {receiver_url} did not answer: {exc}") from None
+        raise AlertmanagerUnavailable(f"{who} did not answer: {exc}") from None
     if r.status_code >= 500:
-        raise AlertmanagerUnavailable(f"the receiver at {receiver_url} answered HTTP {r.status_code}")
-    if r.status_code >= 400:  # a wrong token or payload: retrying cannot help
-        raise RemedyError(f"the receiver at {receiver_url} refused the warnings: HTTP {r.status_code} "
-                          f"{r.text.strip()[:200]}")
-    return len(alerts)
+        raise AlertmanagerUnavailable(f"{who} answered HTTP {r.status_code}")
+    if r.status_code >= 400:
+        raise RemedyError(f"{who} refused the warnings: HTTP {r.status_code} {r.text.strip()[:200]}")
+    return n
 
 
 def _fingerprint(labels: dict[str, str]) -> str:

@@ -49,3 +49,20 @@ def test_each_decision_is_one_sentence(result, sentence):
 
 def test_a_held_runs_state_message_is_its_decision():
     assert one_line(HELD) == decision_sentence(HELD)
+
+
+def test_a_watched_runs_state_message_says_the_node_keeps_working():
+    watched = {"node": "gpu013", "status": "watched",
+               "why": "no spare was ready at the checkpoint boundary — none of the 2 ready spare(s) is validated"}
+    assert one_line(watched) == ("gpu013 was not swapped on its early warning: no spare was ready at the checkpoint "
+                                 "boundary — none of the 2 ready spare(s) is validated; it keeps working and is "
+                                 "watched.")
+
+
+def test_a_held_warned_swap_does_not_call_the_warning_a_failure():
+    from remedy.domain.outcome import hold_cause
+
+    hold = {"skip": "breaker-tripped", "scope": "cluster:cluster"}
+    assert hold_cause(hold) == "this failure tripped the cluster breaker"
+    assert hold_cause(hold, warned=True) == "one more node out would trip the cluster breaker"
+    assert hold_cause({"skip": "breaker-open", "scope": "rack:rack-3"}, warned=True) == "the rack rack-3 breaker is open"

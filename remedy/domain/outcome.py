@@ -112,12 +112,17 @@ HOLD_CAUSES = {
 }
 
 
-def hold_cause(hold: dict | None) -> str:
-    """Why the gate held, from its typed reason and scope ({"skip": "breaker-open", "scope": "rack:rack-3"})."""
+def hold_cause(hold: dict | None, *, warned: bool = False) -> str:
+    """Why the gate held, from its typed reason and scope ({"skip": "breaker-open", "scope": "rack:rack-3"}).
+    `warned`: the node was to be swapped on an early warning, not for a failure, and the sentence says so."""
     hold = hold or {}
     scope = str(hold.get("scope") or "").replace(":", " ").replace("cluster cluster", "cluster")
     cause = HOLD_CAUSES.get(str(hold.get("skip") or ""))
-    return cause.format(scope=scope or "a") if cause else "the safety gate held it"
+    if not cause:
+        return "the safety gate held it"
+    if warned:
+        cause = cause.replace("this failure tripped", "one more node out would trip")
+    return cause.format(scope=scope or "a")
 
 
 def answer_clause(approval: dict | None) -> str:
@@ -189,8 +194,8 @@ def _reason(result: dict, node: str, o: Outcome | None) -> str:
 def one_line(result: dict) -> str:
     """The state message: what happened and why, in one line."""
     o = outcome_of(result)
-    if o is Outcome.HELD:  # a held run's message is the decision, in one sentence
-        return decision_sentence(result)[:300]
+    if o in (Outcome.HELD, Outcome.WATCHED):  # the decision, in one sentence: why it was held / left working
+        return " ".join(decision_sentence(result).split())[:300]
     done = o is not None and o.look is RunLook.DONE
     # a finished run's line says what happened; the gate's arithmetic belongs to runs the gate stopped
     why = str(result.get("why") or ("" if done else result.get("reason") or result.get("gate")) or "").splitlines()

@@ -16,6 +16,8 @@ POLICY_NAMES = ("manual", "auto-retry", "auto-replace", "gpu-remedy")
 VARIANTS = {
     "gpu-remedy/no-warnings": {"act_on_warnings": False},
     "gpu-remedy/repair-at-once": {"repair_in_background": False},  # a replaced node goes straight to repair
+    # weighs warnings by the scenario's true precision instead of learning it: knowledge no deployment has
+    "gpu-remedy/told-warning-precision": {"learn_warning_precision": False},
 }
 ALL_POLICIES = (*POLICY_NAMES, *VARIANTS)
 

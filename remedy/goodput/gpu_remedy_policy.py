@@ -24,6 +24,7 @@ Durations of the in-place fixes are simulation assumptions (below), not settings
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from bisect import bisect_left
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ from remedy.remediate.choice import (
     estimate_odds,
 )
 from remedy.safety.scopes import FailureEvent, FleetView, SkipReason, Verdict
+from remedy.warn.record import DetectorRecord, PastWarning, detector_record, keep_checking
 
 try:  # wired in as it lands; until then the policy says what it lacks instead of re-implementing it
     from remedy.spares.selection import SpareCandidate, SpareChoice, select_spare
@@ -75,6 +77,9 @@ _ACT, _AGAIN, _ESCALATED = "act", "again", "escalated"  # what the gate told the
 _MINUTE = timedelta(minutes=1)
 
 
+SIM_DETECTOR = "early-warning"  # the scenario's detectors, one record (the scenario gives them one precision)
+
+
 def at(minutes: float) -> datetime:
     return EPOCH + timedelta(minutes=minutes)
 
@@ -97,6 +102,10 @@ class GpuRemedy:
     name: str = "gpu-remedy"
     repair_in_background: bool = True  # False: a replaced node goes straight to repair (the old policy)
     act_on_warnings: bool = True
+    # True: a warning's precision is learned from the warnings this run has seen, as triage learns it from the
+    # ledger (remedy.warn.record). False: the scenario's true precision, which no deployed policy can know.
+    learn_warning_precision: bool = True
+    check_detectors: bool = True  # False: no warning is left to run to check its detector (what keep_checking buys)
     missing_domain: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -122,6 +131,9 @@ class GpuRemedy:
         self._validation_records: dict[int, list[ValidationRecord]] = {}
         self._starts: dict[int, list[float]] = {}  # node → its incidents' start minutes, in order
         self._counted = 0  # sim.incidents already in _starts
+        self._warnings_dropped = 0  # warnings older than the lookback, no longer in `warnings`
+        self.warnings: list[PastWarning] = []  # what the ledger would hold of each warning, for its detector record
+        self.failure_times: dict[str, list[datetime]] = {}  # node → when its failures were seen
         sim.clock.spawn(self._lemon_review(sim))
         sim.clock.spawn(self._spare_cycling(sim))
 
@@ -150,6 +162,7 @@ class GpuRemedy:
         sim.hold(inc)
         yield AUTO_DETECT_MINUTES
         name = f"node-{inc.node:05d}"
+        self.failure_times.setdefault(name, []).append(at(inc.start))
         fault = inc.fault
         resolution = lookup(fault.xid).resolution if fault.xid is not None else _NO_XID_RESOLUTION.get(fault.kind.signal, Resolution.UNKNOWN)
         if inc.node in self.lemons:
@@ -283,7 +296,11 @@ class GpuRemedy:
             return
         sc = sim.sc
         reserve = self.settings.breaker.spare_reserve
-        precision, job_mtbf = self._warning_odds(sc)
+        record = self.detector_record(sim) if self.learn_warning_precision else None
+        precision, job_mtbf = self._warning_odds(sc, record)
+        name = f"node-{node:05d}"
+        seen = self._warnings_dropped + len(self.warnings)
+        self.warnings.append(PastWarning(name, at(sim.clock.now), SIM_DETECTOR, swapped=False))
         choice = choose_on_warning(
             precision=precision, lead_minutes=lead,
             minutes_to_next_checkpoint=sim.minutes_to_next_checkpoint(),
@@ -293,6 +310,9 @@ class GpuRemedy:
             job_mtbf_minutes=job_mtbf)
         if choice.action is WarningAction.WAIT:
             return
+        if record is not None and self.check_detectors and keep_checking(record, act_minutes=choice.act_cost_minutes,
+                                                wait_minutes=choice.wait_cost_minutes):
+            return  # left to run, so the detector's record learns whether its warnings come true
         epoch = sim.epoch
         if choice.action is WarningAction.AT_NEXT_CHECKPOINT:
             yield sim.minutes_to_next_checkpoint()
@@ -302,7 +322,6 @@ class GpuRemedy:
             extra = sc.checkpoint_cost_minutes
         if sim.epoch != epoch or node not in sim.slot_of or node in sim.open_by_node:
             return  # the job stopped, or the node failed, before the boundary
-        name = f"node-{node:05d}"
         # The spare is chosen before the job is stopped: the pool may have emptied since the warning, and a swap
         # with nothing to swap in would turn a clean checkpoint into an outage.
         spare = self._pick_spare(sim, node, False, self._spares(sim))
@@ -314,6 +333,7 @@ class GpuRemedy:
             return  # a breaker, the budget or the reserve says no: the warning stays a warning
         spare = sim.try_take_spare(lambda ready: spare)
         self.claimed.add(name)
+        self._mark_swapped(seen)
         if extra:
             sim.charge_checkpoint(extra)
         inc = sim.swap_incident(node)
@@ -323,10 +343,31 @@ class GpuRemedy:
         yield from self._replace(sim, inc, resolution, tried=0, spare=spare)
         self._finish(sim, name, True)
 
-    def _warning_odds(self, sc) -> tuple[float, float]:
-        """(how often a warning is right, minutes between job failures): what the detector's record and the job's
-        own failure history tell the policy."""
-        return 1.0 / (1.0 + sc.false_warnings_per_true), sc.job_mtbf_hours * 60.0
+    def _warning_odds(self, sc, record: DetectorRecord | None) -> tuple[float, float]:
+        """(how often a warning is right, minutes between job failures): what the detector's record (None: the
+        scenario's true share, told) and the job's own failure history tell the policy."""
+        if record is None:
+            return 1.0 / (1.0 + sc.false_warnings_per_true), sc.job_mtbf_hours * 60.0
+        return record.precision, sc.job_mtbf_hours * 60.0
+
+    def detector_record(self, sim) -> DetectorRecord:
+        """The simulated detector's record as triage reads it (tasks.triage._detector_record): the warnings and
+        failures of the lemon lookback window, judged by remedy.warn.record with the same prior and window."""
+        warn = self.settings.lemon.early_warning
+        now = at(sim.clock.now)
+        since = now - timedelta(days=self.settings.lemon.lookback_days)
+        old = bisect_left([w.at for w in self.warnings], since)
+        if old:  # older than the lookback: the ledger query would not return them either
+            del self.warnings[:old]
+            self._warnings_dropped += old
+        return detector_record(SIM_DETECTOR, self.warnings, self.failure_times, now,
+                               timedelta(hours=warn.precision_window_hours), warn.act_precision)
+
+    def _mark_swapped(self, seen: int) -> None:
+        """The warning numbered `seen` (counted from the run's first) took its node out: it cannot be judged."""
+        i = seen - self._warnings_dropped
+        if 0 <= i < len(self.warnings):
+            self.warnings[i] = dataclasses.replace(self.warnings[i], swapped=True)
 
     def _spares_outside(self, sim, node: int) -> list[int]:
         rack = sim.rack_of[node]

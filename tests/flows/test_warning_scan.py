@@ -175,3 +175,33 @@ def test_without_alertmanager_the_findings_reach_the_receiver_once(prefect_serve
     finally:
         receiver.stop()
         dcgm.close()
+
+
+def test_a_dead_or_refusing_receiver_is_one_clear_line(prefect_server, fleet, monkeypatch):
+    """The post to the receiver (no Alertmanager): nothing listening is a transient error the task retries, with
+    the address in its line; a receiver that refuses the token is not retried and says what the receiver said."""
+    from remedy import runtime
+    from remedy.errors import RemedyError
+    from remedy.receiver.server import ReceiverServer, build_receiver
+    from tasks.warnings import AlertmanagerUnavailable, post_warnings_to_receiver
+    from tests.fixtures.prometheus import free_port
+
+    finding = [{"labels": {"alertname": "GpuEarlyWarning", "Hostname": "gpu003", "detector": "peer-outlier"},
+                "annotations": {"summary": "gpu003 runs hot"}}]
+    dead = f"http://127.0.0.1:{free_port()}/v1/alerts"
+    with pytest.raises(AlertmanagerUnavailable, match=f"the receiver at {dead} did not answer"):
+        post_warnings_to_receiver.fn(dead, finding, 1)
+
+    monkeypatch.setenv("REMEDY_RECEIVER__TOKEN", "t" * 32)
+    runtime.reset()
+    receiver = ReceiverServer(build_receiver(runtime.settings(), runtime.ledger(), api_url=None)).start()
+    try:
+        monkeypatch.setenv("REMEDY_RECEIVER__TOKEN", "w" * 32)  # the scan holds another token than the receiver
+        runtime.reset()
+        with pytest.raises(RemedyError, match=r"refused the warnings: HTTP 401") as refused:
+            post_warnings_to_receiver.fn(receiver.alerts_url, finding, 1)
+        assert not isinstance(refused.value, AlertmanagerUnavailable)  # a wrong token is not retried
+        assert "\n" not in str(refused.value)
+    finally:
+        receiver.stop()
+    assert not [i for i in runtime.ledger().incidents(node="gpu003") if i.signal == "early-warning"]

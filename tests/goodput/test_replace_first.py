@@ -6,7 +6,7 @@ import pytest
 
 from remedy.domain.model import NodeState
 from remedy.goodput.compare import make_policy, pooled_goodput, simulate
-from remedy.goodput.gpu_remedy_policy import GpuRemedy
+from remedy.goodput.gpu_remedy_policy import GpuRemedy, at
 from remedy.goodput.scenarios import SCENARIOS, load_scenario_file, scenario
 from remedy.goodput.sim import FleetSim
 
@@ -177,3 +177,26 @@ def test_a_lemon_candidate_the_budget_defers_is_never_handed_out_as_a_spare():
     assert policy._pick_spare(sim, 0, False, ready) == ready[2]
     policy.suspects = set(ready)  # only candidates left: no spare rather than a lemon back in the job
     assert policy._pick_spare(sim, 0, False, ready) is None and policy._spare_state(sim)[0] is False
+
+
+def test_a_noisy_detector_is_learned_from_the_warnings_left_to_run_and_stops_costing_swaps():
+    """A detector right one time in five (busy but healthy nodes flagged four times per true warning). The policy
+    is not told that: it learns the detector's record from the warnings it leaves to run (remedy.warn.record, the
+    function triage calls) and stops swapping healthy nodes once the record shows acting does not pay. Without the
+    warnings left to check it, nearly every warning is acted on and almost none is ever judged."""
+    sc = scenario("seed000-1k", days=200, warning_share=0.3, false_warnings_per_true=4.0)
+    policy = make_policy("gpu-remedy")
+    learned = FleetSim(sc, policy, seed=1).run()
+    told = FleetSim(sc, make_policy("gpu-remedy/told-warning-precision"), seed=1).run()
+    assert told.warning_swaps == 0  # told 20 %, swapping never pays here
+    assert learned.warning_swaps < 0.3 * learned.warnings, (learned.warning_swaps, learned.warnings)
+    late = [w for w in policy.warnings if w.at >= at(100 * 1440)]  # the second half: the record is learned
+    assert late and sum(w.swapped for w in late) < 0.1 * len(late)
+
+
+def test_a_reliable_detector_is_still_acted_on_while_it_proves_itself():
+    sc = scenario("seed000-1k", days=90, warning_share=0.3, false_warnings_per_true=0.0)
+    learned = FleetSim(sc, make_policy("gpu-remedy"), seed=1).run()
+    told = FleetSim(sc, make_policy("gpu-remedy/told-warning-precision"), seed=1).run()
+    assert told.warning_swaps > 0
+    assert learned.warning_swaps >= 0.9 * told.warning_swaps, (learned.warning_swaps, told.warning_swaps)

@@ -180,7 +180,9 @@ class OutcomeRuns:
         code = ("from flows.replace_node import replace_node; from flows.escalate import escalate\n"
                 "replace_node(node='gpu011', cause='XID 79', xid=79, gpu=0, return_state=True)\n"
                 "replace_node(node='gpu005', cause='XID 79', xid=79, gpu=1, return_state=True)\n"
-                "escalate(node='gpu012', reason='XID 58 (contact support)', quarantine=False, return_state=True)\n")
+                "escalate(node='gpu012', reason='XID 58 (contact support)', quarantine=False, return_state=True)\n"
+                "replace_node(node='gpu013', cause='thermal early warning', signal='early-warning', "
+                "early_warning=True, return_state=True)\n")
         (stack.home / self.name).mkdir(exist_ok=True)
         self.proc = stack.start_flow(code, self.name, DB_URL=f"sqlite:///{stack.home / self.name / 'ledger.db'}",
                                      CLUSTER__SIMULATOR_URL=self.sim.url, BREAKER__SPARE_RESERVE=1,
@@ -192,10 +194,17 @@ class OutcomeRuns:
             raise RuntimeError(f"the flows exited {self.proc.returncode}:\n{self.stack.log(self.name)[-3000:]}")
         return {r["name"]: r["id"] for r in self.stack.runs(name={"any_": list(OUTCOME_RUNS)})}
 
+    def watched(self) -> str:
+        """The run id of the warned swap that found no spare (after `wait`): green, the node left working."""
+        (run,) = self.stack.runs(name={"any_": [WATCHED_RUN]})
+        return run["id"]
+
 
 # the runs OutcomeRuns starts, and the state each should end in
 OUTCOME_RUNS = {"replace gpu011 (XID 79)": "No spare", "replace gpu005 (XID 79)": "Held",
                 "escalate gpu012": "Escalated"}
+# and a warned node with no spare to swap in: not a failure, nobody is needed, the run is green and says why
+WATCHED_RUN = "replace gpu013 (thermal early warning)"
 
 
 # -------------------------------------------------------------------------------------------------- the browser

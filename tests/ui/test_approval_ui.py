@@ -146,6 +146,29 @@ def test_runs_that_need_a_person_are_not_green(stack, outcomes, page, shots):
     assert_pictures(taken)
 
 
+def test_a_warned_node_with_no_spare_is_a_green_watched_run_that_says_why(stack, outcomes, page, shots):
+    """The warned node still works: no spare means it is left working and watched. Nothing needs a person, so the
+    run is green (Completed, named Watched), and its state message says the node was not swapped and why."""
+    outcomes.wait()
+    run_id = outcomes.watched()
+    ui.open_run(page, stack, run_id, "Watched")
+    badge = ui.badge(page)
+    classes = badge.get_attribute("class").split()
+    assert "state--completed" in classes, classes
+    taken = [shots(page, "watched-run", full_page=False)]
+    ui.details_tab(page)
+    message = page.get_by_text("gpu013 was not swapped on its early warning").first
+    message.wait_for(timeout=ui.UI_WAIT_MS)
+    assert "no spare was ready" in message.inner_text()  # the UI cuts the rest off behind "See More"
+    taken.append(shots(page, "watched-details"))
+    run = stack.run(run_id)
+    assert run["state_name"] == "Watched" and run["state_type"] == "COMPLETED", run
+    text = run["state"]["message"]
+    assert "no spare was ready at the checkpoint boundary — none of the 2 ready spare(s) is validated" in text, text
+    assert text.endswith("it keeps working and is watched."), text
+    assert_pictures(taken)
+
+
 def assert_not_green(element, prefix: str) -> None:
     """Prefect colours by state type (class `state--failed`, `state-list-item--completed` …): not the completed
     one, and the colour drawn is not green."""

@@ -65,3 +65,45 @@ def test_the_detector_is_the_alerts_label_or_the_xid():
     assert detector_of("early-warning", None, {"labels": {"detector": "peer-outlier"}}) == "peer-outlier"
     assert detector_of("xid", 92, {"labels": {}}) == "xid-92"
     assert detector_of("early-warning", None, {}) == "unnamed"
+
+
+def test_the_lower_bound_is_the_beta_quantile_of_the_record():
+    from remedy.warn.record import lower_bound
+
+    assert lower_bound(0, 0) == pytest.approx(0.1, abs=1e-6)  # a flat prior: 10 % of it lies below 0.1
+    assert lower_bound(4, 4) == pytest.approx(0.1 ** (1 / 5), abs=1e-6)  # Beta(5, 1): x^5 = 0.1
+    assert lower_bound(0, 4) == pytest.approx(1 - 0.9 ** (1 / 5), abs=1e-6)  # Beta(1, 5): 1 - (1-x)^5 = 0.1
+    assert lower_bound(10, 50) < lower_bound(20, 50) < lower_bound(40, 50)
+
+
+def _record(followed: int, judged: int, acted: int):
+    from remedy.warn.record import DetectorRecord
+
+    return DetectorRecord("thermal", 2 / 3, followed, judged, DAY, acted_since_left=acted)
+
+
+def test_an_unproven_detector_has_one_warning_in_three_left_to_run():
+    from remedy.warn.record import keep_checking
+
+    # acting costs 12 min; waiting 2/3 × 47 min: break-even 12/47 ≈ 26 %; no record: shown only 10 %
+    assert keep_checking(_record(0, 0, acted=0), act_minutes=12, wait_minutes=2 / 3 * 47) is None
+    assert keep_checking(_record(0, 0, acted=1), act_minutes=12, wait_minutes=2 / 3 * 47) is None
+    why = keep_checking(_record(0, 0, acted=2), act_minutes=12, wait_minutes=2 / 3 * 47)
+    assert why and "acting pays above 26% of its warnings being right" in why
+    assert "(0 of 0 judged) shows only 10% with 90% confidence" in why and "one warning in 3" in why
+
+
+def test_a_detector_whose_record_shows_it_pays_is_no_longer_checked():
+    from remedy.warn.record import DetectorRecord, keep_checking
+
+    rec = DetectorRecord("thermal", 2 / 3, 5, 6, DAY, acted_since_left=10)
+    assert keep_checking(rec, act_minutes=12, wait_minutes=rec.precision * 47) is None
+    noisy = DetectorRecord("thermal", 2 / 3, 5, 25, DAY, acted_since_left=10)  # 1 in 5 right: not shown
+    assert keep_checking(noisy, act_minutes=12, wait_minutes=noisy.precision * 47)
+
+
+def test_acted_on_warnings_are_counted_since_the_last_left_to_run():
+    warnings = [w("gpu001", 90, swapped=True), w("gpu002", 80), w("gpu003", 70, swapped=True),
+                w("gpu004", 60, swapped=True), w("gpu005", 50, detector="ib", swapped=False)]
+    assert detector_record("thermal", warnings, {}, NOW, DAY, prior=2 / 3).acted_since_left == 2
+    assert detector_record("ib", warnings, {}, NOW, DAY, prior=2 / 3).acted_since_left == 0
