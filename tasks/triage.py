@@ -212,25 +212,16 @@ def weigh_warning(node: str, incident_id: int | None = None) -> dict[str, Any]:
 
 def _detector_record(led, incident_id: int | None, now) -> DetectorRecord:
     """The warning's detector and its record: past warnings of the lemon lookback window and the failures after
-    them. A warning closed as ignored (watched) was left to run; any other status means it was acted on."""
-    from collections import defaultdict
-
-    from remedy.detect.signals import is_early_warning
-    from remedy.domain.model import is_fault
+    them (Ledger.warning_history). A warning closed as ignored (watched) was left to run; any other status means it
+    was acted on."""
     from remedy.warn.record import PastWarning, detector_of, detector_record
 
     settings = runtime.settings()
     warn = settings.lemon.early_warning
     me = led.get_incident(incident_id) if incident_id is not None else None
     detector = detector_of(me.signal, me.xid, me.evidence) if me is not None else "unnamed"
-    warnings, failures = [], defaultdict(list)
-    for i in led.incidents(since=now - timedelta(days=settings.lemon.lookback_days)):
-        if i.id == incident_id:
-            continue
-        if is_early_warning(i.signal, i.xid):
-            warnings.append(PastWarning(i.node, i.first_seen, detector_of(i.signal, i.xid, i.evidence),
-                                        swapped=i.status is not IncidentStatus.IGNORED))
-        elif is_fault(i) and i.status is not IncidentStatus.IGNORED:  # ignored: a duplicate, a monitor failure
-            failures[i.node].append(i.first_seen)
+    past, failures = led.warning_history(now - timedelta(days=settings.lemon.lookback_days))
+    warnings = [PastWarning(i.node, i.first_seen, detector_of(i.signal, i.xid, i.evidence),
+                            swapped=i.status is not IncidentStatus.IGNORED) for i in past if i.id != incident_id]
     return detector_record(detector, warnings, failures, now, timedelta(hours=warn.precision_window_hours),
                            warn.act_precision)

@@ -228,6 +228,32 @@ class IncidentsMixin(LedgerBase):
         with self._read() as conn:
             return {node: n for node, n in conn.execute(q)}
 
+    def warning_history(self, since: datetime) -> tuple[list[IncidentRecord], dict[str, list[datetime]]]:
+        """What a detector's record is judged on (remedy.warn.record), in two queries instead of every incident of
+        the window: the early warnings still seen at or after `since` (the early-warning signal, or an XID the driver
+        raises as one: `remedy.detect.signals.is_early_warning`), oldest first; and for each node they warned
+        about, when its failures were first seen — every other incident but a planned retirement or one closed as
+        ignored (a duplicate, a monitor failure)."""
+        from remedy.domain.xid import EARLY_WARNING_XIDS
+
+        i = schema.incidents.c
+        since = require_aware(since, "since")
+        warned = (i.signal == "early-warning") | (
+            (i.signal == "xid") & func.coalesce(i.xid, -1).in_(sorted(EARLY_WARNING_XIDS)))
+        with self._read() as conn:
+            warnings = [incident_record(r) for r in conn.execute(
+                select(schema.incidents).where(warned, i.last_seen >= since).order_by(i.first_seen, i.id))]
+            nodes = sorted({w.node for w in warnings})
+            failures: dict[str, list[datetime]] = {}
+            if nodes:
+                q = (select(i.node, i.first_seen)
+                     .where(i.node.in_(nodes), i.last_seen >= since, ~warned, i.signal != PLANNED_RETIREMENT_SIGNAL,
+                            i.status != IncidentStatus.IGNORED.value)
+                     .order_by(i.first_seen))
+                for node, first in conn.execute(q):
+                    failures.setdefault(node, []).append(first)
+        return warnings, failures
+
     def fault_fingerprints(self, node: str, since: datetime) -> set[str]:
         """Fingerprints of `node`'s incidents still seen at or after `since` (the receiver's per-node cap)."""
         with self._read() as conn:

@@ -167,3 +167,41 @@ def test_fault_counts_are_the_candidates_failures_still_seen_in_the_window(ledge
     since = T0 + timedelta(minutes=10)
     assert ledger.fault_counts(["gpu-001", "gpu-002", "gpu-003"], since) == {"gpu-001": 2, "gpu-002": 1}
     assert ledger.fault_counts([], since) == {}
+
+
+def test_warning_history_is_the_warnings_and_the_failures_of_the_nodes_they_warned_about(ledger: Ledger) -> None:
+    """A detector's record reads only what it judges: early warnings (the signal, or XID 92), and per warned node
+    its failures — not its other warnings, not a planned retirement, not an incident closed as ignored; the same
+    as filtering every incident of the window (what triage did before), which the last line checks."""
+    from remedy.detect.signals import is_early_warning
+    from remedy.domain.model import PLANNED_RETIREMENT_SIGNAL
+
+    def at(minutes: float) -> datetime:
+        return T0 + timedelta(minutes=minutes)
+
+    def warning(node: str, minutes: float, **kw) -> Incident:
+        return Incident(node=node, signal="early-warning", first_seen=at(minutes), last_seen=at(minutes),
+                        evidence={"labels": {"detector": "thermal"}}, **kw)
+
+    ledger.open_incident(warning("gpu-001", 0), window_seconds=WINDOW)  # before the window
+    ledger.open_incident(warning("gpu-001", 30), window_seconds=WINDOW)
+    ledger.open_incident(Incident(node="gpu-002", signal="xid", xid=92, gpu=0, first_seen=at(40), last_seen=at(40)),
+                         window_seconds=WINDOW)  # the driver's own ECC-storm warning
+    ledger.open_incident(xid79(at(60), node="gpu-001"), window_seconds=WINDOW)  # a failure after the warning
+    ignored, _ = ledger.open_incident(xid79(at(70), node="gpu-002", gpu=3), window_seconds=WINDOW)
+    ledger.set_incident_status(ignored.id, IncidentStatus.IGNORED, detail="a monitor failure")
+    ledger.open_incident(Incident(node="gpu-002", signal=PLANNED_RETIREMENT_SIGNAL, first_seen=at(80),
+                                  last_seen=at(80)), window_seconds=WINDOW)
+    ledger.open_incident(xid79(at(90), node="gpu-002", gpu=5), window_seconds=WINDOW)
+    ledger.open_incident(xid79(at(90), node="gpu-009"), window_seconds=WINDOW)  # never warned about
+    since = at(10)
+    warnings, failures = ledger.warning_history(since)
+    assert [(w.node, w.signal, w.xid) for w in warnings] == [("gpu-001", "early-warning", None), ("gpu-002", "xid", 92)]
+    assert failures == {"gpu-001": [at(60)], "gpu-002": [at(90)]}
+
+    every = ledger.incidents(since=since)
+    assert [w.id for w in warnings] == [i.id for i in every if is_early_warning(i.signal, i.xid)]
+    warned = {w.node for w in warnings}
+    assert sum(map(len, failures.values())) == sum(
+        1 for i in every if i.node in warned and not is_early_warning(i.signal, i.xid)
+        and i.signal != PLANNED_RETIREMENT_SIGNAL and i.status is not IncidentStatus.IGNORED)
