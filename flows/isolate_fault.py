@@ -29,6 +29,7 @@ from tasks.isolation import (
     quarantine_pool, release_nodes, run_smoke_test,
 )
 from tasks.ledger import set_node_state, sync_fleet
+from tasks.tags import tag_this_run_with_nodes
 
 DEFAULT_PATTERN = r"loss: (nan|0\.0000)"  # seed 004: "Once loss: nan or loss: 0.0000 is captured"
 
@@ -142,7 +143,9 @@ def isolate_fault(
         if not_released:
             log.error("could not release %s: untaint them by hand", ", ".join(sorted(not_released)))
 
-    # 5. Verdict: the nodes it names stay quarantined (ledger + pool label) for a person / the replace flow.
+    # 5. Verdict: the nodes it names stay quarantined (ledger + pool label) for a person / the replace flow, and the
+    #    run carries their tags, so filtering runs by one of them finds the run that named it.
+    tag_this_run_with_nodes(list(_held(result)), stage="isolate", dry_run=dry_run)
     if result.verdict is Verdict.INFRASTRUCTURE:
         for n in result.suspects:
             set_node_state(n, NodeState.QUARANTINED.value, reason=f"fault isolation: {result.reason}"[:500],

@@ -35,7 +35,6 @@ def tag_this_run(node: str, *, stage: str, xid: int | None = None, dry_run: bool
     (remedy.receiver.dispatcher) already carries them, and then this costs no round trip on the way to the cordon;
     otherwise one write. Prefer this to `tagged()` for a flow's own run: tags in a context reach every task run,
     and Prefect asks the server for a concurrency slot for each tagged task run."""
-    from prefect.client.orchestration import get_client
     from prefect.context import FlowRunContext
 
     ctx = FlowRunContext.get()
@@ -46,12 +45,32 @@ def tag_this_run(node: str, *, stage: str, xid: int | None = None, dry_run: bool
             and any(t.startswith("rack:") for t in have):
         return  # tagged at creation (the rack lookup is a cluster read: skip it too)
     wanted = remediation_tags(node, stage=stage, xid=xid) + (["dry-run"] if dry_run else [])
+    _add(ctx.flow_run.id, have, wanted, node)
+
+
+def tag_this_run_with_nodes(nodes: list[str], *, stage: str, dry_run: bool = False) -> None:
+    """The node and rack tags of several nodes on the current run, in one write: isolate-fault searches many nodes
+    and is tagged with the ones its verdict holds, so filtering runs by a node finds the run that named it."""
+    from prefect.context import FlowRunContext
+
+    ctx = FlowRunContext.get()
+    if ctx is None or ctx.flow_run is None or not nodes:
+        return
+    wanted: list[str] = []
+    for node in nodes:
+        wanted += [t for t in remediation_tags(node, stage=stage, dry_run=dry_run) if t not in wanted]
+    _add(ctx.flow_run.id, list(ctx.flow_run.tags or []), wanted, ", ".join(nodes))
+
+
+def _add(run_id, have: list[str], wanted: list[str], what: str) -> None:
+    from prefect.client.orchestration import get_client
+
     if not [t for t in wanted if t not in have]:
         return
     try:
-        with get_client(sync_client=True) as client:  # only this function writes a run's tags after its creation
-            client.update_flow_run(ctx.flow_run.id, tags=[*have, *(t for t in wanted if t not in have)])
+        with get_client(sync_client=True) as client:  # only this module writes a run's tags after its creation
+            client.update_flow_run(run_id, tags=[*have, *(t for t in wanted if t not in have)])
     except Exception as exc:  # noqa: BLE001 - tags are a convenience; never fail a remediation for them
         import logging
 
-        logging.getLogger(__name__).warning("could not tag run for %s: %s", node, exc)
+        logging.getLogger(__name__).warning("could not tag run for %s: %s", what, exc)

@@ -99,8 +99,15 @@ def test_one_bad_node_found_within_log2_rounds(prefect_server, pool, n, bad_inde
 def test_two_bad_nodes_in_60_found(prefect_server, pool):
     from flows.isolate_fault import isolate_fault
 
+    from prefect import get_client
+
     _, active, bad = pool(60, bad=(4, 41))
-    out = isolate_fault(suspects=active)
+    state = isolate_fault(suspects=active, return_state=True)
+    out = state.result()
+    with get_client(sync_client=True) as client:  # filtering runs by a blamed node finds this run, by no other
+        tags = set(client.read_flow_run(state.state_details.flow_run_id).tags)
+    assert {f"node:{b}" for b in bad} | {"stage:isolate"} <= tags, tags
+    assert not {f"node:{n}" for n in active if n not in bad} & tags, tags
     print(f"\nN=60, 2 bad: found {out['bad_nodes']} in {out['rounds_used']} rounds ({out['tests_run']} smoke tests)")
     assert out["verdict"] == "infrastructure"
     assert sorted(out["bad_nodes"]) == sorted(bad)
