@@ -57,9 +57,21 @@ def _recover(node: str, xid: int | None, gpu: int | None, incident_id: int | Non
     steps = [Option.RESET, Option.REBOOT] if odds is None or odds.clears(Option.RESET) >= MIN_RESET_ODDS \
         else [Option.REBOOT]
 
-    # 1. The in-place fixes, shallow first; each verified by the NVML probe.
+    # 1. The in-place fixes, shallow first; each verified by the NVML probe. A re-run for the same incident (a
+    #    takeover, a retried parent) replays a step an earlier run finished instead of resetting or rebooting again.
     fixed = False
     for option in steps:
+        earlier = _earlier(node, incident_id, option, dry_run)
+        if earlier is not None:
+            runtime.ledger().check_fence(incident_id, fence(incident_id))  # a run that lost the incident stops here
+            fixed = earlier.outcome is ActionOutcome.SUCCEEDED
+            log.info("%s: %s replayed from an earlier run of incident %s (%s)", node, option.value, incident_id,
+                     "it cleared the fault" if fixed else "it did not clear the fault")
+            out["steps"].append({"step": option.value, "verdict": "pass" if fixed else "fail", "replayed": True,
+                                 "reasons": [] if fixed else [f"an earlier run's {option.value} did not clear it"]})
+            if fixed:
+                break
+            continue
         attempt = _attempt(node, incident_id, option, xid, gpu, dry_run)
         try:
             if option is Option.RESET:
@@ -99,6 +111,17 @@ def _attempt(node: str, incident_id: int | None, option: Option, xid: int | None
         detail={"xid": xid, "gpu": gpu, "off_critical_path": True}),
         fence=fence(incident_id))  # a run that lost its incident (taken over) starts no fix
     return rec.id
+
+
+def _earlier(node: str, incident_id: int | None, option: Option, dry_run: bool):
+    """The last finished off-path attempt of `option` on `node` for this incident (dry-run rows only replay a dry
+    run), or None: a step that started and never finished (the process died) is done again."""
+    if incident_id is None:
+        return None
+    done = [a for a in runtime.ledger().actions(incident_id=incident_id, kind=f"fix_{option.value}")
+            if a.node == node and a.dry_run == dry_run and (a.detail or {}).get("off_critical_path")
+            and a.outcome in (ActionOutcome.SUCCEEDED, ActionOutcome.FAILED)]
+    return done[-1] if done else None
 
 
 def _finish(action_id: int, ok: bool) -> None:

@@ -228,6 +228,13 @@ class IncidentsMixin(LedgerBase):
         with self._read() as conn:
             return {node: n for node, n in conn.execute(q)}
 
+    def check_fence(self, incident_id: int, fence: Fence | None) -> None:
+        """Raise LeaseLost unless the fence's run (or a run that started it) may still act on the incident: for a
+        step that writes nothing of its own (a replay of an earlier run's) yet must stop a run that lost the
+        incident, as every fenced write would."""
+        with self._write() as conn:
+            self._fenced(conn, incident_id, fence, self._now(None))
+
     def warning_history(self, since: datetime) -> tuple[list[IncidentRecord], dict[str, list[datetime]]]:
         """What a detector's record is judged on (remedy.warn.record), in two queries instead of every incident of
         the window: the early warnings still seen at or after `since` (the early-warning signal, or an XID the driver

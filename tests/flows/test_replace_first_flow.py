@@ -126,3 +126,40 @@ def test_a_recovery_whose_incident_another_run_took_over_starts_no_fix(prefect_s
     assert state.is_failed() and "no longer holds incident" in (state.message or ""), state
     assert not [a for a in led.actions(node="gpu006") if a.kind.startswith("fix_")]
     assert runtime.cluster().get_node("gpu006").ready  # not rebooted
+
+
+def test_a_takeover_of_the_incident_replays_the_off_path_fix_instead_of_rebooting_again(prefect_server, fleet):
+    """A run that takes an incident over (its first run was found gone) and recovers the node again replays the
+    steps the earlier run finished: the reboot that cleared XID 79 is not done twice; burn-in still decides.
+    A run that does not hold the incident is stopped by the fence, replayed step or not."""
+    from prefect import flow
+    from prefect.runtime import flow_run
+
+    from flows.recover_node import recover_node
+    from flows.triage import triage
+    from remedy import runtime
+    from remedy.domain.model import IncidentStatus
+    from remedy.sim.faults import inject
+
+    led = runtime.ledger()
+    inject(fleet.cluster, "xid", "gpu003", gpu=2, code=79)
+    inc = open_incident("gpu003", xid=79, gpu=2)
+    _, out = run_to_state(triage, incident_id=inc.id)  # replaced first, then rebooted off the critical path
+    first = out["recovery"]
+    assert first["status"] == "returned-to-spares" and [s["step"] for s in first["steps"]] == ["reboot"], first
+    assert not first["steps"][0].get("replayed")
+    boot = runtime.cluster().get_node("gpu003").boot_id
+
+    @flow(name="takes-the-incident-over")
+    def takeover() -> dict:
+        led.set_incident_status(inc.id, IncidentStatus.ACTING, flow_run_id=str(flow_run.id))  # as a claim does
+        return recover_node(node="gpu003", xid=79, gpu=2, incident_id=inc.id)
+
+    state, _ = run_to_state(recover_node, node="gpu003", xid=79, gpu=2, incident_id=inc.id)
+    assert state.is_failed() and "no longer holds incident" in (state.message or ""), state  # not the holder
+
+    state, again = run_to_state(takeover)
+    assert state.is_completed() and again["status"] == "returned-to-spares", (state, again)
+    assert again["steps"] == [{"step": "reboot", "verdict": "pass", "replayed": True, "reasons": []}]
+    assert len([a for a in led.actions(incident_id=inc.id) if a.kind == "fix_reboot"]) == 1
+    assert runtime.cluster().get_node("gpu003").boot_id == boot  # not rebooted again
