@@ -73,8 +73,10 @@ def lower_bound(followed: int, judged: int, confidence: float = CHECK_CONFIDENCE
     a, n = followed + 1, judged + 1
     target = 1.0 - confidence
 
-    def cdf(x: float) -> float:
-        return sum(math.comb(n, k) * x**k * (1 - x) ** (n - k) for k in range(a, n + 1))
+    def cdf(x: float) -> float:  # in logs: a chatty detector's record can be thousands of warnings long
+        lx, l1x, ln = math.log(x), math.log1p(-x), math.lgamma(n + 1)
+        return sum(math.exp(ln - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * lx + (n - k) * l1x)
+                   for k in range(a, n + 1))
 
     lo, hi = 0.0, 1.0
     for _ in range(40):
@@ -90,11 +92,11 @@ def keep_checking(record: DetectorRecord, *, act_minutes: float, wait_minutes: f
     `act_minutes` and `wait_minutes` are choose_on_warning's expected job minutes lost at the record's precision;
     acting pays above the break-even share act / (wait / precision). While the record's lower bound is below that,
     every `every`-th warning is left to run so the record can show which side the detector is on."""
-    if record.precision <= 0 or wait_minutes <= 0 or math.isinf(act_minutes):
+    if record.precision <= 0 or wait_minutes <= 0 or math.isinf(act_minutes) or record.acted_since_left < every - 1:
         return None
     break_even = act_minutes / (wait_minutes / record.precision)
     shown = lower_bound(record.followed, record.judged, confidence)
-    if shown >= break_even or record.acted_since_left < every - 1:
+    if shown >= break_even:
         return None
     return (f"Left to run to check the {record.detector} detector: acting pays above {break_even:.0%} of its warnings "
             f"being right, and its own record ({record.followed} of {record.judged} judged) shows only "

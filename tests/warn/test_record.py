@@ -74,6 +74,7 @@ def test_the_lower_bound_is_the_beta_quantile_of_the_record():
     assert lower_bound(4, 4) == pytest.approx(0.1 ** (1 / 5), abs=1e-6)  # Beta(5, 1): x^5 = 0.1
     assert lower_bound(0, 4) == pytest.approx(1 - 0.9 ** (1 / 5), abs=1e-6)  # Beta(1, 5): 1 - (1-x)^5 = 0.1
     assert lower_bound(10, 50) < lower_bound(20, 50) < lower_bound(40, 50)
+    assert lower_bound(1000, 5000) == pytest.approx(0.2, abs=0.01)  # a long record: no overflow, close to 1 in 5
 
 
 def _record(followed: int, judged: int, acted: int):
