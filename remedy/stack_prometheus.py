@@ -64,9 +64,25 @@ def scrape_config(sim_url: str, interval: str = SCRAPE_INTERVAL) -> dict:
     }
 
 
+class PrometheusNotReady(RemedyError):
+    """Prometheus started but did not answer /-/ready in time."""
+
+
 def start_prometheus(workdir: Path, port: int, sim_url: str, timeout: float = 30.0,
                      interval: str = SCRAPE_INTERVAL) -> StackPrometheus:
-    """Start Prometheus on 127.0.0.1:port (0 = a free port) scraping the simulator; wait until it is ready."""
+    """Start Prometheus on 127.0.0.1:port (0 = a free port) scraping the simulator; wait until it is ready. On a
+    loaded machine a Prometheus has been seen to stay silent past the timeout (CI, `remedy up` then stopped at once):
+    on a port chosen at run time it is stopped and started once more, on another port."""
+    try:
+        return _start_prometheus(workdir, port, sim_url, timeout, interval)
+    except PrometheusNotReady:
+        if port:
+            raise
+        return _start_prometheus(workdir, 0, sim_url, timeout, interval)
+
+
+
+def _start_prometheus(workdir: Path, port: int, sim_url: str, timeout: float, interval: str) -> StackPrometheus:
     from remedy import processes
     from remedy.prefect_server import free_port, port_in_use, port_taken_message
 
@@ -102,4 +118,5 @@ def start_prometheus(workdir: Path, port: int, sim_url: str, timeout: float = 30
             pass
         time.sleep(0.1)
     started.stop()
-    raise RemedyError(f"Prometheus on port {port} not ready within {human_duration(timeout)} (log: {work / 'log'})")
+    raise PrometheusNotReady(f"Prometheus on port {port} not ready within {human_duration(timeout)} "
+                             f"(log: {work / 'log'})")

@@ -38,7 +38,9 @@ def test_nfs_audit_under_remedy_up_reads_the_stacks_prometheus_and_finds_the_sta
                            "--receiver-port", "0"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                           stderr=open(tmp_path / "up.err", "w"), text=True)
     try:
-        urls = json.loads(up.stdout.readline() or "{}")
+        line = up.stdout.readline()
+        assert line.startswith("{"), f"remedy up did not start ({line!r}): " + (tmp_path / "up.err").read_text()[-3000:]
+        urls = json.loads(line)
         assert urls.get("prometheus"), (tmp_path / "up.err").read_text()[-3000:]
         record = json.loads((tmp_path / "var" / "stack" / "running.json").read_text())["prometheus"]
         assert record["url"] == urls["prometheus"] and _running(record["pid"])

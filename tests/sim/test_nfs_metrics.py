@@ -76,3 +76,26 @@ def test_prometheus_started_as_remedy_up_does_feeds_the_nfs_audit(sim, tmp_path)
         prom.stop()
     assert not processes.alive({"pid": prom.pid}), "stop() ends the process"
     assert ROLE not in processes.read_state(tmp_path)
+
+
+def test_a_stack_prometheus_that_is_not_ready_in_time_is_started_once_more_on_another_port(tmp_path, monkeypatch):
+    """CI saw `remedy up` stop at once when its Prometheus stayed silent past the timeout on a loaded machine: on a
+    port chosen at run time the stack starts it once more; on a port the operator named it says why and stops."""
+    import pytest
+
+    from remedy import stack_prometheus as sp
+
+    calls = []
+
+    def start(workdir, port, sim_url, timeout, interval):
+        calls.append(port)
+        if len(calls) == 1:
+            raise sp.PrometheusNotReady("Prometheus on port 41234 not ready within 30 s")
+        return "started"
+
+    monkeypatch.setattr(sp, "_start_prometheus", start)
+    assert sp.start_prometheus(tmp_path, 0, "http://127.0.0.1:1") == "started" and calls == [0, 0]
+    calls.clear()
+    with pytest.raises(sp.PrometheusNotReady, match="not ready within 30 s"):
+        sp.start_prometheus(tmp_path, 9090, "http://127.0.0.1:1")
+    assert calls == [9090]
