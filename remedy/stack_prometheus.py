@@ -81,7 +81,6 @@ def start_prometheus(workdir: Path, port: int, sim_url: str, timeout: float = 30
         return _start_prometheus(workdir, 0, sim_url, timeout, interval)
 
 
-
 def _start_prometheus(workdir: Path, port: int, sim_url: str, timeout: float, interval: str) -> StackPrometheus:
     from remedy import processes
     from remedy.prefect_server import free_port, port_in_use, port_taken_message

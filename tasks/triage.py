@@ -191,23 +191,21 @@ def weigh_warning(node: str, incident_id: int | None = None) -> dict[str, Any]:
         job_mtbf_minutes=warn.job_mtbf_hours * 60.0 if warn.job_mtbf_hours else math.inf)
     wait_minutes = (to_next if choice.action is WarningAction.AT_NEXT_CHECKPOINT
                     else work.checkpoint_cost_minutes) + warn.checkpoint_wait_margin_minutes
+    result = out | {"action": choice.action.value, "acts": choice.acts, "why": choice.arithmetic,
+                    "act_cost_minutes": choice.act_cost_minutes, "wait_cost_minutes": choice.wait_cost_minutes,
+                    "spares_ready": len(spares), "spare_reserve": reserve,
+                    "minutes_to_next_checkpoint": round(to_next, 2),
+                    "detector": record.detector, "precision": round(record.precision, 4),
+                    "precision_judged": record.judged, "precision_followed": record.followed,
+                    "wait_for_checkpoint_seconds": round(wait_minutes * 60.0, 1),
+                    "markdown": choice.markdown() + "\n\n" + record.sentence()}
     checking = choice.acts and keep_checking(record, act_minutes=choice.act_cost_minutes,
                                              wait_minutes=choice.wait_cost_minutes)
     if checking:  # acting would pay on the prior, but the detector's own record must show it first
-        return out | {"action": WarningAction.WAIT.value, "acts": False, "checking": True,
-                      "why": f"not swapped: {checking[0].lower()}{checking[1:]}",
-                      "act_cost_minutes": choice.act_cost_minutes, "wait_cost_minutes": choice.wait_cost_minutes,
-                      "detector": record.detector, "precision": round(record.precision, 4),
-                      "precision_judged": record.judged, "precision_followed": record.followed,
-                      "markdown": choice.markdown() + "\n\n" + record.sentence() + "\n\n**" + checking + "**"}
-    return out | {"action": choice.action.value, "acts": choice.acts, "why": choice.arithmetic,
-                  "act_cost_minutes": choice.act_cost_minutes, "wait_cost_minutes": choice.wait_cost_minutes,
-                  "spares_ready": len(spares), "spare_reserve": reserve,
-                  "minutes_to_next_checkpoint": round(to_next, 2),
-                  "detector": record.detector, "precision": round(record.precision, 4),
-                  "precision_judged": record.judged, "precision_followed": record.followed,
-                  "wait_for_checkpoint_seconds": round(wait_minutes * 60.0, 1),
-                  "markdown": choice.markdown() + "\n\n" + record.sentence()}
+        result |= {"action": WarningAction.WAIT.value, "acts": False, "checking": True,
+                   "why": f"not swapped: {checking[0].lower()}{checking[1:]}",
+                   "markdown": f"{result['markdown']}\n\n**{checking}**"}
+    return result
 
 
 def _detector_record(led, incident_id: int | None, now) -> DetectorRecord:
