@@ -2,20 +2,38 @@
 # Install gpu-remedy into ./.venv from the pinned lock file.
 #   scripts/install.sh          runtime (what `remedy demo` needs)
 #   scripts/install.sh --test   + test tools and the real servers the tests start (Debian packages)
-# Needs only Python 3.11+ and apt. Prefect 3.9 pins a certifi newer than the registry serves, so the
-# install goes through uv with overrides.txt (see docs/operations.md, "Install trap").
+# Needs only Python 3.11+ and apt. The venv is created first and everything, uv included, goes inside it:
+# Debian's and Ubuntu's /usr/bin/python3 refuse installs into themselves (PEP 668). Prefect 3.9 pins a
+# certifi newer than the registry serves, so the install goes through uv with overrides.txt
+# (docs/operations.md, "Install trap").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 lock=requirements.lock
 [ "${1:-}" = "--test" ] && lock=requirements-test.lock
+SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
 
-if ! "$PY" -m uv --version >/dev/null 2>&1; then
-  "$PY" -m pip install --quiet --disable-pip-version-check uv
+apt_install() {
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "install: $PY is not Python 3.11 or newer; set PYTHON=/path/to/python3.11+" >&2
+  exit 2
 fi
-[ -x .venv/bin/python ] || "$PY" -m uv venv --quiet --python "$PY" .venv
-"$PY" -m uv pip install --quiet --python .venv/bin/python --override overrides.txt -r "$lock"
-"$PY" -m uv pip install --quiet --python .venv/bin/python --no-deps -e .
+if [ ! -x .venv/bin/python ]; then
+  # Debian/Ubuntu ship venv (ensurepip) as a separate package.
+  if ! "$PY" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    ver=$("$PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+    apt_install "python${ver}-venv" || apt_install python3-venv
+  fi
+  "$PY" -m venv .venv
+fi
+VPY=.venv/bin/python
+"$VPY" -m uv --version >/dev/null 2>&1 || "$VPY" -m pip install --quiet --disable-pip-version-check uv
+"$VPY" -m uv pip install --quiet --python "$VPY" --override overrides.txt -r "$lock"
+"$VPY" -m uv pip install --quiet --python "$VPY" --no-deps -e .
 
 if [ "${1:-}" = "--test" ]; then
   # Real servers the integration tests start on loopback ports (never as services).
@@ -24,10 +42,6 @@ if [ "${1:-}" = "--test" ]; then
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
   done
   command -v kubectl >/dev/null 2>&1 || need+=(kubernetes-client)
-  if [ ${#need[@]} -gt 0 ]; then
-    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-  fi
+  [ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
 fi
 echo "gpu-remedy installed in .venv ($lock)"
