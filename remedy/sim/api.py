@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
 from remedy.sim import admission, crds, discovery, paging, validation
+from remedy.sim.watch import watch
 from remedy.sim.cluster import Cluster
 from remedy.sim.controller import BY_POD_GC, delete_pod
 from remedy.sim.disruption import evict
@@ -137,8 +138,8 @@ def _handle(cluster, method, path, query, headers, body, server_address) -> Repl
     if (sub == "log" and method != "GET") or (sub == "eviction" and method != "POST"):
         raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {res.plural}/{sub}")
     if method == "GET":
-        if query.get("watch") in ("true", "1"):
-            raise ApiError(405, "MethodNotAllowed", "watch is not supported by the gpu-remedy simulator; poll with list")
+        if query.get("watch") in ("true", "1") and sub is None:
+            return watch(cluster, res, ns, name, query)
         if name is None:
             return _list(cluster, res, ns, query, headers.get("accept", ""))
         if sub == "log":

@@ -341,6 +341,7 @@ class Cluster:
             cluster.logs[(ns, name)] = [(0.0, line) for line in lines]
         cluster._resume()
         cluster.reconcile()
+        cluster.store.start_watch_history()
         return cluster
 
     def _resume(self) -> None:
@@ -411,6 +412,8 @@ def build_cluster(
         add_training_workload(cluster, workload, nodes - spares - sessions)
     cluster.reconcile()
     cluster.throttle = throttle
+    # the objects above are the cluster as the API server found it at start: its watch cache begins here
+    cluster.store.start_watch_history()
     return cluster
 
 

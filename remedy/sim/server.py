@@ -6,8 +6,8 @@
         client = kubernetes.client.CoreV1Api(ApiClient(Configuration(host=sim.url)))
 
 stdlib ThreadingHTTPServer on 127.0.0.1, HTTP/1.1 keep-alive; bodies are built under the cluster lock
-and written after it is released. Not served: watch, server-side apply, OpenAPI documents (so
-`kubectl create/apply -f` needs `--validate=false`).
+and written after it is released; a watch (remedy.sim.watch) is a chunked stream on its connection's thread.
+Not served: server-side apply, OpenAPI documents (so `kubectl create/apply -f` needs `--validate=false`).
 """
 
 from __future__ import annotations
@@ -102,16 +102,20 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+        finally:
+            close = getattr(reply.body, "close", None)
+            if close is not None:  # a watch: unregister it from the store now, not when it is collected
+                close()
 
 
 EXEMPT = ("/healthz", "/readyz", "/livez")  # APF's "probes" flow schema is exempt
 
 
 def _throttled(cluster: Cluster, path: str, query: str) -> int | None:
-    """Retry-After seconds if the throttle turns this API request away. Long-running requests (a followed log)
-    are not seated by APF, so never turned away."""
+    """Retry-After seconds if the throttle turns this API request away. Long-running requests (a followed log, a
+    watch) are not seated by APF, so never turned away."""
     gate = cluster.throttle
-    if gate is None or path.rstrip("/") in EXEMPT or "follow=true" in query:
+    if gate is None or path.rstrip("/") in EXEMPT or "follow=true" in query or "watch=true" in query:
         return None
     return gate.admit()
 
@@ -189,6 +193,7 @@ class SimServer:
     def stop(self) -> None:
         if self._httpd is None:
             return
+        self.cluster.store.close_watches()
         self._httpd.shutdown()
         self._httpd.server_close()
         if self._thread:
