@@ -183,7 +183,8 @@ class KubernetesCluster:
 
     # ------------------------------------------------------------------ reads
     def list_gpu_nodes(self) -> list[Node]:
-        """Every GPU node (`cluster.node_selector`): from the watch-fed cache while it is fresh, else listed."""
+        """Every GPU node (`cluster.node_selector`): from the watch-fed cache while it is fresh (shared objects:
+        read them, do not change them), else listed."""
         cache = self.node_cache()
         if cache is not None and cache.fresh():
             return cache.nodes()
@@ -819,13 +820,6 @@ def node_from_json(obj: dict, keys: Any) -> Node:
     )
 
 
-def _copy_node(node: Node) -> Node:
-    """A shallow copy (callers may change a Node's fields; the cache's own stays as the API server said)."""
-    out = Node.__new__(Node)
-    out.__dict__.update(node.__dict__)
-    return out
-
-
 def _newer(rv: str, than: str) -> bool:
     """Is resourceVersion `rv` at least `than`? They are etcd revisions (opaque to clients by the API's rules,
     integers in practice); one that is not an integer is taken as newer."""
@@ -853,6 +847,7 @@ class NodeCache:
 
     WATCH_SECONDS = (240, 480)  # a watch's timeoutSeconds, random in this range (reflector.go: 5-10 min)
     QUIET_SECONDS = 600.0  # heard nothing (no event, bookmark or new watch) for this long: not fresh
+    GAP_SECONDS = 2.0  # between one watch's end and the next one's start the cache is still fresh
 
     def __init__(self, cfg: k8s.Configuration, settings: RemedySettings) -> None:
         cfg = copy.copy(cfg)
@@ -874,6 +869,8 @@ class NodeCache:
         self.synced = threading.Event()
         self._healthy = False
         self._heard = 0.0
+        self._open = False  # a watch stream is established (its answer's headers came): changes reach us
+        self._closed_at = 0.0
         self._stop = threading.Event()
         self._resp: Any = None
         self.lists = 0  # how many times the nodes were listed (1 + relists after 410 or failures)
@@ -896,17 +893,22 @@ class NodeCache:
         self._api.close()
 
     def fresh(self) -> bool:
-        """Listed, watching (or between two watches) with no failure since, and heard from recently."""
-        return self.synced.is_set() and self._healthy and time.monotonic() - self._heard < self.QUIET_SECONDS
+        """Listed, with no failure since, a watch established (or the last one ended a moment ago: the next is
+        being opened) and heard from recently. A watch whose answer has not started (a proxy that buffers it, a
+        server that does not answer) is not established: the nodes are listed instead."""
+        now = time.monotonic()
+        return (self.synced.is_set() and self._healthy and now - self._heard < self.QUIET_SECONDS
+                and (self._open or now - self._closed_at < self.GAP_SECONDS))
 
     def nodes(self) -> list[Node]:
+        """The cached nodes themselves, as client-go's listers hand out theirs: read them, never change them
+        (a copy of 12,500 would cost more than the rest of a gate decision)."""
         with self._lock:
-            return [_copy_node(n) for n in self._nodes.values()]
+            return list(self._nodes.values())
 
     def get(self, name: str) -> Node | None:
         with self._lock:
-            node = self._nodes.get(name)
-        return _copy_node(node) if node is not None else None
+            return self._nodes.get(name)
 
     def apply(self, obj: dict) -> None:
         """Our own write's answer, at once: the watch brings the same revision a moment later (read your writes)."""
@@ -960,7 +962,7 @@ class NodeCache:
             self._nodes = fresh
             self.resource_version = version
         self.lists += 1
-        self._heard = time.monotonic()
+        self._heard = self._closed_at = time.monotonic()  # fresh while its watch is being opened
         self._healthy = True
         self.synced.set()
         return version
@@ -977,6 +979,7 @@ class NodeCache:
             raise
         self._resp = resp
         self._heard = time.monotonic()
+        self._open = True
         try:
             from kubernetes.watch.watch import iter_resp_lines
 
@@ -1006,6 +1009,8 @@ class NodeCache:
                 version = meta.get("resourceVersion") or version
                 self.resource_version = version
         finally:
+            self._open = False
+            self._closed_at = time.monotonic()
             self._resp = None
             resp.release_conn()
         return version

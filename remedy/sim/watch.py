@@ -7,11 +7,14 @@ staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/watch.go WatchEvent, one JSON o
   ERROR event whose object is Status{410, Expired, "too old resource version: X (Y)"} (cacher.go: once the request
   is admitted, errors travel as a watch event; watch_cache.go getAllEventsSinceLocked words the message).
 - Label and field selectors filter as cache_watcher.go convertToWatchEvent does: an object that starts to match
-  arrives as ADDED, one that stops matching as DELETED (carrying its new state), one that keeps matching as
-  MODIFIED.
-- `allowWatchBookmarks=true`: BOOKMARK events whose object is the kind with only metadata.resourceVersion (the
-  revision the watcher has seen everything up to), sent every minute and about two seconds before the watch's
-  deadline (cache_watcher.go nextBookmarkTime, defaultBookmarkFrequency = time.Minute).
+  arrives as ADDED, one that keeps matching as MODIFIED, one that stops matching as DELETED carrying its previous
+  content at the event's resourceVersion (checked on v1.36.2).
+- `allowWatchBookmarks=true`: BOOKMARK events whose object is the kind's empty object (Go's zero value as
+  encoded: for a Node an empty spec and a status of empty strings and port 0, checked on v1.36.2) with only
+  metadata.resourceVersion set: the revision the watcher has seen everything up to. Sent every minute and about
+  two seconds before the watch's deadline (cache_watcher.go nextBookmarkTime, defaultBookmarkFrequency =
+  time.Minute), and only once the revision has moved past the watch's start (checked on v1.36.2: a quiet watch
+  gets none; one that saw a change gets one at that change's revision).
 - `timeoutSeconds`: the server ends the stream then (unset: 30 to 60 minutes, as minRequestTimeout 1800 s).
 
 Not modelled: `sendInitialEvents` (streaming lists), watches at a revision newer than the server's.
@@ -61,11 +64,29 @@ def watch(cluster, res, ns: str | None, name: str | None, query: dict):
         return labels(meta.get("labels") or {}) and fields(obj)
 
     try:
-        watcher, first, _ = cluster.store.watch(res.kind, since)
+        watcher, first, at = cluster.store.watch(res.kind, since)
     except ResourceExpired as exc:
         gone = ApiError(410, "Expired", str(exc)).status()
         return Reply(200, iter([_line("ERROR", dumps(gone))]))
-    return Reply(200, _stream(cluster.store, res, watcher, first, visible, timeout, bookmarks))
+    return Reply(200, _stream(cluster.store, res, watcher, first, visible, timeout, bookmarks,
+                              at if since is None else since))
+
+
+# Go's zero value of a kind as the API server encodes it in a BOOKMARK (fields without omitempty stay); kinds not
+# listed have only their metadata there.
+_ZERO = {
+    "Node": {"spec": {}, "status": {"daemonEndpoints": {"kubeletEndpoint": {"Port": 0}}, "nodeInfo": {
+        "machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": "", "osImage": "",
+        "containerRuntimeVersion": "", "kubeletVersion": "", "kubeProxyVersion": "", "operatingSystem": "",
+        "architecture": ""}}},
+    "Pod": {"spec": {"containers": None}, "status": {}},
+}
+
+
+def bookmark(res, rv: int) -> bytes:
+    obj = {"kind": res.kind, "apiVersion": res.api_version, "metadata": {"resourceVersion": str(rv)},
+           **_ZERO.get(res.kind, {})}
+    return _line("BOOKMARK", dumps(obj))
 
 
 def _line(type_: str, raw: bytes) -> bytes:
@@ -83,15 +104,20 @@ def _encode(events: list[WatchEvent], visible: Callable[[dict | None], bool]) ->
             kind = "MODIFIED" if now and before else "ADDED" if now else "DELETED" if before else None
         else:
             kind = "DELETED" if before else None
-        if kind:
+        if kind == "DELETED" and ev.type == "MODIFIED":  # left the selector: its previous content, at this revision
+            prev = ev.prev or {}
+            out.append(_line(kind, dumps(dict(prev, metadata=dict(prev.get("metadata") or {},
+                                                                  resourceVersion=str(ev.rv))))))
+        elif kind:
             out.append(_line(kind, ev.raw()))
     return b"".join(out)
 
 
 def _stream(store, res, watcher: Watcher, first: list[WatchEvent], visible, timeout: float,
-            bookmarks: bool) -> Iterator[bytes]:
+            bookmarks: bool, start_rv: int) -> Iterator[bytes]:
     start = time.monotonic()
     deadline = start + timeout
+    seen = start_rv  # a bookmark is sent when the revision moved past the watch's start (or the last bookmark)
     next_bookmark = min(start + BOOKMARK_SECONDS, deadline - PRE_TIMEOUT_BOOKMARK) if bookmarks else float("inf")
     try:
         yield _encode(first, visible)
@@ -105,10 +131,9 @@ def _stream(store, res, watcher: Watcher, first: list[WatchEvent], visible, time
             if time.monotonic() >= next_bookmark:
                 with store.lock:  # with nothing queued, this watcher has seen every change up to now
                     rv = None if watcher.queue else store.resource_version
-                if rv is not None:
-                    obj = {"kind": res.kind, "apiVersion": res.api_version,
-                           "metadata": {"resourceVersion": str(rv)}}
-                    yield _line("BOOKMARK", dumps(obj))
+                if rv is not None and rv > seen:
+                    seen = rv
+                    yield bookmark(res, rv)
                     t, pre = time.monotonic(), deadline - PRE_TIMEOUT_BOOKMARK
                     next_bookmark = min(t + BOOKMARK_SECONDS, pre) if pre > t else float("inf")
     finally:
