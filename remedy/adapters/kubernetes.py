@@ -785,8 +785,9 @@ def paged_list(read: Callable[..., dict], size: int, what: str, fn: Callable[...
     raise AssertionError("unreachable")
 
 
-def node_from_json(obj: dict, keys: Any) -> Node:
-    """A Node as gpu-remedy sees it, from the API object (`keys`: settings.labels, the topology label keys)."""
+def node_from_json(obj: dict, keys: Any, topologies: dict[Topology, Topology] | None = None) -> Node:
+    """A Node as gpu-remedy sees it, from the API object (`keys`: settings.labels, the topology label keys;
+    `topologies`: equal Topology values share one object, as a fleet has few: cheaper to hold and to group by)."""
     meta, spec, status = obj.get("metadata", {}), obj.get("spec", {}), obj.get("status", {})
     labels: dict[str, str] = meta.get("labels") or {}
     conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
@@ -796,16 +797,15 @@ def node_from_json(obj: dict, keys: Any) -> Node:
     except ValueError:
         state = None
     gpus = labels.get(keys.gpu_count) or (status.get("capacity") or {}).get("nvidia.com/gpu") or 0
+    topology = Topology(zone=labels.get(keys.zone, ""), rack=labels.get(keys.rack, ""),
+                        switch=labels.get(keys.switch, ""), pdu=labels.get(keys.pdu, ""))
+    if topologies is not None:
+        topology = topologies.setdefault(topology, topology)
     return Node(
         name=meta.get("name", ""),
         gpu_model=labels.get(keys.gpu_product, ""),
         gpu_count=int(gpus),
-        topology=Topology(
-            zone=labels.get(keys.zone, ""),
-            rack=labels.get(keys.rack, ""),
-            switch=labels.get(keys.switch, ""),
-            pdu=labels.get(keys.pdu, ""),
-        ),
+        topology=topology,
         state=state,
         instance_type=labels.get(keys.instance_type, ""),
         provider_id=spec.get("providerID", ""),
@@ -864,6 +864,7 @@ class NodeCache:
 
         self._matches = parse_label_selector(self._selector)
         self._nodes: dict[str, Node] = {}
+        self._topologies: dict[Topology, Topology] = {}
         self._lock = threading.Lock()
         self.resource_version = ""
         self.synced = threading.Event()
@@ -921,7 +922,7 @@ class NodeCache:
             if cur is not None and not _newer(rv, cur.resource_version):
                 return
             if self._matches(meta.get("labels") or {}):
-                self._nodes[name] = node_from_json(obj, self._labels)
+                self._nodes[name] = node_from_json(obj, self._labels, self._topologies)
             else:
                 self._nodes.pop(name, None)
 
@@ -956,7 +957,7 @@ class NodeCache:
                                     label_selector=self._selector)
         fresh = {}
         for item in items:
-            node = node_from_json(item, self._labels)
+            node = node_from_json(item, self._labels, self._topologies)
             fresh[node.name] = node
         with self._lock:
             self._nodes = fresh
@@ -998,7 +999,7 @@ class NodeCache:
                         raise _Expired()
                     raise RemedyError(f"node watch ended with an error: {obj.get('message') or obj}")
                 if kind in ("ADDED", "MODIFIED"):
-                    node = node_from_json(obj, self._labels)
+                    node = node_from_json(obj, self._labels, self._topologies)
                     with self._lock:
                         cur = self._nodes.get(node.name)
                         if cur is None or _newer(node.resource_version, cur.resource_version):
