@@ -30,6 +30,16 @@ class _HttpServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     cluster: Cluster
+    connections: set[socket.socket]
+
+    def close_connections(self) -> None:
+        """End every open connection: a stopped server must not go on answering on keep-alive ones (a watch
+        client would otherwise start its next watch on the old connection and never notice)."""
+        for conn in list(self.connections):
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -40,6 +50,11 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         # small request/response pairs on keep-alive connections: without this, Nagle + delayed ACK add 40 ms
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.connections.add(self.connection)
+
+    def finish(self) -> None:
+        self.server.connections.discard(self.connection)
+        super().finish()
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002 - quiet; errors go to logging
         log.debug("%s " + format, self.address_string(), *args)
@@ -184,6 +199,7 @@ class SimServer:
         except OSError as exc:
             raise RemedyError(f"cannot listen on {self.host}:{self._want_port}: {exc.strerror or exc}") from None
         self._httpd.cluster = self.cluster
+        self._httpd.connections = set()
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},
                                         name=f"sim-http-{self.port}", daemon=True)
         self._thread.start()
@@ -196,6 +212,7 @@ class SimServer:
         self.cluster.store.close_watches()
         self._httpd.shutdown()
         self._httpd.server_close()
+        self._httpd.close_connections()
         if self._thread:
             self._thread.join(timeout=2)
         self.cluster.stop_clock()
