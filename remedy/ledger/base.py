@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime
 
@@ -18,6 +19,9 @@ from remedy.ledger.records import Fence
 
 class LedgerBase:
     engine: Engine
+    # what "now" is for every write and lease check that is not given `at`: the wall clock, or a test's clock (a
+    # crash test moves it past a dead run's lease instead of waiting the lease out)
+    clock: Callable[[], datetime] = staticmethod(utcnow)
 
     def _write(self) -> AbstractContextManager[Connection]:
         return write_transaction(self.engine)
@@ -25,10 +29,10 @@ class LedgerBase:
     def _read(self) -> AbstractContextManager[Connection]:
         return read_transaction(self.engine)
 
-    @staticmethod
-    def _now(at: datetime | None, what: str = "at") -> datetime:
-        """`at` lets the policy simulator replay history on its own clock; live callers leave it None."""
-        return require_aware(at, what) or utcnow()
+    def _now(self, at: datetime | None, what: str = "at") -> datetime:
+        """`at` lets the policy simulator replay history on its own clock; live callers leave it None (the ledger's
+        clock)."""
+        return require_aware(at, what) or self.clock()
 
     @staticmethod
     def _node_row(conn: Connection, name: str):

@@ -21,6 +21,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, func, select, update
@@ -292,8 +293,12 @@ class LeaseKeeper:
     lease expired or ended marks the run lost: `check` then raises LeaseLost, so it stops acting (another run may
     have its incident by now)."""
 
-    def __init__(self, ledger, *, ttl_seconds: float, renew_seconds: float, process: str | None = None) -> None:
+    def __init__(self, ledger, *, ttl_seconds: float, renew_seconds: float, process: str | None = None,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        """`monotonic`: how this keeper measures the age of a renewal (a test's clock; the leases themselves are
+        on the ledger's clock)."""
         self.ledger = ledger
+        self._monotonic = monotonic
         self.ttl_seconds, self.renew_seconds = float(ttl_seconds), float(renew_seconds)
         self.process = process or process_label()
         self._held: dict[str, int] = {}
@@ -309,7 +314,7 @@ class LeaseKeeper:
             self._held[run_id] = n + 1
         if n:
             return
-        t0 = time.monotonic()
+        t0 = self._monotonic()
         try:
             self.ledger.start_lease(run_id, ttl_seconds=self.ttl_seconds, process=self.process)
         except BaseException:
@@ -350,7 +355,7 @@ class LeaseKeeper:
             if run_id not in self._held:
                 return
             lost, good = self._lost.get(run_id), self._good.get(run_id, 0.0)
-        if lost is None and time.monotonic() - good > self.ttl_seconds / 2:
+        if lost is None and self._monotonic() - good > self.ttl_seconds / 2:
             self._renew(run_id)
             with self._lock:
                 lost = self._lost.get(run_id)
@@ -366,7 +371,7 @@ class LeaseKeeper:
             self._renew(run_id)
 
     def _renew(self, run_id: str) -> None:
-        t0 = time.monotonic()
+        t0 = self._monotonic()
         try:
             ok = self.ledger.renew_lease(run_id, ttl_seconds=self.ttl_seconds)
         except Exception as exc:  # ledger down: the lease may still be valid; the next round tries again
