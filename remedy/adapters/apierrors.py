@@ -28,7 +28,14 @@ from kubernetes.client.exceptions import ApiException
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from remedy.errors import (
-    AlreadyExists, ApiServerError, ClusterUnreachable, Conflict, Forbidden, ObjectNotFound, Rejected, RemedyError,
+    AlreadyExists,
+    ApiServerError,
+    ClusterUnreachable,
+    Conflict,
+    Forbidden,
+    ObjectNotFound,
+    Rejected,
+    RemedyError,
 )
 
 log = logging.getLogger(__name__)

@@ -79,7 +79,7 @@ class Ec2Nodes:
         self._asg = boto3.client("autoscaling", region_name=region, endpoint_url=endpoint_url, config=cfg)
 
     @classmethod
-    def from_settings(cls, settings: Any, *, dry_run: bool | None = None) -> "Ec2Nodes":
+    def from_settings(cls, settings: Any, *, dry_run: bool | None = None) -> Ec2Nodes:
         return cls(region=settings.aws.region, endpoint_url=settings.aws.endpoint_url,
                    dry_run=settings.dry_run if dry_run is None else dry_run)
 

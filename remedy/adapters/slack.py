@@ -68,7 +68,7 @@ class SlackNotifier:
             if status == 429:
                 raise SlackError(f"Slack kept rate-limiting {method} (HTTP 429) after retries") from None
             raise SlackError(f"Slack refused {method}: {exc.response.get('error', status)}") from None
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise SlackError(f"Slack did not answer within {human_duration(self.timeout)} ({method})") from None
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, (TimeoutError, socket.timeout)):

@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from remedy.config import WorkloadKind
@@ -119,7 +119,7 @@ class TrainingWorkload(Protocol):
     def request_checkpoint(self, at: datetime) -> WorkloadChange: ...
 
 
-def open_workload(cluster: "KubernetesCluster", kind: WorkloadKind | str, namespace: str, name: str
+def open_workload(cluster: KubernetesCluster, kind: WorkloadKind | str, namespace: str, name: str
                   ) -> TrainingWorkload:
     kind = WorkloadKind(kind)
     impl = {WorkloadKind.JOB: BatchJob, WorkloadKind.JOBSET: JobSet, WorkloadKind.PYTORCHJOB: PyTorchJob}[kind]
@@ -155,7 +155,7 @@ class _Workload:
     kind: WorkloadKind
     suspend_path: tuple[str, ...] = ("spec", "suspend")
 
-    def __init__(self, cluster: "KubernetesCluster", namespace: str, name: str) -> None:
+    def __init__(self, cluster: KubernetesCluster, namespace: str, name: str) -> None:
         self.cluster, self.namespace, self.name = cluster, namespace, name
         self.key = f"{namespace}/{name}"
 
@@ -199,7 +199,7 @@ class _Workload:
 
     def request_checkpoint(self, at: datetime) -> WorkloadChange:
         """Ask the job for a checkpoint now; it answers by advancing its last-checkpoint annotation."""
-        stamp = at.astimezone(timezone.utc).isoformat()
+        stamp = at.astimezone(UTC).isoformat()
         if self.cluster.dry_run:
             return self._change("checkpoint", True, via=f"metadata.annotations[{REQUESTED}]",
                                 detail=f"would ask for a checkpoint at {stamp}")

@@ -12,7 +12,6 @@ from remedy.audit.rpc import MountAudit, audit_mount, worst_mount
 from remedy.cli_args import http_url, non_negative_int, positive_float, positive_int
 from remedy.domain.durations import human_duration
 
-
 # Verdicts that need a person (exit 1); "healthy" and "idle" do not.
 FINDINGS = frozenset({"rpc-slot-starvation", "link-saturated", "slow-server"})
 

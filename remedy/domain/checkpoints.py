@@ -18,7 +18,7 @@ gpu-remedy can see: it is never swapped on a warning (the warning is watched, an
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 INTERVAL = "remedy.io/checkpoint-interval-seconds"
 LAST = "remedy.io/last-checkpoint"
@@ -32,7 +32,7 @@ def _time(value: object) -> datetime | None:
         t = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     except ValueError:
         return None
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
 def _seconds(value: object) -> float | None:
@@ -52,7 +52,7 @@ class Checkpoints:
     requested: datetime | None = None
 
     @classmethod
-    def from_annotations(cls, annotations: dict[str, str] | None) -> "Checkpoints":
+    def from_annotations(cls, annotations: dict[str, str] | None) -> Checkpoints:
         a = annotations or {}
         return cls(_time(a.get(LAST)), _seconds(a.get(INTERVAL)), _time(a.get(REQUESTED)))
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import StrEnum
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class NodeState(StrEnum):
@@ -139,7 +139,7 @@ def incident_fingerprint(node: str, gpu: int | None, signal: str, xid: int | Non
 PLANNED_RETIREMENT_SIGNAL = "lemon-retirement"
 
 
-def is_fault(incident: "Incident") -> bool:
+def is_fault(incident: Incident) -> bool:
     """Did the node fail (as opposed to being moved on purpose)?"""
     return incident.signal != PLANNED_RETIREMENT_SIGNAL
 

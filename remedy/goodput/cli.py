@@ -7,7 +7,7 @@ import json
 
 from remedy.cli_args import fraction, non_negative_int, positive_float, positive_int, writable_file
 from remedy.errors import RemedyError
-from remedy.goodput.compare import ALL_POLICIES, POLICY_NAMES, SimulationError, simulate
+from remedy.goodput.compare import ALL_POLICIES, SimulationError, simulate
 from remedy.goodput.model import (
     goodput,
     mtbf_hours_for_gpus,

@@ -20,7 +20,7 @@ class Signal:
 
     __slots__ = ("_waiters", "_clock")
 
-    def __init__(self, clock: "Clock") -> None:
+    def __init__(self, clock: Clock) -> None:
         self._waiters: list[Process] = []
         self._clock = clock
 

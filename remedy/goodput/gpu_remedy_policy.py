@@ -28,7 +28,7 @@ import dataclasses
 import math
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from remedy.config import RemedySettings
 from remedy.domain.model import Node, NodeState
@@ -38,12 +38,21 @@ from remedy.goodput.policies import AUTO_DETECT_MINUTES, AUTO_GRACE_MINUTES, MAN
 from remedy.goodput.scenarios import REBOOT, RESET, UPSTREAM
 from remedy.lemon.records import IncidentRecord, NodeHistory, ValidationRecord
 from remedy.lemon.scoring import score_fleet, select_for_retirement
-from remedy.safety.breaker import BreakerBoard, approval_token, decide
-from remedy.safety.held_swap import may_swap_while_held
 from remedy.remediate.choice import (
-    DEPTHS, PRIORS, SIGNAL_RESOLUTION, Durations, FixOdds, Option, Situation, WarningAction, choose, choose_on_warning,
+    DEPTHS,
+    PRIORS,
+    SIGNAL_RESOLUTION,
+    Durations,
+    FixOdds,
+    Option,
+    Situation,
+    WarningAction,
+    choose,
+    choose_on_warning,
     estimate_odds,
 )
+from remedy.safety.breaker import BreakerBoard, approval_token, decide
+from remedy.safety.held_swap import may_swap_while_held
 from remedy.safety.scopes import FailureEvent, FleetView, SkipReason, Verdict
 from remedy.warn.record import DetectorRecord, PastWarning, detector_record, keep_checking
 
@@ -52,7 +61,7 @@ try:  # wired in as it lands; until then the policy says what it lacks instead o
 except ImportError:  # pragma: no cover - depends on the other engineer's progress
     select_spare = None  # type: ignore[assignment]
 
-EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)  # simulated minute 0 as a UTC time for the domain code
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)  # simulated minute 0 as a UTC time for the domain code
 GPU_MODEL = "NVIDIA-B200"
 
 # Assumed wall-clock durations of in-place fixes (the ladder's settings hold only their timeouts).

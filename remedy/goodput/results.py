@@ -92,7 +92,7 @@ class SimResult:
         return out
 
 
-def summarise(sim: "FleetSim", wall_seconds: float) -> SimResult:
+def summarise(sim: FleetSim, wall_seconds: float) -> SimResult:
     acc, sc = sim.acc, sim.sc
     total = acc.total or 1.0
     horizon = sim.clock.now

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,7 +50,7 @@ def _url(args: argparse.Namespace) -> str:
 
 
 @contextmanager
-def _open(args: argparse.Namespace, *, must_exist: bool) -> Iterator["Ledger"]:
+def _open(args: argparse.Namespace, *, must_exist: bool) -> Iterator[Ledger]:
     """Open the ledger; database errors become one-line RemedyErrors instead of tracebacks."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError, SQLAlchemyError

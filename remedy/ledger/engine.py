@@ -26,7 +26,7 @@ _WRITE = "ledger_write"  # execution option that marks a write transaction
 
 
 # Per SQLite engine: the lock this process's writers queue on, and how long one waits for it (write_transaction).
-_WRITERS: "WeakKeyDictionary[Engine, tuple[threading.RLock, float]]" = WeakKeyDictionary()
+_WRITERS: WeakKeyDictionary[Engine, tuple[threading.RLock, float]] = WeakKeyDictionary()
 
 
 def make_engine(url: str, *, echo: bool = False, busy_timeout_seconds: float = 30.0) -> Engine:

@@ -46,7 +46,7 @@ class FakeNvmlState:
     gpu_errors: dict[int, int] = field(default_factory=dict)  # GPU index -> NVML error value its queries raise
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "FakeNvmlState":
+    def from_dict(cls, data: dict[str, Any]) -> FakeNvmlState:
         if "health" not in data:  # a bare NodeHealth dict
             return cls(health=NodeHealth.from_dict(data))
         known = {f.name for f in fields(cls)}
@@ -59,7 +59,7 @@ class FakeNvmlState:
         return cls(**kwargs)
 
 
-def from_file(path: str | Path) -> "FakeNvml":
+def from_file(path: str | Path) -> FakeNvml:
     p = Path(path)
     if not p.exists():
         raise RemedyError(f"fake NVML state file not found: {p}")

@@ -8,7 +8,8 @@ value and which threshold.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from remedy.domain.durations import human_duration
 from remedy.health.result import Verdict, same_gpu_model

@@ -26,7 +26,7 @@ class ExpectedNode:
     gsp_firmware_version: str | None = None
 
     @classmethod
-    def from_settings(cls, health: HealthCheckSettings, **overrides: Any) -> "ExpectedNode":
+    def from_settings(cls, health: HealthCheckSettings, **overrides: Any) -> ExpectedNode:
         p = health.probe
         values = dict(
             gpu_count=health.gpus_per_node,

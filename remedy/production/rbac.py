@@ -13,6 +13,7 @@ from typing import NamedTuple
 from remedy.errors import RemedyError
 from remedy.production.values import ADAPTER_SOURCE, WORKLOADS_SOURCE
 
+
 class Permission(NamedTuple):
     api_group: str
     resource: str

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+
 def check_object(doc: dict) -> list[str]:
     """Deserialize into the official client's model (types, required fields) and report fields it does not know."""
     from kubernetes import client

@@ -12,6 +12,7 @@ import yaml
 
 from remedy.production.values import CODE_DIR, CONFIG_DIR, CONFIG_PATH, GENERATED, PREFECT_VERSION, Values
 
+
 def _prefect_default_template() -> dict:
     """Prefect's own default Kubernetes base job template (bundled with prefect; no prefect-kubernetes needed)."""
     import importlib.util
