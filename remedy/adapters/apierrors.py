@@ -71,6 +71,8 @@ def retry_after(exc: BaseException) -> float | None:
     value = (exc.headers or {}).get("Retry-After") if exc.headers is not None else None
     if value is None:
         value = (status_body(exc).get("details") or {}).get("retryAfterSeconds")
+    if value is None:
+        return None
     try:
         seconds = float(value)
     except (TypeError, ValueError):
@@ -168,6 +170,7 @@ class ApiRetry:
         """`fn(*args, **kwargs)`, retried as above; then ClusterUnreachable (busy or down) or the classified error."""
         retrying = Retrying(stop=stop_after_attempt(self.attempts), wait=self._wait, sleep=self._sleep,
                             retry=retry_if_exception(retryable), before_sleep=self._before_sleep, reraise=True)
+        last: Exception
         try:
             return retrying(fn, *args, **kwargs)
         except ApiException as exc:

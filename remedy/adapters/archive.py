@@ -36,7 +36,7 @@ class S3Archive:
         if not bucket:
             raise ArchiveError("archive bucket name is empty (set aws.archive_bucket)")
         self.bucket, self.region, self.endpoint_url, self.dry_run = bucket, region, endpoint_url, dry_run
-        self.planned = []
+        self.planned: list[PlannedWrite] = []
         self._ready = False
         cfg = Config(connect_timeout=timeout, read_timeout=timeout, retries={"max_attempts": 3, "mode": "standard"})
         self._s3 = boto3.client("s3", region_name=region, endpoint_url=endpoint_url, config=cfg)
@@ -95,7 +95,8 @@ class S3Archive:
         """The object's bytes; ArchiveError naming the key if it is missing."""
         self.ensure_bucket()
         resp = self._call("get", key, self._s3.get_object, Bucket=self.bucket, Key=key)
-        return resp["Body"].read()
+        body: bytes = resp["Body"].read()
+        return body
 
 
 class LocalArchive:

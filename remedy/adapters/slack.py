@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 import urllib.error
 from dataclasses import dataclass, field
+from typing import Any
 
 from remedy.domain.durations import human_duration
 from remedy.errors import RemedyError
@@ -54,7 +55,7 @@ class SlackNotifier:
         self._client = WebClient(
             token=token,
             base_url=base_url if base_url.endswith("/") else base_url + "/",
-            timeout=int(timeout) if float(timeout).is_integer() else timeout,
+            timeout=int(timeout) if float(timeout).is_integer() else timeout,  # type: ignore[arg-type]  # float works
             retry_handlers=[RateLimitErrorRetryHandler(max_retry_count=rate_limit_retries)],
         )
 
@@ -84,14 +85,15 @@ class SlackNotifier:
             msg = DryRunMessage(ts=f"dry-run.{len(self.sent) + 1:06d}", text=text, blocks=blocks)
             self.sent.append(msg)
             return msg.ts
-        kwargs = {"channel": self.channel, "text": text}
+        kwargs: dict[str, Any] = {"channel": self.channel, "text": text}
         if blocks is not None:
             kwargs["blocks"] = blocks
         data = self._call("chat.postMessage", **kwargs)
         if not data.get("ts"):
             raise SlackError("Slack accepted chat.postMessage but returned no ts")
-        self._channel_of[data["ts"]] = data.get("channel") or self.channel
-        return data["ts"]
+        ts: str = data["ts"]
+        self._channel_of[ts] = data.get("channel") or self.channel
+        return ts
 
     def update(self, ts: str, text: str, blocks: list | None = None) -> None:
         """Replace the text (and blocks) of a message posted earlier."""
@@ -102,7 +104,7 @@ class SlackNotifier:
                 if msg.ts == ts:
                     msg.updates.append(text)
             return
-        kwargs = {"channel": self._channel_of.get(ts, self.channel), "ts": ts, "text": text}
+        kwargs: dict[str, Any] = {"channel": self._channel_of.get(ts, self.channel), "ts": ts, "text": text}
         if blocks is not None:
             kwargs["blocks"] = blocks
         self._call("chat.update", **kwargs)

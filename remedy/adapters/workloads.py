@@ -122,8 +122,9 @@ class TrainingWorkload(Protocol):
 def open_workload(cluster: KubernetesCluster, kind: WorkloadKind | str, namespace: str, name: str
                   ) -> TrainingWorkload:
     kind = WorkloadKind(kind)
-    impl = {WorkloadKind.JOB: BatchJob, WorkloadKind.JOBSET: JobSet, WorkloadKind.PYTORCHJOB: PyTorchJob}[kind]
-    return impl(cluster, namespace, name)
+    impl: dict[WorkloadKind, type[BatchJob | JobSet | PyTorchJob]] = {
+        WorkloadKind.JOB: BatchJob, WorkloadKind.JOBSET: JobSet, WorkloadKind.PYTORCHJOB: PyTorchJob}
+    return impl[kind](cluster, namespace, name)
 
 
 def workload_of_pod(pod: dict) -> tuple[str, str]:
@@ -167,6 +168,9 @@ class _Workload:
         raise NotImplementedError
 
     def pod_selector(self) -> str:
+        raise NotImplementedError
+
+    def state(self) -> WorkloadState:
         raise NotImplementedError
 
     def pods(self) -> list[dict]:
@@ -301,9 +305,10 @@ class BatchJob(_Workload):
                                   self.namespace)
 
     def _patch(self, body: dict, what: str) -> dict:
-        resp = self.cluster._call(what, self.cluster.batch.patch_namespaced_job, self.name, self.namespace, body,
-                                  _content_type=MERGE, _preload_content=False)
-        return json.loads(resp.data)
+        resp: Any = self.cluster._call(what, self.cluster.batch.patch_namespaced_job, self.name, self.namespace,
+                                       body, _content_type=MERGE, _preload_content=False)  # raw: an HTTPResponse
+        out: dict = json.loads(resp.data)
+        return out
 
     def pod_selector(self) -> str:
         return f"job-name={self.name}"
@@ -311,7 +316,7 @@ class BatchJob(_Workload):
     def state(self) -> WorkloadState:
         obj = self.read()
         spec, status = obj.get("spec") or {}, obj.get("status") or {}
-        ready = int(status.get("ready") if status.get("ready") is not None else status.get("active") or 0)
+        ready = int(status["ready"] if status.get("ready") is not None else status.get("active") or 0)
         return WorkloadState(self.kind, self.key, ready, int(spec.get("parallelism") or 0), bool(spec.get("suspend")),
                              restarts=int(status.get("failed") or 0), restart_limit=int(spec.get("backoffLimit", 6)),
                              kueue_queue=(obj["metadata"].get("labels") or {}).get(KUEUE_QUEUE, ""),
@@ -348,10 +353,11 @@ class _Custom(_Workload):
 
     def _patch(self, body: dict, what: str) -> dict:
         group, version, plural = self.api
-        resp = self.cluster._call(what, self.cluster.custom.patch_namespaced_custom_object, group, version,
-                                  self.namespace, plural, self.name, body, _content_type=MERGE,
-                                  _preload_content=False)
-        return json.loads(resp.data)
+        resp: Any = self.cluster._call(what, self.cluster.custom.patch_namespaced_custom_object, group, version,
+                                       self.namespace, plural, self.name, body, _content_type=MERGE,
+                                       _preload_content=False)  # raw: an HTTPResponse
+        out: dict = json.loads(resp.data)
+        return out
 
 
 class JobSet(_Custom):

@@ -47,7 +47,8 @@ class IllegalTransition(ValueError):
         allowed = ", ".join(sorted(s.value for s in TRANSITIONS[current])) or "nothing"
         msg = f"{node}: cannot go from {current.value} to {target.value} (allowed: {allowed})"
         super().__init__(msg + (f"; {why}" if why else ""))
-        self.node, self.current, self.target = node, current, target
+        self.node, self.target = node, target
+        self.current: NodeState | None = current  # None: an unmanaged node (remedy.ledger.errors.UnmanagedNode)
 
 
 def check_transition(node: str, current: NodeState, target: NodeState, *, by_operator: bool = False) -> None:

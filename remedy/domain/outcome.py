@@ -95,7 +95,7 @@ _LABEL = {
 def outcome_of(result: dict | None) -> Outcome | None:
     """The Outcome a flow's result carries (None for a result without one, e.g. isolate-fault's verdicts)."""
     try:
-        return Outcome((result or {}).get("status"))
+        return Outcome((result or {}).get("status", ""))
     except ValueError:
         return None
 

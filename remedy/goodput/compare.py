@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from remedy.config import RemedySettings
 from remedy.errors import RemedyError
@@ -13,7 +14,7 @@ from remedy.goodput.sim import FleetSim
 
 POLICY_NAMES = ("manual", "auto-retry", "auto-replace", "gpu-remedy")
 # gpu-remedy with one behaviour switched off, to show what each buys (same domain code, same seeds).
-VARIANTS = {
+VARIANTS: dict[str, dict[str, Any]] = {  # keyword arguments of GpuRemedy
     "gpu-remedy/no-warnings": {"act_on_warnings": False},
     "gpu-remedy/repair-at-once": {"repair_in_background": False},  # a replaced node goes straight to repair
     # weighs warnings by the scenario's true precision instead of learning it: knowledge no deployment has

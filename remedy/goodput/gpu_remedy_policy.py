@@ -585,7 +585,7 @@ class GpuRemedy:
                 IncidentRecord(at(inc.start), inc.fault.kind.signal, inc.fault.xid, inc.fault.gpu, str(inc.id))
             )
         self._seen_incidents = len(sim.incidents)
-        recent = {}
+        recent: dict[int, list[IncidentRecord]] = {}
         for n, recs in self._incidents.items():
             window = recs[bisect_left(recs, now - (sim.clock.now - since) * _MINUTE, key=_time) :]
             if window:
@@ -599,20 +599,23 @@ class GpuRemedy:
         fewest = min(lemon.recurrence_min_cycles + 1, lemon.rate_min_incidents, lemon.repeat_xid_min)
         pair = timedelta(minutes=lemon.correlated_window_minutes)
         times = sorted(i.time for recs in recent.values() for i in recs)
-        histories, pooled, rest_exposure = [], [], 0.0
+        histories: list[NodeHistory] = []
+        pooled: list[IncidentRecord] = []
+        rest_exposure = 0.0
         for n in range(len(sim.state)):
             exposure = sim.exposure_minutes(n) / (24 * 60)
-            recs = recent.get(n)
+            node_recs = recent.get(n)
             # a node retired (or picked for it) is not scored again (the flows' lemon_verdicts: in_fleet=False), or
             # it would take another place in the retirement budget
             in_fleet = sim.state[n] is not NodeState.RETIRED and n not in self.lemons
-            if recs is None or (in_fleet and len(recs) < fewest and all(_alone(times, i.time, pair) for i in recs)):
+            if node_recs is None or (
+                    in_fleet and len(node_recs) < fewest and all(_alone(times, i.time, pair) for i in node_recs)):
                 rest_exposure += exposure
-                pooled += recs or ()
+                pooled += node_recs or ()
                 continue
-            histories.append(NodeHistory(f"node-{n:05d}", exposure, recs, self._validations(sim, n, since),
-                                         in_fleet=in_fleet))
-        histories.append(NodeHistory("pooled-nodes", rest_exposure, pooled))
+            histories.append(NodeHistory(f"node-{n:05d}", exposure, tuple(node_recs),
+                                         tuple(self._validations(sim, n, since)), in_fleet=in_fleet))
+        histories.append(NodeHistory("pooled-nodes", rest_exposure, tuple(pooled)))
         verdicts = [v for v in score_fleet(histories, now, lemon) if v.node != "pooled-nodes"]
         retire, deferred = select_for_retirement(verdicts, self.retired_at, now, lemon)
         self.suspects = {int(v.node.split("-")[1]) for v in deferred}

@@ -13,6 +13,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 from weakref import WeakKeyDictionary
 
 from sqlalchemy import Connection, Engine, create_engine, event
@@ -46,7 +47,7 @@ def make_engine(url: str, *, echo: bool = False, busy_timeout_seconds: float = 3
 
 def _sqlite_engine(url: str, database: str | None, *, echo: bool, busy_timeout_seconds: float) -> Engine:
     in_memory = not database or database == ":memory:"
-    kwargs = {"connect_args": {"timeout": busy_timeout_seconds, "check_same_thread": False}}
+    kwargs: dict[str, Any] = {"connect_args": {"timeout": busy_timeout_seconds, "check_same_thread": False}}
     if in_memory:
         # One shared connection, or every checkout would see a different empty database. Single-threaded use only
         # (the policy simulator); anything concurrent should use a file.

@@ -147,7 +147,8 @@ class FakeNvml:
     # -- identity and firmware -----------------------------------------------------------------
     def nvmlDeviceGetIndex(self, handle: Any) -> int:
         self._gpu(handle)
-        return handle.index
+        index: int = handle.index
+        return index
 
     def nvmlDeviceGetName(self, handle: Any) -> str:
         self._gpu(handle)
@@ -246,7 +247,8 @@ class FakeNvml:
 
     def nvmlDeviceGetNvLinkState(self, handle: Any, link: int) -> int:
         g = self._link(handle, link)
-        return pynvml.NVML_FEATURE_DISABLED if link in g.nvlink_down else pynvml.NVML_FEATURE_ENABLED
+        state: int = pynvml.NVML_FEATURE_DISABLED if link in g.nvlink_down else pynvml.NVML_FEATURE_ENABLED
+        return state
 
     def nvmlDeviceGetNvLinkErrorCounter(self, handle: Any, link: int, counter: int) -> int:
         g = self._link(handle, link)

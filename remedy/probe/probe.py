@@ -145,7 +145,7 @@ def _bit(nvml: Any, names: tuple[str, ...]) -> int:
     for n in names:
         value = getattr(nvml, n, None)
         if value is not None:
-            return value
+            return int(value)
     return 0
 
 

@@ -67,7 +67,8 @@ def via_triage(ctx: DemoContext, node: str, *, xid: int, gpu: int, detected_at: 
         window_seconds=runtime.settings().receiver.dedup_window_seconds)
     with tagged(node, stage="triage", xid=xid, dry_run=ctx.dry_run):
         out = run_subflow(triage, incident_id=record.id, detected_at=detected_at, dry_run=ctx.dry_run)
-    done = out.get("outcome") if isinstance(out.get("outcome"), dict) else {}
+    outcome = out.get("outcome")
+    done: dict = outcome if isinstance(outcome, dict) else {}
     return {**done, "node": node, "status": done.get("status") or out.get("status"), "path": out.get("path"),
             "triage": out.get("reason"), "choice": out.get("choice"), "recovery": out.get("recovery"),
             "incident_status": out.get("incident_status")}
