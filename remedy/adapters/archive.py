@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from remedy.errors import RemedyError
 
@@ -23,6 +23,17 @@ class PlannedWrite:
     key: str
     content_type: str
     size: int
+
+
+class Archive(Protocol):
+    """Where RMA reports and audit results are kept: S3Archive or LocalArchive (`open_archive`)."""
+
+    dry_run: bool
+    planned: list[PlannedWrite]
+
+    def put_text(self, key: str, text: str, content_type: str = ...) -> str: ...
+    def put_json(self, key: str, obj: Any) -> str: ...
+    def get(self, key: str) -> bytes: ...
 
 
 class S3Archive:
@@ -134,7 +145,7 @@ class LocalArchive:
             raise ArchiveError(f"{self._path(key)}: no such archive file") from None
 
 
-def open_archive(aws: Any, *, dry_run: bool = False) -> S3Archive | LocalArchive:
+def open_archive(aws: Any, *, dry_run: bool = False) -> Archive:
     """The archive the settings name: files under aws.archive_dir when set, else the S3 bucket."""
     if aws.archive_dir:
         return LocalArchive(aws.archive_dir, dry_run=dry_run)

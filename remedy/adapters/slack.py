@@ -10,7 +10,7 @@ from __future__ import annotations
 import socket
 import urllib.error
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from remedy.domain.durations import human_duration
 from remedy.errors import RemedyError
@@ -26,6 +26,13 @@ class DryRunMessage:
     text: str
     blocks: list | None = None
     updates: list[str] = field(default_factory=list)
+
+
+class Notifier(Protocol):
+    """Notices to people: post a message, update it as the flow moves on (SlackNotifier)."""
+
+    def post(self, text: str, blocks: list | None = None) -> str: ...
+    def update(self, ts: str, text: str, blocks: list | None = None) -> None: ...
 
 
 class SlackNotifier:
