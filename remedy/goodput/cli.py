@@ -6,13 +6,13 @@ import argparse
 import json
 
 from remedy.cli_args import fraction, non_negative_int, positive_float, positive_int, writable_file
+from remedy.domain.durations import parse_duration
 from remedy.errors import RemedyError
 from remedy.goodput.compare import ALL_POLICIES, SimulationError, simulate
 from remedy.goodput.model import (
     goodput,
     mtbf_hours_for_gpus,
     optimal_checkpoint_interval_minutes,
-    parse_duration,
     published_percent,
 )
 from remedy.goodput.results import SimResult
@@ -26,7 +26,7 @@ class GoodputInputError(RemedyError):
 def _duration(text: str) -> str:
     """A duration argument (8h, 30m, 45s; a bare number is minutes), checked when the command line is read."""
     try:
-        parse_duration(text)
+        parse_duration(text, default_unit="m")
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[-1]) from None
     return text
