@@ -853,10 +853,9 @@ def _node_of(pods: list[dict], key: str) -> str:
 
 
 def _parse_time(value: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except (TypeError, ValueError):
-        return None
+    from remedy.domain.times import parse_iso_or_none  # the one ISO reader
+
+    return parse_iso_or_none(value)
 
 
 def _taint_set(taints: list[dict]) -> set[tuple[str, str, str]]:

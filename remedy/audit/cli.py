@@ -11,6 +11,7 @@ from remedy.audit.mountstats import read_mountstats
 from remedy.audit.rpc import MountAudit, audit_mount, worst_mount
 from remedy.cli_args import http_url, non_negative_int, positive_float, positive_int
 from remedy.domain.durations import DurationError, human_duration
+from remedy.domain.times import parse_iso
 
 # Verdicts that need a person (exit 1); "healthy" and "idle" do not.
 FINDINGS = frozenset({"rpc-slot-starvation", "link-saturated", "slow-server"})
@@ -92,7 +93,6 @@ def _audit_nfs(args: argparse.Namespace) -> int:
 
 
 def _from_prometheus(args: argparse.Namespace, s) -> list[MountAudit]:
-    from datetime import datetime
 
     from remedy.audit.fleet import audits_from_prometheus
     from remedy.audit.prometheus import PrometheusSource
@@ -102,7 +102,7 @@ def _from_prometheus(args: argparse.Namespace, s) -> list[MountAudit]:
     at = None
     if args.at:
         try:
-            at = float(args.at) if args.at.replace(".", "", 1).isdigit() else datetime.fromisoformat(args.at)
+            at = float(args.at) if args.at.replace(".", "", 1).isdigit() else parse_iso(args.at, what="--at")
         except ValueError:
             raise CadenceError(f"--at: not an ISO time or Unix seconds: {args.at!r}") from None
     src = PrometheusSource(args.prometheus)

@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from remedy.domain.times import parse_iso
+
 
 def _parse(ts: str | None) -> datetime:
-    if not ts:
-        return datetime.now(UTC)
-    dt = datetime.fromisoformat(ts.replace("Z", "+00:00"))
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+    return parse_iso(ts, what="detected_at") if ts else datetime.now(UTC)
 
 
 @dataclass
