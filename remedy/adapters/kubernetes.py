@@ -868,23 +868,10 @@ def _taint_summary(add: list[Taint], remove: set[str]) -> str:
 
 
 def _selects(selector: dict | None, labels: dict[str, str]) -> bool:
-    """Does a PodDisruptionBudget's selector select these labels? policy/v1: a missing selector selects nothing,
-    an empty one ({}) every pod of the namespace."""
-    if selector is None:
-        return False
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), set(expr.get("values") or [])
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
+    """Does a PodDisruptionBudget's selector select these labels? (None: no pod; {}: every pod of the namespace.)"""
+    from remedy.domain.selectors import selects  # the one matcher, shared with the simulator
+
+    return selects(selector, labels)
 
 
 CONFLICT_ATTEMPTS = 5
