@@ -41,6 +41,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from remedy.config import WorkloadKind
+from remedy.domain import events
 from remedy.domain.checkpoints import REQUESTED, Checkpoints
 from remedy.errors import Forbidden, RemedyError
 
@@ -279,10 +280,10 @@ class _Workload:
         evicted, not_evicted, _, _ = self.cluster._evict([f"{self.namespace}/{n}" for n in names], None,
                                                          time.monotonic(), deadline)
         for key, why in sorted(not_evicted.items()):
-            self.cluster.record_event(node, reason="RemedyRestartRefused", type="Warning",
+            self.cluster.record_event(node, reason=events.RESTART_REFUSED, type="Warning",
                                       message=f"Cannot restart {key}: {why}")
         done = tuple(k.split("/", 1)[1] for k in evicted)
-        self.cluster.record_event(node, reason="RemedyRestartApp",
+        self.cluster.record_event(node, reason=events.RESTART_APP,
                                   message=f"Restarted {len(done)} pod(s) of {self.kind.value} {self.key}; "
                                   "the node stays in service")
         return self._change("restart", bool(done), pods=done, detail=self._restart_words(len(done)))
