@@ -710,11 +710,6 @@ class KubernetesCluster:
                 parts.append(f"[log of {name} unavailable: {exc}]\n")
         return "".join(parts)
 
-    def stream_pod_log(self, pod: str, *, namespace: str | None = None, timeout: float = 600) -> Iterator[str]:
-        """Yield log lines as the pod produces them (follow=true), so callers can fail fast on a pattern."""
-        ns = namespace or self.settings.cluster.jobs_namespace
-        yield from follow_pod_log(self.core, pod, ns, timeout)
-
     def delete_job(self, job: str) -> None:
         if self.dry_run:
             return
