@@ -154,22 +154,26 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def comparison_lines(runs: dict[str, list[SimResult]]) -> str:
-    """Each policy against auto-replace on the same seeds: goodput difference and nodes sent to repair."""
+    """Each policy against each baseline run on the same seeds (auto-replace, and auto-replace-reboot, which reboots
+    a pulled node before repair): goodput difference and nodes sent to repair."""
     from remedy.goodput.compare import pooled_goodput
 
-    base = runs.get("auto-replace")
-    if not base:
-        return ""
-    g0 = pooled_goodput(base)
-    r0 = sum(r.nodes_to_repair for r in base)
-    lines = ["against auto-replace on the same seeds:"]
-    for p, rs in runs.items():
-        if p == "auto-replace":
+    blocks = []
+    for baseline in ("auto-replace", "auto-replace-reboot"):
+        base = runs.get(baseline)
+        if not base:
             continue
-        g, rep = pooled_goodput(rs), sum(r.nodes_to_repair for r in rs)
-        share = f"{rep / r0:.0%}" if r0 else "-"
-        lines.append(f"  {p:26} goodput {100 * (g - g0):+.2f} points; nodes to repair {rep} vs {r0} ({share})")
-    return "\n".join(lines)
+        g0 = pooled_goodput(base)
+        r0 = sum(r.nodes_to_repair for r in base)
+        lines = [f"against {baseline} on the same seeds:"]
+        for p, rs in runs.items():
+            if p == baseline:
+                continue
+            g, rep = pooled_goodput(rs), sum(r.nodes_to_repair for r in rs)
+            share = f"{rep / r0:.0%}" if r0 else "-"
+            lines.append(f"  {p:26} goodput {100 * (g - g0):+.2f} points; nodes to repair {rep} vs {r0} ({share})")
+        blocks.append("\n".join(lines))
+    return "\n".join(blocks)
 
 
 def _pct(x: float | None) -> str:
