@@ -114,7 +114,7 @@ class FleetView:
         flagged: Iterable[str] = (),
         spare_claims: Iterable[str] = (),
         out_of_service: Mapping[str, str] | None = None,
-    ) -> "FleetView":
+    ) -> FleetView:
         counts: dict[str, int] = {}
         seen: set[str] = set()
         per_topology: dict[Topology, int] = {}  # 12,500 nodes share a few hundred topologies: scope them once each
@@ -167,7 +167,7 @@ class BreakerTransition:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "BreakerTransition":
+    def from_dict(cls, d: Mapping) -> BreakerTransition:
         return cls(
             scope_kind=d["scope_kind"],
             scope=d["scope"],
@@ -261,7 +261,7 @@ class Decision:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "Decision":
+    def from_dict(cls, d: Mapping) -> Decision:
         f = d["failure"]
         skip = d.get("skip")
         return cls(
