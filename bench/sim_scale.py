@@ -30,7 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -170,7 +170,7 @@ def _bulk_insert(led):
     sqlite = led.engine.dialect.name == "sqlite"
 
     def when(dt: datetime) -> str:
-        return dt.astimezone(timezone.utc).replace(tzinfo=None).isoformat(" ", "microseconds") if sqlite else dt.isoformat()
+        return dt.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds") if sqlite else dt.isoformat()
 
     def values(r: dict) -> tuple:
         return (r["kind"], r["node"], None, r["requested_by"], bool(r["dry_run"]), when(r["started_at"]),
@@ -254,7 +254,6 @@ def measure_ledgers(urls: dict[int, str], cluster_env: dict[str, str], nodes, re
     from remedy.domain.model import Incident, NodeState, utcnow
     from remedy.receiver.triage_policy import decide as triage_decide
     from remedy.safety import history
-
     from tasks.gate import check_breaker
     from tasks.triage import choose_remediation, read_incident
 
@@ -268,7 +267,7 @@ def measure_ledgers(urls: dict[int, str], cluster_env: dict[str, str], nodes, re
         out[size].update({"board": [], "triage": [], **{f"gate:{m}": [] for m in adapters}})
         if whole:
             settings = point_runtime(url, cluster_env)[0]
-            out[size]["whole"] = timed(lambda: whole_history_board(led, settings), 1)
+            out[size]["whole"] = timed(lambda led=led, settings=settings: whole_history_board(led, settings), 1)
     k = 0
     for i in range(repeat):
         for mode, adapter in adapters.items():
@@ -278,8 +277,9 @@ def measure_ledgers(urls: dict[int, str], cluster_env: dict[str, str], nodes, re
             for size, url in urls.items():
                 settings, led = point_runtime(url, cluster_env, adapter)
                 if mode == "watch":
-                    out[size]["board"] += timed(lambda: history.spare_claims(led, history.load_board(
-                        led, settings.breaker, settings.budget, datetime.now(timezone.utc))), 4)
+                    out[size]["board"] += timed(lambda led=led, settings=settings: history.spare_claims(
+                        led, history.load_board(led, settings.breaker, settings.budget,
+                                                datetime.now(UTC))), 4)
                 inc = incidents[size][k]
                 t = time.perf_counter()
                 check_breaker.fn(inc.node, inc.id, "xid", utcnow().isoformat(), False)
@@ -324,7 +324,7 @@ class RealControlPlane:
             return "no etcd on PATH"
         return None
 
-    def start(self) -> "RealControlPlane":
+    def start(self) -> RealControlPlane:
         import subprocess
 
         env = {**os.environ, "K8S_BIN_DIR": self.bin, "K8S_CONTROLLERS": "*,-node-lifecycle-controller"}

@@ -888,7 +888,7 @@ class NodeCache:
         self.last_error = ""
         self._thread = threading.Thread(target=self._run, name="node-cache", daemon=True)
 
-    def start(self) -> "NodeCache":
+    def start(self) -> NodeCache:
         self._thread.start()
         return self
 

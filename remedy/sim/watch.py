@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from remedy.sim.selectors import parse_field_selector, parse_label_selector
-from remedy.sim.store import ApiError, ResourceExpired, WatchEvent, Watcher, bad_request, dumps
+from remedy.sim.store import ApiError, ResourceExpired, Watcher, WatchEvent, bad_request, dumps
 
 BOOKMARK_SECONDS = 60.0  # cacher.go defaultBookmarkFrequency
 PRE_TIMEOUT_BOOKMARK = 2.0  # cache_watcher.go: a bookmark 2 s before the deadline
