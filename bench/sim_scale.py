@@ -12,6 +12,16 @@ within 2× from 1k to 1M actions.
 
     nice .venv/bin/python bench/sim_scale.py [--nodes 12500] [--actions 1000000] [--repeat 5]
 
+Part 3, the watch-fed node cache: the GPU node list and a gate decision measured before (the adapter lists the fleet
+every time, watch_nodes=False) and after (remedy.adapters.kubernetes.NodeCache), turn about in the same run, with
+Nodes carrying 50 images each as kubelets report them (--no-images for the old lean ones); then the same on a real
+kube-apiserver v1.36.2 when KUBE_CONTROL_PLANE_BIN / KUBE_CONTROL_PLANE_TOOLS point at the kube-control-plane tool
+(../shared/tools/kube-control-plane/unpack.sh prints them): the simulator's nodes are created through its API and the
+gate runs against it on the same ledger. Target: a gate decision at 12,500 nodes within 150 ms.
+
+2026-11-28, --nodes 12500 --actions 10000 (load average 19–34 on 2 cores): list 56.4 s → 0.1 ms from the cache; gate
+68.1 s → 1.79 s on the simulator (38×), 39.9 s → 415 ms on the real control plane (96×); docs/scale.md has the table.
+
 Measured here 2026-11-27 (2 cores shared with five other sessions: load average 8.8–15; SQLite ledger), --nodes
 12500 --actions 1000000 --repeat 5 --no-whole-history; the full table is in docs/scale.md:
     list 12,500 GPU nodes 19.6 s (25 pages); cordon 5.9 ms a node (67/s); drain 1.19 s a node (0.3 s grace)
