@@ -167,7 +167,9 @@ def parse_dcgm_diag(text: str | bytes) -> DcgmDiag:
 
 # --- the text table -------------------------------------------------------------------------------
 
-_TABLE_ROW = re.compile(r"^\s*\|[^|\n]*\|[^\n]*\|\s*$", re.M)
+# [ \t]*, never \s*: with re.M a \s* runs across newlines, and on a log of blank lines every line start
+# rescanned the rest of the input (40k blank lines took 9 s; issue 32 item 9).
+_TABLE_ROW = re.compile(r"^[ \t]*\|[^|\n]*\|[^\n]*\|[ \t]*\r?$", re.M)
 _SECTION = re.compile(r"^[|+]-{3,}\s+(?P<name>[A-Za-z][A-Za-z ]*?)\s+-+\+")
 _STATUS_WORD = r"(?P<status>Pass|Fail|Warn|Skip|Not Run)"
 _PLAIN = re.compile(rf"^{_STATUS_WORD}$", re.I)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from remedy.health.limits import bounded_lines
 from remedy.health.result import CheckOutputError, CheckResult, Judgement, same_gpu_model, tail
 from remedy.settings.health import HealthCheckSettings
 from remedy.textinput import as_text
@@ -43,7 +44,8 @@ def parse_smi_tree(text: str) -> dict[str, Any]:
     text = as_text(text, "nvidia-smi output", CheckOutputError)
     root: dict[str, Any] = {}
     stack: list[tuple[int, dict[str, Any]]] = [(-1, root)]
-    for raw in text.splitlines():
+    seen: dict[int, dict[str, int]] = {}  # id(section) → key → times seen, so a repeat is O(1), not a rescan
+    for raw in bounded_lines(text, "nvidia-smi output", CheckOutputError):
         if not raw.strip() or raw.strip().startswith("====="):
             continue
         indent = len(raw) - len(raw.lstrip(" \t"))
@@ -53,21 +55,24 @@ def parse_smi_tree(text: str) -> dict[str, Any]:
         parent = stack[-1][1]
         if ":" in line and not _GPU_HEADER.match(line):
             key, value = (s.strip() for s in line.split(":", 1))
-            _put(parent, key, value)
+            _put(parent, key, value, seen)
             # deeper lines under a valued line belong to this same section
             stack.append((indent, parent))
         else:
             section: dict[str, Any] = {}
-            _put(parent, line, section)
+            _put(parent, line, section, seen)
             stack.append((indent, section))
     return root
 
 
-def _put(d: dict[str, Any], key: str, value: Any) -> None:
-    k, n = key, 1
-    while k in d:
+def _put(d: dict[str, Any], key: str, value: Any, seen: dict[int, dict[str, int]]) -> None:
+    counts = seen.setdefault(id(d), {})
+    n = counts.get(key, 0) + 1
+    k = key if n == 1 else f"{key} #{n}"
+    while k in d:  # a literal "X #2" key printed by the tool: step past it (rare, bounded by such keys)
         n += 1
         k = f"{key} #{n}"
+    counts[key] = n
     d[k] = value
 
 

@@ -85,8 +85,9 @@ def test_nvswitch_sxid_fatal_and_nonfatal() -> None:
 def test_sample_file_counts_and_schema() -> None:
     r = parse_kernel_log((DATA / "dmesg_sample.log").read_text(), node="n0", bus_to_gpu={"0000:3b:00": 3}, year=2026)
     KERNEL_EVENTS.validate(r.events)
-    assert r.lines == 12 and r.matched == 8 and r.ignored == 2 and r.unparsed == 2
-    assert [n for n, _ in r.unparsed_samples] == [8, 12]  # garbage Xid line and the SXid continuation line
+    assert r.lines == 12 and r.matched == 8 and r.ignored == 2 and r.unparsed == 1 and r.continued == 1
+    assert [n for n, _ in r.unparsed_samples] == [8]  # the garbage Xid line; line 12 continues the SXid of line 11
+    assert "Severity 0 Engine instance 32" in r.signals[-1].labels["detail"]
     assert r.events["code"].tolist() == [79, 79, 31, 63, 13, 20034, 48, 12028]
     assert len(r.signals) == r.matched
     assert r.events["gpu"].tolist()[:2] == [3, 3]
