@@ -87,6 +87,8 @@ _LINK = re.compile(r"\bLink (?P<link>\d{1,6})\b")
 _SXID_MORE = re.compile(
     r"(?P<dev>nvidia-nvswitch\d{1,4}): SXid \((?:PCI:)?(?P<bus>" + _BUS + r")\):\s*(?P<code>\d{1,9})\s*,\s*(?P<rest>.*)$"
 )
+# what the driver prints on an event's later lines (anything else without a severity word is its own, unread event)
+_DETAIL = re.compile(r"(?:Severity \d{1,3} Engine instance|Data \{)")
 _SXID_MORE_LINES = 4  # the later lines follow within a few lines of the first (other devices may interleave)
 # Lines that name a GPU before the driver says it fell off the bus (open-gpu-kernel-modules nv.c / osHandleGpuLost):
 #   NVRM: The NVIDIA GPU 0000:b3:00.0 (PCI ID: 10de:26b5) installed in this system has fallen off the bus ...
@@ -124,6 +126,7 @@ class KernelLogResult:
     ignored: int = 0  # lines with no Xid/SXid mention
     unparsed: int = 0  # lines that mention Xid/SXid but did not parse
     continued: int = 0  # lines that belong to an event already counted (SXid detail lines, a repeated "fell off")
+    orphan_details: int = 0  # SXid detail lines whose first line is not in the input (log cut before it)
     unparsed_samples: list[tuple[int, str]] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
@@ -133,6 +136,7 @@ class KernelLogResult:
             "ignored": self.ignored,
             "unparsed": self.unparsed,
             "continued": self.continued,
+            "orphan_details": self.orphan_details,
             "unparsed_samples": [{"line": n, "text": t} for n, t in self.unparsed_samples],
         }
 
@@ -247,6 +251,11 @@ def parse_kernel_log(
                 _, _, _, sig, row = last_sxid
                 sig.labels["detail"] = (sig.labels.get("detail", "") + " | " + cont.group("rest").strip())[-500:].lstrip(" |")
                 res.continued += 1
+                continue
+            if (more := _SXID_MORE.search(line)) and _DETAIL.match(more.group("rest")):
+                # the detail line of an event whose first line is not in this input (a log cut at its start):
+                # it carries no severity, so nothing to decide; counted, not an unreadable line
+                res.orphan_details += 1
                 continue
             if gm := _GPU_NAMED.search(line):
                 pending_gpu = (line_no, gm.group("bus"))

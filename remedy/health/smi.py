@@ -162,6 +162,12 @@ def gpu_summary(block: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# Printed for every GPU by every driver `-q` since R450 (values may be N/A, the keys are there); a block without one of
+# them was cut. "Temperature" sits past the middle of a block, so a block cut before it is caught. (Not "PCI": trimmed
+# reports in the wild drop it, and its fields are judged only when present.)
+REQUIRED_SECTIONS = ("Product Name", "Temperature")
+
+
 def parse_nvidia_smi(text: str) -> dict[str, Any]:
     """{"driver_version", "attached_gpus", "gpus": {bus_id: summary}, "tree": the full nested dicts}."""
     tree = parse_smi_tree(text)
@@ -175,6 +181,7 @@ def parse_nvidia_smi(text: str) -> dict[str, Any]:
         "driver_version": _text(tree, "Driver Version"),
         "attached_gpus": attached,
         "gpus": {bus: gpu_summary(b) for bus, b in blocks.items()},
+        "missing": {bus: m for bus, b in blocks.items() if (m := [k for k in REQUIRED_SECTIONS if k not in b])},
         "tree": tree,
     }
 
@@ -186,6 +193,13 @@ def judge_nvidia_smi(parsed: dict[str, Any], settings: HealthCheckSettings, *, e
     want_model = expect_model or settings.gpu_model
     if parsed["attached_gpus"] != want_gpus:
         j.fail(f"{parsed['attached_gpus']} GPUs attached, expected {want_gpus}")
+    # A report cut short (a Job log truncated, a paste) has fewer blocks than "Attached GPUs" or a block without the
+    # sections every driver prints: judging what is there would pass GPUs nobody looked at.
+    if len(parsed["gpus"]) < parsed["attached_gpus"]:
+        last = f", the last one seen is GPU {list(parsed['gpus'])[-1]}" if parsed["gpus"] else ""
+        j.incomplete(f"{len(parsed['gpus'])} of {parsed['attached_gpus']} GPU blocks (report cut short{last})")
+    for bus, missing in parsed.get("missing", {}).items():
+        j.incomplete(f"GPU {bus}: no {', '.join(repr(m) for m in missing)} (block cut short)")
     if p.driver_version and parsed["driver_version"] and parsed["driver_version"] != p.driver_version:
         j.fail(f"driver {parsed['driver_version']} differs from fleet baseline {p.driver_version}")
     for bus, g in parsed["gpus"].items():
@@ -228,10 +242,11 @@ def judge_nvidia_smi(parsed: dict[str, Any], settings: HealthCheckSettings, *, e
     return CheckResult(
         check=CHECK,
         verdict=j.verdict,
-        measurements={k: v for k, v in parsed.items() if k != "tree"},
+        measurements={k: v for k, v in parsed.items() if k not in ("tree", "missing")},
         thresholds={"gpus": want_gpus, "gpu_model": want_model, **p.model_dump(exclude={"xid_wait_seconds"})},
         reasons=j.reasons,
         raw_tail=tail(raw),
+        incomplete=j.missing,
     )
 
 
