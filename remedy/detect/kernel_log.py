@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
@@ -150,7 +150,7 @@ def _iso_time(ts: str) -> datetime | None:
         dt = datetime.fromisoformat(ts)
     except ValueError:
         return None
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
 def _syslog_time(m: re.Match[str], year: int | None) -> datetime | None:
@@ -162,7 +162,7 @@ def _syslog_time(m: re.Match[str], year: int | None) -> datetime | None:
         return None
     try:
         h, mi, sec = (int(x) for x in m.group("hms").split(":"))
-        return datetime(year, month, int(m.group("day")), h, mi, sec, tzinfo=timezone.utc)
+        return datetime(year, month, int(m.group("day")), h, mi, sec, tzinfo=UTC)
     except ValueError:
         return None
 
@@ -179,7 +179,7 @@ def _prefix(line: str, node: str | None, year: int | None) -> tuple[str | None, 
         return node, _iso_time(m.group("ts"))
     if m := _CTIME.match(line):  # dmesg -T prints the host's local time; like syslog stamps it is taken as UTC
         try:
-            return node, datetime.strptime(" ".join(m.group("ts").split()), "%a %b %d %H:%M:%S %Y").replace(tzinfo=timezone.utc)
+            return node, datetime.strptime(" ".join(m.group("ts").split()), "%a %b %d %H:%M:%S %Y").replace(tzinfo=UTC)
         except ValueError:
             return node, None
     return node, None

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from remedy.domain.xid import CATALOG, NVL5_RULES, RemediationPath as P, decode_nvlink5, lookup, nvlink5_subcode_path, unsafe_to_run
+from remedy.domain.xid import CATALOG, NVL5_RULES, decode_nvlink5, lookup, nvlink5_subcode_path, unsafe_to_run
+from remedy.domain.xid import RemediationPath as P
 
 SOURCE = Path(__file__).resolve().parents[1] / "data" / "nvidia_xid_catalog.txt"
 

@@ -6,7 +6,7 @@ XID 144-150 follow NVIDIA's decode sheet. Through the CLI (exit codes) on sample
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -151,7 +151,7 @@ def test_other_fallen_off_the_bus_forms(line: str, bus: str) -> None:
 def test_talos_prefix_keeps_node_and_time() -> None:
     lines = (R3 / "talos_rpi5_issue11_kern_excerpt.log").read_text().splitlines()
     host, at = _prefix(lines[0], None, None)
-    assert host == "mc-pt1-pkp-srv-1a" and at == datetime(2025, 9, 13, 20, 46, 45, 810476, tzinfo=timezone.utc)
+    assert host == "mc-pt1-pkp-srv-1a" and at == datetime(2025, 9, 13, 20, 46, 45, 810476, tzinfo=UTC)
     xid = lines[0].split("]: ", 1)[0] + "]: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python3, GPU has fallen off the bus."
     s = parse_kernel_log(xid).signals[0]
     assert (s.node, s.at, s.xid) == ("mc-pt1-pkp-srv-1a", at, 79)
@@ -160,18 +160,18 @@ def test_talos_prefix_keeps_node_and_time() -> None:
 @pytest.mark.parametrize("line, node, at", [
     # util-linux `dmesg --time-format iso`: stamp only, the node comes from --node
     ("2026-11-21T10:00:01,123456+00:00 NVRM: Xid (PCI:0000:3b:00): 48, pid=7, name=x, DBE", "n0",
-     datetime(2026, 11, 21, 10, 0, 1, 123456, tzinfo=timezone.utc)),
+     datetime(2026, 11, 21, 10, 0, 1, 123456, tzinfo=UTC)),
     # journalctl short under de_DE / fr_FR / es_ES / ru_RU / ja_JP locales (glibc %b)
     ("Dez 21 10:00:01 gpu-7 kernel: NVRM: Xid (PCI:0000:3b:00): 48, DBE", "gpu-7",
-     datetime(2026, 12, 21, 10, 0, 1, tzinfo=timezone.utc)),
+     datetime(2026, 12, 21, 10, 0, 1, tzinfo=UTC)),
     ("févr. 3 07:08:09 gpu-7 kernel: NVRM: Xid (PCI:0000:3b:00): 48, DBE", "gpu-7",
-     datetime(2026, 2, 3, 7, 8, 9, tzinfo=timezone.utc)),
+     datetime(2026, 2, 3, 7, 8, 9, tzinfo=UTC)),
     ("ago 30 11:43:09 gpu-7 kernel: NVRM: Xid (PCI:0000:3b:00): 48, DBE", "gpu-7",
-     datetime(2026, 8, 30, 11, 43, 9, tzinfo=timezone.utc)),
+     datetime(2026, 8, 30, 11, 43, 9, tzinfo=UTC)),
     ("ноя 21 10:00:01 gpu-7 kernel: NVRM: Xid (PCI:0000:3b:00): 48, DBE", "gpu-7",
-     datetime(2026, 11, 21, 10, 0, 1, tzinfo=timezone.utc)),
+     datetime(2026, 11, 21, 10, 0, 1, tzinfo=UTC)),
     ("11月 21 10:00:01 gpu-7 kernel: NVRM: Xid (PCI:0000:3b:00): 48, DBE", "gpu-7",
-     datetime(2026, 11, 21, 10, 0, 1, tzinfo=timezone.utc)),
+     datetime(2026, 11, 21, 10, 0, 1, tzinfo=UTC)),
 ])
 def test_iso_and_localised_prefixes_keep_node_and_time(capsys, tmp_path, line: str, node: str, at: datetime) -> None:
     p = tmp_path / "k.log"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -70,7 +70,7 @@ def test_gpud_match_cases():
 def test_gpud_dmesg_ctime_file_has_five_xid_119():
     r = parse_kernel_log(text("gpud_dmesg_xid119_ctime.log"), node="n")
     assert xids("gpud_dmesg_xid119_ctime.log") == [(119, "0000:9b:00")] * 5
-    assert r.events["at"].iloc[0] == datetime(2025, 2, 23, 16, 24, 18, tzinfo=timezone.utc)
+    assert r.events["at"].iloc[0] == datetime(2025, 2, 23, 16, 24, 18, tzinfo=UTC)
     assert r.events["process"].tolist()[:3] == ["nvidia-smi"] * 3
 
 
