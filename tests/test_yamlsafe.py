@@ -45,6 +45,8 @@ def test_limits_refuse_deep_nesting_aliases_and_size() -> None:
         load_yaml(laughs, "f")
     with pytest.raises(YamlLimitError, match="over the 100-byte limit"):
         load_yaml("a: " + "x" * 200, "f", max_bytes=100)
+    with pytest.raises(YamlLimitError, match="^f: not valid YAML"):
+        load_yaml(b"\x00\x01\x02 binary", "f")  # the reader refuses it before any parsing
     assert load_yaml("a: &x 1\nb: *x\n", "f") == {"a": 1, "b": 1}  # an alias or two is fine
     assert MAX_ALIASES >= 8
 

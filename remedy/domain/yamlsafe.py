@@ -91,7 +91,10 @@ def load_yaml(text: str | bytes, what: str, *, max_bytes: int = MAX_BYTES, max_d
         text = bytes(text).decode("utf-8", errors="replace")
     if len(text.encode("utf-8", errors="replace")) > max_bytes:
         raise YamlLimitError(f"{what}: over the {max_bytes}-byte limit for a YAML file")
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)  # the reader checks every character here: binary data fails now
+    except yaml.YAMLError as exc:
+        raise YamlLimitError(f"{what}: not valid YAML: {_one_line(exc)}") from None
     try:
         node = loader.get_single_node()
         if node is None:
