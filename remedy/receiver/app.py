@@ -1,6 +1,8 @@
 """The alert receiver: Alertmanager's webhook in, ledger incidents and Prefect events out (ASGI, served by uvicorn).
 
-    POST /v1/alerts/alertmanager   bearer token; 200 = every alert is in the ledger (or counted as rejected)
+    POST /v1/alerts/alertmanager   bearer token; judged alert by alert (see docs/operations.md, "What the receiver
+                                   answers"): 200 = every alert recorded, ignored or refused for good; 503 = some
+                                   alert was not recorded for a reason that passes (a limit): Alertmanager re-sends
     GET  /healthz                  200 when the ledger can be written (a test write, rolled back); else 503
     GET  /metrics                  Prometheus text (remedy.receiver.metrics)
 
@@ -30,7 +32,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 
 from remedy.receiver.alerts import (
-    REJECTED, AlertIntake, AlertPayloadError, RequestOverLimit, count_alerts, rejection_reason,
+    IGNORED, REJECTED, AlertIntake, AlertPayloadError, RequestOverLimit, count_alerts, rejection_reason,
 )
 from remedy.receiver.limits import BadJson, BodyTooLarge, loads_bounded, read_body
 from remedy.receiver.metrics import ReceiverMetrics
@@ -164,13 +166,22 @@ def create_app(receiver: Receiver, *, include_other_routes: bool = True) -> Fast
             m.resolved.inc(result.count("resolved"))
             for o in result.outcomes:
                 if o.outcome == REJECTED:
-                    m.rejected.labels(reason=o.code or "unknown-node").inc()
+                    m.rejected.labels(reason=o.code or "unresolved-node").inc()
+                elif o.outcome == IGNORED:
+                    m.ignored.labels(reason=o.code or "unhandled").inc()
             if result.opened and receiver.announcer is not None:
                 receiver.announcer.notify()
             summary = result.to_dict()
+            if result.retry:
+                # Alertmanager's webhook notifier re-sends on 5xx only (notify.Retrier without RetryCodes: a 429 is
+                # dropped like any 4xx). What was recorded is a re-send's no-op (same occurrence, same incident).
+                first = next(o for o in result.outcomes if o.retryable)
+                return reply(503, {"error": f"alerts[{first.index}]: {first.reason}", **summary},
+                             headers={"Retry-After": "30"})
             if result.outcomes and result.count(REJECTED) == len(result.outcomes):
                 first = summary["rejections"][0]
-                return reply(422, {"error": f"alerts[{first['index']}]: {first['reason']}", **summary})
+                why = first["reason"] if first["reason"].startswith("alerts[") else f"alerts[{first['index']}]: {first['reason']}"
+                return reply(422, {"error": why, **summary})
             return reply(200, summary)
         except Exception:  # the answer itself failed: say nothing about why
             log.exception("alert receiver: unexpected failure")

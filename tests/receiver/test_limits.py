@@ -145,22 +145,25 @@ def test_one_request_cannot_open_a_hundred_incidents(serve, ledger) -> None:
                                  "(receiver.limits.max_incidents_per_request); nothing recorded")
     assert ledger.incidents() == []
 
-    # within the request cap, on one node: the first 4 distinct faults are recorded, the rest rejected
+    # within the request cap, on one node: XIDs 40–49 are 5 node-attributable (42, 46–49) and 5 application-class
+    # (40, 41, 43–45) faults; each class has its own cap of 4, so 4 + 4 are recorded and one of each is refused with
+    # a retryable answer (Alertmanager re-sends on 5xx only)
     many = webhook_payload([xid_alert("gpu100", gpu=str(g % 8), xid=str(xid)) for g, xid in enumerate(range(40, 50))])
     r = send(server, many)
     body = r.json()
-    assert r.status_code == 200 and body["opened"] == 4 and body["rejected"] == 6
-    assert "gpu100 already has 4 distinct faults" in body["rejections"][0]["reason"]
-    assert len(ledger.incidents(node="gpu100")) == 4
+    assert r.status_code == 503 and body["opened"] == 8 and body["rejected"] == 2 and body["retry"] is True
+    assert {x["xid"] for x in body["rejections"]} == {45, 49}
+    assert "gpu100 already has 4 distinct application-class faults" in body["rejections"][0]["reason"]
+    assert len(ledger.incidents(node="gpu100")) == 8
     # a later request: a repeat of a known fault still counts (dedup), a new one is refused, other nodes are fine
     again = webhook_payload([xid_alert("gpu100", gpu="0", xid="40")])
     assert send(server, again).json()["deduplicated"] == 1
     r = send(server, webhook_payload([xid_alert("gpu100", gpu="5", xid="79")]))
-    assert r.status_code == 422 and "max_incidents_per_node" in r.json()["error"]
+    assert r.status_code == 503 and "max_incidents_per_node" in r.json()["error"]
     assert send(server, webhook_payload([xid_alert("gpu004", gpu="5", xid="79")])).json()["opened"] == 1
-    assert len(ledger.incidents(node="gpu100")) == 4
+    assert len(ledger.incidents(node="gpu100")) == 8
     m = server.receiver.metrics
-    assert m.value("remedy_receiver_alerts_rejected_total", reason="node-cap") == 7
+    assert m.value("remedy_receiver_alerts_rejected_total", reason="node-cap") == 3
     assert m.value("remedy_receiver_alerts_rejected_total", reason="over-limit") == 100
 
 
