@@ -156,8 +156,9 @@ def read_alert(labels: dict[str, str], annotations: dict[str, str], generator_ur
     rule = RULES.get(normalise(name)) if name else None
     xid_label = (labels.get("xid") or "").strip()
     err_code = (labels.get("err_code") or "").strip()
-    if err_code in ("0", "0.0"):
-        err_code = ""  # dcgm-exporter's "No Error"
+    no_error = err_code in ("0", "0.0")  # dcgm-exporter's "No Error": the gauge is at rest
+    if no_error:
+        err_code = ""
     texts = (annotations.get("description", ""), annotations.get("summary", ""), annotations.get("message", ""))
     expr = expression_of(generator_url)
     family = next(((f, k, lab) for f, k, lab in METRIC_FAMILIES if f in expr), None)
@@ -167,6 +168,8 @@ def read_alert(labels: dict[str, str], annotations: dict[str, str], generator_ur
         return Reading(SignalKind.XID, xid_label, "xid", for_s, implied, "xid-label")
     if err_code:
         return Reading(SignalKind.XID, err_code, "err_code", for_s, implied, "err_code-label")
+    if no_error and not xid_label:
+        return Reading(None, for_seconds=for_s, by="err_code=0: dcgm-exporter reports no XID")
     kind, by = None, ""
     if rule is not None:
         kind, by = rule.kind, f"rule:{rule.source}"

@@ -224,6 +224,12 @@ class AlertIntake:
         now = utcnow()
         signals: list[tuple[int, Signal]] = []
         for index, alert in enumerate(model.alerts):
+            if (why := _unhandled(alert)):
+                # not a fault gpu-remedy handles (TargetDown, Watchdog, a temperature rule): acknowledged and
+                # counted, whatever node labels it carries or lacks
+                result.outcomes.append(AlertOutcome(index, "", alert.labels.get("alertname", ""), None, None,
+                                                    IGNORED, why, code="unhandled"))
+                continue
             try:
                 signals.append((index, alert_to_signal(alert, f"alerts[{index}]", resolve=self.resolver.resolve,
                                                        now=now)))
@@ -323,6 +329,8 @@ class AlertIntake:
         try:
             with self._ib_lock:
                 tripped = self.ib.observe_signal(s)
+                if not s.resolved:  # an outage still going on counts up to now
+                    tripped += [t for t in self.ib.check(utcnow()) if t.node == s.node]
         except ValueError as exc:  # out of order or no port label: the alert itself is still recorded
             log.info("IB downtime tracker: %s", exc)
             return []
@@ -430,6 +438,20 @@ def _counts_for_node(signal: str, xid: int | None) -> bool:
         except ValueError:
             return True
     return True
+
+
+def _unhandled(alert) -> str:
+    """Why an alert is not one gpu-remedy handles ("" when it is): no `signal` label and nothing in its content
+    (remedy.detect.rulesets) names a fault."""
+    from remedy.detect.rulesets import read_alert
+
+    if alert.labels.get("signal"):
+        return ""
+    reading = read_alert(alert.labels, alert.annotations, alert.generator_url)
+    if reading.kind is not None:
+        return ""
+    name = alert.labels.get("alertname", "") or "an alert without a name"
+    return f"{name[:80]}: not a fault gpu-remedy handles" + (f" ({reading.by[:120]})" if reading.by else "")
 
 
 def _from_xid_gauge(s: Signal) -> bool:
