@@ -211,6 +211,7 @@ class AlertIntake:
         self._faults: dict[str, tuple[float, set[str], set[str]]] = {}
         # InfiniBand port up/down folded into cumulative downtime (remedy.detect.ib), as rules.yml promises
         self.ib = IbDowntimeTracker(self.thresholds)
+        self._sticky: dict[tuple[str, datetime], str] = {}  # (fault, startsAt) → why it is a sticky re-fire, or ""
         self._ib_lock = threading.Lock()
         # Writers in one process queue on the ledger's own lock (remedy.ledger.engine.write_transaction), not in
         # SQLite's busy handler.
@@ -311,6 +312,16 @@ class AlertIntake:
         if s.kind is not SignalKind.XID or s.resolved or s.at is None or not _from_xid_gauge(s):
             return ""
         key = _fault_key(s)
+        seen = self._sticky.get((key, s.at))
+        if seen is not None:  # Alertmanager re-sends one occurrence every repeat_interval: judged once
+            return seen
+        why = self._sticky_judge(s, key)
+        if len(self._sticky) > 10_000:
+            self._sticky.clear()
+        self._sticky[(key, s.at)] = why
+        return why
+
+    def _sticky_judge(self, s: Signal, key: str) -> str:
         prior = [i for i in self.ledger.incidents(node=s.node) if i.fingerprint == key and i.first_seen < s.at]
         if not prior:
             return ""
