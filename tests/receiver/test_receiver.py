@@ -67,9 +67,11 @@ def test_malformed_payloads_say_what_is_wrong_and_write_nothing(receiver_factory
     assert [i.node for i in ledger.incidents()] == ["gpu005"]
     [refused] = ledger.actions(kind="alert_refused")
     assert refused.node == "gpu006" and refused.detail["code"] == "xid-out-of-range" and "70000" in refused.error
-    # alone, the same bad alert is a 422 (nothing in it can be used; Alertmanager must not retry it)
+    # alone, the same bad alert is answered 200 with the refusal: recorded as refused, so Alertmanager stops sending
+    # it (it does not log a 4xx notification as sent and would send it again every group_interval)
     r = post(server, webhook_payload([xid_alert("gpu006", xid="70000")]))
-    assert r.status_code == 422 and r.json()["error"] == "alerts[0]: XID 70000 out of range: must be 1..65535"
+    assert r.status_code == 200 and r.json()["error"] == "alerts[0]: XID 70000 out of range: must be 1..65535"
+    assert r.json()["rejected"] == 1 and r.json()["opened"] == 0
 
     m = server.receiver.metrics
     assert m.value("remedy_receiver_alerts_rejected_total", reason="invalid-json") == 1
@@ -82,7 +84,7 @@ def test_malformed_payloads_say_what_is_wrong_and_write_nothing(receiver_factory
 def test_unknown_node_rejected_and_counted_never_acted_on(receiver_factory, post, ledger) -> None:
     server = receiver_factory()
     r = post(server, webhook_payload([xid_alert("gpu999")]))
-    assert r.status_code == 422
+    assert r.status_code == 200 and r.json()["rejected"] == 1
     assert "no label names a node of this cluster (tried Hostname=gpu999)" in r.json()["error"]
     # mixed: the known node's fault is recorded, the unknown one is reported back and counted
     r = post(server, webhook_payload([xid_alert("gpu998"), xid_alert("gpu007")]))
