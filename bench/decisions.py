@@ -21,7 +21,7 @@ import argparse
 import json
 import tempfile
 from dataclasses import asdict
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from remedy.domain.model import IncidentStatus, Node, NodeState, Topology
@@ -40,7 +40,7 @@ ACTS = TAKES_OUT | {P.RESTART_APP, P.ISOLATE, P.ESCALATE}
 
 
 def _iso(minutes_ago: float) -> str:
-    return (datetime.now(timezone.utc) - timedelta(minutes=minutes_ago)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    return (datetime.now(UTC) - timedelta(minutes=minutes_ago)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
 
 def _alert(name: str, signal: str, node: str, *, starts: float, value: str | None = None, summary: str = "",
@@ -117,7 +117,7 @@ def run() -> list[dict]:
                 for opened in got.opened:
                     inc = led.get_incident(opened.record.id)
                     recurrences = sum(i.fingerprint == inc.fingerprint for i in led.incidents(node=inc.node))
-                    now = datetime.now(timezone.utc)
+                    now = datetime.now(UTC)
                     d = decide(asdict(inc), recurrences=recurrences, node_state="active", now=now, detected_at=now,
                                max_age_seconds=3600, thresholds=SignalThresholds())
                     decisions.append(d)

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -180,7 +179,7 @@ def _int_label(value: str | None, where: str, what: str) -> int | None:
     return int(number)
 
 
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _time(at: datetime, where: str) -> datetime:
@@ -258,7 +257,7 @@ def alert_to_signal(alert: WebhookAlert, where: str = "alert", *, resolve=None, 
         # how long the condition has held: the rule's `for:` (kube-prometheus KubeNodeNotReady waits 15 min before
         # it fires) plus the time since it fired
         held_for = reading.for_seconds if reading is not None else 0.0
-        until = ends_at or now or datetime.now(timezone.utc)
+        until = ends_at or now or datetime.now(UTC)
         value = held_for + max(0.0, (until - starts_at).total_seconds())
     if xid_from:
         labels.setdefault("remedy_xid_from", xid_from)

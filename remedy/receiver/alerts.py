@@ -30,9 +30,9 @@ from sqlalchemy.exc import DataError, IntegrityError
 from remedy.detect.alertmanager import AlertPayloadError, UnresolvedNode, alert_to_signal, validate_payload
 from remedy.detect.ib import IbDowntimeTracker
 from remedy.detect.signals import Signal, SignalKind, Verdict, classify
-from remedy.domain.xid import RemediationPath, lookup
 from remedy.domain.durations import human_duration
 from remedy.domain.model import Action, ActionOutcome, Incident, IncidentStatus, incident_fingerprint, utcnow
+from remedy.domain.xid import RemediationPath, lookup
 from remedy.ledger.errors import IdempotentReplay
 from remedy.ledger.records import IncidentRecord
 from remedy.receiver.outbox import RECEIVER_MARK, touch_resolved

@@ -34,7 +34,13 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 
 from remedy.receiver.alerts import (
-    IGNORED, REJECTED, AlertIntake, AlertPayloadError, RequestOverLimit, count_alerts, rejection_reason,
+    IGNORED,
+    REJECTED,
+    AlertIntake,
+    AlertPayloadError,
+    RequestOverLimit,
+    count_alerts,
+    rejection_reason,
 )
 from remedy.receiver.limits import BadJson, BodyTooLarge, loads_bounded, read_body
 from remedy.receiver.metrics import ReceiverMetrics

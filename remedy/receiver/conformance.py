@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import tempfile
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -96,10 +96,10 @@ def run(scenarios: list[dict] | None = None) -> list[ScenarioResult]:
     from remedy.ledger import Ledger
     from remedy.receiver.server import ReceiverServer, build_receiver
     from remedy.receiver.triage_policy import decide
+    from remedy.settings.signals import SignalThresholds
     from remedy.sim.alerts import webhook_payload
     from remedy.sim.cluster import build_cluster
     from remedy.sim.server import SimServer
-    from remedy.settings.signals import SignalThresholds
 
     takes_out = {P.RESET_GPU, P.REBOOT, P.REPLACE}
     acts = takes_out | {P.RESTART_APP, P.ISOLATE, P.ESCALATE}
@@ -145,7 +145,7 @@ def run(scenarios: list[dict] | None = None) -> list[ScenarioResult]:
                             "metadata": {"name": pod["name"], "namespace": ns},
                             "spec": {"nodeName": node, "containers": [{"name": "c", "image": pod.get("image", "x")}]}})
                         names[f"pod{p}"] = pod["name"]
-                    now = datetime.now(timezone.utc)
+                    now = datetime.now(UTC)
                     for h in sc.get("history", []):
                         at = now - timedelta(minutes=h["minutes_ago"])
                         rec, _ = led.open_incident(Incident(
@@ -171,7 +171,7 @@ def run(scenarios: list[dict] | None = None) -> list[ScenarioResult]:
                             if inc.status is not IncidentStatus.OPEN:
                                 continue
                             recurrences = sum(x.fingerprint == inc.fingerprint for x in led.incidents(node=inc.node))
-                            t = datetime.now(timezone.utc)
+                            t = datetime.now(UTC)
                             d = decide(asdict(inc), recurrences=recurrences, node_state="active", now=t,
                                        detected_at=t, max_age_seconds=3600, thresholds=SignalThresholds())
                             res.incidents += 1

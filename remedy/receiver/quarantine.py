@@ -14,7 +14,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from remedy.domain.model import Action, ActionOutcome, IncidentStatus
@@ -34,7 +34,7 @@ RECHECK_SECONDS = 1.0  # at the limit, look again whether a flow took a quaranti
 
 
 def _aware(t: datetime) -> datetime:
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
 def action_key(incident_id: int) -> str:
@@ -66,7 +66,7 @@ class IntakeQuarantine:
                 continue  # most alerts: nothing to read, nothing to decide here
             try:
                 if board is None:  # one read of the breakers per batch
-                    now = datetime.now(timezone.utc)
+                    now = datetime.now(UTC)
                     board = history.load_board(self.ledger, self.settings.breaker, self.settings.budget, now)
                     cluster = self._cluster()  # one client per batch
                 self._consider(record, RemediationPath(path), board, cluster)
@@ -126,7 +126,7 @@ class IntakeQuarantine:
     def _held_query(self):
         from remedy.ledger.claims import held_intake_quarantines
 
-        return held_intake_quarantines(KIND, RELEASED_KIND, datetime.now(timezone.utc) - _REMEMBER)
+        return held_intake_quarantines(KIND, RELEASED_KIND, datetime.now(UTC) - _REMEMBER)
 
     def _still_held(self, cluster) -> int:
         """Quarantines at intake that no flow has taken over and nobody released, counted in the ledger across every
@@ -141,7 +141,7 @@ class IntakeQuarantine:
         if held < limit or time.monotonic() - self._checked_at < RECHECK_SECONDS:
             return held
         self._checked_at = time.monotonic()
-        since = datetime.now(timezone.utc) - _REMEMBER
+        since = datetime.now(UTC) - _REMEMBER
         for a in self.ledger.actions(kind=KIND):
             if a.outcome is not ActionOutcome.SUCCEEDED or a.incident_id is None or _aware(a.started_at) < since:
                 continue

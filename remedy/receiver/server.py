@@ -9,11 +9,11 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from remedy.receiver.alerts import AlertIntake, NodeDirectory
-from remedy.receiver.identity import ClusterIndex, NodeResolver
 from remedy.errors import RemedyError
+from remedy.receiver.alerts import AlertIntake, NodeDirectory
 from remedy.receiver.app import ALERTS_PATH, Receiver, create_app, is_loopback
 from remedy.receiver.events import IncidentAnnouncer, PrefectEventSink
+from remedy.receiver.identity import ClusterIndex, NodeResolver
 from remedy.receiver.metrics import ReceiverMetrics
 from remedy.settings.triage import triage_settings
 
@@ -102,7 +102,7 @@ class ReceiverServer:
     def alerts_url(self) -> str:
         return self.url + ALERTS_PATH
 
-    def start(self, timeout: float = 10.0) -> "ReceiverServer":
+    def start(self, timeout: float = 10.0) -> ReceiverServer:
         if self.receiver.announcer is not None:
             self.receiver.announcer.start()
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]},
@@ -123,7 +123,7 @@ class ReceiverServer:
             self.receiver.announcer.stop()
         self._sock.close()
 
-    def __enter__(self) -> "ReceiverServer":
+    def __enter__(self) -> ReceiverServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

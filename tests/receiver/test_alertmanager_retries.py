@@ -8,7 +8,7 @@ but comes back at every group_interval (a 422 for a bad alert arrived 4 times in
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 
 import httpx
 
@@ -30,7 +30,7 @@ def _am_config(receiver_url: str) -> dict:
 
 
 def _post(am: str, labels: dict[str, str], annotations: dict[str, str] | None = None) -> None:
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
     r = httpx.post(f"{am}/api/v2/alerts", json=[{"labels": labels, "annotations": annotations or {},
                                                   "startsAt": now}], timeout=10)
     assert r.status_code == 200, r.text

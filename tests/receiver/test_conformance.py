@@ -8,7 +8,7 @@ out (bench/decisions.py prints both)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -149,7 +149,7 @@ def test_not_ready_duration_credits_the_rules_for(receiver_factory, post, ledger
     from remedy.sim.alerts import make_alert, webhook_payload
 
     server = receiver_factory()
-    started = (datetime.now(timezone.utc) - timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    started = (datetime.now(UTC) - timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
     alert = make_alert({"alertname": "KubeNodeNotReady", "node": "gpu004", "condition": "Ready", "status": "true"},
                        {"description": "gpu004 has been unready for more than 15 minutes."}, starts_at=started)
     assert post(server, webhook_payload([alert])).status_code == 200

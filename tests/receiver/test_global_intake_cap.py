@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 
-
 from remedy.adapters.kubernetes import ANN_CORDONED_BY
 from remedy.domain.model import Incident
 from remedy.ledger import Ledger
