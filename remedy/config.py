@@ -26,7 +26,7 @@ from remedy.settings.audit import NfsAuditSettings
 from remedy.settings.health import HealthCheckSettings
 from remedy.settings.leases import LeaseSettings
 from remedy.settings.lemon import LemonSettings
-from remedy.settings.receiver import IntakeQuarantineSettings, ReceiverLimits
+from remedy.settings.receiver import IntakeQuarantineSettings, NodeIdentitySettings, ReceiverLimits
 from remedy.settings.safety import BreakerSettings, LadderSettings, SpareSettings
 from remedy.settings.signals import SignalThresholds
 from remedy.settings.triage import TriageSettings
@@ -236,6 +236,9 @@ class ReceiverSettings(BaseModel):
     quarantine: IntakeQuarantineSettings = Field(
         default_factory=IntakeQuarantineSettings,
         description="Cordon a failed node at intake, before the flows start (bounded; see remedy.safety.intake).")
+    identity: NodeIdentitySettings = Field(
+        default_factory=NodeIdentitySettings,
+        description="Which node an alert is about: label order, your own labels, the cluster index's age.")
     dedup_window_seconds: float = Field(
         600.0, gt=0, description="Hold-down: the same alert firing again this soon after it was last seen (flapping), "
         "or another alert for the same node+GPU+fault while its incident is still open, is the same incident. A "
