@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, CursorResult, Engine, select
 
 from remedy.domain.model import utcnow
 from remedy.errors import NodeNotFound
@@ -15,6 +16,14 @@ from remedy.ledger.convert import require_aware
 from remedy.ledger.engine import read_transaction, write_transaction
 from remedy.ledger.errors import LeaseLost, RecordNotFound
 from remedy.ledger.records import Fence
+
+
+def inserted_id(result: CursorResult[Any]) -> int:
+    """The id of the row an INSERT just wrote (every ledger table has an integer key)."""
+    key = result.inserted_primary_key
+    if key is None:
+        raise RuntimeError("the INSERT returned no primary key")
+    return int(key[0])
 
 
 class LedgerBase:

@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, func, select, update
 
@@ -60,6 +61,11 @@ def gone_since(lease: LeaseRecord) -> str:
 
 
 class LeasesMixin(LedgerBase):
+    if TYPE_CHECKING:  # from IncidentsMixin, beside this one in Ledger
+
+        @staticmethod
+        def _incident(conn: Connection, incident_id: int) -> IncidentRecord: ...
+
     # --- a run's own lease ---------------------------------------------------------------------------------
     def start_lease(self, run_id: str, *, ttl_seconds: float, process: str = "", at: datetime | None = None
                     ) -> LeaseRecord:
@@ -74,7 +80,9 @@ class LeasesMixin(LedgerBase):
                 conn.execute(schema.run_leases.insert().values(run_id=run_id, acquired_at=now, **values))
             else:
                 conn.execute(update(schema.run_leases).where(r.run_id == run_id).values(**values))
-            return self._lease(conn, run_id)
+            lease = self._lease(conn, run_id)
+            assert lease is not None  # written just above, in this transaction
+            return lease
 
     def renew_lease(self, run_id: str, *, ttl_seconds: float, at: datetime | None = None) -> bool:
         """Extend a live lease; False once it has expired or ended (the run is gone: it must not act any more)."""

@@ -36,13 +36,13 @@ class Ledger(NodesMixin, IncidentsMixin, LeasesMixin, ActionsMixin):
             self.clock = clock
 
     @classmethod
-    def from_settings(cls, settings: Any, **kwargs: Any) -> "Ledger":
+    def from_settings(cls, settings: Any, **kwargs: Any) -> Ledger:
         return cls(settings.db_url, **kwargs)
 
     def close(self) -> None:
         self.engine.dispose()
 
-    def __enter__(self) -> "Ledger":
+    def __enter__(self) -> Ledger:
         return self
 
     def __exit__(self, *exc: object) -> None:
