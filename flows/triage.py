@@ -28,6 +28,7 @@ from remedy.receiver.triage_policy import (
     Decision,
     decide,
     explain_markdown,
+    foreign_ledger,
     not_ready_seconds,
     not_ready_without_duration,
     parse_incident_id,
@@ -71,12 +72,20 @@ def triage(
     detected_at: str = "",
     event_id: str = "",
     dry_run: bool | None = None,
+    ledger: str = "",
 ):
     log = get_run_logger()
     settings = runtime.settings()
     t = triage_settings(settings)
     dry_run = settings.dry_run if dry_run is None else dry_run
     incident_id = parse_incident_id(incident_id)
+    # 0. Whose incident: an event from another ledger (a second stack on this Prefect server, or this ledger before
+    #    a reset) names an incident number that means something else here: touch nothing.
+    foreign = foreign_ledger(ledger, runtime.ledger().identity())
+    if foreign:
+        log.warning("incident %s: %s", incident_id, foreign)
+        return final_state({"incident_id": incident_id, "node": node, "dry_run": dry_run,
+                            "status": Outcome.DUPLICATE.value, "why": foreign})
 
     # 1. What was seen: the incident as the ledger has it (the event only points at it).
     facts = read_incident(incident_id, t.recurrence_lookback_hours)

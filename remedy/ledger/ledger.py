@@ -71,6 +71,19 @@ class Ledger(NodesMixin, IncidentsMixin, LeasesMixin, ActionsMixin):
                 "run `remedy ledger migrate`"
             )
 
+    def identity(self) -> str:
+        """This ledger's identity (hex uuid4), written once by the migration that created it: part of every Prefect
+        run key, so another ledger's incident with the same number never gets this one's run (or the reverse)."""
+        cached = getattr(self, "_identity", None)
+        if cached is None:
+            with self._read() as conn:
+                row = conn.execute(select(schema.ledger_identity.c.id).order_by(schema.ledger_identity.c.created_at)
+                                   ).first()
+            if row is None:
+                raise LedgerNotMigrated(f"ledger {self!r} has no identity yet: run `remedy ledger migrate`")
+            cached = self._identity = str(row[0])
+        return cached
+
     # --- audit trail ---------------------------------------------------------------------------------------
     def history(self, node: str) -> list[HistoryEntry]:
         """Transitions, actions and validations of one node, oldest first. NodeNotFound if nothing is known."""

@@ -86,6 +86,15 @@ def parse_incident_id(value: int | str | None) -> int:
     return number
 
 
+def foreign_ledger(announced_by: str, this_ledger: str) -> str:
+    """Why an incident event is not this ledger's to act on ("" when it is, or when the event names no ledger: an
+    operator's run by hand): incident numbers are per ledger, so another ledger's incident 1 is not ours."""
+    if not announced_by or announced_by == this_ledger:
+        return ""
+    return (f"announced by ledger {announced_by}, this stack's ledger is {this_ledger}: another stack's (or a reset "
+            "ledger's) incident, nothing done here")
+
+
 def age_seconds(detected_at: datetime, now: datetime) -> float:
     return (now - detected_at) / timedelta(seconds=1)
 

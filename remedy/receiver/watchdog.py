@@ -31,10 +31,10 @@ BY = "watchdog"
 
 
 def reannounce_event(record, generation: int, previous_run: str,
-                     thresholds: SignalThresholds | None = None) -> dict[str, Any]:
+                     thresholds: SignalThresholds | None = None, ledger_id: str = "") -> dict[str, Any]:
     """The incident's `remedy.incident.opened` event, announced again for the `generation`-th time."""
-    event = incident_event(record, verdict_of(record, thresholds))
-    event["id"] = event_id(record, generation)
+    event = incident_event(record, verdict_of(record, thresholds), ledger_id)
+    event["id"] = event_id(record, generation, ledger_id)
     event["payload"] |= {"reannounce": generation, "previous_run": previous_run}
     return event
 
@@ -130,7 +130,7 @@ class LeaseWatchdog:
                     log.warning("watchdog: Slack notice for incident %s failed: %s", record.id, exc)
             self._show_gone([gone, *waiting], f"gone; incident {record.id} escalated to a person")
             return {"incident_id": record.id, "action": "escalated", "from": gone, "why": reason}
-        event = reannounce_event(record, n + 1, gone, self.thresholds)
+        event = reannounce_event(record, n + 1, gone, self.thresholds, self.ledger.identity())
         self.send([event])  # first: if it fails, nothing changed and the next round tries again
         mark = f"event:{event['id']}"
         if not self.ledger.reannounce_incident(record.id, gone, mark, reason=f"re-announced: {why}", by=BY,
