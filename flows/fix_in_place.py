@@ -31,7 +31,9 @@ from remedy.domain.timeline import Timeline
 from remedy.domain.xid import RemediationPath, Resolution, lookup
 from remedy.ledger.errors import LeaseLost, LedgerConflict
 from remedy.ledger.leases import ABANDONED
+from remedy.ledger.operator import RESPECT_DRIFT_KIND
 from remedy.remediate.choice import Option, after_failed_rung, tried_depth
+from remedy.remediate.runbook import own_incident_closing
 from remedy.safety.ladder import (
     LADDERS, Attempt, AttemptOutcome, LadderExhausted, Step, backoff_schedule, next_step, step_timeout,
 )
@@ -109,7 +111,21 @@ def fix_in_place(node: str, xid: int, gpu: int | None = None, incident_id: int |
                  ask_replace_on_escalation: bool = False):
     """Completed when the fault is fixed (or nothing was needed); Failed/Cancelled, named for what happened,
     otherwise (remedy.domain.outcome). The result dict is the state's data."""
-    return final_state(_fix(node, xid, gpu, incident_id, dry_run, detected_at, ask_replace_on_escalation), node=node)
+    out = _fix(node, xid, gpu, incident_id, dry_run, detected_at, ask_replace_on_escalation)
+    if incident_id is None:  # started by a person: no triage above closes the incident this run opened
+        _close_own_incident(out)
+    return final_state(out, node=node)
+
+
+def _close_own_incident(out: dict[str, Any]) -> None:
+    """The incident a run started by hand opened is closed as its outcome says (stood down by the operator:
+    ignored, with why), unless a step already closed it: left `acting`, the watchdog would re-announce it once the
+    run's lease ran out and triage would re-cordon the node the operator just uncordoned."""
+    from tasks.triage import close_incident
+
+    closing = own_incident_closing(out.get("status"), out.get("dry_run", False), out.get("why", ""))
+    if closing is not None and out.get("incident_id") is not None:
+        close_incident(out["incident_id"], closing.status.value, closing.detail, only_if_acting=True)
 
 
 def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run: bool | None,
@@ -208,7 +224,7 @@ def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run:
             result = _do_step(step, node, gpu, attempt.id, incident_id, dry_run, xid)
         except OperatorWins as exc:
             _finish_attempt(led, attempt.id, ActionOutcome.SKIPPED, error=str(exc))
-            _record_skip(led, node, incident_id, "respect_drift", str(exc), dry_run)
+            _record_skip(led, node, incident_id, RESPECT_DRIFT_KIND, str(exc), dry_run)
             record_remediation_outcome(node, succeeded=False, incident_id=incident_id, dry_run=dry_run)
             return _finish(out | {"status": "stopped-by-operator", "why": str(exc)})
         except StepFailed as exc:

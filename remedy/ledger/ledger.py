@@ -19,13 +19,14 @@ from remedy.ledger.errors import LedgerNotMigrated
 from remedy.ledger.incidents import IncidentsMixin
 from remedy.ledger.leases import LeasesMixin
 from remedy.ledger.nodes import NodesMixin
+from remedy.ledger.operator import OperatorMixin
 from remedy.ledger.records import ActionRecord, HistoryEntry, TransitionRecord, ValidationRecord
 
 # Same timestamp: show the action, then the state change it caused, then any validation.
 _KIND_ORDER = {"action": 0, "transition": 1, "validation": 2}
 
 
-class Ledger(NodesMixin, IncidentsMixin, LeasesMixin, ActionsMixin):
+class Ledger(NodesMixin, IncidentsMixin, OperatorMixin, LeasesMixin, ActionsMixin):
     def __init__(self, url: str, *, echo: bool = False, busy_timeout_seconds: float = 30.0) -> None:
         self.url = url
         self.engine = make_engine(url, echo=echo, busy_timeout_seconds=busy_timeout_seconds)

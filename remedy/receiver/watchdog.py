@@ -115,6 +115,15 @@ class LeaseWatchdog:
         why = f"run {gone} {gone_since(lease)}"
         waiting = [a.flow_run_id for a in self.ledger.approvals(incident_id=record.id, pending=True)
                    if a.flow_run_id == gone or self.ledger.run_gone(a.flow_run_id) is not None]
+        if self.ledger.stood_down_by_operator(record.id):
+            # its run stood down for the operator's change and died before closing it: the change stands, no new
+            # run (it would re-cordon and drain the node the operator just uncordoned)
+            reason = f"{why}; it had stood down for the operator's change on {record.node}: the operator's change stands"
+            if not self.ledger.close_stood_down(record.id, gone, reason=reason, by=BY):
+                return None
+            log.warning("incident %s on %s closed: %s", record.id, record.node, reason)
+            self._show_gone([gone, *waiting], f"gone; incident {record.id} closed: stood down for the operator")
+            return {"incident_id": record.id, "action": "closed-stood-down", "from": gone, "why": reason}
         n = self.ledger.reannounces(record.id)
         if n >= self.max_reannounces:
             reason = (f"{why}; re-announced {n} time(s) already and its runs keep ending without settling it: "
