@@ -14,6 +14,7 @@ from remedy.domain.model import ActionOutcome, IncidentStatus, utcnow
 from remedy.errors import NodeNotFound
 from remedy.ledger.errors import LeaseLost
 from remedy.ledger.leases import REANNOUNCE_KIND
+from remedy.remediate.runbook import BACKGROUND_REPAIR_KIND
 from tasks.ledger import requester, took_over
 from tasks.retry import transient_only
 
@@ -50,7 +51,10 @@ def resumption(led, incident: dict[str, Any]) -> dict[str, bool]:
         True for _ in led.actions(incident_id=incident["id"], kind=REANNOUNCE_KIND))
     cordoned = any(not a.dry_run and a.outcome is ActionOutcome.SUCCEEDED
                    for a in led.actions(incident_id=incident["id"], kind="cordon_node"))
-    return {"orphaned": orphaned, "resumes": (orphaned or reannounced) and cordoned}
+    # the gone run had replaced the node and was repairing it off the critical path (recover-node's marker)
+    recovering = (orphaned or reannounced) and any(
+        not a.dry_run for a in led.actions(incident_id=incident["id"], kind=BACKGROUND_REPAIR_KIND))
+    return {"orphaned": orphaned, "resumes": (orphaned or reannounced) and cordoned, "recovering": recovering}
 
 
 @task(name="read_live_node", task_run_name="read-live-{node}", **READ)
