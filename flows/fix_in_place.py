@@ -34,6 +34,7 @@ from remedy.ledger.errors import LeaseLost, LedgerConflict
 from remedy.ledger.leases import ABANDONED
 from remedy.ledger.operator import RESPECT_DRIFT_KIND
 from remedy.remediate.choice import Option, after_failed_rung, tried_depth
+from remedy.remediate.results import RemediationChoice
 from remedy.remediate.runbook import after_step, needs_recheck, own_incident_closing, recheck_outcome, took_node_out
 from remedy.safety.ladder import (
     LADDERS, Attempt, AttemptOutcome, LadderExhausted, Step, backoff_schedule, next_step, step_timeout,
@@ -218,8 +219,8 @@ def _weigh_rung(run: _Run, step: Step, history: list[Attempt], settings) -> Step
         step, chose = _after_failed_rung(step, history, run.node, run.xid, run.gpu, run.incident_id,
                                          run.entry.resolution, settings)
         if chose is not None:
-            run.out["choice"] = {k: chose[k] for k in ("option", "reason", "options", "spares_ready", "tried_depth")}
-            create_markdown_artifact(key=f"fix-{run.node}-options".lower(), markdown=chose["markdown"],
+            run.out["choice"] = chose.summary("tried_depth")
+            create_markdown_artifact(key=f"fix-{run.node}-options".lower(), markdown=chose.markdown,
                                      description="After a failed rung: the options by expected job downtime")
             run.recover_after = step.kind is P.REPLACE
     run.out["steps"].append({"step": step.kind.value, "rung": step.rung, "attempt": step.attempt,
@@ -416,7 +417,7 @@ def _reboot(step: Step, node: str, attempt_id: int, dry_run: bool, incident_id: 
 
 
 def _after_failed_rung(step: Step, history: list[Attempt], node: str, xid: int, gpu: int | None, incident_id: int,
-                       resolution: Resolution, settings) -> tuple[Step, dict[str, Any] | None]:
+                       resolution: Resolution, settings) -> tuple[Step, RemediationChoice | None]:
     """The ladder's next step, or the expected-cost choice when it is deeper (remedy.remediate.choice
     .after_failed_rung), given the in-place fixes of this fault that already failed or did not hold."""
     now = datetime.now(timezone.utc)
@@ -429,10 +430,10 @@ def _after_failed_rung(step: Step, history: list[Attempt], node: str, xid: int, 
         return step, None
     chose = choose_remediation(node, xid, incident_id, tried_depth=depth)
     ladder = LADDERS[resolution]
-    kind = after_failed_rung(ladder, step.kind, Option(chose["option"]))
+    kind = after_failed_rung(ladder, step.kind, Option(chose.option))
     if kind is step.kind:
         return step, chose
-    reason = f"{step.reason}; expected cost instead: {kind.value} ({chose['reason']})"
+    reason = f"{step.reason}; expected cost instead: {kind.value} ({chose.reason})"
     return Step(kind, ladder.index(kind), 1, step_timeout(kind, settings.ladder), now, reason), chose
 
 

@@ -22,6 +22,7 @@ from remedy.domain.outcome import Outcome
 from remedy.detect.signals import is_early_warning
 from remedy.domain.xid import RemediationPath
 from remedy.remediate.choice import WarningAction
+from remedy.remediate.results import RemediationChoice
 from remedy.receiver.triage_policy import (
     Choice,
     Decision,
@@ -95,20 +96,20 @@ def triage(
 
     # 1. What was seen: the incident as the ledger has it (the event only points at it).
     facts = read_incident(incident_id, t.recurrence_lookback_hours)
-    incident = facts["incident"]
+    incident = facts.incident
     node = incident["node"]
     tag_this_run(node, stage="triage", xid=incident.get("xid"), dry_run=dry_run)
 
     # 2. The live node where the incident alone cannot tell: a stale incident, a NotReady without a duration.
     now = utcnow()
     detected = parse_time(detected_at) or incident["first_seen"]
-    incident, live, not_ready = _look_at_node(incident, facts["node_state"], now, detected, settings)
+    incident, live, not_ready = _look_at_node(incident, facts.node_state, now, detected, settings)
 
     # 3. Decide (plain Python: remedy.receiver.triage_policy), the NotReady choice weighed in.
     decision = replace_now(decide(
-        incident, recurrences=facts["recurrences"], node_state=facts["node_state"], now=now, detected_at=detected,
+        incident, recurrences=facts.recurrences, node_state=facts.node_state, now=now, detected_at=detected,
         max_age_seconds=t.max_incident_age_seconds, live_node=live, thresholds=settings.signals,
-        orphaned=facts["orphaned"], resumes=facts["resumes"], recovering=facts["recovering"]),
+        orphaned=facts.orphaned, resumes=facts.resumes, recovering=facts.recovering),
         _choice(not_ready))
     result: dict[str, Any] = {"incident_id": incident_id, "node": node, "dry_run": dry_run, **decision.to_dict()}
     if not_ready:
@@ -147,12 +148,12 @@ def triage(
     # 7. Replaced first: fix the failed node in the background (the job already runs on the spare).
     if decision.recover_after and close.replaced:
         result["recovery"] = _recover_node(incident, dry_run)
-    return final_state(result | {"status": close.run_status, "incident_status": closed["status"],
+    return final_state(result | {"status": close.run_status, "incident_status": closed.status.value,
                                  "outcome": outcome, "why": close.detail})
 
 
 def _look_at_node(incident: dict[str, Any], node_state: str | None, now, detected, settings
-                  ) -> tuple[dict[str, Any], dict | None, dict | None]:
+                  ) -> tuple[dict[str, Any], dict | None, RemediationChoice | None]:
     """Staleness: a run that starts long after detection re-reads the live node before acting. NotReady: with a
     spare ready, the shared choose() first weighs waiting for the node against the spare (a NotReady node rarely
     comes back by itself: RESTART_BM's odds), as the simulator's policy does; without a duration in the alert,
@@ -166,19 +167,19 @@ def _look_at_node(incident: dict[str, Any], node_state: str | None, now, detecte
         now_live = read_live_node(node)
         if now_live is not None and not now_live.get("ready", True):
             not_ready = choose_remediation(node, None, incident["id"], unreachable=True, signal=incident["signal"])
-    replacing = not_ready is not None and not_ready["option"] == RemediationPath.REPLACE.value
+    replacing = not_ready is not None and not_ready.option == RemediationPath.REPLACE.value
     if not_ready_without_duration(incident) and incident["status"] == IncidentStatus.OPEN.value and not replacing:
         incident, live = _measure_not_ready(incident, settings.signals.node_not_ready_seconds)
     return incident, live, not_ready
 
 
-def _choice(chosen: dict | None) -> Choice | None:
-    return None if chosen is None else Choice(chosen["option"], chosen["reason"])
+def _choice(chosen: RemediationChoice | None) -> Choice | None:
+    return None if chosen is None else Choice(chosen.option, chosen.reason)
 
 
-def _options(result: dict[str, Any], incident: dict[str, Any], chosen: dict[str, Any], description: str) -> None:
-    result["choice"] = {k: chosen[k] for k in ("option", "reason", "options", "spares_ready")}
-    create_markdown_artifact(key=f"{artifact_key(incident)}-options", markdown=chosen["markdown"],
+def _options(result: dict[str, Any], incident: dict[str, Any], chosen: RemediationChoice, description: str) -> None:
+    result["choice"] = chosen.summary()
+    create_markdown_artifact(key=f"{artifact_key(incident)}-options", markdown=chosen.markdown,
                              description=description)
 
 
@@ -222,7 +223,7 @@ def _recover(incident: dict[str, Any], decision: Decision, dry_run: bool, log) -
     closed = close_incident(incident["id"], IncidentStatus.RESOLVED.value,
                             f"replaced; background repair: {recovery.get('why') or recovery.get('status')}",
                             only_if_acting=True)
-    return {"status": Outcome.REPLACED.value, "recovery": recovery, "incident_status": closed["status"],
+    return {"status": Outcome.REPLACED.value, "recovery": recovery, "incident_status": closed.status.value,
             "why": decision.reason}
 
 

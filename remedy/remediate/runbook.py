@@ -99,3 +99,10 @@ def took_node_out(history_steps: list[str], check_mechanicals: bool) -> bool:
     """An escalation after the ladder keeps the node quarantined when a rung took it out of work already, or when
     the fault class is not the "check the mechanicals" one (which leaves the node as it is)."""
     return any(s in ("reset-gpu", "reboot", "replace") for s in history_steps) or not check_mechanicals
+
+
+# ------------------------------------------------------------------------------------------------ escalate
+def keeps_quarantined(gate_acts: bool, already_out: bool) -> bool:
+    """An escalated node is quarantined when the breaker gate lets a removal through, or when it is already out
+    (quarantined, in repair, retired: kept so); in a storm it is left as it is (the breaker asks about the scope)."""
+    return gate_acts or already_out
