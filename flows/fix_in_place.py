@@ -27,10 +27,10 @@ from remedy import runtime
 from remedy.domain.durations import human_duration
 from remedy.domain.outcome import Outcome, outcome_of
 from remedy.approvals.open_loop import is_open_loop, node_pool
-from remedy.domain.model import Action, ActionOutcome, IncidentStatus
+from remedy.domain.model import ActionOutcome, IncidentStatus
 from remedy.domain.timeline import Timeline
 from remedy.domain.xid import RemediationPath, Resolution, lookup
-from remedy.ledger.errors import LeaseLost, LedgerConflict
+from remedy.ledger.errors import LeaseLost
 from remedy.ledger.leases import ABANDONED
 from remedy.ledger.operator import RESPECT_DRIFT_KIND
 from remedy.remediate.choice import Option, after_failed_rung, tried_depth
@@ -50,7 +50,9 @@ from tasks.health import reconfirm_fault
 from tasks.states import final_state, run_subflow
 from tasks.tags import tag_this_run
 from tasks.triage import choose_remediation
-from tasks.ledger import claim_remediation, open_incident, requester, sync_fleet
+from tasks.ledger import (
+    begin_action, claim_remediation, end_action, note_action, open_incident, requester, sync_fleet,
+)
 from tasks.leases import fence, keeps_lease
 
 P = RemediationPath
@@ -232,7 +234,7 @@ def _weigh_rung(run: _Run, step: Step, history: list[Attempt], settings) -> Step
 def _ignore(run: _Run, step: Step) -> dict[str, Any] | None:
     if step.kind is not P.IGNORE:
         return None
-    _record_skip(runtime.ledger(), run.node, run.incident_id, "fix_ignored", step.reason, run.dry_run)
+    note_action("fix_ignored", run.node, step.reason, incident_id=run.incident_id, dry_run=run.dry_run)
     return _finish(run.out | {"status": "ignored", "why": step.reason})
 
 
@@ -289,30 +291,29 @@ def _recheck(run: _Run, step: Step, settings) -> dict[str, Any] | None:
 
 def _rung(run: _Run, step: Step) -> dict[str, Any] | None:
     """One ladder attempt. Returns the run's end, or None when the rung failed and the next one is tried."""
-    led = runtime.ledger()
-    attempt = _start_attempt(led, run.node, run.incident_id, step, run.xid, run.gpu, run.dry_run)
+    attempt = _start_attempt(run.node, run.incident_id, step, run.xid, run.gpu, run.dry_run)
     try:
-        result = _do_step(step, run.node, run.gpu, attempt.id, run.incident_id, run.dry_run, run.xid)
+        result = _do_step(step, run.node, run.gpu, attempt, run.incident_id, run.dry_run, run.xid)
     except OperatorWins as exc:
-        _finish_attempt(led, attempt.id, ActionOutcome.SKIPPED, error=str(exc))
-        _record_skip(led, run.node, run.incident_id, RESPECT_DRIFT_KIND, str(exc), run.dry_run)
+        end_action(attempt, ActionOutcome.SKIPPED, error=str(exc))
+        note_action(RESPECT_DRIFT_KIND, run.node, str(exc), incident_id=run.incident_id, dry_run=run.dry_run)
         record_remediation_outcome(run.node, succeeded=False, incident_id=run.incident_id, dry_run=run.dry_run)
         return _finish(run.out | {"status": "stopped-by-operator", "why": str(exc)})
     except StepFailed as exc:
         why, detail, words = str(exc), {"timed_out": exc.timed_out}, "timed out" if exc.timed_out else "failed"
-        return _rung_failed(run, step, attempt.id, why, detail, words, {"failed": why, "timed_out": exc.timed_out})
+        return _rung_failed(run, step, attempt, why, detail, words, {"failed": why, "timed_out": exc.timed_out})
     except LeaseLost:  # another run has this incident now: stop, do not climb the ladder next to it
         raise
     except Exception as exc:  # noqa: BLE001 - a task that gave up after its retries: this rung failed, try the next
         why = f"{type(exc).__name__}: {exc}"
-        return _rung_failed(run, step, attempt.id, why[:500], None, "failed", {"failed": why})
-    return _rung_done(run, step, attempt.id, result)
+        return _rung_failed(run, step, attempt, why[:500], None, "failed", {"failed": why})
+    return _rung_done(run, step, attempt, result)
 
 
 def _rung_failed(run: _Run, step: Step, attempt_id: int, why: str, detail: dict | None, words: str,
                  shown: dict[str, Any]) -> dict[str, Any] | None:
     get_run_logger().warning("%s: %s failed: %s — falling back", run.node, step.kind.value, why)
-    _finish_attempt(runtime.ledger(), attempt_id, ActionOutcome.FAILED, error=why, detail=detail)
+    end_action(attempt_id, ActionOutcome.FAILED, error=why, detail=detail)
     run.timeline.mark(f"{step.kind.value} {words}")
     run.out["steps"][-1]["result"] = shown
     return _finish(run.out | {"status": "planned"}) if run.dry_run else None
@@ -320,7 +321,7 @@ def _rung_failed(run: _Run, step: Step, attempt_id: int, why: str, detail: dict 
 
 def _rung_done(run: _Run, step: Step, attempt_id: int, result: dict[str, Any]) -> dict[str, Any]:
     led = runtime.ledger()
-    _finish_attempt(led, attempt_id, ActionOutcome.PLANNED if run.dry_run else ActionOutcome.SUCCEEDED, detail=result)
+    end_action(attempt_id, ActionOutcome.PLANNED if run.dry_run else ActionOutcome.SUCCEEDED, detail=result)
     run.out["steps"][-1]["result"] = result
     status = "planned" if run.dry_run else result.pop("status")
     run.timeline.mark(f"{step.kind.value} {status}")
@@ -457,32 +458,10 @@ def _escalate(node: str, reason: str, incident_id: int, dry_run: bool, history: 
 
 
 # ---------------------------------------------------------------------------------------------- ledger
-def _start_attempt(led, node: str, incident_id: int, step: Step, xid: int, gpu: int | None, dry_run: bool):
-    rec, _ = led.start_action(Action(
-        kind=f"{ATTEMPT_PREFIX}{step.kind.value}", node=node, requested_by=requester(), dry_run=dry_run,
-        incident_id=incident_id,
-        detail={"xid": xid, "gpu": gpu, "rung": step.rung, "attempt": step.attempt, "reason": step.reason,
-                "timeout_s": step.timeout.total_seconds(), "not_before": step.not_before.isoformat()}),
-        fence=fence(incident_id))  # a run taken over while it stalled starts no rung
-    return rec
-
-
-def _finish_attempt(led, action_id: int, outcome: ActionOutcome, *, error: str = "", detail: dict | None = None):
-    try:
-        led.finish_action(action_id, outcome, error=error, detail=_jsonable(detail or {}))
-    except LedgerConflict as exc:  # someone marked it abandoned meanwhile; the ledger keeps the first word
-        get_run_logger().warning("attempt %s: %s", action_id, exc)
-
-
-def _jsonable(d: dict) -> dict:
-    import json
-
-    return json.loads(json.dumps(d, default=str))
-
-
-def _record_skip(led, node: str, incident_id: int, kind: str, why: str, dry_run: bool) -> None:
-    led.start_action(Action(kind=kind, node=node, requested_by=requester(), dry_run=dry_run, incident_id=incident_id,
-                            outcome=ActionOutcome.SKIPPED, error=why[:500]), fence=fence(incident_id))
+def _start_attempt(node: str, incident_id: int, step: Step, xid: int, gpu: int | None, dry_run: bool) -> int:
+    return begin_action(f"{ATTEMPT_PREFIX}{step.kind.value}", node, incident_id=incident_id, dry_run=dry_run, detail={
+        "xid": xid, "gpu": gpu, "rung": step.rung, "attempt": step.attempt, "reason": step.reason,
+        "timeout_s": step.timeout.total_seconds(), "not_before": step.not_before.isoformat()})
 
 
 def _abandon_orphans(led, node: str) -> None:
@@ -491,7 +470,7 @@ def _abandon_orphans(led, node: str) -> None:
     me = requester()
     for a in led.actions(node=node):
         if a.kind.startswith(ATTEMPT_PREFIX) and a.outcome is ActionOutcome.RUNNING and a.requested_by != me:
-            _finish_attempt(led, a.id, ActionOutcome.FAILED, error=f"{ABANDONED}{a.requested_by} ended without an outcome")
+            end_action(a.id, ActionOutcome.FAILED, error=f"{ABANDONED}{a.requested_by} ended without an outcome")
 
 
 def _finish(out: dict[str, Any], escalation: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from remedy import runtime
-from remedy.domain.model import Action, ActionOutcome, IncidentStatus
+from remedy.domain.model import ActionOutcome, IncidentStatus
 from remedy.domain.outcome import Outcome
 from remedy.domain.xid import lookup
 from remedy.ledger.leases import ABANDONED
@@ -24,7 +24,7 @@ from remedy.remediate.runbook import BACKGROUND_REPAIR_KIND, probe_cleared, repa
 from tasks.burn_in import burn_in_node
 from tasks.fixes import reboot_node, reset_gpu, verify_gpus, wait_node_ready
 from tasks.leases import fence
-from tasks.ledger import act, requester
+from tasks.ledger import act, begin_action, end_action
 from tasks.states import final_state
 from tasks.tags import tag_this_run
 from tasks.triage import recorded_fix_attempts
@@ -140,12 +140,10 @@ def _burn_in(node: str, out: dict[str, Any], dry_run: bool) -> dict[str, Any]:
 
 def _attempt(node: str, incident_id: int | None, option: Option, xid: int | None, gpu: int | None,
              dry_run: bool) -> int:
-    """Recorded like fix-in-place's rungs (`fix_<step>`), so the fleet's fix odds learn from background repairs."""
-    rec, _ = runtime.ledger().start_action(Action(
-        kind=f"fix_{option.value}", node=node, requested_by=requester(), dry_run=dry_run, incident_id=incident_id,
-        detail={"xid": xid, "gpu": gpu, "off_critical_path": True}),
-        fence=fence(incident_id))  # a run that lost its incident (taken over) starts no fix
-    return rec.id
+    """Recorded like fix-in-place's rungs (`fix_<step>`), so the fleet's fix odds learn from background repairs;
+    fenced: a run that lost its incident (taken over) starts no fix."""
+    return begin_action(f"fix_{option.value}", node, incident_id=incident_id, dry_run=dry_run,
+                        detail={"xid": xid, "gpu": gpu, "off_critical_path": True})
 
 
 def _earlier(node: str, incident_id: int | None, option: Option, dry_run: bool):
@@ -162,4 +160,4 @@ def _earlier(node: str, incident_id: int | None, option: Option, dry_run: bool):
 
 
 def _finish(action_id: int, ok: bool) -> None:
-    runtime.ledger().finish_action(action_id, ActionOutcome.SUCCEEDED if ok else ActionOutcome.FAILED)
+    end_action(action_id, ActionOutcome.SUCCEEDED if ok else ActionOutcome.FAILED)
