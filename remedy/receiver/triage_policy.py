@@ -183,20 +183,16 @@ def decide(incident: dict[str, Any], *, recurrences: int, node_state: str | None
 
     # 1b. The job already runs on a spare and the gone run was repairing the failed node off the critical path: that
     #     repair is what is left (a new remediation would spend a second spare on a node already out).
-    if recovering and (orphaned or resumes):
+    if recovering:  # (the caller's facts: a marker of a run that is gone, remedy.remediate.runbook)
         return Decision(TriageAction.RECOVER, RemediationPath.REPLACE, None,
                         f"the job already runs on a spare; the background repair of {incident['node']} by a run that "
                         "is gone continues (its finished steps replay)", plan=RECOVER_PLAN, stale=stale, facts=facts,
                         recover_after=True)
 
     # 2. A late run (stack was down) acts only if the live node still needs it.
-    if stale:
-        if live_node is None:
-            return Decision("stop", None, None, f"stale incident ({human_duration(age)} old > {human_duration(max_age_seconds)}) and the "
-                            f"node {incident['node']} is not in the cluster any more", stale=True, facts=facts)
-        if live_node.get("unschedulable") and not resumes:
-            return Decision("stop", None, None, f"stale incident ({human_duration(age)} old) and {incident['node']} is already "
-                            "cordoned: someone acted meanwhile", stale=True, facts=facts)
+    late = _late(incident, age, max_age_seconds, live_node, resumes, facts) if stale else None
+    if late is not None:
+        return late
 
     # 3. One remediation per node at a time: a node already taken out is not remediated again.
     verdict = classify(signal_of(incident), thresholds, recurrences=max(1, recurrences))
@@ -228,6 +224,18 @@ def decide(incident: dict[str, Any], *, recurrences: int, node_state: str | None
                         quarantine=unsafe)
     plan = "watch: recorded as a warning, no action" if path is RemediationPath.WATCH else "recorded, no action"
     return Decision("record", path, verdict, verdict.explanation, "", plan, recurrences, stale, facts)
+
+
+def _late(incident: dict[str, Any], age: float, max_age_seconds: float, live_node: dict[str, Any] | None,
+          resumes: bool, facts: dict[str, Any]) -> Decision | None:
+    """A stale incident: stop when the live node says it was already dealt with (gone, or cordoned by someone)."""
+    if live_node is None:
+        return Decision("stop", None, None, f"stale incident ({human_duration(age)} old > {human_duration(max_age_seconds)}) and the "
+                        f"node {incident['node']} is not in the cluster any more", stale=True, facts=facts)
+    if live_node.get("unschedulable") and not resumes:
+        return Decision("stop", None, None, f"stale incident ({human_duration(age)} old) and {incident['node']} is already "
+                        "cordoned: someone acted meanwhile", stale=True, facts=facts)
+    return None
 
 
 def explain_markdown(incident: dict[str, Any], decision: Decision, outcome: str = "") -> str:
