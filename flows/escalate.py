@@ -8,7 +8,7 @@ Used by fix_in_place when the ladder has nothing left (CONTACT_SUPPORT, unknown 
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -22,10 +22,10 @@ from remedy.safety.scopes import SkipReason
 from tasks.approvals import request_approval
 from tasks.cluster import cordon_node, taint_node
 from tasks.gate import check_breaker
+from tasks.leases import fence, keeps_lease
 from tasks.ledger import open_incident, requester, set_node_state, sync_fleet
 from tasks.states import final_state, run_subflow
 from tasks.tags import tag_this_run
-from tasks.leases import fence, keeps_lease
 
 
 def _run_name() -> str:
@@ -87,7 +87,7 @@ def _quarantine(node: str, reason: str, incident_id: int, dry_run: bool, out: di
     quarantined: keep it so; already in repair or retired: it is out, nothing to quarantine."""
     settings = runtime.settings()
     gate = check_breaker(node, incident_id, signal=f"escalated: {reason}"[:200],
-                         detected_at=datetime.now(timezone.utc).isoformat(), dry_run=dry_run,
+                         detected_at=datetime.now(UTC).isoformat(), dry_run=dry_run,
                          needs_spare=False, takes_node_out=True)
     out["gate"] = gate["explain"]
     if not keeps_quarantined(gate["act"], gate["skip"] == SkipReason.ALREADY_IN_REMEDIATION):

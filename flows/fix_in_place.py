@@ -17,17 +17,17 @@ The live node is re-read before each step: an operator's manual uncordon wins an
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from remedy import runtime
-from remedy.domain.durations import human_duration
-from remedy.domain.outcome import Outcome, outcome_of
 from remedy.approvals.open_loop import is_open_loop, node_pool
+from remedy.domain.durations import human_duration
 from remedy.domain.model import ActionOutcome, IncidentStatus
+from remedy.domain.outcome import Outcome, outcome_of
 from remedy.domain.timeline import Timeline
 from remedy.domain.xid import RemediationPath, Resolution, lookup
 from remedy.ledger.errors import LeaseLost
@@ -37,23 +37,43 @@ from remedy.remediate.choice import Option, after_failed_rung, tried_depth
 from remedy.remediate.results import RemediationChoice
 from remedy.remediate.runbook import after_step, needs_recheck, own_incident_closing, recheck_outcome, took_node_out
 from remedy.safety.ladder import (
-    LADDERS, Attempt, AttemptOutcome, LadderExhausted, Step, backoff_schedule, next_step, step_timeout,
+    LADDERS,
+    Attempt,
+    AttemptOutcome,
+    LadderExhausted,
+    Step,
+    backoff_schedule,
+    next_step,
+    step_timeout,
 )
 from tasks.approvals import propose_open_loop
 from tasks.cluster import check_drift
-from tasks.gate import record_remediation_outcome
 from tasks.fixes import (
-    drain_for_fix, quarantine_node, reboot_node, release_node, reset_gpu, restart_app, verify_gpus, wait_job_back,
+    drain_for_fix,
+    quarantine_node,
+    reboot_node,
+    release_node,
+    reset_gpu,
+    restart_app,
+    verify_gpus,
+    wait_job_back,
     wait_node_ready,
 )
+from tasks.gate import record_remediation_outcome
 from tasks.health import reconfirm_fault
+from tasks.leases import fence, keeps_lease
+from tasks.ledger import (
+    begin_action,
+    claim_remediation,
+    end_action,
+    note_action,
+    open_incident,
+    requester,
+    sync_fleet,
+)
 from tasks.states import final_state, run_subflow
 from tasks.tags import tag_this_run
 from tasks.triage import choose_remediation
-from tasks.ledger import (
-    begin_action, claim_remediation, end_action, note_action, open_incident, requester, sync_fleet,
-)
-from tasks.leases import fence, keeps_lease
 
 P = RemediationPath
 ATTEMPT_PREFIX = "fix_"
@@ -172,11 +192,11 @@ def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run:
     led = runtime.ledger()
     _abandon_orphans(led, node)
     run = _Run(node, xid, gpu, incident_id, dry_run, entry, out,
-               detected_at or datetime.now(timezone.utc).isoformat(), ask_replace_on_escalation)
+               detected_at or datetime.now(UTC).isoformat(), ask_replace_on_escalation)
     for _ in range(MAX_STEPS):
         # 2. Decide from the ledger's history of this fault on this node (recurrences climb the ladder).
         history = attempts_from_actions(led.actions(node=node))
-        step = next_step(history, xid, gpu, entry.resolution, datetime.now(timezone.utc), settings.ladder)
+        step = next_step(history, xid, gpu, entry.resolution, datetime.now(UTC), settings.ladder)
         if isinstance(step, LadderExhausted):
             return _exhausted(run, step, history)
         step = _weigh_rung(run, step, history, settings)
@@ -382,7 +402,7 @@ def _restart(step: Step, node: str, attempt_id: int, incident_id: int, dry_run: 
         raise StepFailed(f"the job did not come back on {node}: {why} ({size['ready']}/{size['desired']} pods "
                          "ready); the fault holds")
     schedule = backoff_schedule(settings.ladder)
-    nxt = (datetime.now(timezone.utc) + schedule[step.attempt]).isoformat() if step.attempt < len(schedule) else None
+    nxt = (datetime.now(UTC) + schedule[step.attempt]).isoformat() if step.attempt < len(schedule) else None
     return {"status": "restarted", "restarted": done["restarted"], "workload": size,
             "backoff_minutes": [d.total_seconds() / 60 for d in schedule], "restart_attempt": step.attempt,
             "next_restart_not_before": nxt,
@@ -421,7 +441,7 @@ def _after_failed_rung(step: Step, history: list[Attempt], node: str, xid: int, 
                        resolution: Resolution, settings) -> tuple[Step, RemediationChoice | None]:
     """The ladder's next step, or the expected-cost choice when it is deeper (remedy.remediate.choice
     .after_failed_rung), given the in-place fixes of this fault that already failed or did not hold."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     since = now - timedelta(hours=settings.ladder.recurrence_window_hours)
     node_level = xid in settings.ladder.stop_retrying_xids
     kinds = [a.kind for a in history if a.xid == xid and (node_level or a.gpu == gpu) and a.started_at >= since
@@ -490,5 +510,5 @@ def _finish(out: dict[str, Any], escalation: dict[str, Any] | None = None) -> di
     if out.get("dry_run"):
         lines.append("- dry-run: the step was planned and recorded, nothing changed")
     create_markdown_artifact(key=f"fix-{out['node']}".lower(), markdown="\n".join(lines), description="In-place fix")
-    out["finished_at"] = datetime.now(timezone.utc).isoformat()
+    out["finished_at"] = datetime.now(UTC).isoformat()
     return out

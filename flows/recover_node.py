@@ -29,6 +29,7 @@ from tasks.states import final_state
 from tasks.tags import tag_this_run
 from tasks.triage import recorded_fix_attempts
 
+
 def _run_name() -> str:
     from prefect.runtime import flow_run
 

@@ -17,12 +17,10 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from remedy import runtime
+from remedy.detect.signals import is_early_warning
 from remedy.domain.model import IncidentStatus, utcnow
 from remedy.domain.outcome import Outcome
-from remedy.detect.signals import is_early_warning
 from remedy.domain.xid import RemediationPath
-from remedy.remediate.choice import WarningAction
-from remedy.remediate.results import RemediationChoice
 from remedy.receiver.triage_policy import (
     Choice,
     Decision,
@@ -44,15 +42,21 @@ from remedy.receiver.triage_policy import (
     what_to_weigh,
     with_not_ready_duration,
 )
+from remedy.remediate.choice import WarningAction
+from remedy.remediate.results import RemediationChoice
 from remedy.settings.triage import triage_settings
 from tasks.cluster import release_intake_quarantine, wait_for_checkpoint
+from tasks.leases import keeps_lease
 from tasks.states import final_state, run_subflow
 from tasks.tags import tag_this_run
 from tasks.triage import (
-    choose_remediation, claim_incident, close_incident, read_incident, read_live_node, weigh_warning,
+    choose_remediation,
+    claim_incident,
+    close_incident,
+    read_incident,
+    read_live_node,
+    weigh_warning,
 )
-from tasks.leases import keeps_lease
-
 
 
 def _run_name() -> str:

@@ -132,8 +132,7 @@ def choose_remediation(node: str, xid: int | None, incident_id: int, tried_depth
     deeper ones are offered; `unreachable`: the node is NotReady (a restart means waiting for it to come back);
     None reads it from the live node. Without an XID, `signal`'s class decides the odds (NotReady: a reboot's)."""
     from remedy.domain.model import NodeState
-    from remedy.domain.xid import lookup
-    from remedy.domain.xid import Resolution
+    from remedy.domain.xid import Resolution, lookup
     from remedy.remediate.choice import SIGNAL_RESOLUTION, Durations, Situation, choose, odds_for
 
     led = runtime.ledger()

@@ -22,7 +22,7 @@ def own_incident_closing(status: str | None, dry_run: bool, why: str = "") -> Cl
     the run ended. None when there is nothing to close (a dry run, a duplicate that never held it, an unknown
     status)."""
     try:
-        outcome = Outcome(status)
+        outcome = Outcome(status or "")
     except ValueError:
         return None
     if dry_run or outcome is Outcome.DUPLICATE:
@@ -41,7 +41,7 @@ def repair_closing(status: str | None, why: str = "") -> Closing:
     """The incident of a replacement whose background repair ended: resolved either way (the job runs on the spare;
     a node that did not clear is in repair, for a person), saying how the repair ended."""
     try:
-        label = Outcome(status).label.lower()
+        label = Outcome(status or "").label.lower()
     except ValueError:
         label = status or "ended without a status"
     return Closing(IncidentStatus.RESOLVED, f"replaced; background repair: {label}" + (f" ({why})" if why else ""))

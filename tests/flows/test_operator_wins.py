@@ -9,6 +9,7 @@ Kubernetes API as kubectl's would), a SQLite ledger."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC
 
 import pytest
 
@@ -167,7 +168,7 @@ def test_a_persons_cordon_stays_after_a_cleared_recheck(prefect_server, sim, rem
     node = "gpu008"
     _kubectl_cordon(runtime, node)
     inc = open_incident.fn(node, "xid", gpu=4, xid=145)
-    runtime.ledger().touch_incident(inc["fingerprint"], datetime.now(timezone.utc), alert_cleared=True)
+    runtime.ledger().touch_incident(inc["fingerprint"], datetime.now(UTC), alert_cleared=True)
     out = run_to_state_result(fix_in_place, node=node, xid=145, gpu=4, incident_id=inc["id"])
     assert out["status"] == "cleared-before-acting", out
     assert runtime.cluster().get_node(node).unschedulable

@@ -4,7 +4,7 @@ swap at a checkpoint boundary, a gone run's background repair carried on, and wh
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -25,7 +25,7 @@ from remedy.receiver.triage_policy import (
 )
 from remedy.remediate.runbook import own_incident_closing, repair_closing, repair_steps
 
-NOW = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 22, 1, 0, tzinfo=UTC)
 
 
 def incident(signal="xid", xid=79, status="open", **kw) -> dict:

@@ -11,7 +11,7 @@ Create Date: 2026-11-28
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
 from alembic import op
@@ -31,7 +31,7 @@ def upgrade() -> None:
         sa.Column("created_at", UTCDateTime(), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_ledger_identity")),
     )
-    op.bulk_insert(table, [{"id": uuid.uuid4().hex, "created_at": datetime.now(timezone.utc)}])
+    op.bulk_insert(table, [{"id": uuid.uuid4().hex, "created_at": datetime.now(UTC)}])
 
 
 def downgrade() -> None:
