@@ -16,13 +16,16 @@ import pytest
 
 from remedy.domain.model import ActionOutcome, IncidentStatus, NodeState
 from remedy.sim.faults import inject
-from tests.approvals.helpers import remedy_env, wait_for  # noqa: F401 - fixture
+from tests.approvals.helpers import remedy_env  # noqa: F401 - fixture
 from tests.fixtures.prefect import run_to_state_result
-from tests.flows.test_takeover import SPARES, _acts, go, kill_when, ledger_db, spares_left, start  # noqa: F401
+from tests.flows.test_takeover import (  # noqa: F401 - ledger_db is a fixture
+    SPARES, _acts, go, kill_when, lease_runs_out, ledger_db, spares_left, start,
+)
 
 pytestmark = pytest.mark.prefect
 
 
+@pytest.mark.parametrize("ledger_db", ["sqlite", "postgresql"], indirect=True)
 def test_a_killed_background_repair_is_taken_over(prefect_server, sim, remedy_env, ledger_db, tmp_path):
     from flows.triage import triage
     from remedy.demo import _spares_validated_at_build
@@ -47,7 +50,7 @@ def test_a_killed_background_repair_is_taken_over(prefect_server, sim, remedy_en
     assert spares_left(runtime) == SPARES - 1  # the job runs on the spare; the failed node is out
     held = led.get_incident(incident.id)
     assert held.status is IncidentStatus.ACTING, held  # held by the repair (main: resolved, so never taken over)
-    wait_for("the dead run's lease to run out", lambda: led.run_gone(held.flow_run_id), timeout=30, every=0.05)
+    lease_runs_out(led, held.flow_run_id, "the dead run's lease to run out")
 
     sent: list[dict] = []
     dog = LeaseWatchdog(led, sent.extend, every_seconds=0.2, max_reannounces=3)
