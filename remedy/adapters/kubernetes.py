@@ -185,6 +185,28 @@ class KubernetesCluster:
     def get_node(self, name: str) -> Node:
         return self._to_node(self._node_json(name))
 
+    def node_addresses(self) -> dict[str, str]:
+        """Every address a GPU node reports (status.addresses: InternalIP, ExternalIP, Hostname, …) → the node's
+        name: one list of the Nodes (the receiver's identity index reads it at most once per its TTL)."""
+        items = self._list("list GPU node addresses", self.core.list_node,
+                           label_selector=self.settings.cluster.node_selector)
+        out: dict[str, str] = {}
+        for item in items:
+            name = (item.get("metadata") or {}).get("name", "")
+            for addr in (item.get("status") or {}).get("addresses") or []:
+                if addr.get("address") and name:
+                    out.setdefault(addr["address"], name)
+        return out
+
+    def pod_node(self, pod: str, namespace: str | None = None) -> str | None:
+        """The node a pod runs on (spec.nodeName), found by name (in `namespace`, else in any namespace): an
+        exporter's `Hostname` label is its pod's name unless it runs with hostNetwork or NODE_NAME. None when no
+        such pod is scheduled, or the name is ambiguous across namespaces."""
+        selector = f"metadata.name={pod}" + (f",metadata.namespace={namespace}" if namespace else "")
+        items = self._list(f"find pod {pod}", self.core.list_pod_for_all_namespaces, field_selector=selector)
+        nodes = {(i.get("spec") or {}).get("nodeName") for i in items} - {None, ""}
+        return nodes.pop() if len(nodes) == 1 else None
+
     def pods_on_node(self, name: str) -> list[dict]:
         return self._list(
             f"list pods on {name}",
