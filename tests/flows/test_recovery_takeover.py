@@ -19,7 +19,14 @@ from remedy.sim.faults import inject
 from tests.approvals.helpers import remedy_env  # noqa: F401 - fixture
 from tests.fixtures.prefect import run_to_state_result
 from tests.flows.test_takeover import (  # noqa: F401 - ledger_db is a fixture
-    SPARES, _acts, go, kill_when, lease_runs_out, ledger_db, spares_left, start,
+    SPARES,
+    _acts,
+    go,
+    kill_when,
+    lease_runs_out,
+    ledger_db,
+    spares_left,
+    start,
 )
 
 pytestmark = pytest.mark.prefect
