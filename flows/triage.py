@@ -9,7 +9,6 @@ imported when needed, so triage works for the paths whose flow exists; a missing
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import re
 from typing import Any
@@ -18,33 +17,46 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from remedy import runtime
-from remedy.domain.model import IncidentStatus, utcnow
-from remedy.domain.outcome import Outcome, outcome_of
 from remedy.detect.signals import is_early_warning
+from remedy.domain.model import IncidentStatus, utcnow
+from remedy.domain.outcome import Outcome
 from remedy.domain.xid import RemediationPath
-from remedy.remediate.choice import WarningAction
 from remedy.receiver.triage_policy import (
-    PATH_FLOWS,
+    Choice,
     Decision,
+    TriageAction,
+    WarningVerdict,
+    Weigh,
+    already_handled,
+    closing,
     decide,
     explain_markdown,
+    foreign_ledger,
     not_ready_seconds,
     not_ready_without_duration,
     parse_incident_id,
     parse_time,
+    replace_now,
+    settle,
+    wants_not_ready_choice,
+    what_to_weigh,
     with_not_ready_duration,
 )
+from remedy.remediate.choice import WarningAction
+from remedy.remediate.results import RemediationChoice
 from remedy.settings.triage import triage_settings
 from tasks.cluster import release_intake_quarantine, wait_for_checkpoint
+from tasks.leases import keeps_lease
 from tasks.states import final_state, run_subflow
 from tasks.tags import tag_this_run
 from tasks.triage import (
-    choose_remediation, claim_incident, close_incident, read_incident, read_live_node, weigh_warning,
+    choose_remediation,
+    claim_incident,
+    close_incident,
+    read_incident,
+    read_live_node,
+    weigh_warning,
 )
-from tasks.leases import keeps_lease
-
-# isolate_fault ends with a verdict, not an Outcome: "infrastructure" means the bad nodes are found and held
-ISOLATE_FIXED = {"isolated", "infrastructure"}
 
 
 def _run_name() -> str:
@@ -71,55 +83,44 @@ def triage(
     detected_at: str = "",
     event_id: str = "",
     dry_run: bool | None = None,
+    ledger: str = "",
 ):
     log = get_run_logger()
     settings = runtime.settings()
     t = triage_settings(settings)
     dry_run = settings.dry_run if dry_run is None else dry_run
     incident_id = parse_incident_id(incident_id)
+    # 0. Whose incident: an event from another ledger (a second stack on this Prefect server, or this ledger before
+    #    a reset) names an incident number that means something else here: touch nothing.
+    foreign = foreign_ledger(ledger, runtime.ledger().identity())
+    if foreign:
+        log.warning("incident %s: %s", incident_id, foreign)
+        return final_state({"incident_id": incident_id, "node": node, "dry_run": dry_run,
+                            "status": Outcome.DUPLICATE.value, "why": foreign})
 
     # 1. What was seen: the incident as the ledger has it (the event only points at it).
     facts = read_incident(incident_id, t.recurrence_lookback_hours)
-    incident, recurrences, state = facts["incident"], facts["recurrences"], facts["node_state"]
+    incident = facts.incident
     node = incident["node"]
     tag_this_run(node, stage="triage", xid=incident.get("xid"), dry_run=dry_run)
 
-    # 2. Staleness: a run that starts long after detection re-reads the live node before acting.
+    # 2. The live node where the incident alone cannot tell: a stale incident, a NotReady without a duration.
     now = utcnow()
     detected = parse_time(detected_at) or incident["first_seen"]
-    live = read_live_node(node) if (now - detected).total_seconds() > t.max_incident_age_seconds else {}
+    incident, live, not_ready = _look_at_node(incident, facts.node_state, now, detected, settings)
 
-    # 2b. NotReady without a duration (the alert did not say how long): measure it on the live node, waiting out
-    #     the NotReady grace (signals.node_not_ready_seconds) while it is still NotReady; without this the node
-    #     was only watched and the gang job stayed short.
-    #     With a spare ready, the shared choose() first weighs waiting for the node against the spare (a NotReady
-    #     node rarely comes back by itself: RESTART_BM's odds), as the simulator's policy does.
-    not_ready = None
-    if incident["signal"] == "node-not-ready" and incident["status"] == IncidentStatus.OPEN.value \
-            and settings.ladder.replace_first and state not in ("repair", "retired", "quarantined"):
-        now_live = read_live_node(node)
-        if now_live is not None and not now_live.get("ready", True):
-            not_ready = choose_remediation(node, None, incident_id, unreachable=True, signal=incident["signal"])
-    replace_now = bool(not_ready) and not_ready["option"] == RemediationPath.REPLACE.value
-    if not_ready_without_duration(incident) and incident["status"] == IncidentStatus.OPEN.value and not replace_now:
-        incident, live = _measure_not_ready(incident, settings.signals.node_not_ready_seconds)
-
-    # 3. Decide (plain Python: remedy.receiver.triage_policy).
-    decision = decide(incident, recurrences=recurrences, node_state=state, now=now, detected_at=detected,
-                      max_age_seconds=t.max_incident_age_seconds, live_node=live, thresholds=settings.signals,
-                      orphaned=facts["orphaned"], resumes=facts["resumes"])
-    if replace_now and decision.action == "record" and decision.path is RemediationPath.WATCH:
-        entrypoint, plan = PATH_FLOWS[RemediationPath.REPLACE]
-        decision = dataclasses.replace(decision, action="remediate", path=RemediationPath.REPLACE, entrypoint=entrypoint,
-                                       plan=plan, reason=f"{decision.reason}; replace first: {not_ready['reason']}")
+    # 3. Decide (plain Python: remedy.receiver.triage_policy), the NotReady choice weighed in.
+    decision = replace_now(decide(
+        incident, recurrences=facts.recurrences, node_state=facts.node_state, now=now, detected_at=detected,
+        max_age_seconds=t.max_incident_age_seconds, live_node=live, thresholds=settings.signals,
+        orphaned=facts.orphaned, resumes=facts.resumes, recovering=facts.recovering),
+        _choice(not_ready))
     result: dict[str, Any] = {"incident_id": incident_id, "node": node, "dry_run": dry_run, **decision.to_dict()}
     if not_ready:
-        result["choice"] = {k: not_ready[k] for k in ("option", "reason", "options", "spares_ready")}
-        create_markdown_artifact(key=f"{artifact_key(incident)}-options", markdown=not_ready["markdown"],
-                                 description="NotReady: waiting for the node against the spare, by expected downtime")
+        _options(result, incident, not_ready, "NotReady: waiting for the node against the spare, by expected downtime")
 
     # 4. Claim: only one run acts on one incident (duplicate triggers stop here).
-    if decision.action == "stop" and incident["status"] != IncidentStatus.OPEN.value:
+    if already_handled(decision, incident):
         _explain(incident, decision, "nothing done")
         _release(incident, f"incident already {incident['status']}", dry_run, log)
         return result | {"status": "already-handled"}
@@ -128,86 +129,118 @@ def triage(
         _explain(incident, decision, "another run holds this incident; nothing done")
         return result | {"status": "duplicate"}
 
-    if decision.action == "stop":
-        close_incident(incident_id, IncidentStatus.IGNORED.value, f"triage: {decision.reason}")
-        _explain(incident, decision, "recorded, no action")
-        _release(incident, decision.reason, dry_run, log)
-        return result | {"status": "skipped"}
-    # 4b. An early warning: swap the node at a checkpoint boundary when that loses the job less than the failure
-    #     would (choose_on_warning, as the simulator's policy decides), else watch it and say why.
-    recover_after = warned = False
-    if is_early_warning(incident["signal"], incident.get("xid")) and decision.action == "record":
-        decision, recover_after = _weigh_warning(incident, decision, result, dry_run)
-        warned = decision.action == "remediate"  # a node that still works: swapped only with a spare in hand
-        result |= {"action": decision.action, "path": decision.path.value, "plan": decision.plan,
-                   "reason": decision.reason}
-    if decision.action == "record":
-        level = log.warning if decision.path is RemediationPath.WATCH else log.info
-        level("%s: %s", node, decision.reason)
-        close_incident(incident_id, IncidentStatus.IGNORED.value, f"{decision.path.value}: {decision.reason}")
-        _explain(incident, decision, decision.plan)
-        _release(incident, f"{decision.path.value}: {decision.reason}", dry_run, log)
-        return result | {"status": decision.path.value}
-
-    # 5. Choose by expected cost where the catalog allows an in-place fix: with a spare ready, replacing first
-    #    usually costs the job less, and the failed node is then fixed off the critical path (recover-node).
-    if decision.path in (RemediationPath.RESET_GPU, RemediationPath.REBOOT) and incident.get("xid") is not None \
-            and settings.ladder.replace_first:
-        choice = choose_remediation(node, incident["xid"], incident_id)
-        result["choice"] = {k: choice[k] for k in ("option", "reason", "options", "spares_ready")}
-        create_markdown_artifact(key=f"{artifact_key(incident)}-options", markdown=choice["markdown"],
-                                 description="The options compared by expected job downtime, and the choice")
-        if choice["option"] == RemediationPath.REPLACE.value:
-            entrypoint, plan = PATH_FLOWS[RemediationPath.REPLACE]
-            decision = dataclasses.replace(
-                decision, path=RemediationPath.REPLACE, entrypoint=entrypoint,
-                plan=f"{plan}; then {decision.path.value} off the critical path, burn-in, back to the spares",
-                reason=f"{decision.reason}; replace first: {choice['reason']}")
-            result |= {"path": decision.path.value, "plan": decision.plan, "reason": decision.reason}
-            recover_after = True
+    # 5. Weigh what the decision leaves open (an early warning's swap, a spare against an in-place fix), then act on
+    #    the one decision the policy settles on.
+    decision = _settle(decision, incident, result, dry_run, settings)
+    result |= {"action": decision.action.value, "path": decision.path.value if decision.path else None,
+               "plan": decision.plan, "reason": decision.reason}
+    if decision.action in (TriageAction.STOP, TriageAction.RECORD):
+        return _record(incident, decision, result, dry_run, log)
+    if decision.action is TriageAction.RECOVER:
+        return final_state(result | _recover(incident, decision, dry_run, log))
 
     # 6. Remediate: the path's flow as a subflow (visible under this run in the UI). It tags its own run: tags
     #    entered here as a context would land on every task run too, and Prefect asks the server for a concurrency
     #    slot per tagged task run — a round trip on each step of the replacement, four of them before the cordon.
     _explain(incident, decision)
     outcome = _dispatch(decision, incident, detected_at or incident["first_seen"].isoformat(), dry_run, log,
-                        early_warning=warned)
-    status = str((outcome or {}).get("status", ""))
-    done = outcome_of(outcome)
-    if decision.path is RemediationPath.ESCALATE or (outcome or {}).get("escalated"):
-        final, detail = IncidentStatus.ESCALATED, f"escalated: {(outcome or {}).get('reason', decision.reason)}"
-    elif done is Outcome.WATCHED:
-        final, detail = done.incident_status, f"{RemediationPath.WATCH.value}: not swapped: {outcome.get('why')}"
-    elif done is not None:
-        final = done.incident_status
-        why = (outcome or {}).get("why") or ("the operator's change stands" if done is Outcome.STOPPED_BY_OPERATOR
-                                             else done.value)
-        detail = f"{decision.path.value}: {why}" if final is not IncidentStatus.ESCALATED else \
-            f"{decision.path.value} ended {done.label.lower()}: a person decides ({why})"
-    elif status in ISOLATE_FIXED:
-        final, detail = IncidentStatus.RESOLVED, f"{decision.path.value}: {status}"
-    elif status == "code":
-        final, detail = IncidentStatus.IGNORED, "isolate: every batch diverges — user code or data, not the hardware"
-    else:
-        final, detail = IncidentStatus.ESCALATED, f"{decision.path.value} ended {status or 'without a status'}: a human decides"
-    closed = close_incident(incident_id, final.value, detail, only_if_acting=True)
+                        early_warning=decision.early_warning)
+    close = closing(decision, outcome)
+    closed = close_incident(incident_id, close.status.value, close.detail, only_if_acting=True)
     # a quarantine at intake no remediation took over (held, cleared, escalated without quarantine) ends here
-    _release(incident, detail, dry_run, log)
+    _release(incident, close.detail, dry_run, log)
     # 7. Replaced first: fix the failed node in the background (the job already runs on the spare).
-    if recover_after and done in (Outcome.REPLACED, Outcome.REPLACED_JOB_NOT_FULL):
-        from flows.recover_node import recover_node
-
-        result["recovery"] = run_subflow(recover_node, node, xid=incident.get("xid"), gpu=incident.get("gpu"),
-                                         incident_id=incident_id, dry_run=dry_run)
-    return final_state(result | {"status": status or "done", "incident_status": closed["status"], "outcome": outcome,
-                                 "why": detail})
+    if decision.recover_after and close.replaced:
+        result["recovery"] = _recover_node(incident, dry_run)
+    return final_state(result | {"status": close.run_status, "incident_status": closed.status.value,
+                                 "outcome": outcome, "why": close.detail})
 
 
-def _weigh_warning(incident: dict[str, Any], decision: Decision, result: dict[str, Any],
-                   dry_run: bool) -> tuple[Decision, bool]:
+def _look_at_node(incident: dict[str, Any], node_state: str | None, now, detected, settings
+                  ) -> tuple[dict[str, Any], dict | None, RemediationChoice | None]:
+    """Staleness: a run that starts long after detection re-reads the live node before acting. NotReady: with a
+    spare ready, the shared choose() first weighs waiting for the node against the spare (a NotReady node rarely
+    comes back by itself: RESTART_BM's odds), as the simulator's policy does; without a duration in the alert,
+    measure it on the live node, waiting out the NotReady grace while it is still NotReady. Returns the incident
+    (with the measured duration), the live node (or {} when not read) and the NotReady choice (or None)."""
+    t = triage_settings(settings)
+    node = incident["node"]
+    live = read_live_node(node) if (now - detected).total_seconds() > t.max_incident_age_seconds else {}
+    not_ready = None
+    if wants_not_ready_choice(incident, node_state, replace_first=settings.ladder.replace_first):
+        now_live = read_live_node(node)
+        if now_live is not None and not now_live.get("ready", True):
+            not_ready = choose_remediation(node, None, incident["id"], unreachable=True, signal=incident["signal"])
+    replacing = not_ready is not None and not_ready.option == RemediationPath.REPLACE.value
+    if not_ready_without_duration(incident) and incident["status"] == IncidentStatus.OPEN.value and not replacing:
+        incident, live = _measure_not_ready(incident, settings.signals.node_not_ready_seconds)
+    return incident, live, not_ready
+
+
+def _choice(chosen: RemediationChoice | None) -> Choice | None:
+    return None if chosen is None else Choice(chosen.option, chosen.reason)
+
+
+def _options(result: dict[str, Any], incident: dict[str, Any], chosen: RemediationChoice, description: str) -> None:
+    result["choice"] = chosen.summary()
+    create_markdown_artifact(key=f"{artifact_key(incident)}-options", markdown=chosen.markdown,
+                             description=description)
+
+
+def _settle(decision: Decision, incident: dict[str, Any], result: dict[str, Any], dry_run: bool, settings
+            ) -> Decision:
+    """Gather what the policy asks to weigh (tasks), and return the policy's one decision on it."""
+    weigh = what_to_weigh(decision, incident, replace_first=settings.ladder.replace_first,
+                          early_warning=is_early_warning(incident["signal"], incident.get("xid")))
+    if weigh is Weigh.WARNING:
+        return settle(decision, warning=_weigh_warning(incident, result, dry_run))
+    if weigh is Weigh.EXPECTED_COST:
+        # with a spare ready, replacing first usually costs the job less, and the failed node is then fixed off
+        # the critical path (recover-node)
+        choice = choose_remediation(incident["node"], incident["xid"], incident["id"])
+        _options(result, incident, choice, "The options compared by expected job downtime, and the choice")
+        return settle(decision, cost=_choice(choice))
+    return decision
+
+
+def _record(incident: dict[str, Any], decision: Decision, result: dict[str, Any], dry_run: bool, log
+            ) -> dict[str, Any]:
+    """Nothing to remediate: the incident is closed as ignored, saying why (a gate's refusal, watch, ignore)."""
+    if decision.action is TriageAction.STOP:
+        close_incident(incident["id"], IncidentStatus.IGNORED.value, f"triage: {decision.reason}")
+        _explain(incident, decision, "recorded, no action")
+        _release(incident, decision.reason, dry_run, log)
+        return result | {"status": "skipped"}
+    level = log.warning if decision.path is RemediationPath.WATCH else log.info
+    level("%s: %s", incident["node"], decision.reason)
+    close_incident(incident["id"], IncidentStatus.IGNORED.value, f"{decision.path.value}: {decision.reason}")
+    _explain(incident, decision, decision.plan)
+    _release(incident, f"{decision.path.value}: {decision.reason}", dry_run, log)
+    return result | {"status": decision.path.value}
+
+
+def _recover(incident: dict[str, Any], decision: Decision, dry_run: bool, log) -> dict[str, Any]:
+    """A gone run's background repair, carried on: the job already runs on the spare (its replacement is done)."""
+    log.warning("%s: %s", incident["node"], decision.reason)
+    _explain(incident, decision)
+    recovery = _recover_node(incident, dry_run)
+    closed = close_incident(incident["id"], IncidentStatus.RESOLVED.value,
+                            f"replaced; background repair: {recovery.get('why') or recovery.get('status')}",
+                            only_if_acting=True)
+    return {"status": Outcome.REPLACED.value, "recovery": recovery, "incident_status": closed.status.value,
+            "why": decision.reason}
+
+
+def _recover_node(incident: dict[str, Any], dry_run: bool) -> dict[str, Any]:
+    from flows.recover_node import recover_node
+
+    return run_subflow(recover_node, incident["node"], xid=incident.get("xid"), gpu=incident.get("gpu"),
+                       incident_id=incident["id"], dry_run=dry_run)
+
+
+def _weigh_warning(incident: dict[str, Any], result: dict[str, Any], dry_run: bool) -> WarningVerdict:
     """The warned node's options by expected job minutes lost (artifact); acting waits for the checkpoint boundary
-    (asking for one when the next is too far) and then replaces the node first, with the off-path fix after. Returns
-    the decision to carry out and whether the node is recovered off the critical path afterwards."""
+    (asking for one when the next is too far)."""
     work = runtime.settings().workload
     warned = weigh_warning(incident["node"], incident["id"])
     result["warning"] = {k: v for k, v in warned.items() if k != "markdown"}
@@ -216,20 +249,14 @@ def _weigh_warning(incident: dict[str, Any], decision: Decision, result: dict[st
                                  description="Early warning: a swap at a checkpoint boundary against waiting for the "
                                              "failure, by expected job minutes lost")
     if not warned["acts"]:
-        return dataclasses.replace(decision, reason=f"{decision.reason}; {warned['why']}"), False
+        return WarningVerdict(acts=False, why=warned["why"])
     boundary = wait_for_checkpoint(work.namespace, work.job, incident["node"],
                                    ask=warned["action"] == WarningAction.CHECKPOINT_NOW.value,
                                    timeout_seconds=warned["wait_for_checkpoint_seconds"], dry_run=dry_run,
                                    incident_id=incident["id"])
     result["checkpoint"] = boundary
-    if not boundary["reached"]:
-        return dataclasses.replace(decision, reason=f"{decision.reason}; not swapped: {boundary['why']}, and a swap "
-                                                    "between checkpoints would roll back the job's work"), False
-    entrypoint, plan = PATH_FLOWS[RemediationPath.REPLACE]
-    return dataclasses.replace(
-        decision, action="remediate", path=RemediationPath.REPLACE, entrypoint=entrypoint,
-        plan=f"{plan} at the checkpoint boundary; then reset/reboot off the critical path, burn-in, back to the spares",
-        reason=f"{decision.reason}; {boundary['why']}, so the swap loses no work ({warned['why']})"), True
+    return WarningVerdict(acts=True, why=warned["why"], boundary_reached=bool(boundary["reached"]),
+                          boundary_why=boundary["why"])
 
 
 def _release(incident: dict[str, Any], why: str, dry_run: bool, log) -> None:

@@ -74,7 +74,7 @@ INCIDENT_TRIGGER = EventTrigger(
     expect=(INCIDENT_OPENED,),
     match={"prefect.resource.id": "remedy.node.*"},
     parameters={"incident_id": _payload("incident_id"), "node": _payload("node"), "signal": _payload("signal"),
-                "xid": _payload("xid"), "detected_at": _payload("detected_at")},
+                "xid": _payload("xid"), "detected_at": _payload("detected_at"), "ledger": _payload("ledger")},
 )
 
 HOUR = 3600.0

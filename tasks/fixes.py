@@ -44,16 +44,21 @@ def restart_app(node: str, namespace: str, attempt_id: int, dry_run: bool, incid
 
 @task(name="quarantine_node", task_run_name="quarantine-{node}", timeout_seconds=120, **RETRY)
 def quarantine_node(node: str, reason: str, attempt_id: int, dry_run: bool, incident_id: int | None = None) -> dict:
-    """Cordon + quarantine taint + ledger state quarantined (mirrored on the pool label)."""
+    """Cordon + quarantine taint + ledger state quarantined (mirrored on the pool label). The cordon's record says
+    who held the node's cordon before (`cordoned_before`): a person's cordon is kept after the fix (release_node)."""
     settings = runtime.settings()
     cluster = runtime.cluster(dry_run)
     kw = dict(incident_id=incident_id, dry_run=dry_run)
     # the receiver may have cordoned this node for the same incident already: this run takes that cordon over
     adopt = intake_owner(incident_id) if incident_id is not None else None
+
+    def cordon() -> dict:
+        before = _cordon_owner(cluster, node)
+        return asdict(cluster.cordon(node, reason=reason, by=requester(), adopt=adopt)) | {
+            "cordoned_before": before.value}
+
     out = {
-        "cordon": act("cordon_node", node,
-                      lambda: asdict(cluster.cordon(node, reason=reason, by=requester(), adopt=adopt)),
-                      key=_key(attempt_id, "cordon"), **kw),
+        "cordon": act("cordon_node", node, cordon, key=_key(attempt_id, "cordon"), **kw),
         "taint": act("taint_node", node, lambda: asdict(cluster.set_taints(
             node, add=[Taint(settings.taints.quarantine)])), key=_key(attempt_id, "taint"), **kw),
     }
@@ -63,18 +68,37 @@ def quarantine_node(node: str, reason: str, attempt_id: int, dry_run: bool, inci
 
 @task(name="release_node", task_run_name="release-{node}", timeout_seconds=120, **RETRY)
 def release_node(node: str, reason: str, attempt_id: int, dry_run: bool, incident_id: int | None = None) -> dict:
-    """Back in service after a verified fix: uncordon, untaint, ledger state active."""
+    """Back in service after a verified fix: uncordon, untaint, ledger state active. A cordon a person set (no
+    gpu-remedy annotation) stays: recorded as `keep_operator_cordon`, never lifted (remedy.remediate.operator)."""
+    from remedy.remediate.operator import CordonOwner, keep_cordon_why, may_uncordon
+
     settings = runtime.settings()
     cluster = runtime.cluster(dry_run)
     kw = dict(incident_id=incident_id, dry_run=dry_run)
     out = {
         "untaint": act("untaint_node", node, lambda: asdict(cluster.set_taints(
             node, remove=[settings.taints.quarantine])), key=_key(attempt_id, "untaint"), **kw),
-        "uncordon": act("uncordon_node", node, lambda: asdict(cluster.uncordon(node, reason=reason, by=requester())),
-                        key=_key(attempt_id, "uncordon"), **kw),
     }
+    if may_uncordon(_cordon_owner(cluster, node)):
+        out["uncordon"] = act("uncordon_node", node,
+                              lambda: asdict(cluster.uncordon(node, reason=reason, by=requester())),
+                              key=_key(attempt_id, "uncordon"), **kw)
+    else:
+        why = keep_cordon_why(node)
+        out["uncordon"] = act("keep_operator_cordon", node, lambda: {"node": node, "changed": False, "detail": why,
+                                                                     "cordoned_by": CordonOwner.PERSON.value},
+                              key=_key(attempt_id, "keep-cordon"), **kw)
     out["state"] = _set_state(node, NodeState.ACTIVE, reason, attempt_id, dry_run, incident_id)
     return out
+
+
+def _cordon_owner(cluster, node: str):
+    """Who holds the node's cordon right now (gpu-remedy's annotation, or a person's bare cordon)."""
+    from remedy.adapters.kubernetes import ANN_CORDONED_BY
+    from remedy.remediate.operator import cordon_owner
+
+    live = cluster.get_node(node)
+    return cordon_owner(live.unschedulable, live.annotations.get(ANN_CORDONED_BY))
 
 
 def _set_state(node: str, state: NodeState, reason: str, attempt_id: int, dry_run: bool,

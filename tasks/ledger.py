@@ -76,6 +76,48 @@ def act(kind: str, node: str, fn: Callable[[], dict[str, Any]], *, incident_id: 
     return result
 
 
+def begin_action(kind: str, node: str, *, incident_id: int | None, dry_run: bool,
+                 detail: dict[str, Any] | None = None) -> int:
+    """A long step's row (a ladder rung, an off-path fix), written `running` before it starts and ended by
+    `end_action`; fenced: a run taken over while it stalled starts nothing. Returns the row's id. (`act` is the
+    one-call form for a single side effect; both write through the same ledger calls.)"""
+    from tasks.leases import fence
+
+    rec, _ = runtime.ledger().start_action(
+        Action(kind=kind, node=node, requested_by=requester(), dry_run=dry_run, incident_id=incident_id,
+               detail=_jsonable(detail or {})),
+        fence=fence(incident_id))
+    return rec.id
+
+
+def end_action(action_id: int, outcome: ActionOutcome, *, error: str = "", detail: dict[str, Any] | None = None
+               ) -> None:
+    """End a `begin_action` row. Marked abandoned meanwhile (this run was found gone): the ledger keeps the first
+    word, and the run is told in its log."""
+    try:
+        runtime.ledger().finish_action(action_id, outcome, error=error, detail=_jsonable(detail or {}))
+    except LedgerConflict as exc:
+        from prefect import get_run_logger
+
+        get_run_logger().warning("action %s: %s", action_id, exc)
+
+
+def note_action(kind: str, node: str, why: str, *, incident_id: int | None, dry_run: bool,
+                outcome: ActionOutcome = ActionOutcome.SKIPPED) -> None:
+    """A step not taken, and why (ignored, stood down for the operator): one finished row, fenced."""
+    from tasks.leases import fence
+
+    runtime.ledger().start_action(Action(kind=kind, node=node, requested_by=requester(), dry_run=dry_run,
+                                         incident_id=incident_id, outcome=outcome, error=why[:500]),
+                                  fence=fence(incident_id))
+
+
+def _jsonable(d: dict) -> dict:
+    import json
+
+    return json.loads(json.dumps(d, default=str))
+
+
 @task(name="open_incident", task_run_name="open-incident-{node}", cache_policy=NO_CACHE, retries=2,
       retry_delay_seconds=1)
 def open_incident(node: str, signal: str, gpu: int | None = None, xid: int | None = None, detail: str = "",

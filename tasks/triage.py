@@ -14,6 +14,8 @@ from remedy.domain.model import ActionOutcome, IncidentStatus, utcnow
 from remedy.errors import NodeNotFound
 from remedy.ledger.errors import LeaseLost
 from remedy.ledger.leases import REANNOUNCE_KIND
+from remedy.remediate.results import ClosedIncident, IncidentFacts, RemediationChoice
+from remedy.remediate.runbook import BACKGROUND_REPAIR_KIND
 from tasks.ledger import requester, took_over
 from tasks.retry import transient_only
 
@@ -24,7 +26,7 @@ READ = dict(retries=2, retry_delay_seconds=[0.5, 1], retry_condition_fn=transien
 
 
 @task(name="read_incident", task_run_name="read-incident-{incident_id}", **READ)
-def read_incident(incident_id: int, lookback_hours: float) -> dict[str, Any]:
+def read_incident(incident_id: int, lookback_hours: float) -> IncidentFacts:
     """The incident as the ledger has it now, how often this very fault was seen in the lookback (this one
     included: seed 002 §4.3.5's 'it recurs'), and the node's lifecycle state. One task: each costs a round trip."""
     led = runtime.ledger()
@@ -35,8 +37,8 @@ def read_incident(incident_id: int, lookback_hours: float) -> dict[str, Any]:
         state = led.get_node(incident["node"]).state
     except NodeNotFound:
         state = None
-    return {"incident": incident, "recurrences": max(1, recurrences), "node_state": state.value if state else None,
-            **resumption(led, incident)}
+    return IncidentFacts(incident=incident, recurrences=max(1, recurrences),
+                         node_state=state.value if state else None, **resumption(led, incident))
 
 
 def resumption(led, incident: dict[str, Any]) -> dict[str, bool]:
@@ -50,7 +52,10 @@ def resumption(led, incident: dict[str, Any]) -> dict[str, bool]:
         True for _ in led.actions(incident_id=incident["id"], kind=REANNOUNCE_KIND))
     cordoned = any(not a.dry_run and a.outcome is ActionOutcome.SUCCEEDED
                    for a in led.actions(incident_id=incident["id"], kind="cordon_node"))
-    return {"orphaned": orphaned, "resumes": (orphaned or reannounced) and cordoned}
+    # the gone run had replaced the node and was repairing it off the critical path (recover-node's marker)
+    recovering = (orphaned or reannounced) and any(
+        not a.dry_run for a in led.actions(incident_id=incident["id"], kind=BACKGROUND_REPAIR_KIND))
+    return {"orphaned": orphaned, "resumes": (orphaned or reannounced) and cordoned, "recovering": recovering}
 
 
 @task(name="read_live_node", task_run_name="read-live-{node}", **READ)
@@ -75,7 +80,7 @@ def claim_incident(incident_id: int) -> bool:
 
 
 @task(name="close_incident", task_run_name="close-incident-{incident_id}-{status}", **READ)
-def close_incident(incident_id: int, status: str, detail: str, only_if_acting: bool = False) -> dict[str, Any]:
+def close_incident(incident_id: int, status: str, detail: str, only_if_acting: bool = False) -> ClosedIncident:
     """Set the incident's final status. `only_if_acting`: leave it alone if the remediation flow already closed it
     (replace-node, fix-in-place and escalate record their own outcome), or if another live run holds it now (this
     run's was found gone and the incident taken over)."""
@@ -97,7 +102,7 @@ def close_incident(incident_id: int, status: str, detail: str, only_if_acting: b
             if not only_if_acting:
                 raise
             rec = led.get_incident(incident_id)  # another run has it now: its word stands
-    return {"id": rec.id, "status": rec.status.value}
+    return ClosedIncident(rec.id, rec.status)
 
 
 def recorded_fix_attempts(led) -> list[tuple[str, Any, bool]]:
@@ -120,15 +125,14 @@ def recorded_fix_attempts(led) -> list[tuple[str, Any, bool]]:
 
 @task(name="choose_remediation", task_run_name="choose-for-{node}", **READ)
 def choose_remediation(node: str, xid: int | None, incident_id: int, tried_depth: int = -1,
-                       unreachable: bool | None = None, signal: str = "") -> dict[str, Any]:
+                       unreachable: bool | None = None, signal: str = "") -> RemediationChoice:
     """Compare restart / reset / reboot / replace / escalate by expected job downtime (remedy.remediate.choice),
     with the fleet's own recorded fix outcomes for this fault class and whether a validated spare is ready.
     `tried_depth`: the deepest in-place fix (index into DEPTHS) that already failed on this incident, so only
     deeper ones are offered; `unreachable`: the node is NotReady (a restart means waiting for it to come back);
     None reads it from the live node. Without an XID, `signal`'s class decides the odds (NotReady: a reboot's)."""
     from remedy.domain.model import NodeState
-    from remedy.domain.xid import lookup
-    from remedy.domain.xid import Resolution
+    from remedy.domain.xid import Resolution, lookup
     from remedy.remediate.choice import SIGNAL_RESOLUTION, Durations, Situation, choose, odds_for
 
     led = runtime.ledger()
@@ -145,8 +149,9 @@ def choose_remediation(node: str, xid: int | None, incident_id: int, tried_depth
                           not_ready_grace=settings.signals.node_not_ready_seconds / 60)
     choice = choose(Situation(resolution=resolution, odds=odds_for(resolution, attempts), spare_ready=bool(spares),
                               durations=durations, tried_depth=tried_depth, unreachable=unreachable))
-    return choice.to_dict() | {"markdown": choice.markdown(), "spares_ready": len(spares),
-                               "tried_depth": tried_depth, "unreachable": unreachable}
+    return RemediationChoice(option=choice.option.value, reason=choice.reason,
+                             options=[c.to_dict() for c in choice.costs], spares_ready=len(spares),
+                             tried_depth=tried_depth, unreachable=unreachable, markdown=choice.markdown())
 
 
 @task(name="weigh_warning", task_run_name="weigh-warning-{node}", **READ)

@@ -19,6 +19,9 @@ SLOW: dict[str, str] = {
     "tests/flows/test_takeover.py::test_a_stopped_run_taken_over_meanwhile_is_refused_when_it_continues":
         "a flow process stopped mid-drain, a second run replaces the node, the first continues and is refused; "
         "on PostgreSQL it waits for a real 10 s lease",
+    "tests/flows/test_recovery_takeover.py::test_a_killed_background_repair_is_taken_over":
+        "a triage process of its own (replace first, then the background repair), killed mid-reboot; the watchdog "
+        "re-announces and a second triage run carries the repair through burn-in",
     # 44 s in the reviewer's run (issue 28)
     "tests/flows/test_replace_node.py::test_crash_and_rerun_gives_one_replacement":
         "kills a flow process of its own mid-replacement and runs it again",

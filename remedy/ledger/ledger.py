@@ -21,13 +21,14 @@ from remedy.ledger.errors import LedgerNotMigrated
 from remedy.ledger.incidents import IncidentsMixin
 from remedy.ledger.leases import LeasesMixin
 from remedy.ledger.nodes import NodesMixin
+from remedy.ledger.operator import OperatorMixin
 from remedy.ledger.records import ActionRecord, HistoryEntry, TransitionRecord, ValidationRecord
 
 # Same timestamp: show the action, then the state change it caused, then any validation.
 _KIND_ORDER = {"action": 0, "transition": 1, "validation": 2}
 
 
-class Ledger(NodesMixin, IncidentsMixin, LeasesMixin, ActionsMixin):
+class Ledger(NodesMixin, IncidentsMixin, OperatorMixin, LeasesMixin, ActionsMixin):
     def __init__(self, url: str, *, echo: bool = False, busy_timeout_seconds: float = 30.0,
                  clock: Callable[[], datetime] | None = None) -> None:
         self.url = url
@@ -75,6 +76,19 @@ class Ledger(NodesMixin, IncidentsMixin, LeasesMixin, ActionsMixin):
                 f"ledger {where} is at schema revision {current or 'none'}, expected {head}: "
                 "run `remedy ledger migrate`"
             )
+
+    def identity(self) -> str:
+        """This ledger's identity (hex uuid4), written once by the migration that created it: part of every Prefect
+        run key, so another ledger's incident with the same number never gets this one's run (or the reverse)."""
+        cached = getattr(self, "_identity", None)
+        if cached is None:
+            with self._read() as conn:
+                row = conn.execute(select(schema.ledger_identity.c.id).order_by(schema.ledger_identity.c.created_at)
+                                   ).first()
+            if row is None:
+                raise LedgerNotMigrated(f"ledger {self!r} has no identity yet: run `remedy ledger migrate`")
+            cached = self._identity = str(row[0])
+        return cached
 
     # --- audit trail ---------------------------------------------------------------------------------------
     def history(self, node: str) -> list[HistoryEntry]:

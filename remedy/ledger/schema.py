@@ -217,3 +217,13 @@ run_leases = Table(
     Column("end_reason", Text, nullable=False, default=""),
     Index(None, "expires_at"),
 )
+
+# The ledger's own identity: one row, written by the migration that created the table (0006). Every Prefect run key
+# carries it, so a stack pointed at a reset or foreign ledger (or two stacks on one Prefect server) never gets
+# another ledger's run back for an incident that merely has the same number.
+ledger_identity = Table(
+    "ledger_identity",
+    metadata,
+    Column("id", String, primary_key=True),
+    Column("created_at", UTCDateTime, nullable=False),
+)

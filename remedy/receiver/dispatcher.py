@@ -174,9 +174,11 @@ class Dispatcher:
 
 
 def triage_key(payload: dict[str, Any]) -> str:
-    """One triage run per incident, and one more per re-announce by the lease watchdog (its run took over)."""
-    again = payload.get("reannounce")
-    return f"triage:incident:{payload['incident_id']}" + (f":reannounce-{again}" if again else "")
+    """One triage run per incident of one ledger (its identity, in the payload: a reset ledger's or another stack's
+    incident with the same number is another run), and one more per re-announce by the lease watchdog."""
+    again, ledger = payload.get("reannounce"), payload.get("ledger")
+    return (f"triage:{'ledger-' + ledger + ':' if ledger else ''}incident:{payload['incident_id']}"
+            + (f":reannounce-{again}" if again else ""))
 
 
 def _run_tags(event: dict[str, Any]) -> list[str]:

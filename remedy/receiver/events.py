@@ -36,9 +36,11 @@ def node_resource_id(node: str) -> str:
     return f"remedy.node.{node}"
 
 
-def event_id(record: IncidentRecord, reannounce: int = 0) -> str:
-    """The incident's event id; the lease watchdog's n-th re-announce of it (`reannounce`) is an event of its own."""
+def event_id(record: IncidentRecord, reannounce: int = 0, ledger_id: str = "") -> str:
+    """The incident's event id; the lease watchdog's n-th re-announce of it (`reannounce`) is an event of its own,
+    and so is the same incident number in another ledger (`ledger_id`: a reset or a second stack)."""
     name = f"{EVENT_OPENED}|{record.id}|{record.fingerprint}|{record.first_seen.isoformat()}"
+    name += f"|ledger-{ledger_id}" if ledger_id else ""
     return str(uuid.uuid5(_NAMESPACE, name + (f"|reannounce-{reannounce}" if reannounce else "")))
 
 
@@ -56,8 +58,9 @@ def verdict_of(record: IncidentRecord, thresholds: SignalThresholds | None = Non
         return {"path": "escalate", "severity": record.severity, "rule": f"unclassifiable: {exc}"}
 
 
-def incident_event(record: IncidentRecord, verdict: dict[str, str] | None = None) -> dict[str, Any]:
-    """The Prefect event (JSON form of `prefect.events.Event`) announcing a new incident."""
+def incident_event(record: IncidentRecord, verdict: dict[str, str] | None = None, ledger_id: str = "") -> dict[str, Any]:
+    """The Prefect event (JSON form of `prefect.events.Event`) announcing a new incident; `ledger_id` (the ledger's
+    identity) goes into the payload, the event id and so the triage run's key."""
     verdict = verdict or verdict_of(record)
     related = []
     if record.gpu is not None:
@@ -71,7 +74,7 @@ def incident_event(record: IncidentRecord, verdict: dict[str, str] | None = None
                         "prefect.resource.name": f"XID {record.xid}"})
     related.append({"prefect.resource.id": f"remedy.incident.{record.id}", "prefect.resource.role": "incident"})
     return {
-        "id": event_id(record),
+        "id": event_id(record, ledger_id=ledger_id),
         "occurred": record.first_seen.isoformat(),
         "event": EVENT_OPENED,
         "resource": {"prefect.resource.id": node_resource_id(record.node), "prefect.resource.name": record.node},
@@ -87,6 +90,7 @@ def incident_event(record: IncidentRecord, verdict: dict[str, str] | None = None
             "rule": verdict.get("rule", ""),
             "detected_at": record.first_seen.isoformat(),
             "fingerprint": record.fingerprint,
+            "ledger": ledger_id,
         },
     }
 
@@ -174,7 +178,8 @@ class IncidentAnnouncer:
             pending = outbox.unannounced(self.ledger, limit=self.batch)
             if not pending:
                 break
-            events = [incident_event(r, verdict_of(r, self.thresholds)) for r in pending]
+            ledger_id = self.ledger.identity()
+            events = [incident_event(r, verdict_of(r, self.thresholds), ledger_id) for r in pending]
             if self.quarantine is not None:  # never raises: a node it cannot cordon is cordoned by its flow
                 self.quarantine(pending, [e["payload"]["path"] for e in events])
             try:

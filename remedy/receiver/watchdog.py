@@ -31,10 +31,10 @@ BY = "watchdog"
 
 
 def reannounce_event(record, generation: int, previous_run: str,
-                     thresholds: SignalThresholds | None = None) -> dict[str, Any]:
+                     thresholds: SignalThresholds | None = None, ledger_id: str = "") -> dict[str, Any]:
     """The incident's `remedy.incident.opened` event, announced again for the `generation`-th time."""
-    event = incident_event(record, verdict_of(record, thresholds))
-    event["id"] = event_id(record, generation)
+    event = incident_event(record, verdict_of(record, thresholds), ledger_id)
+    event["id"] = event_id(record, generation, ledger_id)
     event["payload"] |= {"reannounce": generation, "previous_run": previous_run}
     return event
 
@@ -115,6 +115,15 @@ class LeaseWatchdog:
         why = f"run {gone} {gone_since(lease)}"
         waiting = [a.flow_run_id for a in self.ledger.approvals(incident_id=record.id, pending=True)
                    if a.flow_run_id == gone or self.ledger.run_gone(a.flow_run_id) is not None]
+        if self.ledger.stood_down_by_operator(record.id):
+            # its run stood down for the operator's change and died before closing it: the change stands, no new
+            # run (it would re-cordon and drain the node the operator just uncordoned)
+            reason = f"{why}; it had stood down for the operator's change on {record.node}: the operator's change stands"
+            if not self.ledger.close_stood_down(record.id, gone, reason=reason, by=BY):
+                return None
+            log.warning("incident %s on %s closed: %s", record.id, record.node, reason)
+            self._show_gone([gone, *waiting], f"gone; incident {record.id} closed: stood down for the operator")
+            return {"incident_id": record.id, "action": "closed-stood-down", "from": gone, "why": reason}
         n = self.ledger.reannounces(record.id)
         if n >= self.max_reannounces:
             reason = (f"{why}; re-announced {n} time(s) already and its runs keep ending without settling it: "
@@ -130,7 +139,7 @@ class LeaseWatchdog:
                     log.warning("watchdog: Slack notice for incident %s failed: %s", record.id, exc)
             self._show_gone([gone, *waiting], f"gone; incident {record.id} escalated to a person")
             return {"incident_id": record.id, "action": "escalated", "from": gone, "why": reason}
-        event = reannounce_event(record, n + 1, gone, self.thresholds)
+        event = reannounce_event(record, n + 1, gone, self.thresholds, self.ledger.identity())
         self.send([event])  # first: if it fails, nothing changed and the next round tries again
         mark = f"event:{event['id']}"
         if not self.ledger.reannounce_incident(record.id, gone, mark, reason=f"re-announced: {why}", by=BY,

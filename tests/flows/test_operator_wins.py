@@ -9,6 +9,7 @@ Kubernetes API as kubectl's would), a SQLite ledger."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC
 
 import pytest
 
@@ -109,3 +110,93 @@ def test_an_uncordon_at_each_step_stands_the_run_down(prefect_server, sim_factor
         again = run_to_state_result(replace_node, node="gpu011", cause="row remap failed",
                                     signal="row-remap-failure", gpu=0)
         assert again["status"] == "replaced" and again["replacement"] == claimed, again
+
+
+# ------------------------------------------------------------------------------------------------ issue 32, item 3
+def _kubectl_cordon(runtime, node: str) -> None:
+    """What `kubectl cordon` does: spec.unschedulable through the Kubernetes API, no gpu-remedy annotation."""
+    from kubernetes import client as k8s
+
+    k8s.CoreV1Api(runtime.cluster().api).patch_node(node, {"spec": {"unschedulable": True}},
+                                                     _content_type="application/strategic-merge-patch+json")
+
+
+def test_a_persons_cordon_before_a_fix_stays_after_it(prefect_server, sim, remedy_env):
+    """A person cordoned the node before gpu-remedy acted; the GPU reset fixes it, and the node stays cordoned (on
+    main the fix uncordoned it: the operator's cordon was removed)."""
+    from flows.fix_in_place import fix_in_place
+    from remedy.sim.faults import inject
+
+    runtime = remedy_env(sim=sim)
+    node = "gpu005"
+    _kubectl_cordon(runtime, node)
+    inject(sim.cluster, "xid", node, gpu=3, code=145)
+    out = run_to_state_result(fix_in_place, node=node, xid=145, gpu=3)
+    assert out["status"] == "fixed", out
+    live = runtime.cluster().get_node(node)
+    assert live.unschedulable, "the operator's cordon was lifted"
+    assert not live.has_taint("remedy.io/quarantine")  # gpu-remedy's own taint is lifted
+    led = runtime.ledger()
+    [cordon] = _acts(led, "cordon_node", node=node)
+    assert cordon.detail["cordoned_before"] == "person" and not cordon.detail["changed"]  # who cordoned: recorded
+    assert _acts(led, "uncordon_node", node=node) == []
+    [kept] = _acts(led, "keep_operator_cordon", ActionOutcome.SUCCEEDED, node=node)
+    assert "cordoned by a person" in kept.detail["detail"]
+
+
+def test_gpu_remedys_own_cordon_is_still_lifted_after_a_fix(prefect_server, sim, remedy_env):
+    """The other side of the rule: a node gpu-remedy cordoned itself goes back in service after the fix."""
+    from flows.fix_in_place import fix_in_place
+    from remedy.sim.faults import inject
+
+    runtime = remedy_env(sim=sim)
+    inject(sim.cluster, "xid", "gpu006", gpu=1, code=145)
+    out = run_to_state_result(fix_in_place, node="gpu006", xid=145, gpu=1)
+    assert out["status"] == "fixed", out
+    assert not runtime.cluster().get_node("gpu006").unschedulable
+    [cordon] = _acts(runtime.ledger(), "cordon_node", node="gpu006")
+    assert cordon.detail["cordoned_before"] == "nobody"
+
+
+def test_a_persons_cordon_stays_after_a_cleared_recheck(prefect_server, sim, remedy_env):
+    from datetime import datetime, timezone
+
+    from flows.fix_in_place import fix_in_place
+    from tasks.ledger import open_incident
+
+    runtime = remedy_env(sim=sim)
+    node = "gpu008"
+    _kubectl_cordon(runtime, node)
+    inc = open_incident.fn(node, "xid", gpu=4, xid=145)
+    runtime.ledger().touch_incident(inc["fingerprint"], datetime.now(UTC), alert_cleared=True)
+    out = run_to_state_result(fix_in_place, node=node, xid=145, gpu=4, incident_id=inc["id"])
+    assert out["status"] == "cleared-before-acting", out
+    assert runtime.cluster().get_node(node).unschedulable
+
+
+def test_a_fix_started_by_a_person_and_stood_down_closes_its_incident(prefect_server, sim_factory, remedy_env):
+    """A person starts fix-in-place by hand; the operator uncordons mid-reset and the run stands down. Its incident
+    is closed as stood down (on main it stayed `acting`, so the watchdog re-announced it and triage re-cordoned and
+    drained the node the operator had just uncordoned); the watchdog finds nothing to hand on."""
+    from flows.fix_in_place import fix_in_place
+    from remedy.receiver.watchdog import LeaseWatchdog
+    from remedy.sim.faults import inject
+    from tests.approvals.helpers import FlowThread, wait_for
+
+    sim = sim_factory(nodes=16, spares=2, time_scale=0.1)  # slow enough to act by hand while the reset runs
+    runtime = remedy_env(sim=sim)
+    node = "gpu013"
+    inject(sim.cluster, "xid", node, gpu=1, code=145)
+    run = FlowThread(lambda: run_to_state_result(fix_in_place, node=node, xid=145, gpu=1))
+    led = runtime.ledger()
+    wait_for("the GPU reset Job", lambda: any(a.kind == "job_gpu-reset" for a in led.actions(node=node)), timeout=90)
+    with sim.cluster.lock:
+        sim.cluster.store.mutate("Node", "", node, lambda n: n["spec"].pop("unschedulable", None))
+    out = run.result(120)
+    assert out["status"] == "stopped-by-operator", out
+    inc = led.get_incident(out["incident_id"])
+    assert inc.status is IncidentStatus.IGNORED and "stopped by operator" in inc.detail, inc
+    sent: list = []
+    dog = LeaseWatchdog(led, sent.extend, every_seconds=60, max_reannounces=3, show_gone=None)
+    assert dog.sweep() == [] and sent == []
+    assert not runtime.cluster().get_node(node).unschedulable  # never re-cordoned

@@ -50,7 +50,7 @@ def test_incident_trigger_templates_match_triage_and_tolerate_missing_keys() -> 
         assert template == "{{ event.payload.get('%s', '') }}" % name
     payload = {"incident_id": 5, "node": "gpu001", "xid": 79, "detected_at": "t"}
     assert trigger_parameters(INCIDENT_TRIGGER, payload) == {
-        "incident_id": 5, "node": "gpu001", "signal": "", "xid": 79, "detected_at": "t"}
+        "incident_id": 5, "node": "gpu001", "signal": "", "xid": 79, "detected_at": "t", "ledger": ""}
 
 
 def test_schedule_needs_exactly_one_kind() -> None:
