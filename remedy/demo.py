@@ -104,9 +104,14 @@ def _run(scenario: Scenario, workdir: Path, ledger_file: Path, server, *, dry_ru
         from remedy import runtime
 
         runtime.reset()
+        approvers, defaulted = use_default_approver(runtime)
         ui = server.ui_url
         whose = "remedy's own server" if server.owned else f"named by {server.source}"
         ctx.say(f"Prefect UI: {ui} ({whose})")
+        if approve is None:
+            from remedy.approvals.model import approvers_note
+
+            ctx.say(f"approvals: {approvers_note(approvers, defaulted)}")
         _spares_validated_at_build(runtime)
         ctx.say(f"time scale {time_scale:g}: simulated waits (grace periods, reboots, spares joining) take "
                 f"{time_scale:g}× their real duration" + (" — DRY RUN: nothing will change" if dry_run else ""))
@@ -132,6 +137,19 @@ def _run(scenario: Scenario, workdir: Path, ledger_file: Path, server, *, dry_ru
         "time_scale": time_scale,
         "wall_seconds": round(time.monotonic() - t0, 2),
     }
+
+
+def use_default_approver(runtime) -> tuple[list[str], bool]:
+    """(approvers, defaulted): the configured approvals.approvers, or — none configured — the local user, set for
+    this process and the flows it runs, so the first approval can be answered at once."""
+    from remedy.approvals.model import APPROVERS_ENV, default_approver
+
+    configured = runtime.settings().approvals.approvers
+    if configured:
+        return list(configured), False
+    os.environ[APPROVERS_ENV] = json.dumps([default_approver()])
+    runtime.reset()
+    return list(runtime.settings().approvals.approvers), True
 
 
 def _spares_validated_at_build(runtime) -> None:

@@ -92,6 +92,7 @@ class Stack:
     prometheus: Any = None  # remedy.stack_prometheus.StackPrometheus, when the stack started one
     workdir: Path | None = None
     previous_ledger: Path | None = None  # the last session's ledger, kept when this one started fresh
+    approvers: tuple[list[str], bool] = ([], False)  # who answers in the form, and whether it is the local user
     own_env: dict[str, str] = field(default_factory=dict)  # settings the stack chose itself: undone by stop()
 
     @property
@@ -376,6 +377,11 @@ def _up(args: argparse.Namespace) -> int:
             raise RemedyError(port_taken_message(taken, flag))
     if args.config:
         os.environ["REMEDY_CONFIG"] = args.config
+    from remedy.approvals.model import APPROVERS_ENV, default_approver
+
+    defaulted = not settings.approvals.approvers  # the first approval can be answered at once: by the local user
+    if defaulted:
+        os.environ[APPROVERS_ENV] = json.dumps([default_approver()])
     exit_code, died, server_gone = 0, None, False
     with _stop_on_sigterm(), processes.recorded(workdir, UP_ROLE):
         server = use_server(workdir, port=args.prefect_port, named_url=args.prefect_url,
@@ -387,6 +393,9 @@ def _up(args: argparse.Namespace) -> int:
             stack = start_stack(workdir=workdir, api_url=server.api_url, nodes=args.nodes, time_scale=args.time_scale,
                                 sim_port=args.sim_port, receiver_host=settings.receiver.host, receiver_port=port,
                                 prometheus_port=args.prometheus_port, fresh_ledger=True)
+            from remedy import runtime
+
+            stack.approvers = (list(runtime.settings().approvals.approvers), defaulted)
             # what `remedy down` needs to cancel this stack's runs should this process die without cleaning up
             processes.record(workdir, UP_ROLE, os.getpid(), api_url=server.api_url, since=since,
                              deployments=[str(i) for i in stack.deployment_ids.values()])
@@ -440,6 +449,9 @@ def _announce(stack: Stack, server, args: argparse.Namespace) -> None:
     if archive_dir:
         print(f"archive:         {archive_dir}  (RMA reports, audits; aws.archive_dir)")
     print(f"deployments:     {', '.join(stack.deployment_ids)}")
+    from remedy.approvals.model import approvers_note
+
+    print(f"approvals:       {approvers_note(*stack.approvers) if stack.approvers[0] else 'nobody'}")
     print(f"time scale:      {args.time_scale:g} (simulated waits: a 10 min reboot takes "
           f"{human_duration(600 * args.time_scale)})")
     print(f"nfs-audit:       {_prometheus_note(urls.get('prometheus'))}")

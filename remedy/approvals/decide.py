@@ -70,7 +70,12 @@ def decide_and_resume(ledger, approval_id: int, *, decision: str, by: str, reaso
     if decision == "timeout":
         return out
     try:
-        resume(rec.flow_run_id, {"decision": decision, "reason": reason, "approver": by},
+        from remedy import runtime
+        from remedy.approvals.model import form_approver
+
+        # the form lists approvals.approvers and the server checks the answer against it; the ledger says who
+        approver = form_approver(by, runtime.settings().approvals.approvers)
+        resume(rec.flow_run_id, {"decision": decision, "reason": reason, "approver": approver},
                wait_seconds=resume_wait_seconds)
         out.resumed = True
     except Exception as exc:  # the decision stands in the ledger; the flow reads it when it next looks
