@@ -34,6 +34,7 @@ COMMANDS = {
     "deploy": "remedy.production",
     "breaker": "remedy.safety.cli",
     "lemon": "remedy.lemon.cli",
+    "slack": "remedy.approvals.messages",
 }
 COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
