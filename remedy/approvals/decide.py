@@ -167,7 +167,9 @@ def answer_after_close(key: str, by: str, *, say=print) -> list[Decided]:
     waiting = [a for a in led.approvals(pending=True) if a.kind == breaker_approval_kind(key)]
     if not waiting:
         return []
-    if not os.environ.get("PREFECT_API_URL"):
+    from prefect.settings import PREFECT_API_URL
+
+    if not (os.environ.get("PREFECT_API_URL") or PREFECT_API_URL.value()):  # never Prefect's temporary server
         api = _remedys_own_api()
         if api is None:
             say(f"{len(waiting)} approval(s) wait on {key}, but no Prefect API is known (set PREFECT_API_URL): "
