@@ -239,7 +239,8 @@ def _print_outcome(outcome: dict[str, Any]) -> None:
         print(f"breaker {b['scope']}: {b['from']} → {b['to']} ({b['reason']})")
     for a in outcome.get("approvals", []):
         print(f"approval {a['id']} ({a['kind']}): {a['decision'] or 'pending'}" + (f" by {a['by']}" if a["by"] else ""))
-    print(f"\nledger: {len(outcome['incidents'])} incidents, {len(outcome['actions'])} actions "
+    n_inc, n_act = len(outcome["incidents"]), len(outcome["actions"])
+    print(f"\nledger: {n_inc} incident{'' if n_inc == 1 else 's'}, {n_act} action{'' if n_act == 1 else 's'} "
           f"(remedy ledger history NODE reads it)")
     if outcome.get("prefect_server") == "remedy's own":
         print(f"Prefect UI: {outcome['prefect_ui']} — remedy's server stays up so you can look at the runs; "
