@@ -275,7 +275,7 @@ class RemedySettings(BaseSettings):
     leases: LeaseSettings = Field(default_factory=LeaseSettings)
 
     @model_validator(mode="after")
-    def _cluster_access_complete(self) -> "RemedySettings":
+    def _cluster_access_complete(self) -> RemedySettings:
         if self.cluster.mode is ClusterMode.KUBECONFIG and self.cluster.kubeconfig:
             if not Path(self.cluster.kubeconfig).expanduser().exists():
                 raise ValueError(f"cluster.kubeconfig: file not found: {self.cluster.kubeconfig}")

@@ -14,17 +14,12 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
-from remedy.adapters.cluster import NodeJobSpec, Taint
+from remedy.adapters.cluster import Taint
 from tasks.ledger import act
 from tasks.retry import transient_only
 
 # Side effects are never cached; only transient failures are retried.
 RETRY = dict(retries=3, retry_delay_seconds=[1, 2, 4], retry_condition_fn=transient_only, cache_policy=NO_CACHE)
-
-
-@task(name="read_node", task_run_name="read-{node}", timeout_seconds=60, **RETRY)
-def read_node(node: str) -> dict:
-    return asdict(runtime.cluster().get_node(node))
 
 
 @task(name="cordon_node", task_run_name="cordon-{node}", timeout_seconds=60, **RETRY)
@@ -110,18 +105,6 @@ def drain_node(node: str, grace_period_seconds: int, deadline_seconds: float, dr
     out = act("drain_node", node, drain, incident_id=incident_id, dry_run=dry_run)
     get_run_logger().info("%s %s: evicted %d pod%s (grace %d s)%s", "would drain" if dry_run else "drained", node, len(out.get("evicted") or []), "" if len(out.get("evicted") or []) == 1 else "s", grace_period_seconds, f", {len(out.get('not_evicted') or {})} not evicted" if out.get("not_evicted") else "")
     return out
-
-
-@task(name="run_node_job", task_run_name="{check}-{node}", timeout_seconds=4 * 3600, **RETRY)
-def run_node_job(node: str, check: str, name: str, dry_run: bool, args: list[str] | None = None,
-                 env: dict[str, str] | None = None, privileged: bool = False, timeout_seconds: int = 600,
-                 image: str | None = None, incident_id: int | None = None) -> dict:
-    spec = NodeJobSpec(
-        name=name, node=node, check=check, args=tuple(args or ()), env=tuple((env or {}).items()),
-        privileged=privileged, timeout_seconds=timeout_seconds, **({"image": image} if image else {}),
-    )
-    return act(f"job_{check}", node, lambda: asdict(runtime.cluster(dry_run).run_node_job(spec)),
-               incident_id=incident_id, dry_run=dry_run, key=f"job:{name}")
 
 
 @task(name="check_drift", task_run_name="check-drift-{node}", timeout_seconds=60, **RETRY)

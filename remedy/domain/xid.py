@@ -461,9 +461,10 @@ EARLY_WARNING_XIDS: frozenset[int] = frozenset({92})
 def _build() -> dict[int, XidEntry]:
     table: dict[int, XidEntry] = {}
     for code, mnemonic, bucket in _CATALOG:
-        folded = not isinstance(bucket, Resolution)  # Resolution is a StrEnum, so test for it, not for str
-        resolution = FOLDED_BUCKETS[bucket] if folded else bucket
-        bucket_name = str(bucket) if folded else bucket.value
+        # Resolution is a StrEnum, so test for it, not for str
+        resolution = bucket if isinstance(bucket, Resolution) else FOLDED_BUCKETS[bucket]
+        folded = resolution is not bucket
+        bucket_name = str(bucket)
         source = SOURCE_CATALOG
         confidence = "catalog" if code in _CATALOG_DESCRIPTIONS else "mnemonic"
         description = _CATALOG_DESCRIPTIONS.get(code) or _describe(mnemonic, code)

@@ -13,10 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-
-from remedy.goodput.model import mtbf_hours_for_gpus, optimal_checkpoint_interval_minutes
 
 # How deep a fix a fault needs, in the order the in-place ladder tries them.
 RESTART, RESET, REBOOT, REPLACE, UPSTREAM = "restart", "reset", "reboot", "replace", "upstream"
@@ -156,7 +153,7 @@ class Scenario(BaseModel):
         return tuple(out)
 
     @model_validator(mode="after")
-    def _checkpoint_fits(self) -> "Scenario":
+    def _checkpoint_fits(self) -> Scenario:
         if self.checkpoint_cost_minutes >= self.checkpoint_interval_minutes:
             raise ValueError("checkpoint_cost_minutes must be shorter than checkpoint_interval_minutes")
         return self

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -59,7 +59,7 @@ def _change(scope: str, fn, args: argparse.Namespace) -> int:
         board = load_board()
         _check_scope_exists(board, scope)
         print(where)
-        transitions = fn(board, datetime.now(timezone.utc))
+        transitions = fn(board, datetime.now(UTC))
         record_transitions(transitions)
     for t in transitions:
         print(f"{t.scope_kind}:{t.scope}: {t.from_state.value} → {t.to_state.value} ({t.reason})")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from remedy.domain.selectors import selects as label_match
 from remedy.sim.controller import BY_EVICTION_API, delete_pod, finished, pod_ready, terminating
-from remedy.sim.selectors import label_match
 from remedy.sim.store import ApiError, now_iso, precondition_failed
 
 if TYPE_CHECKING:
