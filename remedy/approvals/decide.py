@@ -192,5 +192,5 @@ def _remedys_own_api() -> str | None:
     for workdir in processes.DEFAULT_WORKDIRS:
         record = processes.read_state(workdir).get(ROLE)
         if record and processes.alive(record) and healthy(record.get("api_url", "")):
-            return record["api_url"]
+            return str(record["api_url"])
     return None

@@ -9,8 +9,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from remedy.errors import RemedyError
 from remedy.cli import version
+from remedy.errors import RemedyError
 from remedy.textinput import one_line_yaml_error, read_input_file
 
 ROOT = Path(__file__).resolve().parents[2]

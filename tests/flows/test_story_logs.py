@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from tests.flows.test_replace_node import prevalidate_spares
 from tests.fixtures.prefect import run_to_state
+from tests.flows.test_replace_node import prevalidate_spares
 
 pytestmark = pytest.mark.prefect
 

@@ -275,8 +275,7 @@ def _field(dialog, label: str):
 
 
 def fill_form(dialog, *, decision: str | None = None, approver: str | None = None, reason: str | None = None):
-    """Fill the fields as a person does: pick the decision from its list, type the names."""
-    page = dialog.page
+    """Fill the fields as a person does: pick the decision and the approver from their lists, type the reason."""
     if decision is not None:
         _pick(dialog, "Decision", decision)
     if approver is not None:

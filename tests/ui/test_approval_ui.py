@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.prefect, pytest.mark.servers]
-
 from remedy.approvals.model import ANSWERED_ELSEWHERE as ELSEWHERE
 from tests.ui import driver as ui
+
+pytestmark = [pytest.mark.prefect, pytest.mark.servers]
 
 
 def _missing(what: str) -> None:
