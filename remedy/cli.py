@@ -35,6 +35,7 @@ COMMANDS = {
     "deploy": "remedy.production",
     "breaker": "remedy.safety.cli",
     "lemon": "remedy.lemon.cli",
+    "slack": "remedy.approvals.messages",
 }
 COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
@@ -51,6 +52,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """All subcommands, or only the module of `only` (start-up of one command stays cheap: no area imports
     another area's heavy dependencies just to build its parser). Subparsers inherit RemedyArgumentParser."""
     parser = RemedyArgumentParser(prog="remedy", description="gpu-remedy: keep GPU training clusters productive.")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
     parser.add_argument("--config", help="YAML config file (default $REMEDY_CONFIG, else built-in defaults)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     modules = [COMMANDS[only]] if only in COMMANDS else COMMAND_MODULES
@@ -70,11 +72,28 @@ def _command_of(argv: Sequence[str]) -> str | None:
     return args[0] if args else None
 
 
+def version() -> str:
+    """The installed gpu-remedy's version (pyproject.toml's [project] version; the image carries it as a label)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("gpu-remedy")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        import tomllib
+        from pathlib import Path
+
+        return tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]["version"]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from remedy.config import ConfigError
     from remedy.errors import RemedyError
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--version"]:  # before any command module is imported: answers in a blink
+        print(f"remedy {version()}")
+        return 0
     parser = build_parser(_command_of(argv))
     try:
         args = parser.parse_args(argv)

@@ -104,9 +104,14 @@ def _run(scenario: Scenario, workdir: Path, ledger_file: Path, server, *, dry_ru
         from remedy import runtime
 
         runtime.reset()
+        approvers, defaulted = use_default_approver(runtime)
         ui = server.ui_url
         whose = "remedy's own server" if server.owned else f"named by {server.source}"
         ctx.say(f"Prefect UI: {ui} ({whose})")
+        if approve is None:
+            from remedy.approvals.model import approvers_note
+
+            ctx.say(f"approvals: {approvers_note(approvers, defaulted)}")
         _spares_validated_at_build(runtime)
         ctx.say(f"time scale {time_scale:g}: simulated waits (grace periods, reboots, spares joining) take "
                 f"{time_scale:g}× their real duration" + (" — DRY RUN: nothing will change" if dry_run else ""))
@@ -132,6 +137,19 @@ def _run(scenario: Scenario, workdir: Path, ledger_file: Path, server, *, dry_ru
         "time_scale": time_scale,
         "wall_seconds": round(time.monotonic() - t0, 2),
     }
+
+
+def use_default_approver(runtime) -> tuple[list[str], bool]:
+    """(approvers, defaulted): the configured approvals.approvers, or — none configured — the local user, set for
+    this process and the flows it runs, so the first approval can be answered at once."""
+    from remedy.approvals.model import APPROVERS_ENV, default_approver
+
+    configured = runtime.settings().approvals.approvers
+    if configured:
+        return list(configured), False
+    os.environ[APPROVERS_ENV] = json.dumps([default_approver()])
+    runtime.reset()
+    return list(runtime.settings().approvals.approvers), True
 
 
 def _spares_validated_at_build(runtime) -> None:
@@ -221,7 +239,8 @@ def _print_outcome(outcome: dict[str, Any]) -> None:
         print(f"breaker {b['scope']}: {b['from']} → {b['to']} ({b['reason']})")
     for a in outcome.get("approvals", []):
         print(f"approval {a['id']} ({a['kind']}): {a['decision'] or 'pending'}" + (f" by {a['by']}" if a["by"] else ""))
-    print(f"\nledger: {len(outcome['incidents'])} incidents, {len(outcome['actions'])} actions "
+    n_inc, n_act = len(outcome["incidents"]), len(outcome["actions"])
+    print(f"\nledger: {n_inc} incident{'' if n_inc == 1 else 's'}, {n_act} action{'' if n_act == 1 else 's'} "
           f"(remedy ledger history NODE reads it)")
     if outcome.get("prefect_server") == "remedy's own":
         print(f"Prefect UI: {outcome['prefect_ui']} — remedy's server stays up so you can look at the runs; "

@@ -241,12 +241,16 @@ def verify_owner(api_url: str, nonce: str, timeout: float = 2.0) -> bool:
 
 
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
-    """Something listens on host:port (or holds it so we could not bind it)."""
+    """Something listens on host:port (or holds it so we could not bind it).
+
+    The trial bind sets SO_REUSEADDR, as every server remedy starts does (uvicorn, Prefect's), so connections of a
+    stack stopped a moment ago, left in TIME_WAIT for ~60 s, do not count as a program holding the port."""
     with socket.socket() as probe:
         probe.settimeout(0.5)
         if probe.connect_ex((host, port)) == 0:
             return True
     with socket.socket() as trial:
+        trial.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             trial.bind((host, port))
         except OSError:

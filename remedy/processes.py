@@ -78,12 +78,13 @@ def start_time(pid: int) -> int | None:
 
 
 def alive(entry: dict[str, Any]) -> bool:
-    """Is the process of this record still the one remedy started?"""
+    """Is the process of this record still the one remedy started, and running? A zombie (exited, not yet reaped
+    by the `remedy up` that started it) is not: `remedy up` learns from this that its Prefect server died."""
     pid = entry.get("pid")
     if not isinstance(pid, int) or pid <= 0:
         return False
     now = start_time(pid)
-    if now is None:
+    if now is None or _zombie(pid):
         return False
     return entry.get("start_time") is None or now == entry["start_time"]
 
@@ -108,6 +109,8 @@ def terminate(entry: dict[str, Any], *, group: bool, grace: float = 20.0) -> boo
     """SIGTERM the recorded process (its whole process group when it leads one it was started in), wait up to
     `grace` seconds, then SIGKILL. False when it was no longer running (nothing signalled)."""
     if not alive(entry):
+        if isinstance(entry.get("pid"), int) and entry["pid"] > 0:
+            _reap(entry["pid"])  # an exited child of ours: collect it, so no zombie stays
         return False
     pid = entry["pid"]
     kill = os.killpg if group else os.kill

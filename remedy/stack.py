@@ -90,6 +90,9 @@ class Stack:
     ledger: Any
     parts: list[Any] = field(default_factory=list)
     prometheus: Any = None  # remedy.stack_prometheus.StackPrometheus, when the stack started one
+    workdir: Path | None = None
+    previous_ledger: Path | None = None  # the last session's ledger, kept when this one started fresh
+    approvers: tuple[list[str], bool] = ([], False)  # who answers in the form, and whether it is the local user
     own_env: dict[str, str] = field(default_factory=dict)  # settings the stack chose itself: undone by stop()
 
     @property
@@ -101,12 +104,13 @@ class Stack:
             urls["prometheus"] = self.prometheus.url
         return urls
 
-    def stop(self) -> list[str]:
+    def stop(self, *, cancel_runs: bool = True) -> list[str]:
         """Stop every part; runs still open (paused for approval, waiting, running) are cancelled first, so none is
-        left with a live Resume button. Returns the names of the cancelled runs."""
+        left with a live Resume button. Returns the names of the cancelled runs. cancel_runs=False when the Prefect
+        server is gone: there is nobody to tell, and its client would retry for half a minute."""
         cancelled: list[str] = []
         for part in reversed(self.parts):
-            if part is self.dispatcher:
+            if part is self.dispatcher and cancel_runs:
                 try:
                     cancelled = cancel_open_runs([run_id for run_id, _ in self.dispatcher.started_runs])
                 except Exception as exc:  # the server may be gone already: say so, stop the rest anyway
@@ -220,9 +224,7 @@ def start_stack(*, workdir: Path, api_url: str, nodes: int = 63, spares: int = 3
 
     workdir.mkdir(parents=True, exist_ok=True)
     ledger_file = workdir / "ledger.db"
-    if fresh_ledger:
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{ledger_file}{suffix}").unlink(missing_ok=True)
+    previous = start_ledger_fresh(ledger_file) if fresh_ledger else None
     parts: list[Any] = []
     try:
         sim = SimServer(build_cluster(nodes=nodes, spares=spares, time_scale=time_scale), port=sim_port).start()
@@ -271,13 +273,30 @@ def start_stack(*, workdir: Path, api_url: str, nodes: int = 63, spares: int = 3
             own_env[WARNINGS_URL_ENV] = server.alerts_url
             runtime.settings.cache_clear()  # settings only: the receiver keeps the ledger it was built with
         return Stack(api_url=api_url, sim=sim, receiver=server, dispatcher=dispatcher, deployment_ids=ids,
-                     ledger=led, parts=parts, prometheus=prometheus, own_env=own_env)
+                     ledger=led, parts=parts, prometheus=prometheus, own_env=own_env, workdir=workdir,
+                     previous_ledger=previous)
     except BaseException:
         for part in reversed(parts):
             part.stop()
         if os.environ.get("REMEDY_AWS__ARCHIVE_DIR") == str((workdir / "archive").resolve()):
             del os.environ["REMEDY_AWS__ARCHIVE_DIR"]
         raise
+
+
+PREVIOUS_LEDGER = "ledger.previous.db"
+
+
+def start_ledger_fresh(ledger_file: Path) -> Path | None:
+    """The simulator builds a new cluster every session, so the ledger starts new with it: an old ledger would hold
+    incidents, cordons and spares of nodes the new cluster never had (a node carrying the job read as a spare).
+    The last session's ledger is kept beside it as ledger.previous.db; returns its path when there was one."""
+    kept = None
+    if ledger_file.exists():
+        kept = ledger_file.with_name(PREVIOUS_LEDGER)
+        ledger_file.replace(kept)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{ledger_file}{suffix}").unlink(missing_ok=True)
+    return kept
 
 
 def _start_prometheus(workdir: Path, port: int, sim_url: str, settings) -> Any:
@@ -358,6 +377,12 @@ def _up(args: argparse.Namespace) -> int:
             raise RemedyError(port_taken_message(taken, flag))
     if args.config:
         os.environ["REMEDY_CONFIG"] = args.config
+    from remedy.approvals.model import APPROVERS_ENV, default_approver
+
+    defaulted = not settings.approvals.approvers  # the first approval can be answered at once: by the local user
+    if defaulted:
+        os.environ[APPROVERS_ENV] = json.dumps([default_approver()])
+    exit_code, died, server_gone = 0, None, False
     with _stop_on_sigterm(), processes.recorded(workdir, UP_ROLE):
         server = use_server(workdir, port=args.prefect_port, named_url=args.prefect_url,
                             say=lambda msg: print(msg, file=sys.stderr if args.json else sys.stdout, flush=True))
@@ -367,27 +392,36 @@ def _up(args: argparse.Namespace) -> int:
         try:
             stack = start_stack(workdir=workdir, api_url=server.api_url, nodes=args.nodes, time_scale=args.time_scale,
                                 sim_port=args.sim_port, receiver_host=settings.receiver.host, receiver_port=port,
-                                prometheus_port=args.prometheus_port)
+                                prometheus_port=args.prometheus_port, fresh_ledger=True)
+            from remedy import runtime
+
+            stack.approvers = (list(runtime.settings().approvals.approvers), defaulted)
             # what `remedy down` needs to cancel this stack's runs should this process die without cleaning up
             processes.record(workdir, UP_ROLE, os.getpid(), api_url=server.api_url, since=since,
                              deployments=[str(i) for i in stack.deployment_ids.values()])
             _announce(stack, server, args)
-            _wait_for_interrupt()
+            died = supervise(stack, server)
+            if died:
+                logging.disable(logging.CRITICAL)  # the parts' own complaints about it would bury the one line
+                print(f"remedy up: {died}; stopping the stack", file=sys.stderr, flush=True)
+                exit_code = 1
         except KeyboardInterrupt:
             pass
         finally:
             print("stopping…", flush=True)
-            cancelled = stack.stop() if stack is not None else []
+            server_gone = bool(died) and "Prefect server" in died
+            cancelled = stack.stop(cancel_runs=not server_gone) if stack is not None else []
             if cancelled:
                 print(f"cancelled {len(cancelled)} open run(s): {', '.join(cancelled)}", flush=True)
             # what is left are daemon threads of cancelled runs and Prefect's event workers: their complaints about
             # the server going away are expected, and none may write to stderr while the interpreter shuts down
             logging.disable(logging.CRITICAL)
             if server.owned:
-                stop_server(workdir)
-                print(f"stopped remedy's Prefect server ({server.ui_url})", flush=True)
-    _exit_now(0)
-    return 0
+                stop_server(workdir)  # also forgets the record of a server that died
+                if not server_gone:
+                    print(f"stopped remedy's Prefect server ({server.ui_url})", flush=True)
+    _exit_now(exit_code)
+    return exit_code
 
 
 def _exit_now(code: int) -> None:
@@ -408,11 +442,16 @@ def _announce(stack: Stack, server, args: argparse.Namespace) -> None:
     print(f"Prefect UI:      {urls['prefect_ui']}  ({whose})")
     print(f"alert receiver:  {urls['receiver']}  (metrics {urls['metrics']})")
     print(f"simulator:       {urls['simulator']}  (kubectl --server={urls['simulator']} get nodes)")
-    print(f"ledger:          {Path(args.workdir) / 'ledger.db'}")
+    kept = f"; the last session's is {stack.previous_ledger}" if stack.previous_ledger else ""
+    print(f"ledger:          {Path(args.workdir) / 'ledger.db'}  (new, like the simulator's cluster: both start "
+          f"fresh each session{kept})")
     archive_dir = runtime_archive_dir()
     if archive_dir:
         print(f"archive:         {archive_dir}  (RMA reports, audits; aws.archive_dir)")
     print(f"deployments:     {', '.join(stack.deployment_ids)}")
+    from remedy.approvals.model import approvers_note
+
+    print(f"approvals:       {approvers_note(*stack.approvers) if stack.approvers[0] else 'nobody'}")
     print(f"time scale:      {args.time_scale:g} (simulated waits: a 10 min reboot takes "
           f"{human_duration(600 * args.time_scale)})")
     print(f"nfs-audit:       {_prometheus_note(urls.get('prometheus'))}")
@@ -460,6 +499,60 @@ def _stop_on_sigterm():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def part_down(stack: Stack, server, timeout: float = 5.0) -> str | None:
+    """What of the stack is gone, in one line, or None. remedy's own Prefect server is gone when its process is
+    (at once), or when it does not answer; the simulator when its thread ended or it does not answer."""
+    import httpx
+
+    from remedy import processes
+    from remedy.prefect_server import ROLE, healthy
+
+    if server.owned:
+        record = processes.read_state(stack_workdir(stack)).get(ROLE) if stack_workdir(stack) else None
+        if record and not processes.alive(record):
+            return (f"remedy's Prefect server ({server.ui_url}, pid {record['pid']}) exited; its log: "
+                    f"{record.get('log', 'prefect/server.log')}")
+    if not healthy(stack.api_url, timeout=timeout):
+        return f"the Prefect server at {server.ui_url} stopped answering"
+    thread = getattr(stack.sim, "_thread", None)
+    if thread is not None and not thread.is_alive():
+        return f"the cluster simulator ({stack.sim.url}) stopped"
+    try:
+        httpx.get(f"{stack.sim.url}/version", timeout=timeout).raise_for_status()
+    except httpx.HTTPError as exc:
+        return f"the cluster simulator at {stack.sim.url} stopped answering ({type(exc).__name__})"
+    return None
+
+
+def stack_workdir(stack: Stack) -> Path | None:
+    return getattr(stack, "workdir", None)
+
+
+def supervise(stack: Stack, server, *, every: float = 2.0, grace: float = 20.0) -> str | None:
+    """Until Ctrl-C / SIGTERM (None), or until a part is gone: the line that says which. A part that fails to answer
+    is given `grace` seconds (a loaded machine can stall a health check); a Prefect server whose process exited is
+    reported at once."""
+    import time
+
+    failing_since: float | None = None
+    while True:
+        try:
+            down = part_down(stack, server)
+        except KeyboardInterrupt:
+            return None
+        now = time.monotonic()
+        if down is None:
+            failing_since = None
+        elif "exited" in down or (failing_since is not None and now - failing_since >= grace):
+            return down
+        elif failing_since is None:
+            failing_since = now
+        try:
+            threading.Event().wait(every)
+        except KeyboardInterrupt:
+            return None
 
 
 def _wait_for_interrupt() -> None:

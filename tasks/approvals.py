@@ -42,6 +42,21 @@ class ApprovalInput(RunInput):
     reason: str = Field("", description="Why, in a few words (kept in the ledger).")
 
 
+def approval_form(approvers: list[str]) -> type[ApprovalInput]:
+    """The form with the configured approvers as a list to pick from (the server refuses any other name); with
+    none configured, the free-text field and a description that says how to configure one."""
+    from pydantic import create_model
+
+    from remedy.approvals.model import NO_APPROVERS, approver_choices
+
+    choices = approver_choices(approvers)
+    if not choices:
+        return create_model("ApprovalInput", __base__=ApprovalInput,
+                            approver=(str, Field(min_length=1, description=NO_APPROVERS)))
+    return create_model("ApprovalInput", __base__=ApprovalInput, approver=(
+        Literal[tuple(choices)], Field(description="Who answers: one of approvals.approvers.")))
+
+
 def _running_again(flow_run_id) -> None:
     """After an unanswered pause the server still shows the run Paused (with a live Resume button), and would turn
     whatever the run ends with into "never resumed": the safe default is taken, so the run is running again."""
@@ -117,7 +132,12 @@ def _wait(led, approval_id: int, title: str, summary_markdown: str, timeout_seco
 
     description = (f"**{title}**\n\n{summary_markdown}\n\nNo answer within {human_duration(timeout_seconds)} → "
                    f"**{default_on_timeout}**. Only a listed approver's answer counts (approvals.approvers).")
-    form = ApprovalInput.with_initial_data(description=description, reason="")
+    form_model = approval_form(runtime.settings().approvals.approvers)
+    if not runtime.settings().approvals.approvers:
+        from remedy.approvals.model import NO_APPROVERS
+
+        description += f"\n\n**{NO_APPROVERS}**"
+    form = form_model.with_initial_data(description=description, reason="")
     nudge = _nudge_later(notifier, led, approval_id, title, timeout_seconds, default_on_timeout, node, incident_id)
     deadline = time.monotonic() + timeout_seconds
     attempt, answer = 0, None
@@ -136,7 +156,7 @@ def _wait(led, approval_id: int, title: str, summary_markdown: str, timeout_seco
                 _refuse(led, approval_id, answer, node, incident_id)
                 # the form shown next says why the answer did not count, and which setting lists approvers
                 refused = refusal_text(answer.approver, answer.decision)
-                form = ApprovalInput.with_initial_data(description=f"**{refused}**\n\n{description}", reason="")
+                form = form_model.with_initial_data(description=f"**{refused}**\n\n{description}", reason="")
                 answer = None
     finally:
         if nudge is not None:

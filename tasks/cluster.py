@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict
 
-from prefect import task
+from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
@@ -30,18 +30,22 @@ def cordon_node(node: str, reason: str, dry_run: bool, incident_id: int | None =
 
     # the receiver may have cordoned this node for the same incident already: this run takes that cordon over
     adopt = intake_owner(incident_id) if incident_id is not None else None
-    return act("cordon_node", node,
-               lambda: asdict(runtime.cluster(dry_run).cordon(node, reason=reason, by=requester(), adopt=adopt)),
-               incident_id=incident_id, dry_run=dry_run)
+    out = act("cordon_node", node,
+              lambda: asdict(runtime.cluster(dry_run).cordon(node, reason=reason, by=requester(), adopt=adopt)),
+              incident_id=incident_id, dry_run=dry_run)
+    get_run_logger().info("%s %s: %s", "would cordon" if dry_run else "cordoned", node, reason)
+    return out
 
 
 @task(name="uncordon_node", task_run_name="uncordon-{node}", timeout_seconds=60, **RETRY)
 def uncordon_node(node: str, reason: str, dry_run: bool, incident_id: int | None = None) -> dict:
     from tasks.ledger import requester
 
-    return act("uncordon_node", node,
-               lambda: asdict(runtime.cluster(dry_run).uncordon(node, reason=reason, by=requester())),
-               incident_id=incident_id, dry_run=dry_run)
+    out = act("uncordon_node", node,
+              lambda: asdict(runtime.cluster(dry_run).uncordon(node, reason=reason, by=requester())),
+              incident_id=incident_id, dry_run=dry_run)
+    get_run_logger().info("%s %s: %s", "would uncordon" if dry_run else "uncordoned", node, reason)
+    return out
 
 
 def release_intake_quarantine(node: str, incident_id: int, why: str, dry_run: bool) -> dict | None:
@@ -98,7 +102,9 @@ def drain_node(node: str, grace_period_seconds: int, deadline_seconds: float, dr
         )
         return asdict(report) | {"complete": report.complete}
 
-    return act("drain_node", node, drain, incident_id=incident_id, dry_run=dry_run)
+    out = act("drain_node", node, drain, incident_id=incident_id, dry_run=dry_run)
+    get_run_logger().info("%s %s: evicted %d pod%s (grace %d s)%s", "would drain" if dry_run else "drained", node, len(out.get("evicted") or []), "" if len(out.get("evicted") or []) == 1 else "s", grace_period_seconds, f", {len(out.get('not_evicted') or {})} not evicted" if out.get("not_evicted") else "")
+    return out
 
 
 @task(name="check_drift", task_run_name="check-drift-{node}", timeout_seconds=60, **RETRY)
@@ -130,6 +136,7 @@ def wait_for_workload(namespace: str, job: str, node: str, timeout_seconds: floa
     while not dry_run and on_node and ready < desired and time.monotonic() < deadline:
         time.sleep(0.2)
         ready, desired = cluster.workload_size(namespace, job)
+    get_run_logger().info("job %s/%s back at %d/%d%s", namespace, job, ready, desired, f" (on {node})" if on_node else f" (not yet on {node})")
     return {"ready": ready, "desired": desired, "full": ready >= desired, "on_node": on_node or dry_run,
             "seconds": round(time.monotonic() - start, 2)}
 
@@ -148,9 +155,11 @@ def verify_joined(node: str, timeout_seconds: float, dry_run: bool) -> dict:
 
 @task(name="resize_workload", task_run_name="resize-{job}-to-{nodes}", timeout_seconds=120, **RETRY)
 def resize_workload(namespace: str, job: str, nodes: int, dry_run: bool, incident_id: int | None = None) -> dict:
-    return act("resize_workload", f"{namespace}/{job}",
-               lambda: runtime.cluster(dry_run).resize_workload(namespace, job, nodes),
-               incident_id=incident_id, dry_run=dry_run)
+    out = act("resize_workload", f"{namespace}/{job}",
+              lambda: runtime.cluster(dry_run).resize_workload(namespace, job, nodes),
+              incident_id=incident_id, dry_run=dry_run)
+    get_run_logger().info("%s %s/%s to %d nodes", "would resize" if dry_run else "resized", namespace, job, nodes)
+    return out
 
 
 @task(name="note_on_node", task_run_name="note-{node}", timeout_seconds=60, cache_policy=NO_CACHE)

@@ -36,6 +36,20 @@ SLOW: dict[str, str] = {
         "a Prefect server with its UI, flows in processes of their own, headless Chromium pressing Resume",
     "tests/ui/test_prefect_ui.py":
         "a Prefect server with its UI, `remedy demo` in a process, headless Chromium reading the timeline",
+    # issue 33 (adoption), measured at load 15-22
+    "tests/ui/test_default_approver.py":
+        "`remedy demo --scenario rack-storm` in a process until its runs pause, headless Chromium answers the form "
+        "(570 s at load 22)",
+    "tests/test_stack_supervision.py::test_up_starts_ledger_fresh_and_stops_in_one_line_when_its_prefect_server_dies":
+        "`remedy up` in a process of its own with its Prefect server, which is then killed (195-233 s at load 15)",
+    "tests/approvals/test_breaker_close.py":
+        "a rack storm of five replace-node runs held by the breaker until `remedy breaker close` (202 s at load 22)",
+    "tests/test_install_script.py::test_readme_install_works_with_the_system_python_from_a_fresh_clone":
+        "scripts/install.sh from a fresh clone with /usr/bin/python3: a venv and the locked packages (50-130 s)",
+    "tests/deploy/test_packaging.py::test_every_documented_deploy_step_runs_without_a_traceback":
+        "each documented `remedy deploy` step as a CLI process (imports the adapter and Prefect's worker code)",
+    "tests/flows/test_story_logs.py":
+        "a replacement on the test Prefect server, its logs read back through the API",
 }
 
 

@@ -90,6 +90,8 @@ NAMED_CASES = [
     (["checkpoint", "interval", "--failures", "-2"], "--failures"),
     (["health", "suite", "extreme"], "extreme"),
     (["signals", "parse", "dcgm", "{directory}"], "directory"),
+    (["slack", "preview", "--kind", "nope"], "nope"),
+    (["slack", "preview", "--html", "{unwritable}/x.html"], "{unwritable}"),
 ]
 
 

@@ -30,3 +30,32 @@ def test_a_dry_run_timeline_says_would_and_the_time_scale_is_printed(capsys):
     assert "DRY RUN: nothing was changed" in out and "(would use gpu048)" in out
     assert "would cordon" in out and "would drain" in out and "\ncordoned" not in out
     assert "time scale 0.05" in out and "`remedy down` stops it" in out
+
+
+def test_counts_read_as_words(capsys):
+    _print_outcome(_outcome(incidents=[{}], actions=[{}] * 19))
+    assert "ledger: 1 incident, 19 actions" in capsys.readouterr().out
+
+
+def test_the_local_user_is_the_approver_when_none_is_configured(monkeypatch):
+    """`remedy demo` / `remedy up` on a laptop: whoever runs it answers its approvals, and the banner says so."""
+    import getpass
+
+    from remedy import runtime
+    from remedy.approvals.model import APPROVERS_ENV, approvers_note
+    from remedy.demo import use_default_approver
+
+    monkeypatch.delenv(APPROVERS_ENV, raising=False)
+    monkeypatch.delenv("REMEDY_CONFIG", raising=False)
+    runtime.reset()
+    try:
+        approvers, defaulted = use_default_approver(runtime)
+        assert (approvers, defaulted) == ([getpass.getuser()], True)
+        assert runtime.settings().approvals.approvers == [getpass.getuser()]
+        assert approvers_note(approvers, defaulted).startswith(f"{getpass.getuser()} (the local user")
+        monkeypatch.setenv(APPROVERS_ENV, '["alice", "bob"]')
+        runtime.reset()
+        assert use_default_approver(runtime) == (["alice", "bob"], False)
+    finally:
+        monkeypatch.delenv(APPROVERS_ENV, raising=False)
+        runtime.reset()

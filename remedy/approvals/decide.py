@@ -70,7 +70,12 @@ def decide_and_resume(ledger, approval_id: int, *, decision: str, by: str, reaso
     if decision == "timeout":
         return out
     try:
-        resume(rec.flow_run_id, {"decision": decision, "reason": reason, "approver": by},
+        from remedy import runtime
+        from remedy.approvals.model import form_approver
+
+        # the form lists approvals.approvers and the server checks the answer against it; the ledger says who
+        approver = form_approver(by, runtime.settings().approvals.approvers)
+        resume(rec.flow_run_id, {"decision": decision, "reason": reason, "approver": approver},
                wait_seconds=resume_wait_seconds)
         out.resumed = True
     except Exception as exc:  # the decision stands in the ledger; the flow reads it when it next looks
@@ -132,3 +137,60 @@ def is_paused(flow_run_id: str) -> bool:
     with get_client(sync_client=True) as client:
         state = client.read_flow_run(UUID(flow_run_id)).state
     return bool(state and state.is_paused())
+
+
+def breaker_approval_kind(scope_key: str) -> str:
+    """The approval kind a run held by the breaker of `scope_key` ('rack:rack-2') asks under."""
+    return f"breaker:{scope_key}"
+
+
+def answer_breaker_waiters(ledger, scope_key: str, *, by: str) -> list[Decided]:
+    """`remedy breaker close SCOPE` answers the questions paused on that scope's breaker: closing it is the answer
+    they wait for (approve: the held failures go on through the rest of the gate — other scopes, the budget, the
+    spare reserve — and may ask again). Without this the runs stayed paused until their timeout denied them while
+    `breaker status` said all closed. Decided in the ledger first, then each run is resumed."""
+    kind = breaker_approval_kind(scope_key)
+    reason = f"breaker {scope_key} closed by {by} (remedy breaker close)"
+    return [decide_and_resume(ledger, a.id, decision="approve", by=by, reason=reason)
+            for a in ledger.approvals(pending=True) if a.kind == kind]
+
+
+def answer_after_close(key: str, by: str, *, say=print) -> list[Decided]:
+    """The CLI side of closing a breaker: the approvals waiting on it are answered and their runs resumed, each said
+    in one line. The runs are resumed through PREFECT_API_URL, else through the Prefect server `remedy up` /
+    `remedy demo` started (recorded in their workdirs), never a temporary one of Prefect's own."""
+    import os
+
+    from remedy import runtime
+
+    led = runtime.ledger()
+    waiting = [a for a in led.approvals(pending=True) if a.kind == breaker_approval_kind(key)]
+    if not waiting:
+        return []
+    from prefect.settings import PREFECT_API_URL
+
+    if not (os.environ.get("PREFECT_API_URL") or PREFECT_API_URL.value()):  # never Prefect's temporary server
+        api = _remedys_own_api()
+        if api is None:
+            say(f"{len(waiting)} approval(s) wait on {key}, but no Prefect API is known (set PREFECT_API_URL): "
+                "answer them in the Prefect UI")
+            return []
+        from remedy.prefect_server import point_clients_at
+
+        point_clients_at(api)
+    done = answer_breaker_waiters(led, key, by=by)
+    for d in done:
+        state = "run resumed" if d.resumed else (d.gone or d.error or "already answered")
+        say(f"approval {d.approval_id} ({breaker_approval_kind(key)}): {d.decision} by {d.by} — {state}")
+    return done
+
+
+def _remedys_own_api() -> str | None:
+    from remedy import processes
+    from remedy.prefect_server import ROLE, healthy
+
+    for workdir in processes.DEFAULT_WORKDIRS:
+        record = processes.read_state(workdir).get(ROLE)
+        if record and processes.alive(record) and healthy(record.get("api_url", "")):
+            return str(record["api_url"])
+    return None

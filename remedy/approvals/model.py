@@ -132,3 +132,43 @@ def wait_phases(timeout_seconds: float, reminder_after_seconds: float | None) ->
     if not reminder_after_seconds or reminder_after_seconds >= timeout_seconds:
         return [timeout_seconds]
     return [reminder_after_seconds, timeout_seconds - reminder_after_seconds]
+
+
+# The form's approver list is validated by the Prefect server on every resume; answers that reach the ledger first
+# (a Slack button from a listed user id, the go-ahead endpoint, the demo's --approve) resume the run with this entry.
+# A person who picks it in the form is refused like any name not on the list (the ledger holds no answer then).
+ANSWERED_ELSEWHERE = "(answered in Slack or by the go-ahead endpoint)"
+APPROVERS_ENV = "REMEDY_APPROVALS__APPROVERS"
+NO_APPROVERS = (f"No approvers configured: set approvals.approvers in the config or {APPROVERS_ENV}='[\"your-name\"]' "
+                "and answer again (until then every answer here is refused and the safe default is taken).")
+
+
+def default_approver() -> str:
+    """The local user: who runs `remedy demo` / `remedy up` on a laptop is the one who answers its approvals."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in the environment or the password database (a bare container)
+        return "operator"
+
+
+def approver_choices(ui_approvers: list[str]) -> list[str]:
+    """The names the Prefect form offers, in the configured order (empty: no list, the form says how to set one)."""
+    names = list(dict.fromkeys(a.strip() for a in ui_approvers if a.strip()))
+    return names + [ANSWERED_ELSEWHERE] if names else []
+
+
+def form_approver(by: str, ui_approvers: list[str]) -> str:
+    """The `approver` a ledger-first answer resumes the form with: its name when listed, else ANSWERED_ELSEWHERE
+    (the ledger keeps who it was)."""
+    choices = approver_choices(ui_approvers)
+    return by if not choices or by in choices else ANSWERED_ELSEWHERE
+
+
+def approvers_note(approvers: list[str], defaulted: bool) -> str:
+    """The banner line of `remedy demo` / `remedy up`: who may answer in the Prefect form, and where that is set."""
+    if defaulted:
+        return (f"{', '.join(approvers)} (the local user: no approvals.approvers configured; {APPROVERS_ENV} "
+                "names others) answers in the paused run's Resume form")
+    return f"{', '.join(approvers)} (approvals.approvers) answer in the paused run's Resume form"

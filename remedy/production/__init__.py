@@ -36,6 +36,7 @@ from remedy.production.rbac import (  # noqa: F401 — the package's public API
     event_namespace,
     granted_permissions,
     permission_for,
+    permission_rows,
 )
 from remedy.production.schema import check_object  # noqa: F401
 from remedy.production.values import (  # noqa: F401
@@ -106,7 +107,8 @@ def render_manifests(values: Values, config: str | Path | None = None) -> list[d
     env.filters["indent_block"] = lambda v, n: ("\n" + " " * n).join(str(v).rstrip("\n").split("\n"))
     ctx = {"v": values, "settings": settings, "config_text": text, "config_path": CONFIG_PATH, "config_dir": CONFIG_DIR,
            "events_namespace": event_namespace(), "code_dir": CODE_DIR,
-           "base_job_template": json.dumps(base_job_template(values), indent=2)}
+           "base_job_template": json.dumps(base_job_template(values), indent=2),
+           "prefect_yaml_text": prefect_yaml(values)}  # the registration Job's prefect.yaml (80-register-…)
     docs: list[dict] = []
     for name in sorted(p.name for p in K8S_TEMPLATES.glob("*.yaml.j2")):
         rendered = env.get_template(name).render(**ctx)
@@ -174,7 +176,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     b = dsub.add_parser("rbac", help="permissions the Kubernetes adapter uses, derived from its code")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=_rbac)
-    s = dsub.add_parser("sync", help="rewrite deployments/prefect.yaml and the work-pool template (default values)")
+    s = dsub.add_parser("sync", help="rewrite deployments/prefect.yaml, the work-pool template and the kustomize "
+                        "tree (deployments/kustomize: default values)")
     s.set_defaults(func=_sync)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
@@ -222,15 +225,15 @@ def _api_url(values: Values) -> str:
 
 
 def _rbac(args: argparse.Namespace) -> int:
-    calls = client_calls()
-    rows = sorted((permission_for(c, m), f"self.{c}.{m}", lines) for (c, m), lines in calls.items())
+    rows = permission_rows()  # custom resources included (CRD_RBAC): the listing render checks against
     if args.json:
         print(json.dumps([{"api_group": p.api_group, "resource": p.resource, "verb": p.verb, "call": call,
                            "lines": lines} for p, call, lines in rows]))
     else:
-        for p, call, lines in rows:
-            print(f"{p.resource + ('.' + p.api_group if p.api_group else ''):<22}{p.verb:<8}{call} "
-                  f"(line {', '.join(map(str, lines))})")
+        width = max(len(p.resource + "." + p.api_group) for p, _, _ in rows) + 2
+        for p, call, lines in rows:  # lines: in remedy/adapters/kubernetes.py and workloads.py
+            print(f"{p.resource + ('.' + p.api_group if p.api_group else ''):<{width}}{p.verb:<18}{call} "
+                  f"(line {', '.join(map(str, sorted(lines)))})")
     return 0
 
 
@@ -240,7 +243,10 @@ def _sync(args: argparse.Namespace) -> int:
     PREFECT_YAML.write_text(prefect_yaml(values))
     WORK_POOL_TEMPLATE.parent.mkdir(parents=True, exist_ok=True)
     WORK_POOL_TEMPLATE.write_text(json.dumps(base_job_template(values), indent=2) + "\n")
-    print(f"{DEFAULT_VALUES}\n{PREFECT_YAML}\n{WORK_POOL_TEMPLATE}")
+    from remedy.production.kustomize import write_tree
+
+    kustomized = write_tree()
+    print("\n".join(str(p) for p in [DEFAULT_VALUES, PREFECT_YAML, WORK_POOL_TEMPLATE, *kustomized]))
     return 0
 
 

@@ -78,13 +78,32 @@ def crd_permissions(port: str | Path = WORKLOADS_SOURCE) -> set[Permission]:
 def adapter_permissions(source: str | Path = ADAPTER_SOURCE) -> set[Permission]:
     calls = client_calls(source)
     out = {permission_for(client, method) for client, method in calls if client != CUSTOM}
-    used = {next((v for prefix, v in (("get_", "get"), *_VERBS) if m.startswith(prefix)), m)
-            for c, m in calls if c == CUSTOM}
+    used = {_custom_verb(m) for c, m in calls if c == CUSTOM}
     declared = crd_permissions()
     if used - {p.verb for p in declared}:
         raise ValueError(f"self.cluster.custom calls with verbs {sorted(used - {p.verb for p in declared})} "
                          "that remedy.adapters.workloads.CRD_RBAC does not declare")
     return out | {p for p in declared if p.verb in used}
+
+
+def permission_rows(source: str | Path = ADAPTER_SOURCE) -> list[tuple[Permission, str, list[int]]]:
+    """(permission, call, source lines) for every client call of the adapter and its workload port, sorted: what
+    `remedy deploy rbac` prints. A CustomObjectsApi call grants each CRD_RBAC permission with its verb (the call
+    names its resource in arguments, so the declared list says which)."""
+    declared = crd_permissions()
+    rows: list[tuple[Permission, str, list[int]]] = []
+    for (client, method), lines in client_calls(source).items():
+        call = f"self.{client}.{method}"
+        if client != CUSTOM:
+            rows.append((permission_for(client, method), call, lines))
+            continue
+        verb = _custom_verb(method)
+        rows += [(p, call, lines) for p in declared if p.verb == verb]
+    return sorted(rows)
+
+
+def _custom_verb(method: str) -> str:
+    return next((v for prefix, v in (("get_", "get"), *_VERBS) if method.startswith(prefix)), method)
 
 
 def event_namespace(source: str | Path = ADAPTER_SOURCE) -> str:

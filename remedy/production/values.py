@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from remedy.cli import version
 from remedy.errors import RemedyError
 from remedy.textinput import one_line_yaml_error, read_input_file
 
@@ -32,7 +33,8 @@ class Values(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     namespace: str = Field("gpu-remedy", description="Namespace of the Prefect server, worker, receiver and flow-run Jobs.")
-    image: str = Field("ghcr.io/gpu-remedy/gpu-remedy:0.1.0", description="gpu-remedy image (Containerfile): flow runs, receiver.")
+    image: str = Field(f"ghcr.io/gpu-remedy/gpu-remedy:{version()}",
+                       description="gpu-remedy image (Containerfile, tagged with the version): flow runs, receiver.")
     image_pull_policy: str = Field("IfNotPresent", pattern="^(IfNotPresent|Always|Never)$", description="Pull policy of every container.")
     prefect_image: str = Field(f"prefecthq/prefect:{PREFECT_VERSION}-python3.11", description="Image of the Prefect server.")
     worker_image: str = Field(

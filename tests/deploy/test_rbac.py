@@ -106,3 +106,18 @@ def test_roles_follow_the_configured_namespaces(tmp_path):
     where = {d["metadata"]["name"]: d["metadata"].get("namespace") for d in docs if d["kind"] == "Role"}
     assert where["gpu-remedy-jobs"] == "gpu-checks" and where["gpu-remedy-workload"] == "llm"
     assert {d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"} == {"gpu-remedy", "gpu-checks"}
+
+
+def test_deploy_rbac_lists_every_permission_render_grants(docs, capsys):
+    """`remedy deploy rbac` (a documented production step) prints the custom resources too, and what it lists is
+    exactly what the rendered Roles grant (it crashed on the workload port's CustomObjectsApi calls)."""
+    import json
+
+    from remedy.cli import main
+
+    assert main(["deploy", "rbac", "--json"]) == 0
+    listed = {Permission(r["api_group"], r["resource"], r["verb"]) for r in json.loads(capsys.readouterr().out)}
+    assert Permission("jobset.x-k8s.io", "jobsets", "patch") in listed
+    assert listed == granted_permissions(docs, "gpu-remedy")
+    assert main(["deploy", "rbac"]) == 0
+    assert "workloads.kueue.x-k8s.io" in capsys.readouterr().out

@@ -13,6 +13,7 @@ from tests.fixtures.prefect import run_to_state_result
 from prefect import flow
 
 from remedy.approvals.decide import decide_and_resume
+from remedy.approvals.model import ANSWERED_ELSEWHERE as ELSEWHERE
 from remedy.approvals.model import ApprovalAction, ButtonValue
 from remedy.approvals.signing import click_payload, form_body, signed_headers
 from tasks.approvals import request_approval
@@ -83,16 +84,18 @@ def test_an_answer_by_someone_not_listed_is_refused_and_the_run_keeps_waiting(pr
     run = FlowThread(lambda: needs_approval(60))
     led = runtime.ledger()
     pending = wait_paused_approval(led)
-    resume_flow_run(UUID(pending.flow_run_id), run_input={"decision": "approve", "approver": "mallory"})
+    # the form lists the approvers; its last entry is what Slack / go-ahead answers resume with (the ledger holds
+    # theirs): picked by a person, it is no listed approver's answer
+    resume_flow_run(UUID(pending.flow_run_id), run_input={"decision": "approve", "approver": ELSEWHERE})
     refused = wait_for_refusal(led)
-    assert refused.detail["approver"] == "mallory" and refused.error == "mallory is not an approver"
+    assert refused.detail["approver"] == ELSEWHERE and refused.error == f"{ELSEWHERE} is not an approver"
     assert led.get_approval(pending.id).pending  # nothing decided: the run paused again for a real answer
     wait_paused(pending.flow_run_id)
     # the form shown again says why the answer did not count and which setting lists approvers
     from prefect.input.run_input import read_flow_run_input
 
     form = read_flow_run_input(f"paused-approval-{pending.id}-2-description", flow_run_id=UUID(pending.flow_run_id))
-    assert form.startswith("**Answer 'approve' by mallory refused: mallory is not on the approver list.")
+    assert form.startswith(f"**Answer 'approve' by {ELSEWHERE} refused: {ELSEWHERE} is not on the approver list.")
     assert "approvals.approvers (REMEDY_APPROVALS__APPROVERS)" in form
     resume_flow_run(UUID(pending.flow_run_id), run_input={"decision": "deny", "approver": "bob", "reason": "no"})
     out = run.result(60)
@@ -135,7 +138,8 @@ def test_raw_prefect_api_resumes_without_a_listed_approver_are_refused(prefect_s
     no input, no approver, an empty approver and a made-up approver are each refused and the run keeps waiting.
     The first three are rejected by Prefect itself, which validates run_input against the form's schema before it
     resumes a run paused for input (prefect/server/api/flow_runs.py, resume_flow_run: REJECT "Reason: …"); the
-    made-up name gets through Prefect and is refused by the run, recorded as approval_refused."""
+    made-up name too, as the form lists the approvers (issue 33); the list's entry for Slack / go-ahead answers gets
+    through Prefect and is refused by the run (no ledger answer behind it), recorded as approval_refused."""
     from prefect.settings import PREFECT_API_URL
 
     runtime = remedy_env()
@@ -144,15 +148,16 @@ def test_raw_prefect_api_resumes_without_a_listed_approver_are_refused(prefect_s
     pending = wait_paused_approval(led)
     url = f"{PREFECT_API_URL.value()}/flow_runs/{pending.flow_run_id}/resume"
     for body in ({}, {"run_input": {"decision": "approve"}}, {"run_input": {"decision": "approve", "approver": ""}},
-                 {"run_input": {"approver": "bob"}}):
+                 {"run_input": {"approver": "bob"}},
+                 {"run_input": {"decision": "approve", "approver": "mallory"}}):  # not in the form's list
         r = _resume(url, body)
         assert r.status_code in (200, 201) and r.json()["status"] == "REJECT", (body, r.text)
         assert led.get_approval(pending.id).pending, body
         wait_paused(pending.flow_run_id)
-    r = _resume(url, {"run_input": {"decision": "approve", "approver": "mallory"}})
-    assert r.json()["status"] == "ACCEPT", r.text  # Prefect cannot know who is an approver: the run checks
+    r = _resume(url, {"run_input": {"decision": "approve", "approver": ELSEWHERE}})
+    assert r.json()["status"] == "ACCEPT", r.text  # in the list, but no ledger answer behind it: the run checks
     refused = wait_for_refusal(led)
-    assert refused.detail == {"approval_id": pending.id, "decision": "approve", "approver": "mallory"}
+    assert refused.detail == {"approval_id": pending.id, "decision": "approve", "approver": ELSEWHERE}
     assert led.get_approval(pending.id).pending
     wait_paused(pending.flow_run_id)
     r = _resume(url, {"run_input": {"decision": "deny", "approver": "bob", "reason": "not now"}})

@@ -275,19 +275,40 @@ def _field(dialog, label: str):
 
 
 def fill_form(dialog, *, decision: str | None = None, approver: str | None = None, reason: str | None = None):
-    """Fill the fields as a person does: pick the decision from its list, type the names."""
-    page = dialog.page
+    """Fill the fields as a person does: pick the decision and the approver from their lists, type the reason."""
     if decision is not None:
-        control = _field(dialog, "Decision").locator(".p-select-button__control")
-        control.click()
-        options = page.get_by_role("listbox")
-        if not options.is_visible():  # headless, the click focuses the select without opening its list
-            control.press("ArrowDown")
-        options.get_by_role("option", name=decision, exact=True).click()
+        _pick(dialog, "Decision", decision)
     if approver is not None:
-        _field(dialog, "Approver").locator("textarea, input").first.fill(approver)
+        field = _field(dialog, "Approver")
+        if field.locator(".p-select-button__control").count():  # approvals.approvers configured: a list
+            _pick(dialog, "Approver", approver)
+        else:
+            field.locator("textarea, input").first.fill(approver)
     if reason is not None:
         _field(dialog, "Reason").locator("textarea, input").first.fill(reason)
+
+
+def _open_list(dialog, label: str):
+    page = dialog.page
+    control = _field(dialog, label).locator(".p-select-button__control")
+    control.click()
+    options = page.get_by_role("listbox")
+    if not options.is_visible():  # headless, the click focuses the select without opening its list
+        control.press("ArrowDown")
+    return options
+
+
+def _pick(dialog, label: str, option: str) -> None:
+    _open_list(dialog, label).get_by_role("option", name=option, exact=True).click()
+
+
+def list_options(dialog, label: str) -> list[str]:
+    """The entries a select field of the form offers (the list is closed again afterwards)."""
+    options = _open_list(dialog, label)
+    options.get_by_role("option").first.wait_for(timeout=UI_WAIT_MS)
+    names = [o.strip() for o in options.get_by_role("option").all_inner_texts()]
+    dialog.page.keyboard.press("Escape")
+    return names
 
 
 def submit(dialog) -> None:

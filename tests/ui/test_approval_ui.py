@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.prefect, pytest.mark.servers]
-
+from remedy.approvals.model import ANSWERED_ELSEWHERE as ELSEWHERE
 from tests.ui import driver as ui
+
+pytestmark = [pytest.mark.prefect, pytest.mark.servers]
 
 
 def _missing(what: str) -> None:
@@ -89,15 +90,17 @@ def test_an_approval_answered_in_the_form_lets_the_replacement_finish(stack, out
     assert pause_key(stack, run_id) == first_pause and led.get_approval(asked.id).pending
     assert not led.actions(kind="approval_refused")
 
-    # someone not on approvals.approvers: the answer is refused and recorded, the run waits again
-    ui.fill_form(dialog, decision="approve", approver="mallory", reason="looks fine to me")
+    # the form lists the approvers (approvals.approvers) and the entry ledger-first answers resume with; picking
+    # that entry in the form is not a listed approver's answer: refused and recorded, the run waits again
+    assert ui.list_options(dialog, "Approver") == [ui.APPROVER, ELSEWHERE]
+    ui.fill_form(dialog, decision="approve", approver=ELSEWHERE, reason="looks fine to me")
     ui.submit(dialog)
     refused = ui.wait_until("the refusal", lambda: led.actions(kind="approval_refused"))
-    assert refused[0].detail["approver"] == "mallory" and refused[0].error == "mallory is not an approver"
+    assert refused[0].detail["approver"] == ELSEWHERE and refused[0].error == f"{ELSEWHERE} is not an approver"
     ui.wait_until("the run to pause again", lambda: pause_key(stack, run_id) not in (None, first_pause))
     assert led.get_approval(asked.id).pending
     ui.open_run(page, stack, run_id, "Paused")
-    refusal = page.get_by_text("by mallory refused").first
+    refusal = page.get_by_text(f"by {ELSEWHERE} refused").first
     refusal.wait_for(timeout=ui.UI_WAIT_MS)  # the run's log says so
     refusal.scroll_into_view_if_needed()
     taken.append(shots(page, "unlisted-approver-refused"))

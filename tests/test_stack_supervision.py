@@ -1,0 +1,102 @@
+"""`remedy up` is supervised and consistent: a Prefect server that dies stops the stack with one line; the ledger
+starts fresh with the simulator's new cluster (the last one kept, said in the banner); a port left in TIME_WAIT
+by the last session is free. Real processes: the CLI in a subprocess, remedy's own Prefect server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from remedy.prefect_server import port_in_use
+from tests.fixtures.prefect import clean_env
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _time_wait_port() -> int:
+    """A loopback port whose listener is closed and whose accepted connection, closed by the server side first,
+    sits in TIME_WAIT: what a stack stopped a moment ago leaves."""
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    port = srv.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    conn, _ = srv.accept()
+    conn.close()  # the server closes first: its end goes to TIME_WAIT
+    client.recv(1)
+    client.close()
+    srv.close()
+    return port
+
+
+def test_a_port_in_time_wait_is_not_in_use_but_a_listener_is():
+    port = _time_wait_port()
+    plain = socket.socket()
+    try:
+        with pytest.raises(OSError):  # the old check's bind (no SO_REUSEADDR) called this port taken
+            plain.bind(("127.0.0.1", port))
+    finally:
+        plain.close()
+    assert port_in_use(port) is False
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        assert port_in_use(listener.getsockname()[1]) is True
+
+
+@pytest.mark.prefect
+def test_up_starts_ledger_fresh_and_stops_in_one_line_when_its_prefect_server_dies(tmp_path):
+    old = tmp_path / "var" / "stack" / "ledger.db"
+    old.parent.mkdir(parents=True)
+    with sqlite3.connect(old) as db:  # last session's ledger: kept beside the new one, never read by it
+        db.execute("create table last_session (x)")
+    env = clean_env(tmp_path) | {"PYTHONPATH": str(ROOT)}
+    up = subprocess.Popen([sys.executable, "-m", "remedy.cli", "up", "--prefect-port", "0", "--sim-port", "0",
+                           "--receiver-port", "0"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    try:
+        banner = []
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            line = up.stdout.readline()
+            if not line:
+                break
+            banner.append(line)
+            if line.startswith("Ctrl-C"):
+                break
+        text = "".join(banner)
+        assert "Ctrl-C" in text, text + up.stderr.read() if up.poll() is not None else text
+        ledger_line = next(line for line in banner if line.startswith("ledger:"))
+        assert "start fresh each session" in ledger_line and "ledger.previous.db" in ledger_line
+        with sqlite3.connect(old.with_name("ledger.previous.db")) as db:
+            assert db.execute("select name from sqlite_master where name='last_session'").fetchone()
+        with sqlite3.connect(old) as db:
+            assert not db.execute("select name from sqlite_master where name='last_session'").fetchone()
+        import json
+
+        record = json.loads((tmp_path / "var" / "stack" / "running.json").read_text())["prefect-server"]
+        os.killpg(record["pid"], signal.SIGKILL)  # the server dies under the stack
+        killed = time.monotonic()
+        out, err = up.communicate(timeout=120)
+        took = time.monotonic() - killed
+        assert took < 30, f"noticed and stopped within seconds, not {took:.0f} s: {out[-2000:]} {err[-2000:]}"
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
+    assert up.returncode == 1
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert "Traceback" not in err, err
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"remedy up: remedy's Prefect server ({record['api_url'].removesuffix('/api')}, pid "
+                               f"{record['pid']}) exited") and lines[0].endswith("stopping the stack")
+    assert "stopping…" in out

@@ -1,0 +1,80 @@
+"""The first approval in a minute (issue 33): `remedy demo --scenario rack-storm` without --approve/--deny names
+the local user as the approver, waits for a person, and the person answers the Prefect UI's Resume form by picking
+their name from the list; the demo then finishes. Real parts: the demo CLI in a subprocess (its own Prefect server
+on a free port, the simulator, the flows), Debian's Chromium through Playwright. A name outside the list is
+refused by the Prefect server itself (the form's schema), before the run sees it."""
+
+from __future__ import annotations
+
+import getpass
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from remedy.approvals.model import ANSWERED_ELSEWHERE
+from tests.fixtures.prefect import clean_env
+from tests.ui import driver as ui
+
+pytestmark = [pytest.mark.prefect, pytest.mark.servers]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _missing(what: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"{what} (scripts/install.sh --test installs it)")
+    pytest.skip(what)
+
+
+def test_rack_storm_waits_for_the_local_user_who_answers_in_the_form(tmp_path):
+    if not Path(ui.CHROMIUM).exists():
+        _missing(f"Chromium not found at {ui.CHROMIUM} (apt-get install chromium)")
+    if importlib.util.find_spec("playwright") is None:
+        _missing("Python package playwright not installed")
+    me = getpass.getuser()
+    env = clean_env(tmp_path) | {"PYTHONPATH": str(ROOT)}
+    env.pop("REMEDY_APPROVALS__APPROVERS", None)
+    err_path = tmp_path / "demo.err"
+    demo = subprocess.Popen([sys.executable, "-m", "remedy.cli", "demo", "--scenario", "rack-storm", "--prefect-port",
+                             "0", "--workdir", str(tmp_path / "demo")], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=open(err_path, "w"), text=True)
+    try:
+        ui_url = ui.wait_until("the demo's Prefect UI line", lambda: re.search(
+            r"Prefect UI: (http://127\.0\.0\.1:\d+)", err_path.read_text()), timeout=240).group(1)
+        api = f"{ui_url}/api"
+        said = err_path.read_text()
+        assert f"approvals: {me} (the local user" in said, said
+
+        def paused():
+            if demo.poll() is not None:
+                raise RuntimeError(f"the demo ended before asking anyone:\n{err_path.read_text()[-3000:]}")
+            runs = httpx.post(f"{api}/flow_runs/filter", json={}, timeout=30).json()
+            return [r for r in runs if r["state_type"] == "PAUSED"]
+
+        run = ui.wait_until("a held run to pause for a person", paused, timeout=300)[0]
+        # the server refuses a name that is not on the list: the form's schema lists the approvers
+        bad = httpx.post(f"{api}/flow_runs/{run['id']}/resume", timeout=30,
+                         json={"run_input": {"decision": "approve", "approver": "mallory", "reason": ""}}).json()
+        assert bad["status"] == "REJECT" and "mallory" in bad["details"]["reason"], bad
+        with ui.browser_page() as page:
+            ui.open_run(page, ui.UiStack(ui=ui_url, api=api, sim=None, home=tmp_path), run["id"], "Paused")
+            dialog = ui.open_resume_form(page)
+            assert ui.list_options(dialog, "Approver") == [me, ANSWERED_ELSEWHERE]
+            ui.fill_form(dialog, decision="approve", approver=me, reason="rack-2 is one PDU: go on")
+            ui.submit(dialog)
+            out, _ = demo.communicate(timeout=400)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+        subprocess.run([sys.executable, "-m", "remedy.cli", "down", "--workdir", str(tmp_path / "demo")], cwd=tmp_path,
+                       env=env, capture_output=True, timeout=120)
+    assert demo.returncode == 0, out + err_path.read_text()[-3000:]
+    assert re.search(rf"approval \d+ \([^)]*\): approve by {re.escape(me)}", out), out
+    assert "breaker rack/rack-2" in out
