@@ -15,6 +15,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from remedy import runtime
+from remedy.domain import names
 from remedy.approvals import messages
 from remedy.domain.model import IncidentStatus, NodeState
 from remedy.safety.scopes import SkipReason
@@ -69,8 +70,8 @@ def _escalate(node: str, reason: str, incident_id: int | None, dry_run: bool | N
                              detected_at=datetime.now(timezone.utc).isoformat(), dry_run=dry_run,
                              needs_spare=False, takes_node_out=True)
         # already quarantined: keep it so; already in repair or retired: it is out, nothing to quarantine
-        quarantine = gate["act"] or gate["skip"] == SkipReason.ALREADY_IN_REMEDIATION
-        out["gate"] = gate["explain"]
+        quarantine = gate.act or gate.skip == SkipReason.ALREADY_IN_REMEDIATION
+        out["gate"] = gate.explain
     if quarantine:
         cordon_node(node, reason=f"escalated: {reason}"[:250], dry_run=dry_run, incident_id=incident_id)
         taint_node(node, dry_run=dry_run, add=[settings.taints.quarantine], incident_id=incident_id)
@@ -85,7 +86,7 @@ def _escalate(node: str, reason: str, incident_id: int | None, dry_run: bool | N
     out["why"] = f"{reason} — Slack: {out['slack']}" + ("; node quarantined" if quarantine else "; node left in service")
 
     # 4. What a human must look at, on the run.
-    create_markdown_artifact(key=f"escalate-{node}".lower(), description="Needs a human", markdown="\n".join([
+    create_markdown_artifact(key=names.artifact_key("escalate", node), description="Needs a human", markdown="\n".join([
         f"### {node} needs a human", "", f"**Why:** {reason}", "",
         f"- node {'kept quarantined (cordoned + tainted)' if quarantine else 'left in service'}",
         f"- incident: {incident_id}" + (f"; gate: {out['gate']}" if out.get("gate") else ""),

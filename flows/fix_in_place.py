@@ -23,6 +23,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from remedy import runtime
+from remedy.domain import names
 from remedy.domain.durations import human_duration
 from remedy.domain.outcome import Outcome, outcome_of
 from remedy.approvals.open_loop import is_open_loop, node_pool
@@ -156,7 +157,7 @@ def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run:
             step, chose = _after_failed_rung(step, history, node, xid, gpu, incident_id, entry.resolution, settings)
             if chose is not None:
                 out["choice"] = {k: chose[k] for k in ("option", "reason", "options", "spares_ready", "tried_depth")}
-                create_markdown_artifact(key=f"fix-{node}-options".lower(), markdown=chose["markdown"],
+                create_markdown_artifact(key=names.artifact_key("fix", node, "options"), markdown=chose["markdown"],
                                          description="After a failed rung: the options by expected job downtime")
                 recover_after = step.kind is P.REPLACE
         out["steps"].append({"step": step.kind.value, "rung": step.rung, "attempt": step.attempt, "reason": step.reason})
@@ -180,13 +181,13 @@ def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run:
 
         # 4. Gate (once per incident): circuit breakers and capacity budget; a restart takes no capacity.
         if gate is None:
-            from flows.replace_node import pass_gate  # one gate, asked the same way for every remediation
+            from tasks.gate import pass_gate  # one gate, asked the same way for every remediation
 
             gate = pass_gate(node, incident_id, f"XID {xid}", detected, dry_run, needs_spare=step.kind is P.REPLACE,
                              takes_node_out=step.kind is not P.RESTART_APP)
-            out |= {k: v for k, v in gate.items() if k in ("gate", "approval", "approvals", "hold")}
-            if gate["status"] is not None:
-                return _finish(out | {"status": gate["status"].value, "why": gate["gate"]})
+            out |= gate.outcome_fields()
+            if gate.status is not None:
+                return _finish(out | {"status": gate.status.value, "why": gate.gate})
 
         # 5. A reset or reboot stops the job: first make sure the fault still holds and is not a failed monitor
         #    (once per run; a later rung follows a failed attempt, which is evidence enough).
@@ -405,6 +406,6 @@ def _finish(out: dict[str, Any], escalation: dict[str, Any] | None = None) -> di
         lines.append(f"- {out['note']}")
     if out.get("dry_run"):
         lines.append("- dry-run: the step was planned and recorded, nothing changed")
-    create_markdown_artifact(key=f"fix-{out['node']}".lower(), markdown="\n".join(lines), description="In-place fix")
+    create_markdown_artifact(key=names.artifact_key("fix", out["node"]), markdown="\n".join(lines), description="In-place fix")
     out["finished_at"] = datetime.now(timezone.utc).isoformat()
     return out

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import re
 from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from remedy import runtime
+from remedy.domain import names
 from remedy.domain.model import IncidentStatus, utcnow
 from remedy.domain.outcome import Outcome, outcome_of
 from remedy.detect.signals import is_early_warning
@@ -57,8 +57,7 @@ def _run_name() -> str:
 
 def artifact_key(incident: dict[str, Any]) -> str:
     """Artifact keys allow lowercase letters, digits and dashes only."""
-    node = re.sub(r"[^a-z0-9-]+", "-", incident["node"].lower()).strip("-")
-    return f"triage-{node}-incident-{incident['id']}"
+    return names.artifact_key("triage", incident["node"], "incident", incident["id"])
 
 
 @flow(name="triage", flow_run_name=_run_name, log_prints=False)

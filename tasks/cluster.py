@@ -15,6 +15,7 @@ from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
 from remedy.adapters.cluster import NodeJobSpec, Taint
+from remedy.safety.disruption import BudgetBlock, drain_blockers
 from tasks.ledger import act
 from tasks.retry import transient_only
 
@@ -149,6 +150,22 @@ def wait_for_workload(namespace: str, job: str, node: str, timeout_seconds: floa
         ready, desired = cluster.workload_size(namespace, job)
     return {"ready": ready, "desired": desired, "full": ready >= desired, "on_node": on_node or dry_run,
             "seconds": round(time.monotonic() - start, 2)}
+
+
+BUDGET_SETTLE_SECONDS = 12.0  # the Eviction API's own "still being processed" answer says retry after 10 s
+
+
+@task(name="check_drain_budgets", task_run_name="budgets-{node}", timeout_seconds=120, **RETRY)
+def check_drain_budgets(node: str, settle_seconds: float = BUDGET_SETTLE_SECONDS) -> tuple[BudgetBlock, ...]:
+    """The pods on `node` that no eviction can move, read before draining (remedy.safety.disruption): a budget
+    the disruption controller cannot compute (SyncFailed), one that expects no pods, one that keeps the whole gang,
+    two budgets over one pod. A budget not yet processed by the controller gets a few seconds to catch up."""
+    deadline = time.monotonic() + settle_seconds
+    while True:
+        blocks = tuple(drain_blockers(runtime.cluster().pod_budgets(node)))
+        if not any(b.transient for b in blocks) or time.monotonic() >= deadline:
+            return blocks
+        time.sleep(1.0)
 
 
 @task(name="verify_joined", task_run_name="verify-{node}-joined", timeout_seconds=900, **RETRY)

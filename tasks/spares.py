@@ -119,3 +119,19 @@ def validate_spare(spare: str, dry_run: bool, incident_id: int | None = None) ->
     from tasks.health import validate_node
 
     return validate_node(spare, level="quick", dry_run=dry_run, incident_id=incident_id)
+
+
+def promote_spare(spare: str, replaces: str, reason: str, incident_id: int | None, dry_run: bool) -> dict:
+    """The spare takes `replaces`' place: untaint, label into the job's pool, ledger state active; then wait until it
+    has really joined (Ready, schedulable, every GPU allocatable). Returns verify_joined's answer. Steps, not one
+    task: each is its own recorded action (replace-node and retire-node both promote this way)."""
+    from tasks.cluster import label_node, taint_node, verify_joined
+    from tasks.ledger import set_node_state
+
+    settings = runtime.settings()
+    taint_node(spare, dry_run=dry_run, remove=[settings.taints.spare], incident_id=incident_id)
+    label_node(spare, {settings.labels.pool: settings.labels.job_pool_value}, dry_run=dry_run,
+               incident_id=incident_id)
+    set_node_state(spare, NodeState.ACTIVE.value, reason=reason, dry_run=dry_run, incident_id=incident_id,
+                   replaces=replaces)
+    return verify_joined(spare, timeout_seconds=settings.workload.resume_timeout_seconds, dry_run=dry_run)
