@@ -31,7 +31,7 @@ from tasks.leases import fence, keeps_lease
 def _run_name() -> str:
     from prefect.runtime import flow_run
 
-    return f"escalate {flow_run.parameters['node']}"
+    return names.run_name(f"escalate {flow_run.parameters['node']}")
 
 
 @flow(name="escalate", flow_run_name=_run_name, log_prints=False)

@@ -62,7 +62,7 @@ def _run_name() -> str:
     from prefect.runtime import flow_run
 
     p = flow_run.parameters
-    return f"fix {p['node']} XID {p['xid']} ({first_step_words(int(p['xid']))})"
+    return names.run_name(f"fix {p['node']} XID {p['xid']} ({first_step_words(int(p['xid']))})")
 
 
 def first_step_words(xid: int) -> str:

@@ -39,7 +39,7 @@ from tasks.spares import select_spare, validate_spare
 def _run_name() -> str:
     from prefect.runtime import flow_run
 
-    return f"retire {flow_run.parameters['node']}"
+    return names.run_name(f"retire {flow_run.parameters['node']}")
 
 
 @flow(name="retire-node", flow_run_name=_run_name)

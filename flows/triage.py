@@ -52,7 +52,7 @@ def _run_name() -> str:
 
     p = flow_run.parameters
     what = f"XID {p['xid']}" if str(p.get("xid") or "").strip() else (p.get("signal") or "")
-    return f"triage {p.get('node') or 'incident ' + str(p['incident_id'])} {what}".strip()
+    return names.run_name(f"triage {p.get('node') or 'incident ' + str(p['incident_id'])} {what}".strip())
 
 
 def artifact_key(incident: dict[str, Any]) -> str:

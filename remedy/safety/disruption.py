@@ -22,6 +22,14 @@ from enum import StrEnum
 from typing import Any
 
 
+def _text(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+def _int(d: dict[str, Any], key: str, default: int = 0) -> int:
+    return int(d.get(key) or default)
+
+
 @dataclass(frozen=True)
 class BudgetView:
     """One PodDisruptionBudget as the API serves it (spec and the disruption controller's status)."""
@@ -44,19 +52,13 @@ class BudgetView:
         meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
         failed = next((c for c in status.get("conditions") or []
                        if c.get("type") == "DisruptionAllowed" and c.get("reason") == "SyncFailed"), None)
-
-        def text(v: Any) -> str | None:
-            return None if v is None else str(v)
-
         return cls(namespace=meta.get("namespace", ""), name=meta.get("name", ""),
-                   min_available=text(spec.get("minAvailable")), max_unavailable=text(spec.get("maxUnavailable")),
-                   generation=int(meta.get("generation") or 1),
-                   observed_generation=int(status.get("observedGeneration") or 0),
-                   expected_pods=int(status.get("expectedPods") or 0),
-                   current_healthy=int(status.get("currentHealthy") or 0),
-                   desired_healthy=int(status.get("desiredHealthy") or 0),
-                   disruptions_allowed=int(status.get("disruptionsAllowed") or 0),
-                   sync_failed=(failed or {}).get("message") or ("SyncFailed" if failed else ""),
+                   min_available=_text(spec.get("minAvailable")), max_unavailable=_text(spec.get("maxUnavailable")),
+                   generation=_int(meta, "generation", 1), observed_generation=_int(status, "observedGeneration"),
+                   expected_pods=_int(status, "expectedPods"), current_healthy=_int(status, "currentHealthy"),
+                   desired_healthy=_int(status, "desiredHealthy"),
+                   disruptions_allowed=_int(status, "disruptionsAllowed"),
+                   sync_failed=(failed.get("message") or "SyncFailed") if failed else "",
                    always_allow_unhealthy=spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow")
 
     @property

@@ -62,9 +62,13 @@ def budget_status(cluster: "Cluster", pdb: dict) -> dict:
                 owner_kinds.add(next((o["kind"] for o in pod["metadata"].get("ownerReferences") or []
                                       if o.get("controller")), None))
     if needs_scale:
-        # pkg/controller/disruption/disruption.go (getExpectedScale, getScaleController): a Job or DaemonSet has no
-        # scale subresource, so the controller's sync fails (failSafe); pods with no controller are left out of
-        # the expected count — checked on a real v1.36.2 server, where the sim once used the Job's parallelism
+        # pkg/controller/disruption/disruption.go: getExpectedPodCount counts the pods themselves only for an
+        # integer minAvailable; maxUnavailable and a percentage go through getExpectedScale, which asks each pod's
+        # controller for its scale (getScaleController). A bare batch/v1 Job or a DaemonSet has no scale
+        # subresource, so the sync fails: failSafe writes disruptionsAllowed 0 and DisruptionAllowed=False reason
+        # SyncFailed and never advances observedGeneration — every eviction is refused for good (remedy.safety.
+        # disruption finds it before a drain). Pods with no controller are left out of the expected count
+        # (expectedPods 0). Checked on a real v1.36.2 server, where the sim once used the Job's parallelism.
         for kind in sorted(k for k in owner_kinds if k):
             raise SyncFailed(f"{NO_SCALE.get(kind, kind.lower() + 's')} does not implement the scale subresource")
         if None in owner_kinds:
