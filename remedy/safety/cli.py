@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import datetime, timezone
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from remedy.safety.procedure import BoardPorts
+    from remedy.safety.scopes import BreakerTransition
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -78,22 +83,19 @@ class _PersonPorts:
 
         self.settings, self.ledger = runtime.settings(), runtime.ledger()
 
-    def lock(self):
+    def lock(self) -> "AbstractContextManager[None]":
         from remedy.safety.lock import ledger_lock
 
         return ledger_lock(self.settings.db_url, self.ledger.engine)
 
-    def fence(self, incident_id):
+    def fence(self, incident_id: int | None) -> None:
         return None
 
-    def requester(self) -> str:
-        return "cli"
-
-    def announce(self, transition) -> None:
+    def announce(self, transition: "BreakerTransition") -> None:
         pass
 
 
-def _ports():
+def _ports() -> "BoardPorts":
     return _PersonPorts()
 
 
