@@ -21,7 +21,7 @@ from remedy.domain.model import IncidentStatus, NodeState
 from remedy.safety.scopes import SkipReason
 from tasks.approvals import request_approval
 from tasks.cluster import cordon_node, taint_node
-from tasks.gate import check_breaker
+from tasks.gate import pass_gate
 from tasks.ledger import open_incident, requester, set_node_state, sync_fleet
 from tasks.states import final_state, run_subflow
 from tasks.tags import tag_this_run
@@ -66,12 +66,11 @@ def _escalate(node: str, reason: str, incident_id: int | None, dry_run: bool | N
     # 2. Keep the node out of the pool while a person looks — through the breaker gate like any other removal:
     #    in a storm the node is left as it is (the breaker's own approval asks about the whole scope).
     if quarantine:
-        gate = check_breaker(node, incident_id, signal=f"escalated: {reason}"[:200],
-                             detected_at=datetime.now(timezone.utc).isoformat(), dry_run=dry_run,
-                             needs_spare=False, takes_node_out=True)
+        gate = pass_gate(node, incident_id, f"escalated: {reason}"[:200], datetime.now(timezone.utc).isoformat(),
+                         dry_run, needs_spare=False, takes_node_out=True, ask=False)
         # already quarantined: keep it so; already in repair or retired: it is out, nothing to quarantine
-        quarantine = gate.act or gate.skip == SkipReason.ALREADY_IN_REMEDIATION
-        out["gate"] = gate.explain
+        quarantine = gate.acts or gate.skip == SkipReason.ALREADY_IN_REMEDIATION
+        out["gate"] = gate.gate
     if quarantine:
         cordon_node(node, reason=f"escalated: {reason}"[:250], dry_run=dry_run, incident_id=incident_id)
         taint_node(node, dry_run=dry_run, add=[settings.taints.quarantine], incident_id=incident_id)

@@ -7,7 +7,7 @@ survives restarts. Every transition is recorded in the ledger, emitted as a Pref
 
 This module only wires the procedure's ports for a flow run (the ledger, the cluster, the lease fence, a person
 asked by pausing the run) and exposes it as tasks: `pass_gate` (the whole gate, approvals included) and
-`record_remediation_outcome` (the remediation ended). `check_breaker` is one decision without asking anybody.
+`record_remediation_outcome` (the remediation ended). `check_breaker` is one decision, for benches and tests.
 """
 
 from __future__ import annotations
@@ -143,7 +143,8 @@ def pass_gate(node: str, incident_id: int | None, signal: str, detected_at: str,
 def check_breaker(node: str, incident_id: int | None, signal: str, detected_at: str, dry_run: bool,
                   needs_spare: bool = True, takes_node_out: bool = True,
                   approved: tuple[str, ...] = ()) -> GateCheck:
-    """One decision (ACT or HOLD) and nobody asked: for a run that only keeps a node out (escalate)."""
+    """One decision (ACT or HOLD), nobody asked: what bench/sim_scale.py times and tests drive. Flows use
+    `pass_gate` (with `ask=False` when nobody is to be asked)."""
     return procedure.decide_once(RunPorts(), _request(node, incident_id, signal, detected_at, dry_run, needs_spare,
                                                       takes_node_out), approved)
 

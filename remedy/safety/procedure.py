@@ -130,6 +130,7 @@ class GatePass:
     gate: str
     approvals: tuple[Answer, ...] = ()
     hold: Hold | None = None
+    skip: str | None = None  # the last decision's reason not to act (remedy.safety.scopes.SkipReason), if any
 
     @property
     def approval(self) -> Answer | None:
@@ -340,14 +341,14 @@ def pass_gate(ports: GatePorts, req: GateRequest, *, ask: bool = True) -> GatePa
         if step is Step.ACT:
             return GatePass(None, check.explain, tuple(answers))
         if step is Step.DUPLICATE:
-            return GatePass(Outcome.DUPLICATE, check.explain, tuple(answers))
+            return GatePass(Outcome.DUPLICATE, check.explain, tuple(answers), skip=check.skip)
         hold = Hold(check.skip, check.scope)
         if step is Step.HELD:
-            return GatePass(Outcome.HELD, check.explain, tuple(answers), hold)
+            return GatePass(Outcome.HELD, check.explain, tuple(answers), hold, check.skip)
         answer = replace(ask_once(ports, req, check), answers=check.token)
         answers.append(answer)
         if not answer_counts(answer, check.token, approved):
-            return GatePass(Outcome.HELD, check.explain, tuple(answers), hold)
+            return GatePass(Outcome.HELD, check.explain, tuple(answers), hold, check.skip)
         approved.append(check.token)
 
 
