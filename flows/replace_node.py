@@ -34,12 +34,12 @@ from remedy.remediate import replace as decide
 from remedy.remediate.replace import Next, Verdict
 from tasks.approvals import propose_open_loop
 from tasks.cluster import (
-    check_drain_budgets, check_drift, cordon_node, drain_node, label_node, resize_workload, taint_node, uncordon_node,
-    verify_joined, wait_for_workload,
+    check_drain_budgets, check_drift, cordon_node, drain_node, label_node, read_node, read_workload_size, resize_workload,
+    taint_node, uncordon_node, verify_joined, wait_for_workload,
 )
 from tasks.gate import pass_gate, record_remediation_outcome
 from tasks.ledger import claim_remediation, open_incident, set_incident_status, set_node_state, sync_fleet
-from tasks.preemption import plan_preemption, preempt
+from tasks.preemption import ask_to_preempt, plan_preemption, preempt
 from tasks.health import reconfirm_fault
 from tasks.spares import promote_spare, select_spare, validate_spare
 from tasks.notify import post_notice
@@ -159,7 +159,7 @@ def _attach(run: Run, incident_id: int | None, gpu: int | None, xid: int | None,
 
 def _open_loop(run: Run) -> None:
     """Open-loop pools: gpu-remedy only proposes; an external break-fix system says when to act (seed 000)."""
-    live = runtime.cluster().get_node(run.node)
+    live = read_node(run.node)
     if run.dry_run or not is_open_loop(live, run.settings.ladder.open_loop_pools):
         return
     go = propose_open_loop(node=run.node, incident_id=run.incident_id, action="replace with a warm spare",
@@ -360,8 +360,8 @@ def _try_shrink(why: str, incident_id: int, dry_run: bool, outcome: dict[str, An
     work = runtime.settings().workload
     if not work.min_nodes or work.when_no_spare != "shrink":
         return None, why
-    _, desired = runtime.cluster().workload_size(work.namespace, work.job)
-    nodes = decide.shrink_to(desired, work.min_nodes, work.when_no_spare)
+    nodes = decide.shrink_to(read_workload_size(work.namespace, work.job).desired, work.min_nodes,
+                             work.when_no_spare)
     if nodes is None:
         return None, why
     resized = resize_workload(work.namespace, work.job, nodes, dry_run=dry_run, incident_id=incident_id)
@@ -371,49 +371,6 @@ def _try_shrink(why: str, incident_id: int, dry_run: bool, outcome: dict[str, An
     set_incident_status(incident_id, IncidentStatus.ESCALATED.value,
                         detail=f"no spare; job continues with {nodes} nodes (min {work.min_nodes})")
     return _report(outcome | {"status": "shrunk", "why": why, "job_nodes": nodes}, timeline), why
-
-
-PREEMPT_APPROVAL = "preempt"
-
-
-def ask_to_preempt(plan: dict[str, Any], node: str, incident_id: int, dry_run: bool) -> dict[str, Any]:
-    """A person approves a preemption plan unless spares.preemption_requires_approval is off; no answer = deny.
-    A re-run of the incident reuses an approval already given instead of asking twice."""
-    if dry_run:
-        return {"decision": "planned", "by": "", "reason": "dry-run: a person would be asked"}
-    if not plan["approval_required"]:
-        return {"decision": "not-required", "by": "", "reason": "spares.preemption_requires_approval is off"}
-    from tasks.approvals import request_approval
-
-    given = [a for a in runtime.ledger().approvals(incident_id=incident_id)
-             if a.kind == PREEMPT_APPROVAL and a.decision == "approve"]
-    if given:
-        a = given[-1]
-        return {"decision": a.decision, "by": a.decided_by or "", "reason": a.reason, "approval_id": a.id,
-                "replayed": True}
-    victims = ", ".join(v["name"] for v in plan["victims"])
-    answer = request_approval(
-        kind=PREEMPT_APPROVAL,
-        title=f"No spare for {node}: preempt {victims} so {plan['job']} can run again?",
-        summary_markdown=_preempt_summary(plan, node),
-        incident_id=incident_id,
-        node=node,
-        timeout_seconds=runtime.settings().approvals.timeout_seconds,
-        default_on_timeout="deny",
-        consequence="nothing was preempted; the incident is escalated",
-    )
-    return {"decision": answer.decision, "by": answer.by, "reason": answer.reason, "approval_id": answer.approval_id}
-
-
-def _preempt_summary(plan: dict[str, Any], node: str) -> str:
-    lines = [f"**{node}** failed and no spare is ready; `{plan['job']}` (priority {plan['job_priority']}) is "
-             f"gang-scheduled and cannot run short of a node.", ""]
-    for v in plan["victims"]:
-        lines.append(f"- preempt `{v['name']}` (priority {v['priority']}) on {', '.join(v['nodes'])}")
-    lines += [f"- frees {', '.join(plan['freed_nodes'])} for `{plan['job']}`", "", "```", plan["explain"], "```", "",
-              "Approve to suspend/evict the listed work (grace period for a checkpoint) and give its node to the "
-              "job; deny or no answer preempts nothing and escalates the incident."]
-    return "\n".join(lines)
 
 
 def _preempt_and_resume(node: str, plan: dict[str, Any], incident_id: int, dry_run: bool, outcome: dict[str, Any],

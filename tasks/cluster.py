@@ -8,13 +8,14 @@ one incident. Only transient failures retry (tasks.retry.transient_only).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
 from remedy.adapters.cluster import NodeJobSpec, Taint
+from remedy.domain.model import Node
 from remedy.safety.disruption import BudgetBlock, drain_blockers
 from tasks.ledger import act
 from tasks.retry import transient_only
@@ -24,8 +25,21 @@ RETRY = dict(retries=3, retry_delay_seconds=[1, 2, 4], retry_condition_fn=transi
 
 
 @task(name="read_node", task_run_name="read-{node}", timeout_seconds=60, **RETRY)
-def read_node(node: str) -> dict:
-    return asdict(runtime.cluster().get_node(node))
+def read_node(node: str) -> Node:
+    """The node as the cluster shows it now (labels, taints, readiness)."""
+    return runtime.cluster().get_node(node)
+
+
+@dataclass(frozen=True)
+class WorkloadSize:
+    ready: int  # pods running and ready
+    desired: int  # pods the gang needs
+
+
+@task(name="read_workload_size", task_run_name="size-{job}", timeout_seconds=60, **RETRY)
+def read_workload_size(namespace: str, job: str) -> WorkloadSize:
+    """How many pods of the training workload run, and how many it needs (through its controller's port)."""
+    return WorkloadSize(*runtime.cluster().workload_size(namespace, job))
 
 
 @task(name="cordon_node", task_run_name="cordon-{node}", timeout_seconds=60, **RETRY)
