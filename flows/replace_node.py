@@ -16,7 +16,7 @@ budget or spare reserve) asks a person; no answer in time means the safe default
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -34,18 +34,28 @@ from remedy.remediate import replace as decide
 from remedy.remediate.replace import Next, Verdict
 from tasks.approvals import propose_open_loop
 from tasks.cluster import (
-    check_drain_budgets, check_drift, cordon_node, drain_node, label_node, read_node, read_workload_size, resize_workload,
-    taint_node, uncordon_node, verify_joined, wait_for_workload,
+    check_drain_budgets,
+    check_drift,
+    cordon_node,
+    drain_node,
+    label_node,
+    read_node,
+    read_workload_size,
+    resize_workload,
+    taint_node,
+    uncordon_node,
+    verify_joined,
+    wait_for_workload,
 )
 from tasks.gate import pass_gate, record_remediation_outcome
-from tasks.ledger import claim_remediation, open_incident, set_incident_status, set_node_state, sync_fleet
-from tasks.preemption import ask_to_preempt, plan_preemption, preempt
 from tasks.health import reconfirm_fault
-from tasks.spares import promote_spare, select_spare, validate_spare
+from tasks.leases import keeps_lease
+from tasks.ledger import claim_remediation, open_incident, set_incident_status, set_node_state, sync_fleet
 from tasks.notify import post_notice
+from tasks.preemption import ask_to_preempt, plan_preemption, preempt
+from tasks.spares import promote_spare, select_spare, validate_spare
 from tasks.states import final_state
 from tasks.tags import tag_this_run
-from tasks.leases import keeps_lease
 
 __all__ = ["replace_node", "promote_spare", "recheck_fault"]
 
@@ -437,5 +447,5 @@ def _report(outcome: dict[str, Any], timeline: Timeline) -> dict[str, Any]:
     story += [f"| {r['step']} | {r['at']} | {human_duration(r['since_detection_s'])} |" for r in rows]
     create_markdown_artifact(key=artifact_key("replace", node, "story"), markdown="\n".join(story), description="What happened")
     outcome["timeline"] = rows
-    outcome["finished_at"] = datetime.now(timezone.utc).isoformat()
+    outcome["finished_at"] = datetime.now(UTC).isoformat()
     return outcome

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
+from typing import TypeVar
+
+N = TypeVar("N", int, float)
 
 
-def _number(text: str, kind: type, what: str):
+def _number(text: str, kind: Callable[[str], N], what: str) -> N:
     try:
         value = kind(text)
     except ValueError:

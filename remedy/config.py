@@ -275,7 +275,7 @@ class RemedySettings(BaseSettings):
     leases: LeaseSettings = Field(default_factory=LeaseSettings)
 
     @model_validator(mode="after")
-    def _cluster_access_complete(self) -> "RemedySettings":
+    def _cluster_access_complete(self) -> RemedySettings:
         if self.cluster.mode is ClusterMode.KUBECONFIG and self.cluster.kubeconfig:
             if not Path(self.cluster.kubeconfig).expanduser().exists():
                 raise ValueError(f"cluster.kubeconfig: file not found: {self.cluster.kubeconfig}")
@@ -312,12 +312,14 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
             raise ConfigError(f"config file not found: {p}")
         if p.is_dir():
             raise ConfigError(f"{p}: is a directory, not a config file")
-        try:
-            loaded = yaml.safe_load(p.read_bytes().decode("utf-8", errors="replace")) or {}
-        except yaml.YAMLError as exc:
-            from remedy.textinput import one_line_yaml_error
+        from remedy.domain.yamlsafe import YamlLimitError, load_yaml
 
-            raise ConfigError(f"{p}: not valid YAML: {one_line_yaml_error(exc)}") from None
+        try:  # size, nesting and alias limits: a hostile or broken file is one line, never a traceback
+            loaded = load_yaml(p.read_bytes(), str(p)) or {}
+        except YamlLimitError as exc:
+            raise ConfigError(str(exc)) from None
+        except OSError as exc:
+            raise ConfigError(f"{p}: cannot read it ({exc.strerror or exc})") from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"{p}: top level must be a mapping of sections, got {type(loaded).__name__}")
         data = loaded

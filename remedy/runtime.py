@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import threading
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from remedy.config import RemedySettings, load_settings
+
+if TYPE_CHECKING:
+    from remedy.adapters.cluster import ClusterPort
+    from remedy.ledger import Ledger
 
 _lock = threading.Lock()
 
@@ -20,7 +25,7 @@ def settings() -> RemedySettings:
 
 
 @lru_cache(maxsize=2)
-def cluster(dry_run: bool | None = None):
+def cluster(dry_run: bool | None = None) -> ClusterPort:
     """The ClusterPort for this process; `dry_run` None means the configured default."""
     from remedy.adapters.kubernetes import KubernetesCluster
 
@@ -28,7 +33,7 @@ def cluster(dry_run: bool | None = None):
 
 
 @lru_cache(maxsize=1)
-def ledger():
+def ledger() -> Ledger:
     from remedy.ledger import Ledger
 
     with _lock:

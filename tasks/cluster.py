@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
+from datetime import UTC
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
-from remedy.adapters.cluster import NodeJobSpec, Taint
+from remedy.adapters.cluster import Taint
 from remedy.domain.model import Node
 from remedy.safety.disruption import BudgetBlock, drain_blockers
 from tasks.ledger import act
@@ -44,9 +45,8 @@ def read_workload_size(namespace: str, job: str) -> WorkloadSize:
 
 @task(name="cordon_node", task_run_name="cordon-{node}", timeout_seconds=60, **RETRY)
 def cordon_node(node: str, reason: str, dry_run: bool, incident_id: int | None = None) -> dict:
-    from tasks.ledger import requester
-
     from remedy.safety.intake import intake_owner
+    from tasks.ledger import requester
 
     # the receiver may have cordoned this node for the same incident already: this run takes that cordon over
     adopt = intake_owner(incident_id) if incident_id is not None else None
@@ -119,18 +119,6 @@ def drain_node(node: str, grace_period_seconds: int, deadline_seconds: float, dr
         return asdict(report) | {"complete": report.complete}
 
     return act("drain_node", node, drain, incident_id=incident_id, dry_run=dry_run)
-
-
-@task(name="run_node_job", task_run_name="{check}-{node}", timeout_seconds=4 * 3600, **RETRY)
-def run_node_job(node: str, check: str, name: str, dry_run: bool, args: list[str] | None = None,
-                 env: dict[str, str] | None = None, privileged: bool = False, timeout_seconds: int = 600,
-                 image: str | None = None, incident_id: int | None = None) -> dict:
-    spec = NodeJobSpec(
-        name=name, node=node, check=check, args=tuple(args or ()), env=tuple((env or {}).items()),
-        privileged=privileged, timeout_seconds=timeout_seconds, **({"image": image} if image else {}),
-    )
-    return act(f"job_{check}", node, lambda: asdict(runtime.cluster(dry_run).run_node_job(spec)),
-               incident_id=incident_id, dry_run=dry_run, key=f"job:{name}")
 
 
 @task(name="check_drift", task_run_name="check-drift-{node}", timeout_seconds=60, **RETRY)
@@ -216,12 +204,12 @@ def wait_for_checkpoint(namespace: str, job: str, node: str, ask: bool, timeout_
     completed after this call began — the boundary where a swap loses no work. A dry run asks nothing and waits
     for nothing."""
     import time
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from remedy.domain.durations import human_duration
 
     workload = runtime.cluster(dry_run).workload(namespace, job)
-    start = datetime.now(timezone.utc)
+    start = datetime.now(UTC)
     asked = None
     if ask:
         asked = act("request_checkpoint", node,

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
 from remedy.domain.model import Action, ActionOutcome, NodeState, is_fault
-from remedy.spares.selection import NoSpare, SpareCandidate, select_spare as choose_spare
+from remedy.spares.selection import NoSpare, SpareCandidate
+from remedy.spares.selection import select_spare as choose_spare
 from tasks.ledger import requester
 from tasks.retry import transient_only
-
 
 CLAIM_KIND = "claim_spare"
 
@@ -74,7 +74,7 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
         done = [a for a in earlier if a.outcome is ActionOutcome.SUCCEEDED and "spare" in a.detail]
         if done:  # a re-run of this incident: the spare was chosen once
             return dict(done[-1].detail) | {"replayed": True}
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         failed = cluster.get_node(node)
         taken = _claimed_by_others(led, incident_id)
         fixed = last_fixed(led)

@@ -1,6 +1,12 @@
-"""Shared pytest wiring. Real-server fixtures live one per module under tests/fixtures/."""
+"""Shared pytest wiring. Real-server fixtures live one per module under tests/fixtures/; tiers (tests/tiers.py)
+and the slow list (tests/slow.py) are applied here."""
 
 from __future__ import annotations
+
+import pytest
+
+from tests import slow as budget
+from tests.tiers import MARKERS, SERVER_TIERS, CodeScan, tiers_of
 
 pytest_plugins = [
     "tests.fixtures.postgres",  # postgres_url: a real PostgreSQL 15 from Debian's package
@@ -24,3 +30,53 @@ def pytest_configure(config):
     for key in [k for k in os.environ if k.startswith("REMEDY_")]:
         if key == "REMEDY_CONFIG" or key[len("REMEDY_"):].lower().split("__")[0] in RemedySettings.model_fields:
             del os.environ[key]
+    for name, what in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {what}")
+    config._remedy_durations = {}  # nodeid → seconds of its call phase (the budget check at the end)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test with the tiers it uses (tests/tiers.py) and `slow` from tests/slow.py. A test marked slow by
+    hand must say why."""
+    scan = CodeScan()
+    for item in items:
+        tiers = tiers_of(item, scan) | {m.name for m in item.iter_markers() if m.name in SERVER_TIERS}
+        for tier in sorted(tiers - {m.name for m in item.iter_markers()}):
+            item.add_marker(tier)
+        if tiers or item.get_closest_marker("servers"):
+            if not item.get_closest_marker("servers"):
+                item.add_marker("servers")
+        own = item.get_closest_marker("slow")
+        if own is not None and not (own.kwargs.get("reason") or own.args):
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.slow needs a reason (why is it slow?)")
+        reason = budget.slow_reason(item.nodeid)
+        if reason and own is None:
+            item.add_marker(pytest.mark.slow(reason=reason))
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call":
+        durations = getattr(_config, "_remedy_durations", None) if _config else None
+        if durations is not None:
+            durations[report.nodeid] = report.duration
+
+
+_config = None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    global _config
+    _config = session.config
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The budget: a test over 20 s that is not in tests/slow.py is named here (it belongs there, with why, or it
+    should get faster)."""
+    durations = getattr(config, "_remedy_durations", {})
+    over = sorted(((d, n) for n, d in durations.items()
+                   if d > budget.BUDGET_SECONDS and budget.slow_reason(n) is None), reverse=True)
+    if over:
+        terminalreporter.section("over the 20 s budget and not in tests/slow.py")
+        for seconds, nodeid in over:
+            terminalreporter.write_line(f"{seconds:7.1f} s  {nodeid}")

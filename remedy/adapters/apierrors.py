@@ -28,7 +28,14 @@ from kubernetes.client.exceptions import ApiException
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from remedy.errors import (
-    AlreadyExists, ApiServerError, ClusterUnreachable, Conflict, Forbidden, ObjectNotFound, Rejected, RemedyError,
+    AlreadyExists,
+    ApiServerError,
+    ClusterUnreachable,
+    Conflict,
+    Forbidden,
+    ObjectNotFound,
+    Rejected,
+    RemedyError,
 )
 
 log = logging.getLogger(__name__)
@@ -64,6 +71,8 @@ def retry_after(exc: BaseException) -> float | None:
     value = (exc.headers or {}).get("Retry-After") if exc.headers is not None else None
     if value is None:
         value = (status_body(exc).get("details") or {}).get("retryAfterSeconds")
+    if value is None:
+        return None
     try:
         seconds = float(value)
     except (TypeError, ValueError):
@@ -161,6 +170,7 @@ class ApiRetry:
         """`fn(*args, **kwargs)`, retried as above; then ClusterUnreachable (busy or down) or the classified error."""
         retrying = Retrying(stop=stop_after_attempt(self.attempts), wait=self._wait, sleep=self._sleep,
                             retry=retry_if_exception(retryable), before_sleep=self._before_sleep, reraise=True)
+        last: Exception
         try:
             return retrying(fn, *args, **kwargs)
         except ApiException as exc:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from remedy.errors import RemedyError
 
@@ -25,6 +25,17 @@ class PlannedWrite:
     size: int
 
 
+class Archive(Protocol):
+    """Where RMA reports and audit results are kept: S3Archive or LocalArchive (`open_archive`)."""
+
+    dry_run: bool
+    planned: list[PlannedWrite]
+
+    def put_text(self, key: str, text: str, content_type: str = ...) -> str: ...
+    def put_json(self, key: str, obj: Any) -> str: ...
+    def get(self, key: str) -> bytes: ...
+
+
 class S3Archive:
     """put_json / put_text / get against one bucket, created on first write if missing."""
 
@@ -36,7 +47,7 @@ class S3Archive:
         if not bucket:
             raise ArchiveError("archive bucket name is empty (set aws.archive_bucket)")
         self.bucket, self.region, self.endpoint_url, self.dry_run = bucket, region, endpoint_url, dry_run
-        self.planned = []
+        self.planned: list[PlannedWrite] = []
         self._ready = False
         cfg = Config(connect_timeout=timeout, read_timeout=timeout, retries={"max_attempts": 3, "mode": "standard"})
         self._s3 = boto3.client("s3", region_name=region, endpoint_url=endpoint_url, config=cfg)
@@ -95,7 +106,8 @@ class S3Archive:
         """The object's bytes; ArchiveError naming the key if it is missing."""
         self.ensure_bucket()
         resp = self._call("get", key, self._s3.get_object, Bucket=self.bucket, Key=key)
-        return resp["Body"].read()
+        body: bytes = resp["Body"].read()
+        return body
 
 
 class LocalArchive:
@@ -133,7 +145,7 @@ class LocalArchive:
             raise ArchiveError(f"{self._path(key)}: no such archive file") from None
 
 
-def open_archive(aws: Any, *, dry_run: bool = False) -> S3Archive | LocalArchive:
+def open_archive(aws: Any, *, dry_run: bool = False) -> Archive:
     """The archive the settings name: files under aws.archive_dir when set, else the S3 bucket."""
     if aws.archive_dir:
         return LocalArchive(aws.archive_dir, dry_run=dry_run)

@@ -79,7 +79,7 @@ class Ec2Nodes:
         self._asg = boto3.client("autoscaling", region_name=region, endpoint_url=endpoint_url, config=cfg)
 
     @classmethod
-    def from_settings(cls, settings: Any, *, dry_run: bool | None = None) -> "Ec2Nodes":
+    def from_settings(cls, settings: Any, *, dry_run: bool | None = None) -> Ec2Nodes:
         return cls(region=settings.aws.region, endpoint_url=settings.aws.endpoint_url,
                    dry_run=settings.dry_run if dry_run is None else dry_run)
 
@@ -87,7 +87,8 @@ class Ec2Nodes:
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            return fn(**kwargs)
+            out: dict = fn(**kwargs)
+            return out
         except ClientError as exc:
             err = exc.response.get("Error", {})
             raise CloudError(f"{instance_id}: {what} failed: {err.get('Code')}: {err.get('Message')}") from None
@@ -101,14 +102,15 @@ class Ec2Nodes:
         for res in out.get("Reservations", []):
             for inst in res.get("Instances", []):
                 if inst.get("InstanceId") == instance_id:
-                    return inst
+                    found: dict = inst
+                    return found
         raise CloudError(f"{instance_id}: no such instance in {self.region}")
 
     def describe_status(self, instance_id: str) -> InstanceStatus:
         inst = self._require_instance(instance_id)
         out = self._call("describe_instance_status", instance_id, self._ec2.describe_instance_status,
                          InstanceIds=[instance_id], IncludeAllInstances=True)
-        st = next((s for s in out.get("InstanceStatuses", []) if s.get("InstanceId") == instance_id), {})
+        st: dict = next((s for s in out.get("InstanceStatuses", []) if s.get("InstanceId") == instance_id), {})
         return InstanceStatus(
             instance_id=instance_id,
             state=(st.get("InstanceState") or inst.get("State") or {}).get("Name", "unknown"),
@@ -148,6 +150,7 @@ class Ec2Nodes:
                        self._asg.terminate_instance_in_auto_scaling_group,
                        InstanceId=instance_id, ShouldDecrementDesiredCapacity=False)
             return CloudChange(instance_id, "terminate-in-asg", detail={"asg": asg_name})
+        assert launch_template is not None  # exactly one of asg_name / launch_template (checked above)
         spec = {"LaunchTemplateId": launch_template} if launch_template.startswith("lt-") else \
             {"LaunchTemplateName": launch_template}
         self._call("describe_launch_templates", instance_id, self._ec2.describe_launch_templates,

@@ -23,9 +23,8 @@ import json
 import logging
 import socket
 import time
-import uuid
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,22 +33,38 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from tenacity import (
-    RetryCallState, Retrying, retry_if_exception_type, retry_if_result, stop_after_attempt, stop_after_delay,
-    wait_exponential, wait_random,
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    retry_if_result,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential,
+    wait_random,
 )
 
 from remedy.adapters.apierrors import ApiRetry, DisruptionRefused, MultipleBudgets
 from remedy.adapters.cluster import Change, DrainReport, Drift, JobResult, NodeJobSpec, Taint
 from remedy.adapters.workloads import (
-    SUSPENDABLE, TrainingWorkload, WorkloadRefused, _ready, open_workload, workload_of_pod,
+    SUSPENDABLE,
+    TrainingWorkload,
+    WorkloadRefused,
+    _ready,
+    open_workload,
+    workload_of_pod,
 )
 from remedy.config import ClusterMode, RemedySettings, WorkloadKind
 from remedy.domain.model import Node, NodeState, Topology
 from remedy.domain.names import event_name
-from remedy.safety.disruption import BudgetView, PodBudgets
 from remedy.errors import (
-    AlreadyExists, ClusterUnreachable, Conflict, NodeNotFound, ObjectNotFound, RemedyError,
+    AlreadyExists,
+    ClusterUnreachable,
+    Conflict,
+    NodeNotFound,
+    ObjectNotFound,
+    RemedyError,
 )
+from remedy.safety.disruption import BudgetView, PodBudgets
 from remedy.spares.preemption import Workload
 
 log = logging.getLogger(__name__)
@@ -64,7 +79,7 @@ EVENT_NAMESPACE = "default"  # where the API server keeps events about cluster-s
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _api_configuration(settings: RemedySettings) -> k8s.Configuration:
@@ -109,7 +124,7 @@ class KubernetesCluster:
     def close(self) -> None:
         self.api.close()
 
-    def __enter__(self) -> "KubernetesCluster":
+    def __enter__(self) -> KubernetesCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -554,7 +569,7 @@ class KubernetesCluster:
         the kubelet is still stopping them. `at_once`: every terminating pod, not only those past their grace
         period (the node was NotReady when drained). Off with drain.force_delete_when_not_ready = false.
         Uncordon removes the taint."""
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         stuck = []
         for p in pods:
             meta = p["metadata"]
@@ -694,7 +709,7 @@ class KubernetesCluster:
         ns = self.settings.cluster.jobs_namespace
         return self._json(f"read job {job}", self.batch.read_namespaced_job, job, ns).get("status") or {}
 
-    def log_follower(self, streams: int) -> "PodLogFollower":
+    def log_follower(self, streams: int) -> PodLogFollower:
         """Follow many pods' logs at once on a connection pool of their own (`streams` + 4 connections), so the
         streams cannot crowd out this adapter's polling. Close it when done."""
         return PodLogFollower(self._cfg, streams, self.settings.cluster.jobs_namespace)
@@ -717,11 +732,6 @@ class KubernetesCluster:
                 parts.append(f"[log of {name} unavailable: {exc}]\n")
         return "".join(parts)
 
-    def stream_pod_log(self, pod: str, *, namespace: str | None = None, timeout: float = 600) -> Iterator[str]:
-        """Yield log lines as the pod produces them (follow=true), so callers can fail fast on a pattern."""
-        ns = namespace or self.settings.cluster.jobs_namespace
-        yield from follow_pod_log(self.core, pod, ns, timeout)
-
     def delete_job(self, job: str) -> None:
         if self.dry_run:
             return
@@ -743,7 +753,7 @@ class KubernetesCluster:
         writer — another run of the same incident, a retried task — bump the count instead of adding a twin."""
         if self.dry_run:
             return
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         digest = hashlib.sha1(f"{self.actor}\0{reason}\0{message}".encode()).hexdigest()[:16]
         name = event_name(node, digest)
         event = k8s.CoreV1Event(
@@ -860,10 +870,9 @@ def _node_of(pods: list[dict], key: str) -> str:
 
 
 def _parse_time(value: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except (TypeError, ValueError):
-        return None
+    from remedy.domain.times import parse_iso_or_none  # the one ISO reader
+
+    return parse_iso_or_none(value)
 
 
 def _taint_set(taints: list[dict]) -> set[tuple[str, str, str]]:
@@ -876,23 +885,10 @@ def _taint_summary(add: list[Taint], remove: set[str]) -> str:
 
 
 def _selects(selector: dict | None, labels: dict[str, str]) -> bool:
-    """Does a PodDisruptionBudget's selector select these labels? policy/v1: a missing selector selects nothing,
-    an empty one ({}) every pod of the namespace."""
-    if selector is None:
-        return False
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), set(expr.get("values") or [])
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
+    """Does a PodDisruptionBudget's selector select these labels? (None: no pod; {}: every pod of the namespace.)"""
+    from remedy.domain.selectors import selects  # the one matcher, shared with the simulator
+
+    return selects(selector, labels)
 
 
 CONFLICT_ATTEMPTS = 5

@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 import urllib.error
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from remedy.domain.durations import human_duration
 from remedy.errors import RemedyError
@@ -25,6 +26,13 @@ class DryRunMessage:
     text: str
     blocks: list | None = None
     updates: list[str] = field(default_factory=list)
+
+
+class Notifier(Protocol):
+    """Notices to people: post a message, update it as the flow moves on (SlackNotifier)."""
+
+    def post(self, text: str, blocks: list | None = None) -> str: ...
+    def update(self, ts: str, text: str, blocks: list | None = None) -> None: ...
 
 
 class SlackNotifier:
@@ -54,7 +62,7 @@ class SlackNotifier:
         self._client = WebClient(
             token=token,
             base_url=base_url if base_url.endswith("/") else base_url + "/",
-            timeout=int(timeout) if float(timeout).is_integer() else timeout,
+            timeout=int(timeout) if float(timeout).is_integer() else timeout,  # type: ignore[arg-type]  # float works
             retry_handlers=[RateLimitErrorRetryHandler(max_retry_count=rate_limit_retries)],
         )
 
@@ -68,7 +76,7 @@ class SlackNotifier:
             if status == 429:
                 raise SlackError(f"Slack kept rate-limiting {method} (HTTP 429) after retries") from None
             raise SlackError(f"Slack refused {method}: {exc.response.get('error', status)}") from None
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise SlackError(f"Slack did not answer within {human_duration(self.timeout)} ({method})") from None
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, (TimeoutError, socket.timeout)):
@@ -84,14 +92,15 @@ class SlackNotifier:
             msg = DryRunMessage(ts=f"dry-run.{len(self.sent) + 1:06d}", text=text, blocks=blocks)
             self.sent.append(msg)
             return msg.ts
-        kwargs = {"channel": self.channel, "text": text}
+        kwargs: dict[str, Any] = {"channel": self.channel, "text": text}
         if blocks is not None:
             kwargs["blocks"] = blocks
         data = self._call("chat.postMessage", **kwargs)
         if not data.get("ts"):
             raise SlackError("Slack accepted chat.postMessage but returned no ts")
-        self._channel_of[data["ts"]] = data.get("channel") or self.channel
-        return data["ts"]
+        ts: str = data["ts"]
+        self._channel_of[ts] = data.get("channel") or self.channel
+        return ts
 
     def update(self, ts: str, text: str, blocks: list | None = None) -> None:
         """Replace the text (and blocks) of a message posted earlier."""
@@ -102,7 +111,7 @@ class SlackNotifier:
                 if msg.ts == ts:
                     msg.updates.append(text)
             return
-        kwargs = {"channel": self._channel_of.get(ts, self.channel), "ts": ts, "text": text}
+        kwargs: dict[str, Any] = {"channel": self._channel_of.get(ts, self.channel), "ts": ts, "text": text}
         if blocks is not None:
             kwargs["blocks"] = blocks
         self._call("chat.update", **kwargs)

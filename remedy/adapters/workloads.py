@@ -37,10 +37,11 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from remedy.config import WorkloadKind
+from remedy.domain import events
 from remedy.domain.checkpoints import REQUESTED, Checkpoints
 from remedy.errors import Forbidden, RemedyError
 
@@ -119,11 +120,12 @@ class TrainingWorkload(Protocol):
     def request_checkpoint(self, at: datetime) -> WorkloadChange: ...
 
 
-def open_workload(cluster: "KubernetesCluster", kind: WorkloadKind | str, namespace: str, name: str
+def open_workload(cluster: KubernetesCluster, kind: WorkloadKind | str, namespace: str, name: str
                   ) -> TrainingWorkload:
     kind = WorkloadKind(kind)
-    impl = {WorkloadKind.JOB: BatchJob, WorkloadKind.JOBSET: JobSet, WorkloadKind.PYTORCHJOB: PyTorchJob}[kind]
-    return impl(cluster, namespace, name)
+    impl: dict[WorkloadKind, type[BatchJob | JobSet | PyTorchJob]] = {
+        WorkloadKind.JOB: BatchJob, WorkloadKind.JOBSET: JobSet, WorkloadKind.PYTORCHJOB: PyTorchJob}
+    return impl[kind](cluster, namespace, name)
 
 
 def workload_of_pod(pod: dict) -> tuple[str, str]:
@@ -155,7 +157,7 @@ class _Workload:
     kind: WorkloadKind
     suspend_path: tuple[str, ...] = ("spec", "suspend")
 
-    def __init__(self, cluster: "KubernetesCluster", namespace: str, name: str) -> None:
+    def __init__(self, cluster: KubernetesCluster, namespace: str, name: str) -> None:
         self.cluster, self.namespace, self.name = cluster, namespace, name
         self.key = f"{namespace}/{name}"
 
@@ -167,6 +169,9 @@ class _Workload:
         raise NotImplementedError
 
     def pod_selector(self) -> str:
+        raise NotImplementedError
+
+    def state(self) -> WorkloadState:
         raise NotImplementedError
 
     def pods(self) -> list[dict]:
@@ -199,7 +204,7 @@ class _Workload:
 
     def request_checkpoint(self, at: datetime) -> WorkloadChange:
         """Ask the job for a checkpoint now; it answers by advancing its last-checkpoint annotation."""
-        stamp = at.astimezone(timezone.utc).isoformat()
+        stamp = at.astimezone(UTC).isoformat()
         if self.cluster.dry_run:
             return self._change("checkpoint", True, via=f"metadata.annotations[{REQUESTED}]",
                                 detail=f"would ask for a checkpoint at {stamp}")
@@ -275,10 +280,10 @@ class _Workload:
         evicted, not_evicted, _, _ = self.cluster._evict([f"{self.namespace}/{n}" for n in names], None,
                                                          time.monotonic(), deadline)
         for key, why in sorted(not_evicted.items()):
-            self.cluster.record_event(node, reason="RemedyRestartRefused", type="Warning",
+            self.cluster.record_event(node, reason=events.RESTART_REFUSED, type="Warning",
                                       message=f"Cannot restart {key}: {why}")
         done = tuple(k.split("/", 1)[1] for k in evicted)
-        self.cluster.record_event(node, reason="RemedyRestartApp",
+        self.cluster.record_event(node, reason=events.RESTART_APP,
                                   message=f"Restarted {len(done)} pod(s) of {self.kind.value} {self.key}; "
                                   "the node stays in service")
         return self._change("restart", bool(done), pods=done, detail=self._restart_words(len(done)))
@@ -301,9 +306,10 @@ class BatchJob(_Workload):
                                   self.namespace)
 
     def _patch(self, body: dict, what: str) -> dict:
-        resp = self.cluster._call(what, self.cluster.batch.patch_namespaced_job, self.name, self.namespace, body,
-                                  _content_type=MERGE, _preload_content=False)
-        return json.loads(resp.data)
+        resp: Any = self.cluster._call(what, self.cluster.batch.patch_namespaced_job, self.name, self.namespace,
+                                       body, _content_type=MERGE, _preload_content=False)  # raw: an HTTPResponse
+        out: dict = json.loads(resp.data)
+        return out
 
     def pod_selector(self) -> str:
         return f"job-name={self.name}"
@@ -311,7 +317,7 @@ class BatchJob(_Workload):
     def state(self) -> WorkloadState:
         obj = self.read()
         spec, status = obj.get("spec") or {}, obj.get("status") or {}
-        ready = int(status.get("ready") if status.get("ready") is not None else status.get("active") or 0)
+        ready = int(status["ready"] if status.get("ready") is not None else status.get("active") or 0)
         return WorkloadState(self.kind, self.key, ready, int(spec.get("parallelism") or 0), bool(spec.get("suspend")),
                              restarts=int(status.get("failed") or 0), restart_limit=int(spec.get("backoffLimit", 6)),
                              kueue_queue=(obj["metadata"].get("labels") or {}).get(KUEUE_QUEUE, ""),
@@ -348,10 +354,11 @@ class _Custom(_Workload):
 
     def _patch(self, body: dict, what: str) -> dict:
         group, version, plural = self.api
-        resp = self.cluster._call(what, self.cluster.custom.patch_namespaced_custom_object, group, version,
-                                  self.namespace, plural, self.name, body, _content_type=MERGE,
-                                  _preload_content=False)
-        return json.loads(resp.data)
+        resp: Any = self.cluster._call(what, self.cluster.custom.patch_namespaced_custom_object, group, version,
+                                       self.namespace, plural, self.name, body, _content_type=MERGE,
+                                       _preload_content=False)  # raw: an HTTPResponse
+        out: dict = json.loads(resp.data)
+        return out
 
 
 class JobSet(_Custom):

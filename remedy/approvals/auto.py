@@ -33,7 +33,7 @@ class AutoApprover:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="auto-approver", daemon=True)
 
-    def __enter__(self) -> "AutoApprover":
+    def __enter__(self) -> AutoApprover:
         if self.receiver_url is None:
             self.receiver_url = _running_receiver()
         self._thread.start()

@@ -101,7 +101,7 @@ def resume(flow_run_id: str, run_input: dict, *, wait_seconds: float = RESUME_WA
     deadline = time.monotonic() + wait_seconds
     while True:
         try:
-            resume_flow_run(UUID(flow_run_id), run_input=run_input, _sync=True)
+            resume_flow_run(UUID(flow_run_id), run_input=run_input, _sync=True)  # type: ignore[call-arg]  # sync_compatible
             return
         except NotPausedError:
             if time.monotonic() >= deadline or _finished(flow_run_id):

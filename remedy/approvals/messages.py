@@ -5,16 +5,21 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from remedy.approvals.model import ApprovalAction, ButtonValue
 from remedy.domain.durations import human_duration
+
+if TYPE_CHECKING:
+    from remedy.adapters.slack import Notifier
+    from remedy.config import RemedySettings
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates" / "slack"
 # Slack is a courtesy channel: a flow waits at most this long per call (the Prefect UI path needs nothing).
 VERDICT = {"approve": "Approved", "deny": "Denied", "timeout": "No answer in time"}
 
 
-def notifier(settings, channel: str | None = None):
+def notifier(settings: RemedySettings, channel: str | None = None) -> Notifier | None:
     """The configured SlackNotifier, or None when Slack is not configured (no bot token)."""
     from remedy.adapters.slack import SlackNotifier
 

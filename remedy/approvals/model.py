@@ -38,7 +38,7 @@ class ButtonValue:
         return json.dumps({"approval_id": self.approval_id, "flow_run_id": self.flow_run_id}, separators=(",", ":"))
 
     @classmethod
-    def decode(cls, raw: str) -> "ButtonValue":
+    def decode(cls, raw: str) -> ButtonValue:
         try:
             data = json.loads(raw)
             return cls(approval_id=int(data["approval_id"]), flow_run_id=str(data["flow_run_id"]))

@@ -18,6 +18,7 @@ def signed_headers(signing_secret: str, body: str, timestamp: int | None = None)
         raise ValueError("cannot sign a Slack request without a signing secret (slack.signing_secret)")
     ts = str(int(time.time()) if timestamp is None else int(timestamp))
     sig = SignatureVerifier(signing_secret).generate_signature(timestamp=ts, body=body)
+    assert sig is not None  # None only without a secret, refused above
     return {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": sig,
             "Content-Type": "application/x-www-form-urlencoded"}
 

@@ -15,12 +15,13 @@ T_opt = 44.9 min for the 4K stage: both follow from its unrounded N̄ (≈ 2.056
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from functools import partial
 
 from remedy.domain.durations import human_duration
+from remedy.domain.durations import parse_duration as _parse_duration
 from remedy.errors import RemedyError
 
 
@@ -28,21 +29,9 @@ class CadenceError(RemedyError):
     """Inputs the cadence model cannot use (non-positive durations, no failures…)."""
 
 
-_UNITS = {"ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*([a-z]+)\s*$")
-
-
-def parse_duration(text: str) -> float:
-    """'18s' → 18.0, '133.5m' → 8010.0, '56.2h' → 202320.0 (seconds). A unit is required."""
-    m = _DURATION.match(str(text).lower())
-    if not m or m.group(2) not in _UNITS:
-        raise CadenceError(
-            f"not a duration: {text!r} (write a number and a unit, e.g. 18s, 133.5m, 56.2h; units: ms s m h d)"
-        )
-    value = float(m.group(1)) * _UNITS[m.group(2)]
-    if value <= 0:
-        raise CadenceError(f"duration must be positive: {text!r}")
-    return value
+# Checkpoint saves and PromQL windows: a unit is required and zero is refused (remedy.domain.durations, the one
+# duration reader; flows/nfs_audit.py reads its window through this name).
+parse_duration = partial(_parse_duration, what="duration", positive=True)
 
 
 def save_duration_from_samples(mean_samples: float, sample_seconds: float = 30.0) -> float:

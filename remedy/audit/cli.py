@@ -10,8 +10,8 @@ from remedy.audit.delta import diff_mountstats
 from remedy.audit.mountstats import read_mountstats
 from remedy.audit.rpc import MountAudit, audit_mount, worst_mount
 from remedy.cli_args import http_url, non_negative_int, positive_float, positive_int
-from remedy.domain.durations import human_duration
-
+from remedy.domain.durations import DurationError, human_duration
+from remedy.domain.times import parse_iso
 
 # Verdicts that need a person (exit 1); "healthy" and "idle" do not.
 FINDINGS = frozenset({"rpc-slot-starvation", "link-saturated", "slow-server"})
@@ -21,8 +21,8 @@ def duration(text: str) -> str:
     """A duration argument (18s, 133.5m, 56.2h), checked at parse time; kept as written (PromQL takes it as is)."""
     try:
         parse_duration(text)
-    except CadenceError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    except DurationError as exc:  # argparse names the argument itself
+        raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[-1]) from None
     return text
 
 
@@ -93,7 +93,6 @@ def _audit_nfs(args: argparse.Namespace) -> int:
 
 
 def _from_prometheus(args: argparse.Namespace, s) -> list[MountAudit]:
-    from datetime import datetime
 
     from remedy.audit.fleet import audits_from_prometheus
     from remedy.audit.prometheus import PrometheusSource
@@ -103,7 +102,7 @@ def _from_prometheus(args: argparse.Namespace, s) -> list[MountAudit]:
     at = None
     if args.at:
         try:
-            at = float(args.at) if args.at.replace(".", "", 1).isdigit() else datetime.fromisoformat(args.at)
+            at = float(args.at) if args.at.replace(".", "", 1).isdigit() else parse_iso(args.at, what="--at")
         except ValueError:
             raise CadenceError(f"--at: not an ISO time or Unix seconds: {args.at!r}") from None
     src = PrometheusSource(args.prometheus)
@@ -143,7 +142,7 @@ def _num(v: float | None) -> str:
 def _checkpoint_interval(args: argparse.Namespace) -> int:
     s = _settings(args)
     if args.delta is not None:
-        delta_s = parse_duration(args.delta)
+        delta_s = parse_duration(args.delta, what="--delta")
     else:
         delta_s = save_duration_from_samples(args.spike_samples, args.sample_seconds or s.sample_seconds)
     if args.failures is not None:
@@ -151,8 +150,8 @@ def _checkpoint_interval(args: argparse.Namespace) -> int:
             raise CadenceError("--failures needs --observed-hours (training hours in which they were seen)")
         mtbf_s = mtbf_hours(args.failures, args.observed_hours) * 3600.0
     else:
-        mtbf_s = parse_duration(args.mtbf) if args.mtbf else s.mtbf_hours * 3600.0
-    plan = young_daly(delta_s, mtbf_s, parse_duration(args.interval) if args.interval else None)
+        mtbf_s = parse_duration(args.mtbf, what="--mtbf") if args.mtbf else s.mtbf_hours * 3600.0
+    plan = young_daly(delta_s, mtbf_s, parse_duration(args.interval, what="--interval") if args.interval else None)
     if args.json:
         print(json.dumps(plan.to_dict(), indent=2))
     else:

@@ -63,8 +63,7 @@ def _diff_op(before: OpStats | None, after: OpStats, wrapped: list[str]) -> OpSt
     if after == before:  # an op idle during the interval, compared in C
         return zero_op(after.op, after.errors is not None)
     out: list = [after.op]
-    for i in range(1, 9):
-        a, b = after[i], before[i]
+    for i, (a, b) in enumerate(zip(after[1:9], before[1:9]), 1):  # the eight counters; errors below
         if a >= b:
             out.append(a - b)
         else:

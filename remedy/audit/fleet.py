@@ -10,11 +10,15 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterable
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from remedy.audit.delta import diff_mountstats
 from remedy.audit.mountstats import MountstatsError, parse_mountstats
 from remedy.audit.rpc import MountAudit, audit_mount
 from remedy.settings.audit import NfsAuditSettings
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @contextmanager
@@ -53,7 +57,8 @@ def audit_fleet(
     return audits, errors
 
 
-def audits_from_prometheus(ops, transports, settings: NfsAuditSettings | None = None, window_seconds: float = 60.0):
+def audits_from_prometheus(ops: pd.DataFrame, transports: pd.DataFrame, settings: NfsAuditSettings | None = None,
+                           window_seconds: float = 60.0) -> list[MountAudit]:
     """Verdicts per (instance, export) from PrometheusSource.nfs_op_latency / nfs_transport frames.
 
     Prometheus carries no mount options, so the NFS version and nconnect are unknown here (advice stays generic).

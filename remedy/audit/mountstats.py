@@ -188,7 +188,7 @@ def parse_xprt(text: str, where: str) -> Transport:
     if proto == "rdma":
         generic = dict(zip(XPRT_FIELDS[proto][:10], nums[:10]))
         return Transport(protocol=proto, rdma=dict(zip(XPRT_FIELDS[proto][10:], nums[10:])), **generic)
-    return Transport(proto, **dict(zip(XPRT_FIELDS[proto], nums)))
+    return Transport(proto, **dict(zip(XPRT_FIELDS[proto], nums)))  # type: ignore[arg-type]  # counters by name
 
 
 _ZERO9, _ZERO8 = " 0" * 9, " 0" * 8  # the kernel prints "%12s: %lu %lu …": most ops of a mount stay idle
@@ -218,12 +218,12 @@ def _parse_op(line: str, source: str, lineno: int) -> OpStats:
     if n != 9 and n != 8:
         raise MountstatsError(f"{source}: line {lineno}: {name[:40]} has {n} counters, expected 8 or 9 (truncated?)")
     try:
-        nums = list(map(int, values))
+        nums: list[int | None] = list(map(int, values))
     except ValueError:
         raise MountstatsError(f"{source}: line {lineno}: expected whole numbers, got {rest.strip()[:80]!r}") from None
     if n == 8:
         nums.append(None)
-    return OpStats(name, *nums)
+    return OpStats(name, *nums)  # type: ignore[arg-type]  # 8 ints, then errors (None before kernel 5.3)
 
 
 def _check_complete(m: NfsMount, where: str) -> None:
@@ -265,7 +265,7 @@ def _parse_ops(section: str, source: str, first_line: int, into: dict[str, OpSta
                     into[name] = OpStats(name, *map(int, values))
                     continue
                 if n == 8:
-                    into[name] = OpStats(name, *map(int, values), None)
+                    into[name] = OpStats(name, *map(int, values), None)  # type: ignore[call-arg]  # 8 values, then errors
                     continue
             except ValueError:
                 pass

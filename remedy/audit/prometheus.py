@@ -99,7 +99,8 @@ class PrometheusSource:
             raise PrometheusQueryError(
                 f"Prometheus rejected {params.get('query')!r}: {body.get('errorType', '?')}: {body.get('error', '')}"
             )
-        return body["data"]["result"]
+        result: list[dict] = body["data"]["result"]
+        return result
 
     @staticmethod
     def _frame(result: list[dict]) -> pd.DataFrame:
@@ -208,4 +209,5 @@ class PrometheusSource:
             df = (df if not df.empty else pd.DataFrame(columns=["timestamp", "value"]))[["timestamp", "value"]]
             df = df.rename(columns={"value": name})
             merged = df if merged is None else merged.merge(df, on="timestamp", how="inner")
+        assert merged is not None  # three queries above
         return merged.sort_values("timestamp").reset_index(drop=True)

@@ -18,21 +18,13 @@ gpu-remedy can see: it is never swapped on a warning (the warning is watched, an
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
+
+from remedy.domain.times import parse_iso_or_none
 
 INTERVAL = "remedy.io/checkpoint-interval-seconds"
 LAST = "remedy.io/last-checkpoint"
 REQUESTED = "remedy.io/checkpoint-requested"
-
-
-def _time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value.strip():
-        return None
-    try:
-        t = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
 def _seconds(value: object) -> float | None:
@@ -52,9 +44,9 @@ class Checkpoints:
     requested: datetime | None = None
 
     @classmethod
-    def from_annotations(cls, annotations: dict[str, str] | None) -> "Checkpoints":
+    def from_annotations(cls, annotations: dict[str, str] | None) -> Checkpoints:
         a = annotations or {}
-        return cls(_time(a.get(LAST)), _seconds(a.get(INTERVAL)), _time(a.get(REQUESTED)))
+        return cls(parse_iso_or_none(a.get(LAST)), _seconds(a.get(INTERVAL)), parse_iso_or_none(a.get(REQUESTED)))
 
     @property
     def published(self) -> bool:

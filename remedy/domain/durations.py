@@ -14,7 +14,10 @@ durations formatted any other way.
 from __future__ import annotations
 
 import math
+import re
 from datetime import timedelta
+
+from remedy.errors import RemedyError
 
 MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
 
@@ -59,3 +62,28 @@ def hours(value: float) -> str:
 def days(value: float) -> str:
     """A duration given in days."""
     return human_duration(value * DAY)
+
+
+class DurationError(RemedyError, ValueError):
+    """A text that does not read as a duration; the message names the argument and the text."""
+
+
+UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": HOUR, "hr": HOUR, "d": DAY}
+_DURATION_TEXT = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*([a-z]*)\s*$", re.IGNORECASE)
+
+
+def parse_duration(text: str, *, what: str = "duration", default_unit: str | None = None,
+                   positive: bool = False) -> float:
+    """The one way an operator's duration is read: "250ms", "45s", "30m", "1.5h", ".5h", "2d" → seconds.
+
+    A bare number takes `default_unit` ("m": the goodput model's minutes); without one a unit is required (a
+    PromQL window, a checkpoint save). `positive` refuses zero (a window or a save cannot last 0 s)."""
+    m = _DURATION_TEXT.match(str(text))
+    unit = (m.group(2) or default_unit or "").lower() if m else ""
+    if m is None or unit not in UNIT_SECONDS:
+        raise DurationError(f"{what}: cannot read {text!r} as a duration (write a number and a unit, e.g. 250ms, 45s, "
+                            f"30m, 1.5h, 2d{'; a bare number is ' + default_unit if default_unit else ''})")
+    seconds = float(m.group(1)) * UNIT_SECONDS[unit]
+    if positive and seconds <= 0:
+        raise DurationError(f"{what}: a duration must be more than zero, got {text!r}")
+    return seconds

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import StrEnum
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class NodeState(StrEnum):
@@ -47,7 +47,8 @@ class IllegalTransition(ValueError):
         allowed = ", ".join(sorted(s.value for s in TRANSITIONS[current])) or "nothing"
         msg = f"{node}: cannot go from {current.value} to {target.value} (allowed: {allowed})"
         super().__init__(msg + (f"; {why}" if why else ""))
-        self.node, self.current, self.target = node, current, target
+        self.node, self.target = node, target
+        self.current: NodeState | None = current  # None: an unmanaged node (remedy.ledger.errors.UnmanagedNode)
 
 
 def check_transition(node: str, current: NodeState, target: NodeState, *, by_operator: bool = False) -> None:
@@ -139,7 +140,7 @@ def incident_fingerprint(node: str, gpu: int | None, signal: str, xid: int | Non
 PLANNED_RETIREMENT_SIGNAL = "lemon-retirement"
 
 
-def is_fault(incident: "Incident") -> bool:
+def is_fault(incident: Incident) -> bool:
     """Did the node fail (as opposed to being moved on purpose)?"""
     return incident.signal != PLANNED_RETIREMENT_SIGNAL
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from remedy.domain import events
 from remedy.domain.model import IncidentStatus
 
 
@@ -95,7 +96,7 @@ _LABEL = {
 def outcome_of(result: dict | None) -> Outcome | None:
     """The Outcome a flow's result carries (None for a result without one, e.g. isolate-fault's verdicts)."""
     try:
-        return Outcome((result or {}).get("status"))
+        return Outcome((result or {}).get("status", ""))
     except ValueError:
         return None
 
@@ -224,6 +225,16 @@ def node_event(result: dict) -> tuple[str, str] | None:
     return note_reason(o), one_line(result)
 
 
+# The Event reason for each way a run can stop short (remedy.domain.events names them).
+NOTE_REASONS: dict[Outcome, str] = {
+    Outcome.HELD: events.HELD, Outcome.ESCALATED: events.ESCALATED, Outcome.NO_SPARE: events.NO_SPARE,
+    Outcome.SHRUNK: events.JOB_SHRUNK, Outcome.REPLACED_NOT_JOINED: events.SPARE_DID_NOT_JOIN,
+    Outcome.PREEMPTED_NOT_JOINED: events.FREED_NODE_DID_NOT_JOIN, Outcome.SENT_TO_REPAIR: events.SENT_TO_REPAIR,
+    Outcome.MONITOR_FAILURE: events.MONITOR_FAILURE, Outcome.STOPPED_BY_OPERATOR: events.STOPPED_BY_OPERATOR,
+    Outcome.PROPOSED_NOT_EXECUTED: events.PROPOSED_NOT_EXECUTED, Outcome.WATCHED: events.WATCHED,
+}
+
+
 def note_reason(o: Outcome) -> str:
     """The Event reason for a run that ended like this: RemedyHeld, RemedyNoSpare, RemedyStoppedByOperator…"""
-    return "Remedy" + "".join(w.capitalize() for w in o.label.replace(",", "").split())
+    return NOTE_REASONS[o]

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+
+from remedy.domain.times import parse_iso
 
 
 def _parse(ts: str | None) -> datetime:
-    if not ts:
-        return datetime.now(timezone.utc)
-    dt = datetime.fromisoformat(ts.replace("Z", "+00:00"))
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    return parse_iso(ts, what="detected_at") if ts else datetime.now(UTC)
 
 
 @dataclass
@@ -19,13 +18,13 @@ class Timeline:
     marks: list[tuple[str, datetime]] = field(default_factory=list)
 
     @classmethod
-    def starting(cls, detected_at: str | None = None) -> "Timeline":
+    def starting(cls, detected_at: str | None = None) -> Timeline:
         t = cls(_parse(detected_at))
         t.marks.append(("detected", t.detected_at))
         return t
 
     def mark(self, step: str, at: datetime | None = None) -> None:
-        self.marks.append((step, at or datetime.now(timezone.utc)))
+        self.marks.append((step, at or datetime.now(UTC)))
 
     def seconds(self, step: str) -> float | None:
         for name, at in self.marks:

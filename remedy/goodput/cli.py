@@ -6,13 +6,13 @@ import argparse
 import json
 
 from remedy.cli_args import fraction, non_negative_int, positive_float, positive_int, writable_file
+from remedy.domain.durations import parse_duration
 from remedy.errors import RemedyError
-from remedy.goodput.compare import ALL_POLICIES, POLICY_NAMES, SimulationError, simulate
+from remedy.goodput.compare import ALL_POLICIES, SimulationError, simulate
 from remedy.goodput.model import (
     goodput,
     mtbf_hours_for_gpus,
     optimal_checkpoint_interval_minutes,
-    parse_duration,
     published_percent,
 )
 from remedy.goodput.results import SimResult
@@ -26,7 +26,7 @@ class GoodputInputError(RemedyError):
 def _duration(text: str) -> str:
     """A duration argument (8h, 30m, 45s; a bare number is minutes), checked when the command line is read."""
     try:
-        parse_duration(text)
+        parse_duration(text, default_unit="m")
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[-1]) from None
     return text
@@ -154,22 +154,26 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def comparison_lines(runs: dict[str, list[SimResult]]) -> str:
-    """Each policy against auto-replace on the same seeds: goodput difference and nodes sent to repair."""
+    """Each policy against each baseline run on the same seeds (auto-replace, and auto-replace-reboot, which reboots
+    a pulled node before repair): goodput difference and nodes sent to repair."""
     from remedy.goodput.compare import pooled_goodput
 
-    base = runs.get("auto-replace")
-    if not base:
-        return ""
-    g0 = pooled_goodput(base)
-    r0 = sum(r.nodes_to_repair for r in base)
-    lines = ["against auto-replace on the same seeds:"]
-    for p, rs in runs.items():
-        if p == "auto-replace":
+    blocks = []
+    for baseline in ("auto-replace", "auto-replace-reboot"):
+        base = runs.get(baseline)
+        if not base:
             continue
-        g, rep = pooled_goodput(rs), sum(r.nodes_to_repair for r in rs)
-        share = f"{rep / r0:.0%}" if r0 else "-"
-        lines.append(f"  {p:26} goodput {100 * (g - g0):+.2f} points; nodes to repair {rep} vs {r0} ({share})")
-    return "\n".join(lines)
+        g0 = pooled_goodput(base)
+        r0 = sum(r.nodes_to_repair for r in base)
+        lines = [f"against {baseline} on the same seeds:"]
+        for p, rs in runs.items():
+            if p == baseline:
+                continue
+            g, rep = pooled_goodput(rs), sum(r.nodes_to_repair for r in rs)
+            share = f"{rep / r0:.0%}" if r0 else "-"
+            lines.append(f"  {p:26} goodput {100 * (g - g0):+.2f} points; nodes to repair {rep} vs {r0} ({share})")
+        blocks.append("\n".join(lines))
+    return "\n".join(blocks)
 
 
 def _pct(x: float | None) -> str:

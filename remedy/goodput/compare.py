@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from remedy.config import RemedySettings
 from remedy.errors import RemedyError
-from remedy.goodput.policies import AutoReplace, AutoRetry, Manual
+from remedy.goodput.policies import AutoRebootReplace, AutoReplace, AutoRetry, Manual
 from remedy.goodput.results import SimResult
 from remedy.goodput.scenarios import SCENARIOS, Scenario, scenario
 from remedy.goodput.sim import FleetSim
 
-POLICY_NAMES = ("manual", "auto-retry", "auto-replace", "gpu-remedy")
+# Baselines first: auto-replace-reboot is the strongest one without fault knowledge (reboot + burn-in before repair).
+POLICY_NAMES = ("manual", "auto-retry", "auto-replace", "auto-replace-reboot", "gpu-remedy")
 # gpu-remedy with one behaviour switched off, to show what each buys (same domain code, same seeds).
-VARIANTS = {
+VARIANTS: dict[str, dict[str, Any]] = {  # keyword arguments of GpuRemedy
     "gpu-remedy/no-warnings": {"act_on_warnings": False},
     "gpu-remedy/repair-at-once": {"repair_in_background": False},  # a replaced node goes straight to repair
     # weighs warnings by the scenario's true precision instead of learning it: knowledge no deployment has
@@ -34,6 +36,8 @@ def make_policy(name: str, settings: RemedySettings | None = None):
         return AutoRetry()
     if name == "auto-replace":
         return AutoReplace()
+    if name == "auto-replace-reboot":
+        return AutoRebootReplace()
     if name == "gpu-remedy" or name in VARIANTS:
         from remedy.goodput.gpu_remedy_policy import GpuRemedy
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Generator
+from functools import partial
 from typing import Any
 
 Process = Generator[Any, Any, None]
@@ -20,14 +21,14 @@ class Signal:
 
     __slots__ = ("_waiters", "_clock")
 
-    def __init__(self, clock: "Clock") -> None:
+    def __init__(self, clock: Clock) -> None:
         self._waiters: list[Process] = []
         self._clock = clock
 
     def fire(self, value: Any = None) -> None:
         waiters, self._waiters = self._waiters, []
         for proc in waiters:
-            self._clock.at(self._clock.now, lambda p=proc: self._clock.resume(p, value))
+            self._clock.at(self._clock.now, partial(self._clock.resume, proc, value))
 
 
 class Clock:

@@ -28,7 +28,7 @@ import dataclasses
 import math
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from remedy.config import RemedySettings
 from remedy.domain.model import Node, NodeState
@@ -38,12 +38,21 @@ from remedy.goodput.policies import AUTO_DETECT_MINUTES, AUTO_GRACE_MINUTES, MAN
 from remedy.goodput.scenarios import REBOOT, RESET, UPSTREAM
 from remedy.lemon.records import IncidentRecord, NodeHistory, ValidationRecord
 from remedy.lemon.scoring import score_fleet, select_for_retirement
-from remedy.safety.breaker import BreakerBoard, approval_token, decide
-from remedy.safety.held_swap import may_swap_while_held
 from remedy.remediate.choice import (
-    DEPTHS, PRIORS, SIGNAL_RESOLUTION, Durations, FixOdds, Option, Situation, WarningAction, choose, choose_on_warning,
+    DEPTHS,
+    PRIORS,
+    SIGNAL_RESOLUTION,
+    Durations,
+    FixOdds,
+    Option,
+    Situation,
+    WarningAction,
+    choose,
+    choose_on_warning,
     estimate_odds,
 )
+from remedy.safety.breaker import BreakerBoard, approval_token, decide
+from remedy.safety.held_swap import may_swap_while_held
 from remedy.safety.scopes import FailureEvent, FleetView, SkipReason, Verdict
 from remedy.warn.record import DetectorRecord, PastWarning, detector_record, keep_checking
 
@@ -52,7 +61,7 @@ try:  # wired in as it lands; until then the policy says what it lacks instead o
 except ImportError:  # pragma: no cover - depends on the other engineer's progress
     select_spare = None  # type: ignore[assignment]
 
-EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)  # simulated minute 0 as a UTC time for the domain code
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)  # simulated minute 0 as a UTC time for the domain code
 GPU_MODEL = "NVIDIA-B200"
 
 # Assumed wall-clock durations of in-place fixes (the ladder's settings hold only their timeouts).
@@ -576,7 +585,7 @@ class GpuRemedy:
                 IncidentRecord(at(inc.start), inc.fault.kind.signal, inc.fault.xid, inc.fault.gpu, str(inc.id))
             )
         self._seen_incidents = len(sim.incidents)
-        recent = {}
+        recent: dict[int, list[IncidentRecord]] = {}
         for n, recs in self._incidents.items():
             window = recs[bisect_left(recs, now - (sim.clock.now - since) * _MINUTE, key=_time) :]
             if window:
@@ -590,20 +599,23 @@ class GpuRemedy:
         fewest = min(lemon.recurrence_min_cycles + 1, lemon.rate_min_incidents, lemon.repeat_xid_min)
         pair = timedelta(minutes=lemon.correlated_window_minutes)
         times = sorted(i.time for recs in recent.values() for i in recs)
-        histories, pooled, rest_exposure = [], [], 0.0
+        histories: list[NodeHistory] = []
+        pooled: list[IncidentRecord] = []
+        rest_exposure = 0.0
         for n in range(len(sim.state)):
             exposure = sim.exposure_minutes(n) / (24 * 60)
-            recs = recent.get(n)
+            node_recs = recent.get(n)
             # a node retired (or picked for it) is not scored again (the flows' lemon_verdicts: in_fleet=False), or
             # it would take another place in the retirement budget
             in_fleet = sim.state[n] is not NodeState.RETIRED and n not in self.lemons
-            if recs is None or (in_fleet and len(recs) < fewest and all(_alone(times, i.time, pair) for i in recs)):
+            if node_recs is None or (
+                    in_fleet and len(node_recs) < fewest and all(_alone(times, i.time, pair) for i in node_recs)):
                 rest_exposure += exposure
-                pooled += recs or ()
+                pooled += node_recs or ()
                 continue
-            histories.append(NodeHistory(f"node-{n:05d}", exposure, recs, self._validations(sim, n, since),
-                                         in_fleet=in_fleet))
-        histories.append(NodeHistory("pooled-nodes", rest_exposure, pooled))
+            histories.append(NodeHistory(f"node-{n:05d}", exposure, tuple(node_recs),
+                                         tuple(self._validations(sim, n, since)), in_fleet=in_fleet))
+        histories.append(NodeHistory("pooled-nodes", rest_exposure, tuple(pooled)))
         verdicts = [v for v in score_fleet(histories, now, lemon) if v.node != "pooled-nodes"]
         retire, deferred = select_for_retirement(verdicts, self.retired_at, now, lemon)
         self.suspects = {int(v.node.split("-")[1]) for v in deferred}

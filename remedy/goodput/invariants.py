@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from remedy.goodput.sim import FleetSim
 
 
-def check_fleet(sim: "FleetSim") -> None:
+def check_fleet(sim: FleetSim) -> None:
     """No node in two places, the pool holds only spares, slots hold only active nodes, the job never
     trains short of nodes, and the SPARE count equals the pool plus spares handed out."""
     in_slots = [n for n in sim.slots if n is not None]

@@ -24,7 +24,6 @@ Plain Python, no Prefect: the CLI, the policy simulator and the benchmark share 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import asdict, dataclass
 
 from remedy.audit.cadence import young_daly
@@ -185,20 +184,6 @@ def optimal_checkpoint_interval_minutes(checkpoint_cost_minutes: float, mtbf_hou
     _positive("mtbf_hours", mtbf_hours)
     plan = young_daly(checkpoint_cost_minutes * 60.0, mtbf_hours * 3600.0)
     return plan.t_opt_s / 60.0
-
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d)?\s*$", re.IGNORECASE)
-_UNIT_SECONDS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400}
-
-
-def parse_duration(text: str, *, what: str = "duration", default_unit: str = "m") -> float:
-    """'8h' / '30m' / '45s' / '2d' / '1.5h' → seconds. A bare number uses `default_unit`."""
-    m = _DURATION.match(str(text))
-    if not m:
-        raise ValueError(f"{what}: cannot read {text!r} as a duration (use e.g. 8h, 30m, 45s)")
-    value = float(m.group(1))
-    unit = (m.group(2) or default_unit).lower()
-    return value * _UNIT_SECONDS[unit]
 
 
 def _positive(name: str, value: float) -> None:

@@ -27,6 +27,12 @@ MANUAL_STEPS_MEAN = sum((lo + hi) / 2 for _, lo, hi in MANUAL_STEPS)  # 82.5 min
 AUTO_DETECT_MINUTES = 0.5
 AUTO_GRACE_MINUTES = 0.5
 
+# The off-path reboot the stronger auto-replace baseline gives a pulled node: the same 15 min gpu-remedy's policy
+# charges for a reboot (drain, reboot, wait Ready, verify), and the same patience with a NotReady node.
+OFF_PATH_REBOOT_MINUTES = 15.0
+NOT_READY_POLL_MINUTES = 10.0
+NOT_READY_WAIT_MINUTES = 24 * 60.0
+
 # Seed 002 §4.3.2: FastTrack retried every ~10 minutes (measured interval median 11 min).
 AUTO_RETRY_DELAY_MINUTES = 10.0
 AUTO_RETRY_MAX_ATTEMPTS = 1000  # seed 002 saw a chain fail 30 times in a row; effectively unlimited
@@ -138,9 +144,42 @@ class AutoReplace:
         yield AUTO_GRACE_MINUTES
         yield sim.sc.spare_join_minutes
         sim.fill(slot, spare)
-        sim.send_to_repair(inc.node)
+        self.after_swap(sim, inc.node)
         sim.release(inc)
         sim.close(inc, "auto-replaced")
+
+    def after_swap(self, sim, node: int) -> None:
+        """Where the pulled node goes once the spare has its place: seed 000's automation sends it to repair."""
+        sim.send_to_repair(node)
+
+
+@dataclass
+class AutoRebootReplace(AutoReplace):
+    """auto-replace with one off-path reboot before repair, knowing nothing of the fault: the strongest simple
+    baseline (issue 34). The job gets the spare exactly as in auto-replace; the pulled node is then rebooted (once
+    it is Ready: a NotReady node is observable without fault knowledge) and, if that clears it, burned in back to
+    the spare pool; otherwise it goes to repair. A lemon passes the reboot and comes back, as it would in a shop
+    that reboots first."""
+
+    name: str = "auto-replace-reboot"
+
+    def after_swap(self, sim, node: int) -> None:
+        sim.clock.spawn(_reboot_off_path(sim, node))
+
+
+def _reboot_off_path(sim, node: int) -> Process:
+    waited = 0.0
+    while sim.unready_until.get(node, 0.0) > sim.clock.now:
+        if waited >= NOT_READY_WAIT_MINUTES:
+            sim.send_to_repair(node, "still NotReady after a day")
+            return
+        yield NOT_READY_POLL_MINUTES
+        waited += NOT_READY_POLL_MINUTES
+    yield OFF_PATH_REBOOT_MINUTES
+    if sim.fix_in_place(node, REBOOT):
+        sim.burn_in(node)
+    else:
+        sim.send_to_repair(node, "a reboot did not clear it")
 
 
 @dataclass

@@ -92,7 +92,7 @@ class SimResult:
         return out
 
 
-def summarise(sim: "FleetSim", wall_seconds: float) -> SimResult:
+def summarise(sim: FleetSim, wall_seconds: float) -> SimResult:
     acc, sc = sim.acc, sim.sc
     total = acc.total or 1.0
     horizon = sim.clock.now
@@ -103,7 +103,7 @@ def summarise(sim: "FleetSim", wall_seconds: float) -> SimResult:
     ]
     arr = np.asarray(downtimes, dtype=float)
     chains = [inc for inc in sim.incidents if inc.chain_success is not None]
-    flagged = getattr(sim.policy, "lemons", set())
+    flagged: set[int] = getattr(sim.policy, "lemons", set())
     c = acc.checkpoint / total
     f = (acc.rollback + acc.loading) / total
     q = (acc.down + acc.failed_retry) / total

@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter, deque
+from functools import partial
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -29,13 +31,22 @@ from remedy.goodput.invariants import check_fleet
 from remedy.goodput.results import Accounts, SimResult, summarise
 from remedy.goodput.scenarios import FIX_LEVELS, RESTART, UPSTREAM, Scenario
 
+if TYPE_CHECKING:
+    from remedy.goodput.trace import TraceEvent
+
+
+class Policy(Protocol):
+    """What FleetSim asks of a remediation policy (remedy.goodput.policies, gpu_remedy_policy)."""
+
+    def handle(self, sim: FleetSim, inc: Incident) -> Process: ...
+
 RUNNING, DOWN, LOADING = "running", "down", "loading"
 _MANAGED = (NodeState.ACTIVE, NodeState.QUARANTINED)  # what the breaker counts per scope (not spares)
 class FleetSim:
     """Run one policy on one scenario: `FleetSim(scenario, policy, seed=1).run()`."""
 
-    def __init__(self, scenario: Scenario, policy: object, *, seed: int = 0, check_invariants: bool = False,
-                 trace: list | None = None) -> None:
+    def __init__(self, scenario: Scenario, policy: Policy, *, seed: int = 0, check_invariants: bool = False,
+                 trace: list[TraceEvent] | None = None) -> None:
         if not isinstance(seed, int) or seed < 0:
             raise ValueError(f"seed must be a non-negative whole number, got {seed!r}")
         self.sc, self.policy, self.seed = scenario, policy, seed
@@ -104,14 +115,16 @@ class FleetSim:
         from remedy.goodput.trace import RACK
 
         kinds = {k.name: k for k in self.sc.fault_mix}
-        for ev in self.trace:
+        for ev in self.trace or ():
             if ev.kind == RACK:
-                self.clock.at(ev.minute, lambda r=ev.rack: self._rack_event(r % (max(self.rack_of) + 1)))
+                assert ev.rack is not None, "a rack event names its rack (trace.draw_trace)"
+                self.clock.at(ev.minute, partial(self._rack_event, ev.rack % (max(self.rack_of) + 1)))
             elif ev.kind not in kinds:
                 raise ValueError(f"trace fault {ev.kind!r} is not in scenario {self.sc.name!r}'s fault mix")
             else:
+                assert ev.slot is not None, "a fault event names its slot (trace.draw_trace)"
                 fault = Fault(kinds[ev.kind], ev.xid, ev.needs, gpu=ev.gpu)
-                self.clock.at(ev.minute, lambda ev=ev, f=fault: self._trace_failure(ev.slot, f))
+                self.clock.at(ev.minute, partial(self._trace_failure, ev.slot, fault))
 
     def _trace_failure(self, slot: int, fault: Fault) -> None:
         node = self.slots[slot % len(self.slots)]
@@ -128,7 +141,7 @@ class FleetSim:
         times = np.sort(self.fail_rng.uniform(0, horizon, count))  # vectorised: all events drawn at once
         which = self.fail_rng.integers(0, racks, count)
         for t, r in zip(times.tolist(), which.tolist()):
-            self.clock.at(t, lambda r=r: self._rack_event(r))
+            self.clock.at(t, partial(self._rack_event, r))
 
     # ---- the job ------------------------------------------------------------------------------
     def _job_rate(self) -> float:
@@ -230,7 +243,7 @@ class FleetSim:
         self._warn(node, lead)
         self.clock.after(lead, lambda: self._warned_failure(epoch, node))
 
-    def _warned_failure(self, epoch: int, node: int) -> None:
+    def _warned_failure(self, epoch: int | None, node: int) -> None:
         fault = self.pending.pop(node, None)
         if fault is None:
             return  # the node was swapped out on the warning: its fault went with it
@@ -536,7 +549,7 @@ class FleetSim:
             self.spare_pool.remove(node)
             self.spares_granted.add(node)
             proc = self.spare_waiters.popleft()
-            self.clock.at(now, lambda p=proc, n=node: self.clock.resume(p, n))
+            self.clock.at(now, partial(self.clock.resume, proc, node))
         self.acc.min_spares = min(self.acc.min_spares, len(self.spare_pool))
 
     def _move(self, node: int, target: NodeState) -> None:

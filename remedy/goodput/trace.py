@@ -82,7 +82,6 @@ def timeline_goodput(down: list[tuple[float, float]], horizon: float, interval: 
         else:
             merged.append([a, b])
     useful = checkpoint = rollback = 0.0
-    start = 0.0
     periods = [(start, a, True) for start, (a, _) in zip([0.0] + [b for _, b in merged], merged)]
     periods.append(((merged[-1][1] if merged else 0.0), horizon, False))
     for a, b, failed in periods:

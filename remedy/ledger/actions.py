@@ -9,7 +9,7 @@ from sqlalchemy.exc import IntegrityError
 
 from remedy.domain.model import Action, ActionOutcome
 from remedy.ledger import schema
-from remedy.ledger.base import LedgerBase
+from remedy.ledger.base import LedgerBase, inserted_id
 from remedy.ledger.convert import (
     action_record,
     approval_record,
@@ -61,7 +61,7 @@ class ActionsMixin(LedgerBase):
                     return existing, False
                 if action.incident_id is not None:
                     self._require_incident(conn, action.incident_id)
-                new_id = conn.execute(schema.actions.insert().values(**values)).inserted_primary_key[0]
+                new_id = inserted_id(conn.execute(schema.actions.insert().values(**values)))
                 return self._action(conn, new_id), True
         except IntegrityError:
             # A concurrent start with the same key won the insert: its row is the answer.
@@ -197,7 +197,7 @@ class ActionsMixin(LedgerBase):
         b = schema.breaker_events.c
         with self._write() as conn:
             self._fenced(conn, incident_id, fence, now)
-            ids = [conn.execute(schema.breaker_events.insert().values(**r)).inserted_primary_key[0] for r in rows]
+            ids = [inserted_id(conn.execute(schema.breaker_events.insert().values(**r))) for r in rows]
             return [breaker_event_record(r) for r in conn.execute(
                 select(schema.breaker_events).where(b.id.in_(ids)).order_by(b.id))]
 
@@ -230,13 +230,14 @@ class ActionsMixin(LedgerBase):
     ) -> ApprovalRecord:
         require_text(flow_run_id, "flow_run_id")
         require_text(kind, "approval kind")
+        requested_at = self._now(at)
         values = {"incident_id": incident_id, "flow_run_id": flow_run_id, "kind": kind,
-                  "requested_at": self._now(at), "reason": "", "slack_ts": slack_ts}
+                  "requested_at": requested_at, "reason": "", "slack_ts": slack_ts}
         with self._write() as conn:
-            self._fenced(conn, incident_id, fence, values["requested_at"])
+            self._fenced(conn, incident_id, fence, requested_at)
             if incident_id is not None:
                 self._require_incident(conn, incident_id)
-            new_id = conn.execute(schema.approvals.insert().values(**values)).inserted_primary_key[0]
+            new_id = inserted_id(conn.execute(schema.approvals.insert().values(**values)))
             return self._approval(conn, new_id)
 
     @staticmethod
@@ -279,7 +280,7 @@ class ActionsMixin(LedgerBase):
             return rec
         raise LedgerConflict(
             f"approval {approval_id} already decided: {rec.decision} by {rec.decided_by} at "
-            f"{rec.decided_at.isoformat()}; ignoring {decision} by {decided_by}"
+            f"{rec.decided_at.isoformat() if rec.decided_at else '?'}; ignoring {decision} by {decided_by}"
         )
 
     def approvals(self, *, incident_id: int | None = None, pending: bool | None = None) -> list[ApprovalRecord]:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, CursorResult, Engine, select
 
 from remedy.domain.model import utcnow
 from remedy.errors import NodeNotFound
@@ -16,8 +18,19 @@ from remedy.ledger.errors import LeaseLost, RecordNotFound
 from remedy.ledger.records import Fence
 
 
+def inserted_id(result: CursorResult[Any]) -> int:
+    """The id of the row an INSERT just wrote (every ledger table has an integer key)."""
+    key = result.inserted_primary_key
+    if key is None:
+        raise RuntimeError("the INSERT returned no primary key")
+    return int(key[0])
+
+
 class LedgerBase:
     engine: Engine
+    # what "now" is for every write and lease check that is not given `at`: the wall clock, or a test's clock (a
+    # crash test moves it past a dead run's lease instead of waiting the lease out)
+    clock: Callable[[], datetime] = staticmethod(utcnow)
 
     def _write(self) -> AbstractContextManager[Connection]:
         return write_transaction(self.engine)
@@ -25,10 +38,10 @@ class LedgerBase:
     def _read(self) -> AbstractContextManager[Connection]:
         return read_transaction(self.engine)
 
-    @staticmethod
-    def _now(at: datetime | None, what: str = "at") -> datetime:
-        """`at` lets the policy simulator replay history on its own clock; live callers leave it None."""
-        return require_aware(at, what) or utcnow()
+    def _now(self, at: datetime | None, what: str = "at") -> datetime:
+        """`at` lets the policy simulator replay history on its own clock; live callers leave it None (the ledger's
+        clock)."""
+        return require_aware(at, what) or self.clock()
 
     @staticmethod
     def _node_row(conn: Connection, name: str):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # keep `remedy --help` fast: SQLAlchemy is imported only when
     from remedy.ledger import Ledger
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ledger = sub.add_parser("ledger", help="the fleet ledger: schema, audit trail, incidents")
     ledger_sub = ledger.add_subparsers(dest="ledger_command", metavar="WHAT", required=True)
 
@@ -50,7 +50,7 @@ def _url(args: argparse.Namespace) -> str:
 
 
 @contextmanager
-def _open(args: argparse.Namespace, *, must_exist: bool) -> Iterator["Ledger"]:
+def _open(args: argparse.Namespace, *, must_exist: bool) -> Iterator[Ledger]:
     """Open the ledger; database errors become one-line RemedyErrors instead of tracebacks."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError, SQLAlchemyError
@@ -135,7 +135,7 @@ def _incidents(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+def _print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     if not rows:
         print("(none)")
         return

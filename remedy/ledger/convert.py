@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from sqlalchemy import Row
 
@@ -42,7 +42,7 @@ def require_text(value: Any, what: str) -> str:
 def require_choice(value: Any, choices: tuple[str, ...], what: str) -> str:
     if value not in choices:
         raise ValueError(f"{what}: unknown value {value!r} (expected one of: {', '.join(choices)})")
-    return value
+    return str(value)
 
 
 def require_json(value: Any, what: str) -> dict[str, Any]:
@@ -56,6 +56,10 @@ def require_json(value: Any, what: str) -> dict[str, Any]:
     return value
 
 
+@overload
+def require_aware(value: datetime, what: str) -> datetime: ...
+@overload
+def require_aware(value: datetime | None, what: str) -> datetime | None: ...
 def require_aware(value: datetime | None, what: str) -> datetime | None:
     if value is not None and (not isinstance(value, datetime) or value.utcoffset() is None):
         raise ValueError(f"{what} must be a timezone-aware datetime, got {value!r}")

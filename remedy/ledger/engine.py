@@ -13,6 +13,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 from weakref import WeakKeyDictionary
 
 from sqlalchemy import Connection, Engine, create_engine, event
@@ -26,7 +27,7 @@ _WRITE = "ledger_write"  # execution option that marks a write transaction
 
 
 # Per SQLite engine: the lock this process's writers queue on, and how long one waits for it (write_transaction).
-_WRITERS: "WeakKeyDictionary[Engine, tuple[threading.RLock, float]]" = WeakKeyDictionary()
+_WRITERS: WeakKeyDictionary[Engine, tuple[threading.RLock, float]] = WeakKeyDictionary()
 
 
 def make_engine(url: str, *, echo: bool = False, busy_timeout_seconds: float = 30.0) -> Engine:
@@ -46,7 +47,11 @@ def make_engine(url: str, *, echo: bool = False, busy_timeout_seconds: float = 3
 
 def _sqlite_engine(url: str, database: str | None, *, echo: bool, busy_timeout_seconds: float) -> Engine:
     in_memory = not database or database == ":memory:"
-    kwargs = {"connect_args": {"timeout": busy_timeout_seconds, "check_same_thread": False}}
+    if not in_memory and not database.startswith("file:"):
+        from remedy.domain.filemodes import private_sqlite_file
+
+        private_sqlite_file(database)  # the ledger is created 0600, whoever embeds us (umask or not)
+    kwargs: dict[str, Any] = {"connect_args": {"timeout": busy_timeout_seconds, "check_same_thread": False}}
     if in_memory:
         # One shared connection, or every checkout would see a different empty database. Single-threaded use only
         # (the policy simulator); anything concurrent should use a file.

@@ -11,7 +11,7 @@ from sqlalchemy import Connection, bindparam, func, select, text, update
 
 from remedy.domain.model import PLANNED_RETIREMENT_SIGNAL, Incident, IncidentStatus, Topology
 from remedy.ledger import schema
-from remedy.ledger.base import LedgerBase
+from remedy.ledger.base import LedgerBase, inserted_id
 from remedy.ledger.convert import as_enum, incident_record, require_aware, require_choice, require_text
 from remedy.ledger.errors import RecordNotFound
 from remedy.ledger.records import Fence, IncidentRecord
@@ -109,7 +109,7 @@ class IncidentsMixin(LedgerBase):
                 "resolved_at": incident.last_seen if status is IncidentStatus.RESOLVED else None,
                 "rack": topo.rack, "switch": topo.switch, "pdu": topo.pdu, "evidence": incident.evidence or None,
             }
-            new_id = conn.execute(schema.incidents.insert(), values).inserted_primary_key[0]
+            new_id = inserted_id(conn.execute(schema.incidents.insert(), values))
             self._remember_occurrence(conn, incident, new_id)
             return self._incident(conn, new_id), True
 
@@ -307,4 +307,4 @@ class IncidentsMixin(LedgerBase):
                 values["evidence"] = dict(row.evidence or {}) | {"alert_cleared_at": at.isoformat()}
             if values:
                 conn.execute(update(schema.incidents).where(i.id == row.id).values(**values))
-            return row.id
+            return int(row.id)

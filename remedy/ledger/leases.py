@@ -21,7 +21,9 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, func, select, update
 
@@ -59,6 +61,11 @@ def gone_since(lease: LeaseRecord) -> str:
 
 
 class LeasesMixin(LedgerBase):
+    if TYPE_CHECKING:  # from IncidentsMixin, beside this one in Ledger
+
+        @staticmethod
+        def _incident(conn: Connection, incident_id: int) -> IncidentRecord: ...
+
     # --- a run's own lease ---------------------------------------------------------------------------------
     def start_lease(self, run_id: str, *, ttl_seconds: float, process: str = "", at: datetime | None = None
                     ) -> LeaseRecord:
@@ -73,7 +80,9 @@ class LeasesMixin(LedgerBase):
                 conn.execute(schema.run_leases.insert().values(run_id=run_id, acquired_at=now, **values))
             else:
                 conn.execute(update(schema.run_leases).where(r.run_id == run_id).values(**values))
-            return self._lease(conn, run_id)
+            lease = self._lease(conn, run_id)
+            assert lease is not None  # written just above, in this transaction
+            return lease
 
     def renew_lease(self, run_id: str, *, ttl_seconds: float, at: datetime | None = None) -> bool:
         """Extend a live lease; False once it has expired or ended (the run is gone: it must not act any more)."""
@@ -292,8 +301,12 @@ class LeaseKeeper:
     lease expired or ended marks the run lost: `check` then raises LeaseLost, so it stops acting (another run may
     have its incident by now)."""
 
-    def __init__(self, ledger, *, ttl_seconds: float, renew_seconds: float, process: str | None = None) -> None:
+    def __init__(self, ledger, *, ttl_seconds: float, renew_seconds: float, process: str | None = None,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        """`monotonic`: how this keeper measures the age of a renewal (a test's clock; the leases themselves are
+        on the ledger's clock)."""
         self.ledger = ledger
+        self._monotonic = monotonic
         self.ttl_seconds, self.renew_seconds = float(ttl_seconds), float(renew_seconds)
         self.process = process or process_label()
         self._held: dict[str, int] = {}
@@ -309,7 +322,7 @@ class LeaseKeeper:
             self._held[run_id] = n + 1
         if n:
             return
-        t0 = time.monotonic()
+        t0 = self._monotonic()
         try:
             self.ledger.start_lease(run_id, ttl_seconds=self.ttl_seconds, process=self.process)
         except BaseException:
@@ -350,7 +363,7 @@ class LeaseKeeper:
             if run_id not in self._held:
                 return
             lost, good = self._lost.get(run_id), self._good.get(run_id, 0.0)
-        if lost is None and time.monotonic() - good > self.ttl_seconds / 2:
+        if lost is None and self._monotonic() - good > self.ttl_seconds / 2:
             self._renew(run_id)
             with self._lock:
                 lost = self._lost.get(run_id)
@@ -366,7 +379,7 @@ class LeaseKeeper:
             self._renew(run_id)
 
     def _renew(self, run_id: str) -> None:
-        t0 = time.monotonic()
+        t0 = self._monotonic()
         try:
             ok = self.ledger.renew_lease(run_id, ttl_seconds=self.ttl_seconds)
         except Exception as exc:  # ledger down: the lease may still be valid; the next round tries again

@@ -6,6 +6,8 @@ trail (`history`). Every write is one transaction; records come back as frozen d
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -26,18 +28,21 @@ _KIND_ORDER = {"action": 0, "transition": 1, "validation": 2}
 
 
 class Ledger(NodesMixin, IncidentsMixin, LeasesMixin, ActionsMixin):
-    def __init__(self, url: str, *, echo: bool = False, busy_timeout_seconds: float = 30.0) -> None:
+    def __init__(self, url: str, *, echo: bool = False, busy_timeout_seconds: float = 30.0,
+                 clock: Callable[[], datetime] | None = None) -> None:
         self.url = url
         self.engine = make_engine(url, echo=echo, busy_timeout_seconds=busy_timeout_seconds)
+        if clock is not None:  # a test's clock (LedgerBase.clock)
+            self.clock = clock
 
     @classmethod
-    def from_settings(cls, settings: Any, **kwargs: Any) -> "Ledger":
+    def from_settings(cls, settings: Any, **kwargs: Any) -> Ledger:
         return cls(settings.db_url, **kwargs)
 
     def close(self) -> None:
         self.engine.dispose()
 
-    def __enter__(self) -> "Ledger":
+    def __enter__(self) -> Ledger:
         return self
 
     def __exit__(self, *exc: object) -> None:

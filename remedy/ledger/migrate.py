@@ -8,7 +8,7 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
+from alembic.script import Script, ScriptDirectory
 from sqlalchemy import Engine
 
 from remedy.ledger.engine import write_transaction
@@ -27,7 +27,10 @@ def alembic_config() -> Config:
 
 
 def head_revision() -> str:
-    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:
+        raise RuntimeError(f"no migrations under {MIGRATIONS}")  # a broken install, not an operator error
+    return head
 
 
 def current_revision(engine: Engine) -> str | None:
@@ -57,6 +60,8 @@ def new_revision(url: str, message: str) -> str:
         with _IN_PROCESS, engine.connect() as conn:
             cfg.attributes["connection"] = conn
             script = command.revision(cfg, message=message, autogenerate=True)
+        if not isinstance(script, Script):  # one revision, since there is one head
+            raise RuntimeError(f"alembic wrote {script!r}, not one migration")
         return script.path
     finally:
         engine.dispose()

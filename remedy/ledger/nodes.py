@@ -10,7 +10,7 @@ from sqlalchemy.exc import IntegrityError
 
 from remedy.domain.model import Node, NodeState, check_transition
 from remedy.ledger import schema
-from remedy.ledger.base import LedgerBase
+from remedy.ledger.base import LedgerBase, inserted_id
 from remedy.ledger.convert import (
     as_enum,
     node_record,
@@ -30,10 +30,9 @@ _CAS_ATTEMPTS = 5
 
 
 def _upsert(conn: Connection, values: dict[str, Any], update_cols: tuple[str, ...]) -> None:
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
     stmt = insert(schema.nodes).values(**values)
     stmt = stmt.on_conflict_do_update(index_elements=["name"], set_={c: stmt.excluded[c] for c in update_cols})
     conn.execute(stmt)
@@ -190,7 +189,7 @@ class NodesMixin(LedgerBase):
             "node": node, "from_state": current.value if current else None, "to_state": to.value,
             "reason": reason, "requested_by": requested_by, "at": at, "idempotency_key": idempotency_key,
         }
-        new_id = conn.execute(schema.transitions.insert().values(**values)).inserted_primary_key[0]
+        new_id = inserted_id(conn.execute(schema.transitions.insert().values(**values)))
         return transition_record(
             conn.execute(select(schema.transitions).where(schema.transitions.c.id == new_id)).one()
         )
@@ -220,7 +219,7 @@ class NodesMixin(LedgerBase):
             self._node_row(conn, node)
             values = {"node": node, "level": level, "passed": passed, "at": at, "summary": summary,
                       "requested_by": requested_by}
-            new_id = conn.execute(schema.validations.insert().values(**values)).inserted_primary_key[0]
+            new_id = inserted_id(conn.execute(schema.validations.insert().values(**values)))
             if passed:
                 conn.execute(
                     update(schema.nodes).where(schema.nodes.c.name == node)

@@ -162,7 +162,7 @@ class Fence:
     holders: frozenset[str]
 
     @classmethod
-    def of(cls, run: str, *ancestors: str) -> "Fence":
+    def of(cls, run: str, *ancestors: str) -> Fence:
         return cls(run, frozenset({run, *(a for a in ancestors if a)}))
 
 

@@ -57,7 +57,8 @@ def follow_gpus(histories: Sequence[NodeHistory], inventory: Mapping[str, str] |
     vals_in: dict[str, list] = {}
     kept: dict[str, list[IncidentRecord]] = {}
     for h in histories:
-        stay, leaving = [], {}
+        stay: list[IncidentRecord] = []
+        leaving: dict[str, list[IncidentRecord]] = {}
         for i in h.incidents:
             home = homes.get(identity(i, aliases))
             if home and home != h.node and home in in_fleet:

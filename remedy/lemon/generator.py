@@ -28,13 +28,15 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
-from remedy.lemon.history import _poisson  # one Poisson draw, stable across Python versions
-from remedy.lemon.history import precision_recall  # noqa: F401 - one scorer of flagged vs planted, re-exported
+from remedy.lemon.history import (
+    _poisson,  # one Poisson draw, stable across Python versions
+    precision_recall,  # noqa: F401 - one scorer of flagged vs planted, re-exported
+)
 from remedy.lemon.records import IncidentRecord, NodeHistory, ValidationRecord
 
-START = datetime(2026, 1, 5, tzinfo=timezone.utc)
+START = datetime(2026, 1, 5, tzinfo=UTC)
 GPUS = 8
 APP_XIDS = (13, 31, 43, 94)  # NVIDIA RESTART_APP / IGNORE classes: the job's errors
 LEMON_XIDS = (79, 48, 119, 145, 149)  # node-level: fell off the bus, DBE, GSP timeout, NVLink5 fatal

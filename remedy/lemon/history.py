@@ -18,13 +18,13 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from remedy.lemon.records import ExclusionRecord, IncidentRecord, NodeHistory, ValidationRecord
 
 XIDS = (79, 94, 145, 149, 119, 31, 43, 48)
 NODE_LEVEL_XIDS = (79, 145, 149, 119, 48)  # a lemon fails for reasons of its own: node-level XIDs only
-START = datetime(2025, 9, 20, tzinfo=timezone.utc)
+START = datetime(2025, 9, 20, tzinfo=UTC)
 
 
 @dataclass(frozen=True)

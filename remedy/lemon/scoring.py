@@ -140,11 +140,11 @@ def recurrence_cycles(
         [(i.time, 1, i) for i in incidents] + [(v.time, 0, v) for v in validations if v.passed],
         key=lambda e: (e[0], e[1]),
     )
-    cycles = []
+    cycles: list[tuple[IncidentRecord, ValidationRecord, IncidentRecord]] = []
     last_fail: IncidentRecord | None = None
     passed: ValidationRecord | None = None
-    for _, is_incident, rec in timeline:
-        if is_incident:
+    for _, _order, rec in timeline:
+        if isinstance(rec, IncidentRecord):
             if last_fail is not None and passed is not None and rec.time - passed.time <= gap:
                 cycles.append((last_fail, passed, rec))
             last_fail, passed = rec, None

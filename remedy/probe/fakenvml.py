@@ -46,7 +46,7 @@ class FakeNvmlState:
     gpu_errors: dict[int, int] = field(default_factory=dict)  # GPU index -> NVML error value its queries raise
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "FakeNvmlState":
+    def from_dict(cls, data: dict[str, Any]) -> FakeNvmlState:
         if "health" not in data:  # a bare NodeHealth dict
             return cls(health=NodeHealth.from_dict(data))
         known = {f.name for f in fields(cls)}
@@ -59,7 +59,7 @@ class FakeNvmlState:
         return cls(**kwargs)
 
 
-def from_file(path: str | Path) -> "FakeNvml":
+def from_file(path: str | Path) -> FakeNvml:
     p = Path(path)
     if not p.exists():
         raise RemedyError(f"fake NVML state file not found: {p}")
@@ -147,7 +147,8 @@ class FakeNvml:
     # -- identity and firmware -----------------------------------------------------------------
     def nvmlDeviceGetIndex(self, handle: Any) -> int:
         self._gpu(handle)
-        return handle.index
+        index: int = handle.index
+        return index
 
     def nvmlDeviceGetName(self, handle: Any) -> str:
         self._gpu(handle)
@@ -246,7 +247,8 @@ class FakeNvml:
 
     def nvmlDeviceGetNvLinkState(self, handle: Any, link: int) -> int:
         g = self._link(handle, link)
-        return pynvml.NVML_FEATURE_DISABLED if link in g.nvlink_down else pynvml.NVML_FEATURE_ENABLED
+        state: int = pynvml.NVML_FEATURE_DISABLED if link in g.nvlink_down else pynvml.NVML_FEATURE_ENABLED
+        return state
 
     def nvmlDeviceGetNvLinkErrorCounter(self, handle: Any, link: int, counter: int) -> int:
         g = self._link(handle, link)

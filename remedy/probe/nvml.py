@@ -52,4 +52,5 @@ INIT_CAUSES = {
 
 def init_cause(exc: Exception) -> str:
     value = getattr(exc, "value", None)
-    return INIT_CAUSES.get(value, f"NVML could not start: {exc} (NVML error {value})")
+    cause = INIT_CAUSES.get(value) if isinstance(value, int) else None
+    return cause or f"NVML could not start: {exc} (NVML error {value})"

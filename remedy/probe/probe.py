@@ -8,7 +8,8 @@ value and which threshold.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from remedy.domain.durations import human_duration
 from remedy.health.result import Verdict, same_gpu_model
@@ -144,7 +145,7 @@ def _bit(nvml: Any, names: tuple[str, ...]) -> int:
     for n in names:
         value = getattr(nvml, n, None)
         if value is not None:
-            return value
+            return int(value)
     return 0
 
 

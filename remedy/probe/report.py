@@ -26,9 +26,9 @@ class ExpectedNode:
     gsp_firmware_version: str | None = None
 
     @classmethod
-    def from_settings(cls, health: HealthCheckSettings, **overrides: Any) -> "ExpectedNode":
+    def from_settings(cls, health: HealthCheckSettings, **overrides: Any) -> ExpectedNode:
         p = health.probe
-        values = dict(
+        values: dict[str, Any] = dict(
             gpu_count=health.gpus_per_node,
             gpu_model=health.gpu_model,
             driver_version=p.driver_version,

@@ -29,17 +29,35 @@ from pydantic import ValidationError
 from remedy.cli_args import writable_dir
 from remedy.errors import RemedyError
 from remedy.production.rbac import (  # noqa: F401 — the package's public API
-    Permission, adapter_permissions, check_rbac, client_calls, event_namespace, granted_permissions, permission_for,
+    Permission,
+    adapter_permissions,
+    check_rbac,
+    client_calls,
+    event_namespace,
+    granted_permissions,
+    permission_for,
 )
 from remedy.production.schema import check_object  # noqa: F401
 from remedy.production.values import (  # noqa: F401
-    ADAPTER_SOURCE, CODE_DIR, CONFIG_DIR, CONFIG_PATH, DEFAULT_VALUES, K8S_TEMPLATES, PREFECT_YAML, ROOT,
-    WORK_POOL_TEMPLATE, Values, load_values, values_yaml,
+    ADAPTER_SOURCE,
+    CODE_DIR,
+    CONFIG_DIR,
+    CONFIG_PATH,
+    DEFAULT_VALUES,
+    K8S_TEMPLATES,
+    PREFECT_YAML,
+    ROOT,
+    WORK_POOL_TEMPLATE,
+    Values,
+    load_values,
+    values_yaml,
 )
 from remedy.production.work_pool import (  # noqa: F401
-    _prefect_default_template, base_job_template, prefect_yaml, render_flow_run_job,
+    _prefect_default_template,
+    base_job_template,
+    prefect_yaml,
+    render_flow_run_job,
 )
-
 
 DEFAULT_CONFIG = """\
 # gpu-remedy configuration (remedy.config.RemedySettings; every key documented there). Dry-run first: set

@@ -13,6 +13,7 @@ from typing import NamedTuple
 from remedy.errors import RemedyError
 from remedy.production.values import ADAPTER_SOURCE, WORKLOADS_SOURCE
 
+
 class Permission(NamedTuple):
     api_group: str
     resource: str
@@ -90,7 +91,7 @@ def event_namespace(source: str | Path = ADAPTER_SOURCE) -> str:
     """The adapter's EVENT_NAMESPACE constant (where Node events are written), read without importing it."""
     for node in ast.parse(Path(source).read_text()).body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "EVENT_NAMESPACE" for t in node.targets):
-            return ast.literal_eval(node.value)
+            return str(ast.literal_eval(node.value))
     raise RemedyError(f"{source}: no EVENT_NAMESPACE constant")
 
 

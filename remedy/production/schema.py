@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+
 def check_object(doc: dict) -> list[str]:
     """Deserialize into the official client's model (types, required fields) and report fields it does not know."""
     from kubernetes import client
@@ -17,7 +18,7 @@ def check_object(doc: dict) -> list[str]:
         return [f"{name}: unknown apiVersion/kind {api_version}/{kind}"]
     api = client.ApiClient()
     try:
-        obj = api._ApiClient__deserialize(doc, klass)
+        obj = api._ApiClient__deserialize(doc, klass)  # type: ignore[attr-defined]  # the client's own, private
     except (ValueError, TypeError) as exc:
         return [f"{name}: {str(exc).splitlines()[0]} ({' '.join(str(exc).split())[:200]})"]
     return [f"{name}: {p}" for p in _diff(doc, api.sanitize_for_serialization(obj), "")]

@@ -12,13 +12,17 @@ import yaml
 
 from remedy.production.values import CODE_DIR, CONFIG_DIR, CONFIG_PATH, GENERATED, PREFECT_VERSION, Values
 
+
 def _prefect_default_template() -> dict:
     """Prefect's own default Kubernetes base job template (bundled with prefect; no prefect-kubernetes needed)."""
     import importlib.util
 
     spec = importlib.util.find_spec("prefect")
+    if spec is None or spec.origin is None:
+        raise ImportError("prefect is not installed")
     path = Path(spec.origin).parent / "server/api/collections_data/views/aggregate-worker-metadata.json"
-    return json.loads(path.read_text())["prefect-kubernetes"]["kubernetes"]["default_base_job_configuration"]
+    template: dict = json.loads(path.read_text())["prefect-kubernetes"]["kubernetes"]["default_base_job_configuration"]
+    return template
 
 
 def base_job_template(values: Values) -> dict:
@@ -60,7 +64,8 @@ def render_flow_run_job(template: dict, job_variables: dict | None = None, env: 
     manifest = config["job_manifest"]
     container = manifest["spec"]["template"]["spec"]["containers"][0]
     container["env"] = [{"name": k, "value": str(v)} for k, v in config.get("env", {}).items()] + container["env"]
-    return manifest
+    out: dict = manifest
+    return out
 
 
 # ---------------------------------------------------------------------- prefect.yaml

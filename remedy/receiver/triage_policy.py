@@ -16,6 +16,7 @@ from typing import Any
 from remedy.detect.signals import Signal, SignalKind, Verdict, classify
 from remedy.domain.durations import human_duration
 from remedy.domain.model import IncidentStatus, NodeState
+from remedy.domain.times import parse_iso
 from remedy.domain.xid import RemediationPath, unsafe_to_run
 from remedy.settings.signals import SignalThresholds
 
@@ -63,15 +64,7 @@ class Decision:
 
 def parse_time(text: str | None) -> datetime | None:
     """ISO-8601 text (with zone) → aware datetime; None for empty; ValueError naming the bad value."""
-    if not text:
-        return None
-    try:
-        at = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"detected_at must be an ISO-8601 time, got {text!r}") from None
-    if at.tzinfo is None:
-        raise ValueError(f"detected_at must carry a time zone, got {text!r}")
-    return at
+    return parse_iso(text, what="detected_at", naive="refuse") if text else None
 
 
 def parse_incident_id(value: int | str | None) -> int:

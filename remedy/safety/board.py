@@ -17,9 +17,9 @@ from remedy.domain.durations import human_duration
 from remedy.errors import RemedyError
 from remedy.safety.scopes import (
     AUTOMATION,
+    NOT_A_NEW_FAILURE,
     BreakerState,
     BreakerTransition,
-    NOT_A_NEW_FAILURE,
     Decision,
     require_aware,
     scope_key,
@@ -258,7 +258,7 @@ class BreakerBoard:
     @classmethod
     def from_dict(
         cls, data: Mapping, settings: BreakerSettings | None = None, budget: CapacityBudget | None = None
-    ) -> "BreakerBoard":
+    ) -> BreakerBoard:
         if data.get("version") != 1:
             raise BreakerError(f"breaker board: unsupported format version {data.get('version')!r} (expected 1)")
         board = cls(settings, budget)
@@ -298,7 +298,7 @@ class BreakerBoard:
         budget: CapacityBudget | None = None,
         *,
         in_flight: Iterable[Decision] | None = None,
-    ) -> "BreakerBoard":
+    ) -> BreakerBoard:
         """Rebuild from the ledger: every recorded decision and every transition (in recorded order), plus the
         (node, finished_at) of each remediation outcome. Equals the live board that produced them.
 

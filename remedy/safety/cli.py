@@ -83,7 +83,7 @@ class _PersonPorts:
 
         self.settings, self.ledger = runtime.settings(), runtime.ledger()
 
-    def lock(self) -> "AbstractContextManager[None]":
+    def lock(self) -> AbstractContextManager[None]:
         from remedy.safety.lock import ledger_lock
 
         return ledger_lock(self.settings.db_url, self.ledger.engine)
@@ -91,11 +91,11 @@ class _PersonPorts:
     def fence(self, incident_id: int | None) -> None:
         return None
 
-    def announce(self, transition: "BreakerTransition") -> None:
+    def announce(self, transition: BreakerTransition) -> None:
         pass
 
 
-def _ports() -> "BoardPorts":
+def _ports() -> BoardPorts:
     return _PersonPorts()
 
 

@@ -48,7 +48,7 @@ class BudgetView:
     always_allow_unhealthy: bool = False  # spec.unhealthyPodEvictionPolicy: AlwaysAllow
 
     @classmethod
-    def from_api(cls, obj: dict[str, Any]) -> "BudgetView":
+    def from_api(cls, obj: dict[str, Any]) -> BudgetView:
         meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
         failed = next((c for c in status.get("conditions") or []
                        if c.get("type") == "DisruptionAllowed" and c.get("reason") == "SyncFailed"), None)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -79,7 +79,7 @@ class GateCheck:
                 "transitions": list(self.transitions), "decision": self.decision}
 
     @classmethod
-    def from_detail(cls, d: dict[str, Any], *, replayed: bool = False) -> "GateCheck":
+    def from_detail(cls, d: dict[str, Any], *, replayed: bool = False) -> GateCheck:
         return cls(act=bool(d["act"]), explain=d["explain"], skip=d.get("skip"), scope=d.get("scope"),
                    approved=tuple(d.get("approved") or ()), open_scopes=tuple(d.get("open_scopes") or ()),
                    transitions=tuple(d.get("transitions") or ()), decision=d.get("decision") or {}, replayed=replayed)
@@ -150,11 +150,11 @@ class GatePass:
 class BoardPorts(Protocol):
     """What reading and changing the breaker board needs (a person's CLI has only this)."""
 
-    settings: "RemedySettings"
+    settings: RemedySettings
     ledger: Any  # remedy.ledger.Ledger
 
     def lock(self) -> AbstractContextManager[None]: ...
-    def fence(self, incident_id: int | None) -> "Fence | None": ...
+    def fence(self, incident_id: int | None) -> Fence | None: ...
     def announce(self, transition: BreakerTransition) -> None: ...
 
 
@@ -209,7 +209,7 @@ def load_board(ports: BoardPorts, failure_at: datetime | None = None, now: datet
     """The breaker board as of now, rebuilt from a bounded window of the ledger: real decisions only, dry-runs
     never move a breaker. `failure_at`: the failure about to be decided."""
     s = ports.settings
-    return history.load_board(ports.ledger, s.breaker, s.budget, now or datetime.now(timezone.utc), failure_at)
+    return history.load_board(ports.ledger, s.breaker, s.budget, now or datetime.now(UTC), failure_at)
 
 
 def fleet_view(ports: GatePorts, board: BreakerBoard, now: datetime | None = None) -> FleetView:
@@ -222,7 +222,7 @@ def fleet_view(ports: GatePorts, board: BreakerBoard, now: datetime | None = Non
     # Scope sizes count every node that serves or is being remediated (repair included), so a storm that moves
     # nodes to repair does not shrink the denominator of the percentage limits while it is going on.
     serving = [n for n in nodes if n.state not in (NodeState.SPARE, NodeState.BURN_IN, NodeState.RETIRED)]
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     validated = {r.name: r.validated_at for r in led.nodes(NodeState.SPARE)}
     lemons = lemon_candidates(led)
     ready_spares = sum(1 for n in nodes if n.state is NodeState.SPARE and n.ready and n.name not in lemons
@@ -237,7 +237,7 @@ def fleet_view(ports: GatePorts, board: BreakerBoard, now: datetime | None = Non
 
 def held_on(ports: BoardPorts, token: str, within_hours: float = 24.0) -> list[str]:
     """Nodes whose latest gate decision holds them on this scope (or gate), newest first: who waits on the answer."""
-    return history.held_on(ports.ledger, token, datetime.now(timezone.utc) - timedelta(hours=within_hours))
+    return history.held_on(ports.ledger, token, datetime.now(UTC) - timedelta(hours=within_hours))
 
 
 # -- writes (under the lock, fenced) -------------------------------------------------------------------------------
@@ -265,7 +265,7 @@ def decide_once(ports: GatePorts, req: GateRequest, approved: Sequence[str] = ()
         earlier = led.find_action(key)
         if earlier is not None:  # a re-run (or a concurrent duplicate) of this incident: decided once
             return GateCheck.from_detail(earlier.detail, replayed=True)
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         at = min(req.detected_at, now)
         board = load_board(ports, failure_at=at, now=now)
         cooled = board.cool_downs(now)
@@ -296,7 +296,7 @@ def record_outcome(ports: GatePorts, node: str, succeeded: bool, incident_id: in
     led = ports.ledger
     with ports.lock():
         board = load_board(ports)
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         # dry-run decisions never entered the board, so their outcomes do not leave it either
         transitions = [] if dry_run or not board.is_active(node) else board.record_outcome(node, succeeded, now)
         record, new = led.start_action(Action(kind=OUTCOME_KIND, node=node, requested_by=ports.requester(),
@@ -315,7 +315,7 @@ def change_breaker(ports: BoardPorts, change: Callable[[BreakerBoard, datetime],
                    incident_id: int | None = None) -> tuple[BreakerTransition, ...]:
     """A person's change to the board (close after an approval, the CLI's open/close), under the lock."""
     with ports.lock():
-        transitions = change(load_board(ports), datetime.now(timezone.utc))
+        transitions = change(load_board(ports), datetime.now(UTC))
         record_transitions(ports, transitions, incident_id)
     return tuple(transitions)
 
@@ -378,7 +378,7 @@ def find_open_question(ports: GatePorts, kind: str, within_seconds: float) -> in
     while True:
         pending = [a for a in ports.ledger.approvals(pending=True) if a.kind == kind]
         if pending:
-            return pending[0].id
+            return int(pending[0].id)
         if ports.monotonic() >= deadline:
             return None
         ports.sleep(0.25)

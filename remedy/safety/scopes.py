@@ -114,7 +114,7 @@ class FleetView:
         flagged: Iterable[str] = (),
         spare_claims: Iterable[str] = (),
         out_of_service: Mapping[str, str] | None = None,
-    ) -> "FleetView":
+    ) -> FleetView:
         counts: dict[str, int] = {}
         seen: set[str] = set()
         for node in nodes:
@@ -164,7 +164,7 @@ class BreakerTransition:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "BreakerTransition":
+    def from_dict(cls, d: Mapping) -> BreakerTransition:
         return cls(
             scope_kind=d["scope_kind"],
             scope=d["scope"],
@@ -258,7 +258,7 @@ class Decision:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "Decision":
+    def from_dict(cls, d: Mapping) -> Decision:
         f = d["failure"]
         skip = d.get("skip")
         return cls(

@@ -52,22 +52,22 @@ class Scenario:
 def via_triage(ctx: DemoContext, node: str, *, xid: int, gpu: int, detected_at: str) -> dict[str, Any]:
     """Record the incident as the alert receiver would and run `triage` on it (as a subflow of the demo's run). The
     result is the remediation's own (status, timeline, replacement …) plus what triage chose and why."""
-    from datetime import datetime
-
     from flows.triage import triage
     from remedy import runtime
     from remedy.domain.model import Incident
+    from remedy.domain.times import parse_iso
     from tasks.states import run_subflow
     from tasks.tags import tagged
 
-    seen = datetime.fromisoformat(detected_at)
+    seen = parse_iso(detected_at, what="detected_at")
     record, _ = runtime.ledger().open_incident(
         Incident(node=node, signal="xid", gpu=gpu, xid=xid, first_seen=seen, last_seen=seen,
                  detail=f"demo: XID {xid} on {node} GPU {gpu}"),
         window_seconds=runtime.settings().receiver.dedup_window_seconds)
     with tagged(node, stage="triage", xid=xid, dry_run=ctx.dry_run):
         out = run_subflow(triage, incident_id=record.id, detected_at=detected_at, dry_run=ctx.dry_run)
-    done = out.get("outcome") if isinstance(out.get("outcome"), dict) else {}
+    outcome = out.get("outcome")
+    done: dict = outcome if isinstance(outcome, dict) else {}
     return {**done, "node": node, "status": done.get("status") or out.get("status"), "path": out.get("path"),
             "triage": out.get("reason"), "choice": out.get("choice"), "recovery": out.get("recovery"),
             "incident_status": out.get("incident_status")}

@@ -4,7 +4,7 @@ replace first and fix the failed node off the critical path when one is (and to 
 from __future__ import annotations
 
 import contextlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from remedy.scenarios import DemoContext, Scenario, via_triage
@@ -30,7 +30,7 @@ def xid94(ctx: DemoContext) -> dict[str, Any]:
     import flows.triage  # noqa: F401 — imported before the fault, so detection time is not import time
     from remedy.sim.faults import inject
 
-    detected_at = datetime.now(timezone.utc)
+    detected_at = datetime.now(UTC)
     inject(ctx.sim.cluster, "xid", NODE, gpu=5, code=94)
     ctx.say(f"injected XID 94 (contained ECC error: the app must restart) on {NODE} GPU 5")
     return _fix(ctx, 94, 5, detected_at)
@@ -40,7 +40,7 @@ def xid145(ctx: DemoContext) -> dict[str, Any]:
     import flows.triage  # noqa: F401
     from remedy.sim.faults import inject
 
-    detected_at = datetime.now(timezone.utc)
+    detected_at = datetime.now(UTC)
     inject(ctx.sim.cluster, "xid", NODE, gpu=2, code=145)
     ctx.say(f"injected XID 145 (NVLink RLW error: reset the GPU) on {NODE} GPU 2")
     return _fix(ctx, 145, 2, detected_at)
@@ -50,7 +50,7 @@ def reset_fails(ctx: DemoContext) -> dict[str, Any]:
     import flows.triage  # noqa: F401
     from remedy.sim.faults import inject
 
-    detected_at = datetime.now(timezone.utc)
+    detected_at = datetime.now(UTC)
     inject(ctx.sim.cluster, "xid", NODE, gpu=2, code=145)
     inject(ctx.sim.cluster, "reset-fails", NODE, gpu=2)
     with ctx.sim.cluster.lock:  # a hardware fault: a reboot does not clear it either

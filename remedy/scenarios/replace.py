@@ -11,7 +11,7 @@ import contextlib
 import os
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from remedy.scenarios import DemoContext, Scenario, via_triage
@@ -22,7 +22,7 @@ EXHAUST_NODES = ["gpu003", "gpu019", "gpu027"]  # three racks, so no breaker tri
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 @contextlib.contextmanager

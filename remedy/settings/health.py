@@ -92,7 +92,7 @@ class ProbeThresholds(BaseModel):
     nvlink_errors_warn: int = Field(100, ge=1, description="Warn at this many NVLink replay+recovery+CRC errors per GPU.")
 
     @model_validator(mode="after")
-    def _warn_below_fail(self) -> "ProbeThresholds":
+    def _warn_below_fail(self) -> ProbeThresholds:
         _ordered(self, ("temperature_warn_c", "temperature_fail_c"), ("uncorrectable_remaps_warn", "uncorrectable_remaps_fail"))
         return self
 
@@ -119,7 +119,7 @@ class IbThresholds(BaseModel):
     port_rcv_errors_fail: int = Field(100, ge=1, description="Fail at this many port receive errors.")
 
     @model_validator(mode="after")
-    def _warn_below_fail(self) -> "IbThresholds":
+    def _warn_below_fail(self) -> IbThresholds:
         _ordered(self, ("symbol_error_warn", "symbol_error_fail"), ("port_rcv_errors_warn", "port_rcv_errors_fail"))
         return self
 

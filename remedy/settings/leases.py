@@ -44,7 +44,7 @@ class LeaseSettings(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _renew_well_within_ttl(self) -> "LeaseSettings":
+    def _renew_well_within_ttl(self) -> LeaseSettings:
         if self.renew_seconds * 2 > self.ttl_seconds:
             raise ValueError(f"renew_seconds ({self.renew_seconds:g}) must be at most half of ttl_seconds "
                              f"({self.ttl_seconds:g}): one late renewal must not let a live run's lease expire")

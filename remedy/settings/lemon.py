@@ -183,7 +183,7 @@ class EarlyWarningSettings(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _k_le_n(self) -> "EarlyWarningSettings":
+    def _k_le_n(self) -> EarlyWarningSettings:
         if self.persist_k > self.persist_n:
             raise ValueError(f"persist_k ({self.persist_k}) must not exceed persist_n ({self.persist_n})")
         return self

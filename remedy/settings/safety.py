@@ -71,7 +71,8 @@ class BreakerSettings(BaseModel):
         """The limit for a scope kind: cluster, rack, switch or pdu."""
         if kind not in ("cluster", "rack", "switch", "pdu"):
             raise ValueError(f"unknown breaker scope kind {kind!r} (expected cluster, rack, switch or pdu)")
-        return getattr(self, kind)
+        limit: ScopeLimit = getattr(self, kind)
+        return limit
 
 
 class LadderSettings(BaseModel):

@@ -122,7 +122,7 @@ class SignalThresholds(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _throttle_order(self) -> "SignalThresholds":
+    def _throttle_order(self) -> SignalThresholds:
         if self.throttle_replace_seconds < self.throttle_warn_seconds:
             raise ValueError(
                 "signals.throttle_replace_seconds must be >= signals.throttle_warn_seconds "

@@ -133,7 +133,7 @@ def anti_affinity_conflict(cluster: "Cluster", spec: dict, namespace: str, node:
     """Required pod anti-affinity: does a live pod matching a term's labelSelector (in the pod's namespace unless
     the term names others) already run in the same topology domain as `node`? (kube-scheduler's
     InterPodAffinity plugin; only existing pods are weighed, as there.)"""
-    from remedy.sim.selectors import label_match
+    from remedy.domain.selectors import selects as label_match
 
     terms = ((spec.get("affinity") or {}).get("podAntiAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution") or []

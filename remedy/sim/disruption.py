@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from remedy.domain.selectors import selects as label_match
 from remedy.sim.controller import BY_EVICTION_API, delete_pod, finished, pod_ready, terminating
-from remedy.sim.selectors import label_match
 from remedy.sim.store import ApiError, now_iso, precondition_failed
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ class SyncFailed(Exception):
     """The disruption controller could not compute the budget (its status condition reason SyncFailed)."""
 
 
-def budget_status(cluster: "Cluster", pdb: dict) -> dict:
+def budget_status(cluster: Cluster, pdb: dict) -> dict:
     """currentHealthy, desiredHealthy, expectedPods and disruptionsAllowed for this budget right now."""
     name = pdb["metadata"]["name"]
     spec = pdb.get("spec", {})
@@ -85,7 +85,7 @@ def budget_status(cluster: "Cluster", pdb: dict) -> dict:
             "disruptionsAllowed": allowed}
 
 
-def sync_budgets(cluster: "Cluster") -> None:
+def sync_budgets(cluster: Cluster) -> None:
     dirty, cluster.index.dirty_namespaces = cluster.index.dirty_namespaces, set()
     for pdb in cluster.store.objects("PodDisruptionBudget"):
         if pdb["metadata"].get("namespace") not in dirty:
@@ -115,7 +115,7 @@ def sync_budgets(cluster: "Cluster") -> None:
             "reason": "SufficientPods" if allowed else "InsufficientPods", "message": "",
             "observedGeneration": pdb["metadata"].get("generation", 1), "lastTransitionTime": now_iso()}])
         cluster.store.mutate("PodDisruptionBudget", pdb["metadata"]["namespace"], pdb["metadata"]["name"],
-                             lambda p: p.__setitem__("status", status))
+                             lambda p, status=status: p.__setitem__("status", status))
 
 
 def _sync_failed(pdb: dict, failed: SyncFailed) -> ApiError:
@@ -138,7 +138,7 @@ def _sync_failed(pdb: dict, failed: SyncFailed) -> ApiError:
 MULTIPLE_BUDGETS = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
 
 
-def evict(cluster: "Cluster", namespace: str, name: str, eviction: dict) -> dict:
+def evict(cluster: Cluster, namespace: str, name: str, eviction: dict) -> dict:
     """POST pods/<name>/eviction: delete the pod unless a matching budget forbids it (429). For a pod under more
     than one budget EvictionREST.Create (pkg/registry/core/pod/storage/eviction.go) returns Status{Failure, code
     500} with no reason; the request finisher turns a non-Success Status into an error (staging/src/k8s.io/

@@ -67,26 +67,6 @@ def parse_label_selector(text: str | None) -> Callable[[dict], bool]:
     return lambda labels: all(r(labels) for r in reqs)
 
 
-def label_match(selector: dict | None, labels: dict) -> bool:
-    """A metav1.LabelSelector (matchLabels + matchExpressions) against labels; empty selector matches all."""
-    if not selector:
-        return True
-    for k, v in (selector.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), set(expr.get("values") or [])
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and labels.get(key) in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
-
-
 # Fields each kind accepts in fieldSelector (metadata.name/namespace always), as the real server does.
 FIELDS = {
     "Pod": ("spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",

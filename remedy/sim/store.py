@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 
+from remedy.domain.times import parse_iso  # RFC 3339 as clients send it; naive means UTC
 from remedy.errors import RemedyError
 
 # kind -> (plural resource name, API group) for Status details, as the real server reports them.
@@ -34,12 +35,6 @@ RESOURCE_OF_KIND = {
 
 def now_iso() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_iso(value: str) -> datetime:
-    """RFC 3339 with or without fractions/offset (what clients send); naive means UTC."""
-    dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
 
 
 # metav1.Time fields: the real server stores them at second precision in UTC ("2026-01-02T03:04:05Z").

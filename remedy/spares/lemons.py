@@ -15,7 +15,7 @@ clears it the same way. A retired node is never a spare, so its row does not mat
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from remedy.domain.model import Action, ActionOutcome
@@ -43,7 +43,7 @@ def record_review(led, flagged: Mapping[str, Mapping[str, Any]], *, reviewed_at:
     per earlier candidate no longer flagged. Written in dry runs too: it changes nothing on the cluster, and spare
     selection (dry or not) must see the same candidates the simulator does."""
     before = lemon_candidates(led)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for node, detail in sorted(flagged.items()):
         _write(led, CANDIDATE, node, {"reviewed_at": reviewed_at.isoformat(), **detail}, requested_by, dry_run, now)
     cleared = sorted(set(before) - set(flagged))
@@ -59,7 +59,7 @@ def clear_candidate(led, node: str, *, by: str, why: str, dry_run: bool = False)
     False if it was not a candidate (nothing written)."""
     if node not in lemon_candidates(led):
         return False
-    _write(led, CLEARED, node, {"by": by, "why": why}, by, dry_run, datetime.now(timezone.utc))
+    _write(led, CLEARED, node, {"by": by, "why": why}, by, dry_run, datetime.now(UTC))
     return True
 
 

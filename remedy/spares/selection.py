@@ -198,7 +198,7 @@ def select_spare(
         notes = [f"{cand.node.gpu_model} like {failed.name}"]
         if cand.incidents:
             notes.append(f"{cand.incidents} incident(s) in the lemon lookback window: used after spares with fewer")
-        if recent:
+        if since_fix is not None and recent:
             notes.append(f"fixed in place {_age(since_fix.total_seconds() / 3600)} ago (within {_age(recent_days * 24)}): "
                          "used after the spares with a clean record")
         if age is None:

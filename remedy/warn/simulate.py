@@ -10,14 +10,14 @@ and seed 001 (an outage past ~7 s kills the NCCL connection).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pandas as pd
 
 from remedy.warn.peers import PEER_SIGNALS
 
-START = datetime(2025, 10, 1, tzinfo=timezone.utc)
+START = datetime(2025, 10, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)

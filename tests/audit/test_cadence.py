@@ -1,6 +1,6 @@
 """Seed 002 Tables 10 and 11 (M = 56.2 h) reproduced to their published precision."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -13,6 +13,7 @@ from remedy.audit.cadence import (
     save_duration_from_series,
     young_daly,
 )
+from remedy.domain.durations import DurationError
 
 M = 56.2 * 3600
 
@@ -60,7 +61,7 @@ def test_loss_share_dominates_at_three_times_optimum():
 
 
 def test_mtbf_from_ledger_failures():
-    t0 = datetime(2025, 10, 1, tzinfo=timezone.utc)
+    t0 = datetime(2025, 10, 1, tzinfo=UTC)
     times = [t0 + timedelta(hours=50 * i) for i in range(23)]
     assert mtbf_hours(times, 1294) == pytest.approx(56.26, abs=0.01)  # seed prints 56.2 (truncated)
     assert mtbf_hours(23, 1294) == mtbf_hours(times, 1294)
@@ -86,7 +87,7 @@ def test_parse_duration(text, seconds):
 
 @pytest.mark.parametrize("bad", ["18", "18x", "", "-5s", "0s", "h"])
 def test_parse_duration_rejects(bad):
-    with pytest.raises(CadenceError, match="duration"):
+    with pytest.raises(DurationError, match="duration"):
         parse_duration(bad)
 
 
@@ -100,7 +101,7 @@ def test_bad_model_inputs():
 
 
 def test_mtbf_from_failure_times_in_a_window():
-    t0 = datetime(2025, 10, 1, tzinfo=timezone.utc)
+    t0 = datetime(2025, 10, 1, tzinfo=UTC)
     end = t0 + timedelta(hours=1294)
     inside = [t0 + timedelta(hours=56 * i + 1) for i in range(23)]
     outside = [t0 - timedelta(hours=5), end + timedelta(hours=1)]

@@ -42,7 +42,7 @@ def test_checkpoint_interval_json_from_samples_and_failures(capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--delta", "18"], "not a duration: '18'"),
+        (["--delta", "18"], "--delta: cannot read '18' as a duration"),
         (["--delta", "18s", "--failures", "3"], "--failures needs --observed-hours"),
         (["--delta", "18s", "--failures", "0", "--observed-hours", "10"], "no failures in 10 observed hours"),
     ],

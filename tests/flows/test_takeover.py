@@ -1,7 +1,12 @@
 """Dead runs are taken over: the flow runs in its own process and is killed with SIGKILL at each step of
 replace-node and fix-in-place; then a new run (a person's, or the next trigger's) or the watchdog's re-announce
 takes the incident over. Exactly one spare is used, the node is never left cordoned without a live owner, and the
-incident ends settled. Nothing marks the dead run Crashed by hand: its lease (10 s here) runs out.
+incident ends settled. Nothing marks the dead run Crashed by hand: its lease (10 s here) runs out. After the kill
+this process moves its ledger's clock past the lease (remedy.ledger.base.LedgerBase.clock) instead of waiting the
+10 s out; one case (a stopped run on PostgreSQL) waits for the real lease to run out.
+
+Every kill point runs on SQLite; PostgreSQL runs one kill point per flow and the stopped run (the ledger's takeover
+and fence are tested on both databases, fast, in tests/ledger/test_leases.py and test_fence.py).
 
 Real parts: a Prefect server (test harness), the cluster simulator over HTTP, a ledger shared by the killed process
 and this one (a SQLite file, or a real PostgreSQL 15 database), the receiver's lease watchdog with the trigger's own
@@ -15,6 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import timedelta
 
 import pytest
 
@@ -31,13 +37,24 @@ LEASES = {"LEASES__TTL_SECONDS": 10, "LEASES__RENEW_SECONDS": 0.2, "LEASES__WATC
 SPARES = 2  # the simulator's sim fixture: 16 nodes, 2 spares
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture
 def ledger_db(request) -> dict[str, object]:
     """The ledger the flow processes share (remedy_env's SQLite file, or a fresh PostgreSQL database), with the
     test's lease settings."""
     if request.param == "sqlite":
         return dict(LEASES)
     return LEASES | {"DB_URL": request.getfixturevalue("fresh_postgres_url")}
+
+
+def lease_runs_out(led, run_id: str, what: str, *, real: bool = False) -> None:
+    """The dead (or stopped) run's lease runs out: this process's ledger clock moves past it at once (its lease was
+    renewed at the latest when the process was killed), or, `real`, we wait for the wall clock."""
+    if not real:
+        from remedy.domain.model import utcnow
+
+        ahead = timedelta(seconds=LEASES["LEASES__TTL_SECONDS"] + 1)
+        led.clock = lambda: utcnow() + ahead
+    wait_for(what, lambda: led.run_gone(run_id), timeout=30, every=0.05)
 
 
 def _acts(led, incident_id: int, kind: str, outcome: ActionOutcome | None = None, *, not_node: str | None = None):
@@ -102,7 +119,7 @@ def recover(runtime, incident_id: int, how: str, rerun: Callable[[], dict]) -> d
     held = led.get_incident(incident_id)
     holder = held.flow_run_id
     assert held.status is IncidentStatus.ACTING and led.get_lease(holder) is not None
-    wait_for("the dead run's lease to run out", lambda: led.run_gone(holder), timeout=30, every=0.05)
+    lease_runs_out(led, holder, "the dead run's lease to run out")
     if how == "rerun":
         out = rerun()
     else:
@@ -155,12 +172,13 @@ def spares_left(runtime) -> int:
     return [n.labels.get("remedy.io/pool") for n in runtime.cluster().list_gpu_nodes()].count("spare")
 
 
-@pytest.mark.parametrize("step,how", [
-    ("after cordon", "rerun"),
-    ("during drain", "watchdog"),
-    ("after spare claim", "rerun"),
-    ("during promotion", "watchdog"),
-])
+@pytest.mark.parametrize("ledger_db,step,how", [
+    ("sqlite", "after cordon", "rerun"),
+    ("sqlite", "during drain", "watchdog"),
+    ("sqlite", "after spare claim", "rerun"),
+    ("sqlite", "during promotion", "watchdog"),
+    ("postgresql", "during promotion", "watchdog"),
+], indirect=["ledger_db"])
 def test_replace_node_killed_at_each_step_is_taken_over(prefect_server, sim, remedy_env, ledger_db, tmp_path, step,
                                                         how):
     """`rerun`: the killed process ran replace-node by hand, a person runs it again; `watchdog`: it ran triage (as
@@ -205,13 +223,14 @@ FIX_STEPS: dict[str, tuple[str, Callable]] = {
 }
 
 
-@pytest.mark.parametrize("step,how", [
-    ("after cordon", "rerun"),
-    ("during drain", "watchdog"),
-    ("during reset", "watchdog"),
-    ("during verify", "rerun"),
-    ("during reboot", "rerun"),
-])
+@pytest.mark.parametrize("ledger_db,step,how", [
+    ("sqlite", "after cordon", "rerun"),
+    ("sqlite", "during drain", "watchdog"),
+    ("sqlite", "during reset", "watchdog"),
+    ("sqlite", "during verify", "rerun"),
+    ("sqlite", "during reboot", "rerun"),
+    ("postgresql", "during verify", "rerun"),
+], indirect=["ledger_db"])
 def test_fix_in_place_killed_at_each_step_is_taken_over(prefect_server, sim, remedy_env, ledger_db, tmp_path, step,
                                                         how):
     """The rung the dead run was on is tried again (its abandoned attempt says nothing about the fix): the node is
@@ -277,7 +296,7 @@ def test_a_late_approval_for_a_killed_run_says_so_and_the_incident_is_reannounce
         assert pending.kind.startswith("hold:")
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        wait_for("the paused run's lease to run out", lambda: led.run_gone(pending.flow_run_id), timeout=30)
+        lease_runs_out(led, pending.flow_run_id, "the paused run's lease to run out")
 
         body = form_body(click_payload(approval_id=pending.id, flow_run_id=pending.flow_run_id, approve=True,
                                        user_id=APPROVER, channel_id="C0REMEDY1"))
@@ -365,6 +384,7 @@ def _stop_outside_a_write(proc, db_url: str) -> None:
     raise AssertionError("the run never left its write transaction")
 
 
+@pytest.mark.parametrize("ledger_db", ["sqlite", "postgresql"], indirect=True)
 def test_a_stopped_run_taken_over_meanwhile_is_refused_when_it_continues(prefect_server, sim_factory, remedy_env,
                                                                          ledger_db, tmp_path):
     """SIGSTOP the process running replace-node during the drain (a frozen VM, a paused container): its lease runs
@@ -392,7 +412,9 @@ def test_a_stopped_run_taken_over_meanwhile_is_refused_when_it_continues(prefect
     _stop_outside_a_write(proc, runtime.settings().db_url)
     try:
         stalled = led.get_incident(incident.id).flow_run_id
-        wait_for("the stopped run's lease to run out", lambda: led.run_gone(stalled), timeout=30, every=0.05)
+        # PostgreSQL: the wall clock, once (the end-to-end check that a real lease runs out on its own)
+        lease_runs_out(led, stalled, "the stopped run's lease to run out",
+                       real=not runtime.settings().db_url.startswith("sqlite"))
         out = run_to_state_result(replace_node, node=node, signal="row-remap-failure", gpu=2, incident_id=incident.id)
         assert out["status"] == "replaced", out
         [handed] = led.actions(incident_id=incident.id, kind="take_over_incident")

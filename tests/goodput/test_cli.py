@@ -60,10 +60,11 @@ def test_simulate_all_policies_table(capsys):
     assert main(["simulate", "--scenario", "seed002-63", "--days", "10"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:4] == ["scenario", "policy", "seed", "goodput"]
-    assert [ln.split()[1] for ln in lines[2:9]] == ["manual", "auto-retry", "auto-replace", "gpu-remedy",
-                                                     "gpu-remedy/no-warnings", "gpu-remedy/repair-at-once",
-                                                     "gpu-remedy/told-warning-precision"]
+    assert [ln.split()[1] for ln in lines[2:10]] == ["manual", "auto-retry", "auto-replace", "auto-replace-reboot",
+                                                      "gpu-remedy", "gpu-remedy/no-warnings",
+                                                      "gpu-remedy/repair-at-once", "gpu-remedy/told-warning-precision"]
     assert "against auto-replace on the same seeds:" in lines
+    assert "against auto-replace-reboot on the same seeds:" in lines
 
 
 def test_simulate_rejects_bad_values(capsys):

@@ -6,11 +6,11 @@ import math
 
 import pytest
 
+from remedy.domain.durations import parse_duration
 from remedy.goodput.model import (
     goodput,
     mtbf_hours_for_gpus,
     optimal_checkpoint_interval_minutes,
-    parse_duration,
     published_percent,
 )
 
@@ -86,13 +86,13 @@ def test_meta_mtbf_points_and_interpolation():
 @pytest.mark.parametrize("text,seconds", [("8h", 28800), ("30m", 1800), ("45s", 45), ("1.5h", 5400), ("2d", 172800),
                                           ("30", 1800)])
 def test_parse_duration(text, seconds):
-    assert parse_duration(text) == pytest.approx(seconds)
+    assert parse_duration(text, default_unit="m") == pytest.approx(seconds)  # the goodput CLI's bare minutes
 
 
 @pytest.mark.parametrize("bad", ["", "8x", "h8", "-5m", "ten minutes"])
 def test_parse_duration_rejects_with_the_input_named(bad):
     with pytest.raises(ValueError, match="cannot read"):
-        parse_duration(bad, what="--mtbf")
+        parse_duration(bad, what="--mtbf", default_unit="m")
 
 
 @pytest.mark.parametrize(

@@ -231,3 +231,73 @@ def test_a_renewal_round_during_a_hold_does_not_mark_the_new_run_lost(db_url: st
         keeper.renew_now()  # the next round renews it
         keeper.check("run-new")
         keeper.release("run-new")
+
+
+class FakeClock:
+    """A clock the test moves: wall time for the ledger (`now`), seconds for the keeper (`monotonic`)."""
+
+    def __init__(self, start: datetime = T0) -> None:
+        self.at = start
+
+    def now(self) -> datetime:
+        return self.at
+
+    def monotonic(self) -> float:
+        return (self.at - T0).total_seconds()
+
+    def advance(self, seconds: float) -> None:
+        self.at += timedelta(seconds=seconds)
+
+
+def test_the_ledger_reads_its_clock_so_a_dead_run_is_taken_over_without_waiting_out_its_lease(db_url: str) -> None:
+    """The crash tests' shortcut: nothing passes `at`, the clock moves past the lease, the takeover happens."""
+    clock = FakeClock()
+    with Ledger(db_url, clock=clock.now) as led:
+        inc = incident(led)
+        assert led.start_lease("run-dead", ttl_seconds=TTL, process="host:1").acquired_at == T0
+        assert led.claim(inc, "run-dead").claimed
+        clock.advance(TTL - 1)
+        assert led.run_gone("run-dead") is None and not led.claim(inc, "run-new").claimed  # alive for 1 s more
+        assert led.stranded_incidents() == []
+        clock.advance(1)
+        assert led.run_gone("run-dead").expires_at == at(TTL)
+        assert [r.id for r, _ in led.stranded_incidents()] == [inc]
+        taken = led.claim(inc, "run-new")
+        assert taken.claimed and taken.took_over_from == "run-dead"
+        [note] = led.actions(incident_id=inc, kind=TAKEOVER_KIND)
+        assert note.started_at == at(TTL)  # written on the ledger's clock too
+
+
+def test_the_keeper_renews_before_acting_once_half_the_lease_has_passed_on_its_clock(db_url: str) -> None:
+    """check() is free while renewals are fresh; once the last one is older than ttl/2 (a stalled renewal thread)
+    it renews first, and a lease that meanwhile ran out on the ledger's clock makes it refuse."""
+    clock = FakeClock()
+    with Ledger(db_url, clock=clock.now) as led:
+        calls: list[str] = []
+
+        class Counting:
+            def __getattr__(self, name):
+                return getattr(led, name)
+
+            def renew_lease(self, run_id, **kw):
+                calls.append(run_id)
+                return led.renew_lease(run_id, **kw)
+
+        # renew_seconds far beyond the test: the background thread renews once at the start, then sleeps
+        keeper = LeaseKeeper(Counting(), ttl_seconds=TTL, renew_seconds=3600.0, process="test:1",
+                             monotonic=clock.monotonic)
+        keeper.hold("run-k")
+        deadline = time.monotonic() + 5
+        while not calls and time.monotonic() < deadline:  # the thread's first round
+            time.sleep(0.01)
+        before = len(calls)
+        clock.advance(TTL / 2 - 1)
+        keeper.check("run-k")
+        assert len(calls) == before  # fresh enough: no ledger round trip
+        clock.advance(2)
+        keeper.check("run-k")
+        assert len(calls) == before + 1 and led.get_lease("run-k").expires_at == clock.now() + timedelta(seconds=TTL)
+        clock.advance(TTL + 1)  # the process stalled past its lease
+        with pytest.raises(LeaseLost, match="stopped renewing its lease"):
+            keeper.check("run-k")
+        keeper.release("run-k")

@@ -16,9 +16,10 @@ ledger, Prefect and signed Slack clicks, is tests/flows/test_rack_storm.py."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from remedy.config import CapacityBudget
 from remedy.domain.model import Node, Topology
@@ -26,10 +27,15 @@ from remedy.safety.board import BreakerBoard
 from remedy.safety.breaker import APPROVE_BUDGET, APPROVE_RESERVE, approval_token, decide
 from remedy.safety.budget import max_out_of_service
 from remedy.safety.scopes import (
-    NOT_A_NEW_FAILURE, BreakerState, FailureEvent, FleetView, SkipReason, scopes_of,
+    NOT_A_NEW_FAILURE,
+    BreakerState,
+    FailureEvent,
+    FleetView,
+    SkipReason,
+    scopes_of,
 )
 
-T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 RACKS, PER_RACK = 12, 10  # 120 nodes: budget min(4 nodes, 10 % = 12) = 4
 SPARES, RESERVE = 3, 1
 CLUSTER = "cluster:cluster"

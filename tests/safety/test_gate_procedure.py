@@ -5,7 +5,7 @@ ending held. The ports are the procedure's only contact with the world, so no Pr
 from __future__ import annotations
 
 import contextlib
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -100,7 +100,7 @@ def rack(remedy_on_sim, monkeypatch):
 
 
 def _request(inc, seconds_ago: float) -> GateRequest:
-    return GateRequest(inc.node, inc.id, "xid", datetime.now(timezone.utc) - timedelta(seconds=seconds_ago), False)
+    return GateRequest(inc.node, inc.id, "xid", datetime.now(UTC) - timedelta(seconds=seconds_ago), False)
 
 
 def test_an_approval_recloses_the_breaker_and_the_gate_runs_again(rack):
@@ -144,7 +144,7 @@ def test_a_dry_run_asks_nobody_and_moves_no_breaker(rack):
     for inc, ago in zip(rack[:2], (3, 2)):
         procedure.pass_gate(FakePorts([]), _request(inc, ago))
     ports = FakePorts([])
-    req = GateRequest(rack[2].node, rack[2].id, "xid", datetime.now(timezone.utc), True)
+    req = GateRequest(rack[2].node, rack[2].id, "xid", datetime.now(UTC), True)
     out = procedure.pass_gate(ports, req)
     assert ports.asked == [] and [a.decision for a in out.approvals] in (["planned"], [])
 
@@ -159,4 +159,4 @@ def test_safety_imports_no_task_no_flow_and_no_prefect():
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             for n in names:
-                assert not n.split(".")[0] in ("tasks", "flows", "prefect"), f"{path.name} imports {n}"
+                assert n.split(".")[0] not in ("tasks", "flows", "prefect"), f"{path.name} imports {n}"

@@ -3,7 +3,7 @@ Prefect server: decisions, a rack trip, who waits on it, outcomes freeing capaci
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -31,7 +31,7 @@ def test_gate_task_decides_trips_and_frees_from_bounded_reads(gate_env):
     from tasks.gate import check_breaker, held_on, load_board, record_remediation_outcome
 
     led, rack_nodes, _ = gate_env
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     incs = [led.open_incident(Incident(n, "xid", gpu=0, xid=79), window_seconds=600)[0] for n in rack_nodes[:3]]
     got = [check_breaker.fn(i.node, i.id, "xid", (now - timedelta(seconds=2 - k)).isoformat(), False)
            for k, i in enumerate(incs)]
@@ -51,11 +51,11 @@ def test_a_run_taken_over_moves_no_breaker(gate_env, monkeypatch):
     """The gate's breaker rows are fenced like its decisions: a run that lost its incident (stalled past its lease,
     taken over) neither trips nor re-closes a breaker, even on a person's approval; the run holding the incident
     does, and the operator's CLI (no incident) is never fenced."""
-    from remedy.ledger import Fence, LeaseLost
     import tasks.gate as gate
+    from remedy.ledger import Fence, LeaseLost
 
     led, rack_nodes, _ = gate_env
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     incs = [led.open_incident(Incident(n, "xid", gpu=0, xid=79), window_seconds=600)[0] for n in rack_nodes[:3]]
     runs = {i.id: f"run-{k}" for k, i in enumerate(incs)}
     for inc, run in runs.items():
@@ -90,5 +90,5 @@ def test_a_run_taken_over_moves_no_breaker(gate_env, monkeypatch):
     assert [t.to_state.value for t in gate.close_breaker(scope, by="alice", incident_id=incs[2].id)] == ["closed"]
     assert gate.load_board().not_closed() == []
     # the operator's CLI writes for no incident: nothing to fence
-    gate.record_transitions(gate.load_board().open(scope, "bob", "maintenance", datetime.now(timezone.utc)))
+    gate.record_transitions(gate.load_board().open(scope, "bob", "maintenance", datetime.now(UTC)))
     assert gate.load_board().not_closed() == [scope]

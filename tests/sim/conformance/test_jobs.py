@@ -211,8 +211,12 @@ def test_deleting_a_batch_v1_job_orphans_its_pods_unless_told(sim, api_client):
     # (staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go, Delete → updateForGracefulDeletionAndFinalizers)
     gone = strict(api_client, "V1Job", body)
     assert code == 200 and gone.metadata.deletion_timestamp and "orphan" in gone.metadata.finalizers
-    orphan = strict(api_client, "V1Pod", raw(sim, "GET", f"/api/v1/namespaces/gpu-remedy/pods/{pod.metadata.name}")[2])
-    assert not orphan.metadata.owner_references and not orphan.metadata.deletion_timestamp
+    # the garbage collector orphans the pod asynchronously (pkg/controller/garbagecollector/garbagecollector.go,
+    # orphanDependents runs from its attemptToOrphan queue): on a loaded real server that is seconds, not at once
+    pod_path = f"/api/v1/namespaces/gpu-remedy/pods/{pod.metadata.name}"
+    orphan = wait_for(lambda: (p := strict(api_client, "V1Pod", raw(sim, "GET", pod_path)[2]))
+                      and not p.metadata.owner_references and p)
+    assert not orphan.metadata.deletion_timestamp
     raw(sim, "POST", JOBS, job("gone"))
     pod = running_pod(sim, api_client, "gone")
     raw(sim, "DELETE", f"{JOBS}/gone", {"propagationPolicy": "Background"})
