@@ -15,13 +15,14 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from remedy import runtime
+from remedy.domain import names
 from remedy.approvals import messages
 from remedy.domain.model import IncidentStatus, NodeState
 from remedy.remediate.runbook import keeps_quarantined
 from remedy.safety.scopes import SkipReason
 from tasks.approvals import request_approval
 from tasks.cluster import cordon_node, taint_node
-from tasks.gate import check_breaker
+from tasks.gate import pass_gate
 from tasks.leases import fence, keeps_lease
 from tasks.ledger import open_incident, requester, set_node_state, sync_fleet
 from tasks.states import final_state, run_subflow
@@ -31,7 +32,7 @@ from tasks.tags import tag_this_run
 def _run_name() -> str:
     from prefect.runtime import flow_run
 
-    return f"escalate {flow_run.parameters['node']}"
+    return names.run_name(f"escalate {flow_run.parameters['node']}")
 
 
 @flow(name="escalate", flow_run_name=_run_name, log_prints=False)
@@ -86,11 +87,10 @@ def _quarantine(node: str, reason: str, incident_id: int, dry_run: bool, out: di
     """In a storm the node is left as it is (the breaker's own approval asks about the whole scope); already
     quarantined: keep it so; already in repair or retired: it is out, nothing to quarantine."""
     settings = runtime.settings()
-    gate = check_breaker(node, incident_id, signal=f"escalated: {reason}"[:200],
-                         detected_at=datetime.now(UTC).isoformat(), dry_run=dry_run,
-                         needs_spare=False, takes_node_out=True)
-    out["gate"] = gate["explain"]
-    if not keeps_quarantined(gate["act"], gate["skip"] == SkipReason.ALREADY_IN_REMEDIATION):
+    gate = pass_gate(node, incident_id, f"escalated: {reason}"[:200], datetime.now(UTC).isoformat(),
+                     dry_run, needs_spare=False, takes_node_out=True, ask=False)
+    out["gate"] = gate.gate
+    if not keeps_quarantined(gate.acts, gate.skip == SkipReason.ALREADY_IN_REMEDIATION):
         return False
     cordon_node(node, reason=f"escalated: {reason}"[:250], dry_run=dry_run, incident_id=incident_id)
     taint_node(node, dry_run=dry_run, add=[settings.taints.quarantine], incident_id=incident_id)
@@ -100,7 +100,7 @@ def _quarantine(node: str, reason: str, incident_id: int, dry_run: bool, out: di
 
 
 def _what_to_look_at(node: str, reason: str, incident_id: int, out: dict[str, Any]) -> None:
-    create_markdown_artifact(key=f"escalate-{node}".lower(), description="Needs a human", markdown="\n".join([
+    create_markdown_artifact(key=names.artifact_key("escalate", node), description="Needs a human", markdown="\n".join([
         f"### {node} needs a human", "", f"**Why:** {reason}", "",
         f"- node {'kept quarantined (cordoned + tainted)' if out['quarantined'] else 'left in service'}",
         f"- incident: {incident_id}" + (f"; gate: {out['gate']}" if out.get("gate") else ""),

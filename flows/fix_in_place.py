@@ -25,6 +25,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from remedy import runtime
 from remedy.approvals.open_loop import is_open_loop, node_pool
+from remedy.domain import names
 from remedy.domain.durations import human_duration
 from remedy.domain.model import ActionOutcome, IncidentStatus
 from remedy.domain.outcome import Outcome, outcome_of
@@ -59,7 +60,7 @@ from tasks.fixes import (
     wait_job_back,
     wait_node_ready,
 )
-from tasks.gate import record_remediation_outcome
+from tasks.gate import GatePass, pass_gate, record_remediation_outcome
 from tasks.health import reconfirm_fault
 from tasks.leases import fence, keeps_lease
 from tasks.ledger import (
@@ -87,7 +88,7 @@ def _run_name() -> str:
     from prefect.runtime import flow_run
 
     p = flow_run.parameters
-    return f"fix {p['node']} XID {p['xid']} ({first_step_words(int(p['xid']))})"
+    return names.run_name(f"fix {p['node']} XID {p['xid']} ({first_step_words(int(p['xid']))})")
 
 
 def first_step_words(xid: int) -> str:
@@ -166,7 +167,7 @@ class _Run:
     detected: str
     ask_replace: bool
     asked_open_loop: bool = False
-    gate: dict[str, Any] | None = None
+    gate: GatePass | None = None
     recover_after: bool = False
 
     @property
@@ -242,7 +243,7 @@ def _weigh_rung(run: _Run, step: Step, history: list[Attempt], settings) -> Step
                                          run.entry.resolution, settings)
         if chose is not None:
             run.out["choice"] = chose.summary("tried_depth")
-            create_markdown_artifact(key=f"fix-{run.node}-options".lower(), markdown=chose.markdown,
+            create_markdown_artifact(key=names.artifact_key("fix", run.node, "options"), markdown=chose.markdown,
                                      description="After a failed rung: the options by expected job downtime")
             run.recover_after = step.kind is P.REPLACE
     run.out["steps"].append({"step": step.kind.value, "rung": step.rung, "attempt": step.attempt,
@@ -281,14 +282,13 @@ def _pass_gate(run: _Run, step: Step) -> dict[str, Any] | None:
     """Gate (once per incident): circuit breakers and capacity budget; a restart takes no capacity."""
     if run.gate is not None:
         return None
-    from flows.replace_node import pass_gate  # one gate, asked the same way for every remediation
-
+    # one gate, asked the same way for every remediation
     run.gate = gate = pass_gate(run.node, run.incident_id, f"XID {run.xid}", run.detected, run.dry_run,
                                 needs_spare=step.kind is P.REPLACE, takes_node_out=step.kind is not P.RESTART_APP)
-    run.out |= {k: v for k, v in gate.items() if k in ("gate", "approval", "approvals", "hold")}
-    if gate["status"] is None:
+    run.out |= gate.outcome_fields()
+    if gate.status is None:
         return None
-    return _finish(run.out | {"status": gate["status"].value, "why": gate["gate"]})
+    return _finish(run.out | {"status": gate.status.value, "why": gate.gate})
 
 
 def _recheck(run: _Run, step: Step, settings) -> dict[str, Any] | None:
@@ -509,6 +509,6 @@ def _finish(out: dict[str, Any], escalation: dict[str, Any] | None = None) -> di
         lines.append(f"- {out['note']}")
     if out.get("dry_run"):
         lines.append("- dry-run: the step was planned and recorded, nothing changed")
-    create_markdown_artifact(key=f"fix-{out['node']}".lower(), markdown="\n".join(lines), description="In-place fix")
+    create_markdown_artifact(key=names.artifact_key("fix", out["node"]), markdown="\n".join(lines), description="In-place fix")
     out["finished_at"] = datetime.now(UTC).isoformat()
     return out

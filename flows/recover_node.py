@@ -15,6 +15,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from remedy import runtime
+from remedy.domain import names
 from remedy.domain.model import ActionOutcome, IncidentStatus
 from remedy.domain.outcome import Outcome
 from remedy.domain.xid import lookup
@@ -33,7 +34,7 @@ from tasks.triage import recorded_fix_attempts
 def _run_name() -> str:
     from prefect.runtime import flow_run
 
-    return f"recover {flow_run.parameters['node']} off the critical path"
+    return names.run_name(f"recover {flow_run.parameters['node']} off the critical path")
 
 
 @flow(name="recover-node", flow_run_name=_run_name, log_prints=False)

@@ -24,9 +24,10 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from remedy import runtime
+from remedy.domain import names
 from remedy.domain.model import PLANNED_RETIREMENT_SIGNAL, IncidentStatus, NodeState
 from remedy.domain.outcome import decision_sentence
-from flows.replace_node import promote_spare
+from tasks.spares import promote_spare
 from tasks.cluster import cordon_node, drain_node, taint_node, wait_for_workload
 from tasks.leases import keeps_lease
 from tasks.lemon import archive_rma_report, retirement_budget
@@ -38,7 +39,7 @@ from tasks.spares import select_spare, validate_spare
 def _run_name() -> str:
     from prefect.runtime import flow_run
 
-    return f"retire {flow_run.parameters['node']}"
+    return names.run_name(f"retire {flow_run.parameters['node']}")
 
 
 @flow(name="retire-node", flow_run_name=_run_name)
@@ -176,7 +177,7 @@ def _ask(node: str, reason: str, evidence: str, budget: str, dry_run: bool) -> d
 
 
 def _slug(node: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in node.lower())
+    return names.artifact_key(node)
 
 
 def _report(outcome: dict[str, Any]) -> dict[str, Any]:

@@ -10,13 +10,13 @@ imported when needed, so triage works for the paths whose flow exists; a missing
 from __future__ import annotations
 
 import importlib
-import re
 from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from remedy import runtime
+from remedy.domain import names
 from remedy.detect.signals import is_early_warning
 from remedy.domain.model import IncidentStatus, utcnow
 from remedy.domain.outcome import Outcome
@@ -64,13 +64,12 @@ def _run_name() -> str:
 
     p = flow_run.parameters
     what = f"XID {p['xid']}" if str(p.get("xid") or "").strip() else (p.get("signal") or "")
-    return f"triage {p.get('node') or 'incident ' + str(p['incident_id'])} {what}".strip()
+    return names.run_name(f"triage {p.get('node') or 'incident ' + str(p['incident_id'])} {what}".strip())
 
 
 def artifact_key(incident: dict[str, Any]) -> str:
     """Artifact keys allow lowercase letters, digits and dashes only."""
-    node = re.sub(r"[^a-z0-9-]+", "-", incident["node"].lower()).strip("-")
-    return f"triage-{node}-incident-{incident['id']}"
+    return names.artifact_key("triage", incident["node"], "incident", incident["id"])
 
 
 @flow(name="triage", flow_run_name=_run_name, log_prints=False)

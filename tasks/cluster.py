@@ -8,13 +8,16 @@ one incident. Only transient failures retry (tasks.retry.transient_only).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
+from datetime import UTC
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
 from remedy.adapters.cluster import Taint
+from remedy.domain.model import Node
+from remedy.safety.disruption import BudgetBlock, drain_blockers
 from tasks.ledger import act
 from tasks.retry import transient_only
 
@@ -22,11 +25,28 @@ from tasks.retry import transient_only
 RETRY = dict(retries=3, retry_delay_seconds=[1, 2, 4], retry_condition_fn=transient_only, cache_policy=NO_CACHE)
 
 
+@task(name="read_node", task_run_name="read-{node}", timeout_seconds=60, **RETRY)
+def read_node(node: str) -> Node:
+    """The node as the cluster shows it now (labels, taints, readiness)."""
+    return runtime.cluster().get_node(node)
+
+
+@dataclass(frozen=True)
+class WorkloadSize:
+    ready: int  # pods running and ready
+    desired: int  # pods the gang needs
+
+
+@task(name="read_workload_size", task_run_name="size-{job}", timeout_seconds=60, **RETRY)
+def read_workload_size(namespace: str, job: str) -> WorkloadSize:
+    """How many pods of the training workload run, and how many it needs (through its controller's port)."""
+    return WorkloadSize(*runtime.cluster().workload_size(namespace, job))
+
+
 @task(name="cordon_node", task_run_name="cordon-{node}", timeout_seconds=60, **RETRY)
 def cordon_node(node: str, reason: str, dry_run: bool, incident_id: int | None = None) -> dict:
-    from tasks.ledger import requester
-
     from remedy.safety.intake import intake_owner
+    from tasks.ledger import requester
 
     # the receiver may have cordoned this node for the same incident already: this run takes that cordon over
     adopt = intake_owner(incident_id) if incident_id is not None else None
@@ -141,6 +161,22 @@ def wait_for_workload(namespace: str, job: str, node: str, timeout_seconds: floa
             "seconds": round(time.monotonic() - start, 2)}
 
 
+BUDGET_SETTLE_SECONDS = 12.0  # the Eviction API's own "still being processed" answer says retry after 10 s
+
+
+@task(name="check_drain_budgets", task_run_name="budgets-{node}", timeout_seconds=120, **RETRY)
+def check_drain_budgets(node: str, settle_seconds: float = BUDGET_SETTLE_SECONDS) -> tuple[BudgetBlock, ...]:
+    """The pods on `node` that no eviction can move, read before draining (remedy.safety.disruption): a budget
+    the disruption controller cannot compute (SyncFailed), one that expects no pods, one that keeps the whole gang,
+    two budgets over one pod. A budget not yet processed by the controller gets a few seconds to catch up."""
+    deadline = time.monotonic() + settle_seconds
+    while True:
+        blocks = tuple(drain_blockers(runtime.cluster().pod_budgets(node)))
+        if not any(b.transient for b in blocks) or time.monotonic() >= deadline:
+            return blocks
+        time.sleep(1.0)
+
+
 @task(name="verify_joined", task_run_name="verify-{node}-joined", timeout_seconds=900, **RETRY)
 def verify_joined(node: str, timeout_seconds: float, dry_run: bool) -> dict:
     """Wait until the promoted node is Ready, schedulable and has every GPU allocatable."""
@@ -177,12 +213,12 @@ def wait_for_checkpoint(namespace: str, job: str, node: str, ask: bool, timeout_
     completed after this call began — the boundary where a swap loses no work. A dry run asks nothing and waits
     for nothing."""
     import time
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from remedy.domain.durations import human_duration
 
     workload = runtime.cluster(dry_run).workload(namespace, job)
-    start = datetime.now(timezone.utc)
+    start = datetime.now(UTC)
     asked = None
     if ask:
         asked = act("request_checkpoint", node,

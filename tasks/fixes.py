@@ -16,6 +16,7 @@ from prefect.cache_policies import NO_CACHE
 from remedy import runtime
 from remedy.adapters.cluster import NodeJobSpec, Taint
 from remedy.domain.model import NodeState
+from remedy.domain.names import object_name
 from remedy.safety.intake import intake_owner
 from tasks.leases import fence
 from tasks.ledger import act, requester
@@ -135,7 +136,7 @@ def drain_for_fix(node: str, attempt_id: int, dry_run: bool, incident_id: int | 
 def _job(node: str, check: str, attempt_id: int, dry_run: bool, incident_id: int | None, *, command=(), env=(),
          privileged=False, timeout_seconds: int = 600, image: str | None = None,
          spec: NodeJobSpec | None = None) -> dict:
-    spec = spec or NodeJobSpec(name=f"remedy-{check}-{node}-{attempt_id}", node=node, check=check,
+    spec = spec or NodeJobSpec(name=object_name("remedy", check, node, attempt_id), node=node, check=check,
                                command=tuple(command), env=tuple(env), privileged=privileged,
                                timeout_seconds=timeout_seconds, **({"image": image} if image else {}))
     return act(f"job_{check}", node, lambda: asdict(runtime.cluster(dry_run).run_node_job(spec)),
@@ -164,7 +165,7 @@ def verify_gpus(node: str, attempt_id: int, dry_run: bool, incident_id: int | No
 
     spec = next(c for c in suite_for("quick", settings.health) if c.check == "nvml-probe")
     job = _job(node, "nvml-probe", attempt_id, dry_run, incident_id, spec=check_job(
-        spec, name=f"remedy-nvml-probe-{node}-{attempt_id}", nodes=[node], settings=settings.health))
+        spec, name=object_name("remedy-nvml-probe", node, attempt_id), nodes=[node], settings=settings.health))
     if job.get("dry_run"):
         return {"verdict": "planned", "passed": True, "reasons": [], "job": job["name"]}
     try:

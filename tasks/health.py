@@ -15,6 +15,7 @@ from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
 from remedy.domain.durations import human_duration
+from remedy.domain.names import object_name
 from remedy.health.jobs import check_job
 from remedy.health import CheckOutputError, parse_check_output, suite_for
 from tasks.ledger import requester
@@ -23,7 +24,7 @@ from tasks.retry import transient_only
 
 def run_check(node: str, spec, gpu_model: str | None, dry_run: bool) -> dict[str, Any]:
     """One check Job on one node → its judged result (a Job that did not finish is a fail with the reason)."""
-    name = f"{spec.id}-{node}-{uuid.uuid4().hex[:5]}"
+    name = object_name(spec.id, node, uuid.uuid4().hex[:5])
     job = runtime.cluster(dry_run).run_node_job(check_job(spec, name=name, nodes=[node],
                                                           settings=runtime.settings().health))
     base = {"id": spec.id, "check": spec.check, "job": name}

@@ -133,3 +133,46 @@ def preempt(plan: dict[str, Any], node: str, dry_run: bool, incident_id: int | N
     freed = [n for n in plan["freed_nodes"] if n not in stuck]
     return {"preempted": [d["workload"] for d in done], "results": done, "freed": freed, "blocked": blocked,
             "complete": not blocked and bool(freed)}
+
+
+PREEMPT_APPROVAL = "preempt"
+
+
+def ask_to_preempt(plan: dict[str, Any], node: str, incident_id: int, dry_run: bool) -> dict[str, Any]:
+    """A person approves a preemption plan unless spares.preemption_requires_approval is off; no answer = deny.
+    A re-run of the incident reuses an approval already given instead of asking twice."""
+    if dry_run:
+        return {"decision": "planned", "by": "", "reason": "dry-run: a person would be asked"}
+    if not plan["approval_required"]:
+        return {"decision": "not-required", "by": "", "reason": "spares.preemption_requires_approval is off"}
+    from tasks.approvals import request_approval
+
+    given = [a for a in runtime.ledger().approvals(incident_id=incident_id)
+             if a.kind == PREEMPT_APPROVAL and a.decision == "approve"]
+    if given:
+        a = given[-1]
+        return {"decision": a.decision, "by": a.decided_by or "", "reason": a.reason, "approval_id": a.id,
+                "replayed": True}
+    victims = ", ".join(v["name"] for v in plan["victims"])
+    answer = request_approval(
+        kind=PREEMPT_APPROVAL,
+        title=f"No spare for {node}: preempt {victims} so {plan['job']} can run again?",
+        summary_markdown=_preempt_summary(plan, node),
+        incident_id=incident_id,
+        node=node,
+        timeout_seconds=runtime.settings().approvals.timeout_seconds,
+        default_on_timeout="deny",
+        consequence="nothing was preempted; the incident is escalated",
+    )
+    return {"decision": answer.decision, "by": answer.by, "reason": answer.reason, "approval_id": answer.approval_id}
+
+
+def _preempt_summary(plan: dict[str, Any], node: str) -> str:
+    lines = [f"**{node}** failed and no spare is ready; `{plan['job']}` (priority {plan['job_priority']}) is "
+             f"gang-scheduled and cannot run short of a node.", ""]
+    for v in plan["victims"]:
+        lines.append(f"- preempt `{v['name']}` (priority {v['priority']}) on {', '.join(v['nodes'])}")
+    lines += [f"- frees {', '.join(plan['freed_nodes'])} for `{plan['job']}`", "", "```", plan["explain"], "```", "",
+              "Approve to suspend/evict the listed work (grace period for a checkpoint) and give its node to the "
+              "job; deny or no answer preempts nothing and escalates the incident."]
+    return "\n".join(lines)

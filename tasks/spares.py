@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
 from remedy.domain.model import Action, ActionOutcome, NodeState, is_fault
-from remedy.spares.selection import NoSpare, SpareCandidate, select_spare as choose_spare
+from remedy.spares.selection import NoSpare, SpareCandidate
+from remedy.spares.selection import select_spare as choose_spare
 from tasks.ledger import requester
 from tasks.retry import transient_only
-
 
 CLAIM_KIND = "claim_spare"
 
@@ -74,7 +74,7 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
         done = [a for a in earlier if a.outcome is ActionOutcome.SUCCEEDED and "spare" in a.detail]
         if done:  # a re-run of this incident: the spare was chosen once
             return dict(done[-1].detail) | {"replayed": True}
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         failed = cluster.get_node(node)
         taken = _claimed_by_others(led, incident_id)
         fixed = last_fixed(led)
@@ -120,3 +120,19 @@ def validate_spare(spare: str, dry_run: bool, incident_id: int | None = None) ->
     from tasks.health import validate_node
 
     return validate_node(spare, level="quick", dry_run=dry_run, incident_id=incident_id)
+
+
+def promote_spare(spare: str, replaces: str, reason: str, incident_id: int | None, dry_run: bool) -> dict:
+    """The spare takes `replaces`' place: untaint, label into the job's pool, ledger state active; then wait until it
+    has really joined (Ready, schedulable, every GPU allocatable). Returns verify_joined's answer. Steps, not one
+    task: each is its own recorded action (replace-node and retire-node both promote this way)."""
+    from tasks.cluster import label_node, taint_node, verify_joined
+    from tasks.ledger import set_node_state
+
+    settings = runtime.settings()
+    taint_node(spare, dry_run=dry_run, remove=[settings.taints.spare], incident_id=incident_id)
+    label_node(spare, {settings.labels.pool: settings.labels.job_pool_value}, dry_run=dry_run,
+               incident_id=incident_id)
+    set_node_state(spare, NodeState.ACTIVE.value, reason=reason, dry_run=dry_run, incident_id=incident_id,
+                   replaces=replaces)
+    return verify_joined(spare, timeout_seconds=settings.workload.resume_timeout_seconds, dry_run=dry_run)

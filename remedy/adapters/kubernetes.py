@@ -56,11 +56,13 @@ from remedy.adapters.workloads import (
     SUSPENDABLE,
     TrainingWorkload,
     WorkloadRefused,
+    _ready,
     open_workload,
     workload_of_pod,
 )
 from remedy.config import ClusterMode, RemedySettings, WorkloadKind
 from remedy.domain.model import Node, NodeState, Topology
+from remedy.domain.names import event_name
 from remedy.errors import (
     AlreadyExists,
     ClusterUnreachable,
@@ -69,6 +71,7 @@ from remedy.errors import (
     ObjectNotFound,
     RemedyError,
 )
+from remedy.safety.disruption import BudgetView, PodBudgets
 from remedy.spares.preemption import Workload
 
 log = logging.getLogger(__name__)
@@ -522,6 +525,25 @@ class KubernetesCluster:
             not_evicted.pop(key, None)
         return evicted, not_evicted, blocked, refused
 
+    def pod_budgets(self, node: str) -> list[PodBudgets]:
+        """The pods a drain of `node` would evict, each with the PodDisruptionBudgets over it (spec and the disruption
+        controller's status), read before draining (remedy.safety.disruption judges them)."""
+        pods = [p for p in self.pods_on_node(node) if not _skip_reason(p)]
+        budgets: dict[str, list[dict]] = {}
+        for ns in sorted({p["metadata"].get("namespace", "") for p in pods}):
+            budgets[ns] = self._list(f"list PodDisruptionBudgets in {ns}",
+                                     self.policy.list_namespaced_pod_disruption_budget, ns)
+        out = []
+        for p in pods:
+            meta = p["metadata"]
+            ns, labels = meta.get("namespace", ""), meta.get("labels") or {}
+            owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+            over = tuple(BudgetView.from_api(b | {"metadata": {"namespace": ns, **(b.get("metadata") or {})}})
+                         for b in budgets[ns] if _selects((b.get("spec") or {}).get("selector"), labels))
+            out.append(PodBudgets(pod=f"{ns}/{meta['name']}", owner=f"{owner['kind']} {ns}/{owner['name']}"
+                                  if owner else "", ready=_ready(p), budgets=over))
+        return out
+
     def _multiple_budgets(self, namespace: str, pod: str) -> str:
         """Why the Eviction API refuses `pod`, naming the budgets (the API's 500 does not: it says only "more than
         one PodDisruptionBudget"). Best effort: a failed look-up still gives the API's words."""
@@ -754,7 +776,7 @@ class KubernetesCluster:
             return
         now = datetime.now(UTC)
         digest = hashlib.sha1(f"{self.actor}\0{reason}\0{message}".encode()).hexdigest()[:16]
-        name = f"{node}.{digest}"
+        name = event_name(node, digest)
         event = k8s.CoreV1Event(
             metadata=k8s.V1ObjectMeta(name=name, namespace=EVENT_NAMESPACE),
             involved_object=k8s.V1ObjectReference(kind="Node", name=node, api_version="v1", uid=node),  # as the kubelet

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import UTC, datetime
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from remedy.safety.procedure import BoardPorts
+    from remedy.safety.scopes import BreakerTransition
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,10 +39,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _status(args: argparse.Namespace) -> int:
     from remedy.ledger.locate import use
-    from tasks.gate import load_board
+    from remedy.safety.procedure import load_board
 
     where = use(args.db, getattr(args, "config", None))
-    rows = load_board().describe()
+    rows = load_board(_ports()).describe()
     if args.json:
         print(json.dumps({"ledger": where, "not_closed": rows}, indent=2, default=str))
         return 1 if rows else 0
@@ -52,20 +57,46 @@ def _status(args: argparse.Namespace) -> int:
 
 def _change(scope: str, fn, args: argparse.Namespace) -> int:
     from remedy.ledger.locate import use
-    from tasks.gate import breaker_lock, load_board, record_transitions
+    from remedy.safety.procedure import change_breaker
 
     where = use(args.db, getattr(args, "config", None), write=True)
-    with breaker_lock():
-        board = load_board()
+
+    def checked(board, now):
         _check_scope_exists(board, scope)
         print(where)
-        transitions = fn(board, datetime.now(UTC))
-        record_transitions(transitions)
+        return fn(board, now)
+
+    transitions = change_breaker(_ports(), checked)  # under the gate's lock, like every decision
     for t in transitions:
         print(f"{t.scope_kind}:{t.scope}: {t.from_state.value} → {t.to_state.value} ({t.reason})")
     if not transitions:
         print(f"{scope}: no change")
     return 0
+
+
+class _PersonPorts:
+    """The gate's ports for a person at a terminal: no flow run, so no fence (a person's change holds no incident)
+    and nobody to ask; the ledger row and the printed line are the record."""
+
+    def __init__(self) -> None:
+        from remedy import runtime
+
+        self.settings, self.ledger = runtime.settings(), runtime.ledger()
+
+    def lock(self) -> AbstractContextManager[None]:
+        from remedy.safety.lock import ledger_lock
+
+        return ledger_lock(self.settings.db_url, self.ledger.engine)
+
+    def fence(self, incident_id: int | None) -> None:
+        return None
+
+    def announce(self, transition: BreakerTransition) -> None:
+        pass
+
+
+def _ports() -> BoardPorts:
+    return _PersonPorts()
 
 
 def _check_scope_exists(board, scope: str) -> None:

@@ -34,7 +34,7 @@ class SyncFailed(Exception):
     """The disruption controller could not compute the budget (its status condition reason SyncFailed)."""
 
 
-def budget_status(cluster: "Cluster", pdb: dict) -> dict:
+def budget_status(cluster: Cluster, pdb: dict) -> dict:
     """currentHealthy, desiredHealthy, expectedPods and disruptionsAllowed for this budget right now."""
     name = pdb["metadata"]["name"]
     spec = pdb.get("spec", {})
@@ -62,9 +62,13 @@ def budget_status(cluster: "Cluster", pdb: dict) -> dict:
                 owner_kinds.add(next((o["kind"] for o in pod["metadata"].get("ownerReferences") or []
                                       if o.get("controller")), None))
     if needs_scale:
-        # pkg/controller/disruption/disruption.go (getExpectedScale, getScaleController): a Job or DaemonSet has no
-        # scale subresource, so the controller's sync fails (failSafe); pods with no controller are left out of
-        # the expected count — checked on a real v1.36.2 server, where the sim once used the Job's parallelism
+        # pkg/controller/disruption/disruption.go: getExpectedPodCount counts the pods themselves only for an
+        # integer minAvailable; maxUnavailable and a percentage go through getExpectedScale, which asks each pod's
+        # controller for its scale (getScaleController). A bare batch/v1 Job or a DaemonSet has no scale
+        # subresource, so the sync fails: failSafe writes disruptionsAllowed 0 and DisruptionAllowed=False reason
+        # SyncFailed and never advances observedGeneration — every eviction is refused for good (remedy.safety.
+        # disruption finds it before a drain). Pods with no controller are left out of the expected count
+        # (expectedPods 0). Checked on a real v1.36.2 server, where the sim once used the Job's parallelism.
         for kind in sorted(k for k in owner_kinds if k):
             raise SyncFailed(f"{NO_SCALE.get(kind, kind.lower() + 's')} does not implement the scale subresource")
         if None in owner_kinds:
@@ -81,7 +85,7 @@ def budget_status(cluster: "Cluster", pdb: dict) -> dict:
             "disruptionsAllowed": allowed}
 
 
-def sync_budgets(cluster: "Cluster") -> None:
+def sync_budgets(cluster: Cluster) -> None:
     dirty, cluster.index.dirty_namespaces = cluster.index.dirty_namespaces, set()
     for pdb in cluster.store.objects("PodDisruptionBudget"):
         if pdb["metadata"].get("namespace") not in dirty:
@@ -111,7 +115,7 @@ def sync_budgets(cluster: "Cluster") -> None:
             "reason": "SufficientPods" if allowed else "InsufficientPods", "message": "",
             "observedGeneration": pdb["metadata"].get("generation", 1), "lastTransitionTime": now_iso()}])
         cluster.store.mutate("PodDisruptionBudget", pdb["metadata"]["namespace"], pdb["metadata"]["name"],
-                             lambda p: p.__setitem__("status", status))
+                             lambda p, status=status: p.__setitem__("status", status))
 
 
 def _sync_failed(pdb: dict, failed: SyncFailed) -> ApiError:
@@ -134,7 +138,7 @@ def _sync_failed(pdb: dict, failed: SyncFailed) -> ApiError:
 MULTIPLE_BUDGETS = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
 
 
-def evict(cluster: "Cluster", namespace: str, name: str, eviction: dict, dry_run: bool = False) -> dict:
+def evict(cluster: Cluster, namespace: str, name: str, eviction: dict, dry_run: bool = False) -> dict:
     """POST pods/<name>/eviction: delete the pod unless a matching budget forbids it (429). For a pod under more
     than one budget EvictionREST.Create (pkg/registry/core/pod/storage/eviction.go) returns Status{Failure, code
     500} with no reason; the request finisher turns a non-Success Status into an error (staging/src/k8s.io/

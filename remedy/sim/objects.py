@@ -342,6 +342,12 @@ def _pick(members: dict[int, list[int]], count: int, taken: set[int]) -> list[in
 PROVIDER_GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
 
+def node_name(prefix: str, i: int, width: int) -> str:
+    """gpu01, gpu02 … or, for a prefix with `{n}`, that pattern: "ip-10-0-1-{n}.ec2.internal" names nodes as EKS does
+    (a name with dots, to test that names are data: remedy.domain.names)."""
+    return prefix.format(n=i + 1) if "{n}" in prefix else f"{prefix}{i + 1:0{width}d}"
+
+
 def populate(cluster: "Cluster", *, nodes: int, spares: int, gpus_per_node: int, racks: int | None,
              nodes_per_rack: int, prefix: str, training_job: bool, sessions: int = 0,
              gpu_taint: bool = False, node_images: bool = True) -> None:
@@ -377,7 +383,7 @@ def populate(cluster: "Cluster", *, nodes: int, spares: int, gpus_per_node: int,
                    "numberMisscheduled": 0},
     })
     for i in range(nodes):
-        name = f"{prefix}{i + 1:0{width}d}"
+        name = node_name(prefix, i, width)
         rack = rack_of[i]
         pos = members[rack].index(i)
         pool = "spare" if i in spare_idx else LABELS.job_pool_value
@@ -392,7 +398,7 @@ def populate(cluster: "Cluster", *, nodes: int, spares: int, gpus_per_node: int,
     for name, value, policy, description in PRIORITY_CLASSES:
         store.create("PriorityClass", priority_class(name, value, policy, description))
     for i in sorted(_pick(members, sessions, set(spare_idx))):
-        store.create("Pod", make_session(f"{prefix}{i + 1:0{width}d}"))
+        store.create("Pod", make_session(node_name(prefix, i, width)))
     if training_job:  # as if created through the API: defaulted, its selector bound to its uid
         from remedy.sim.admission import default, fix_job_selector
 

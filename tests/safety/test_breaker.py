@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -13,7 +13,7 @@ from remedy.safety.breaker import BreakerBoard, BreakerError, decide
 from remedy.safety.scopes import BreakerState, FailureEvent, FleetView, SkipReason, Verdict
 from remedy.settings.safety import BreakerSettings, ScopeLimit
 
-T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 
 def fleet_nodes(racks: int = 8, per_rack: int = 8) -> list[Node]:

@@ -8,17 +8,18 @@ approval, so whatever people answer, and in whatever order the held runs come ba
 - a node acts only when every scope covering it is closed (or half-open with it as the probe) or was approved;
 - with the cluster breaker open, approving the rack's (or a PDU's) question acts on nothing.
 
-Driven at the domain level (remedy.safety: `decide` on a `BreakerBoard`), the way flows/replace_node.pass_gate
+Driven at the domain level (remedy.safety: `decide` on a `BreakerBoard`), the way remedy.safety.procedure.pass_gate
 drives it: an approval answers one token (`approval_token`); a scope token also re-closes that breaker
-(tasks.gate.close_breaker); a token asked twice, or a deny, holds. The flow-level version of the storm, through the
+(remedy.safety.procedure.close_breaker); a token asked twice, or a deny, holds. The flow-level version of the storm, through the
 ledger, Prefect and signed Slack clicks, is tests/flows/test_rack_storm.py."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from remedy.config import CapacityBudget
 from remedy.domain.model import Node, Topology
@@ -26,10 +27,15 @@ from remedy.safety.board import BreakerBoard
 from remedy.safety.breaker import APPROVE_BUDGET, APPROVE_RESERVE, approval_token, decide
 from remedy.safety.budget import max_out_of_service
 from remedy.safety.scopes import (
-    NOT_A_NEW_FAILURE, BreakerState, FailureEvent, FleetView, SkipReason, scopes_of,
+    NOT_A_NEW_FAILURE,
+    BreakerState,
+    FailureEvent,
+    FleetView,
+    SkipReason,
+    scopes_of,
 )
 
-T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 RACKS, PER_RACK = 12, 10  # 120 nodes: budget min(4 nodes, 10 % = 12) = 4
 SPARES, RESERVE = 3, 1
 CLUSTER = "cluster:cluster"
@@ -49,7 +55,7 @@ STORM_NODES = [f"gpu-0-{i}" for i in range(PER_RACK)]
 
 @dataclass
 class Run:
-    """One incident's run in the gate loop (flows/replace_node.pass_gate)."""
+    """One incident's run in the gate loop (remedy.safety.procedure.pass_gate)."""
 
     incident: int
     node: str
@@ -133,7 +139,7 @@ def play(data, cluster_held_open: bool) -> tuple[Fleet, list[Run]]:
             run.done = "held"
             continue
         run.approved.append(token)
-        if ":" in token:  # a scope's question: approving re-closes that breaker (tasks.gate.close_breaker)
+        if ":" in token:  # a scope's question: approving re-closes that breaker (remedy.safety.procedure.close_breaker)
             board.approve_close(token, "alice", now)
     return fleet, runs
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -18,7 +18,7 @@ from remedy.safety.ladder import (
 )
 from remedy.settings.safety import LadderSettings
 
-T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)
 # Seed 002 Table 3, passed in as the caller would (the real table lives in remedy.domain.xid).
 TABLE3 = {79: R.RESTART_BM, 119: R.RESET_GPU, 145: R.RESET_GPU, 149: R.RESET_GPU, 31: R.RESTART_APP, 43: R.RESTART_APP, 94: R.RESTART_APP}

@@ -1,0 +1,152 @@
+"""The decisions of the replace-node runbook, as plain functions (flows/replace_node.py calls them between steps).
+
+Each answers one question the runbook asks — is this run the one to act, does the gate let it go on, does the
+re-check say act, can the node be drained, did the drain leave anything behind, which spare, what the end means —
+from what the steps returned. No Prefect, no I/O: tests/remediate/test_replace_decisions.py runs them in
+milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from remedy.domain.model import IncidentStatus
+from remedy.domain.outcome import Outcome, hold_cause
+from remedy.safety.disruption import BudgetBlock, hold_sentence
+from remedy.safety.procedure import GatePass
+
+
+class Next(StrEnum):
+    """What the runbook does after a step."""
+
+    GO = "go"  # on to the next step
+    WATCH = "watch"  # a warned node keeps working, nothing touched (Outcome.WATCHED)
+    STOP = "stop"  # the run ends here with `outcome`
+
+
+@dataclass(frozen=True)
+class Verdict:
+    next: Next
+    why: str = ""
+    outcome: Outcome | None = None
+    escalate: bool = False  # the incident is escalated to a person (the node stays as it is)
+    failed_remediation: bool = False  # the breaker board hears the remediation ended without a fix
+
+    @property
+    def go(self) -> bool:
+        return self.next is Next.GO
+
+
+GO = Verdict(Next.GO)
+
+
+def duplicate_why(incident_id: int, claim: Mapping[str, Any]) -> str | None:
+    """None when this run holds the incident; else why another run (or nobody, it is settled) has it."""
+    if claim.get("claimed"):
+        return None
+    if claim.get("settled"):
+        return f"incident {incident_id} is already {claim['settled']}"
+    return f"run {claim.get('holder')} is handling it"
+
+
+def warned_spare(choice: Mapping[str, Any], validation: Mapping[str, Any] | None) -> tuple[Mapping[str, Any], str]:
+    """A warned node is swapped only when a checked spare is ready: (the choice to use, "" or why not)."""
+    spare = choice.get("spare")
+    if spare and choice.get("needs_validation") and validation is not None:
+        if not validation.get("passed"):
+            return {"spare": None}, f"{spare} failed validation: {validation.get('summary')}"
+        choice = {**choice, "needs_validation": False}
+    if choice.get("spare"):
+        return choice, ""
+    first = (choice.get("why") or "none in the pool").splitlines()[0].removeprefix("no spare: ")
+    return choice, f"no spare was ready at the checkpoint boundary — {first}"
+
+
+def after_gate(passed: GatePass, *, early_warning: bool) -> Verdict:
+    """The gate's answer for this run. A warned node that still works is not worth a person's page: any hold
+    leaves it working and watched."""
+    if passed.status is None:
+        return GO
+    if early_warning and passed.status is Outcome.HELD:
+        return Verdict(Next.WATCH, f"the gate held the swap: "
+                                   f"{hold_cause(passed.hold.to_dict() if passed.hold else None, warned=True)}")
+    return Verdict(Next.STOP, passed.gate, passed.status, escalate=passed.status is Outcome.HELD)
+
+
+def after_recheck(check: Mapping[str, Any] | None) -> Verdict:
+    """The re-check just before the drain: act, or put the node back (cleared, or a monitor that failed)."""
+    if check is None or check.get("act"):
+        return GO
+    outcome = Outcome.CLEARED if check.get("verdict") == "cleared" else Outcome.MONITOR_FAILURE
+    return Verdict(Next.STOP, str(check.get("why") or ""), outcome)
+
+
+def before_drain(node: str, blocks: Sequence[BudgetBlock]) -> Verdict:
+    """A budget that can never allow an eviction: do not drain into it (the job would stay on the failed node while
+    a spare is promoted); a person fixes the budget. The node stays cordoned."""
+    if not blocks:
+        return GO
+    return Verdict(Next.STOP, hold_sentence(node, blocks), Outcome.ESCALATED, escalate=True, failed_remediation=True)
+
+
+def after_drain(node: str, drained: Mapping[str, Any]) -> Verdict:
+    """Pods the drain could not move mean the job may still run on the failed node: no spare is promoted for it."""
+    refused: Mapping[str, str] = drained.get("refused") or {}
+    if refused:  # e.g. a pod under two PodDisruptionBudgets: no retry helps, a person must fix it
+        why = "the API refused to evict " + "; ".join(f"{pod}: {w}" for pod, w in refused.items())
+        return Verdict(Next.STOP, why, Outcome.ESCALATED, escalate=True, failed_remediation=True)
+    left: Mapping[str, str] = drained.get("not_evicted") or {}
+    if left and not drained.get("dry_run"):
+        pod, why = next(iter(sorted(left.items())))
+        more = f" (and {len(left) - 1} more)" if len(left) > 1 else ""
+        return Verdict(Next.STOP, f"{node} is cordoned but the drain did not finish and no spare was promoted: "
+                                  f"{pod}{more} is still there ({why})", Outcome.ESCALATED, escalate=True,
+                       failed_remediation=True)
+    return GO
+
+
+def spare_validation_failed(spare: str, validation: Mapping[str, Any]) -> str | None:
+    return None if validation.get("passed") else f"{spare} failed validation: {validation.get('summary')}"
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a replacement (by a spare or a preempted node) ends."""
+
+    status: str
+    succeeded: bool
+    incident_status: IncidentStatus
+    detail: str
+
+
+def replacement_ending(replacement: str, joined: Mapping[str, Any], size: Mapping[str, Any], dry_run: bool, *,
+                       preempted: str = "") -> Ending:
+    """Replaced (or preempted) when the new node joined and carries the job; else a person looks."""
+    ok = bool(joined.get("joined")) and bool(size.get("on_node"))
+    verb = "preempted" if preempted else "replaced"
+    status = "planned" if dry_run else (verb if ok else f"{verb}-not-joined")
+    if preempted:
+        detail = (f"no spare; preempted {preempted}, {replacement} took its place" if ok
+                  else f"preempted for {replacement} but the job is not on it: {joined.get('why')}")
+    else:
+        detail = f"replaced by {replacement}" if ok else f"replaced by {replacement}: {joined.get('why')}"
+    return Ending(status, ok, IncidentStatus.RESOLVED if ok else IncidentStatus.ESCALATED, detail)
+
+
+def preemption_goes(decision: Mapping[str, Any]) -> bool:
+    return decision.get("decision") in ("approve", "planned", "not-required")
+
+
+def preemption_refused(decision: Mapping[str, Any], explain: str) -> str:
+    by = f" by {decision['by']}" if decision.get("by") else ""
+    return f"preemption not approved ({decision.get('decision')}{by}): {explain.splitlines()[0]}"
+
+
+def shrink_to(desired: int, min_nodes: int | None, when_no_spare: str) -> int | None:
+    """An elastic job may continue one node short inside its min:max; None: it may not shrink."""
+    if not min_nodes or when_no_spare != "shrink" or desired - 1 < min_nodes:
+        return None
+    return desired - 1
