@@ -56,8 +56,11 @@ class Scripted:
 
     def cluster(self, retries: int = 3) -> KubernetesCluster:
         host, port = self.httpd.server_address
+        # watch_nodes off: the script answers requests in order, and a node cache would take answers meant
+        # for the call under test (its own list and watch)
         return KubernetesCluster(load_settings(cluster={"simulator_url": f"http://{host}:{port}",
-                                                        "api_retries": retries, "request_timeout_seconds": 5}))
+                                                        "api_retries": retries, "request_timeout_seconds": 5}),
+                                 watch_nodes=False)
 
     def close(self) -> None:
         self.httpd.shutdown()
