@@ -455,7 +455,7 @@ def bench_storm(n_alerts: int, n_faults: int, seconds: float) -> list[tuple]:
         opened = m.value("remedy_receiver_incidents_opened_total")
         dedup = m.value("remedy_receiver_alerts_deduplicated_total")
         resolved = m.value("remedy_receiver_alerts_resolved_total")
-        rejected = m.value("remedy_receiver_alerts_rejected_total", reason="unknown-node")
+        rejected = m.value("remedy_receiver_alerts_rejected_total", reason="unresolved-node")
         server_mean = m.value("remedy_receiver_request_seconds_sum") / max(1, m.value("remedy_receiver_request_seconds_count"))
     incidents = led.incidents()
     counted = sum(i.count for i in incidents)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -82,14 +83,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from remedy.domain.filemodes import use_private_umask
+
+    saved_umask = use_private_umask()  # ledger, Prefect home, reports: 0600/0700 (children inherit it)
     try:
         return int(args.func(args) or 0)
     except (RemedyError, ConfigError) as exc:
         print(f"remedy: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `remedy … | head`: the reader left; not an error of the command
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second complaint when Python flushes
         return 0
     except OSError as exc:  # a file the operator named that cannot be read or written (--out, --values, …)
@@ -98,6 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    finally:
+        os.umask(saved_umask)  # main() is also called in-process (tests, embedding): leave the caller's umask
 
 
 def _one_line(text: str) -> str:

@@ -26,7 +26,7 @@ from remedy.settings.audit import NfsAuditSettings
 from remedy.settings.health import HealthCheckSettings
 from remedy.settings.leases import LeaseSettings
 from remedy.settings.lemon import LemonSettings
-from remedy.settings.receiver import IntakeQuarantineSettings, ReceiverLimits
+from remedy.settings.receiver import IntakeQuarantineSettings, NodeIdentitySettings, ReceiverLimits
 from remedy.settings.safety import BreakerSettings, LadderSettings, SpareSettings
 from remedy.settings.signals import SignalThresholds
 from remedy.settings.triage import TriageSettings
@@ -236,6 +236,9 @@ class ReceiverSettings(BaseModel):
     quarantine: IntakeQuarantineSettings = Field(
         default_factory=IntakeQuarantineSettings,
         description="Cordon a failed node at intake, before the flows start (bounded; see remedy.safety.intake).")
+    identity: NodeIdentitySettings = Field(
+        default_factory=NodeIdentitySettings,
+        description="Which node an alert is about: label order, your own labels, the cluster index's age.")
     dedup_window_seconds: float = Field(
         600.0, gt=0, description="Hold-down: the same alert firing again this soon after it was last seen (flapping), "
         "or another alert for the same node+GPU+fault while its incident is still open, is the same incident. A "
@@ -312,12 +315,14 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
             raise ConfigError(f"config file not found: {p}")
         if p.is_dir():
             raise ConfigError(f"{p}: is a directory, not a config file")
-        try:
-            loaded = yaml.safe_load(p.read_bytes().decode("utf-8", errors="replace")) or {}
-        except yaml.YAMLError as exc:
-            from remedy.textinput import one_line_yaml_error
+        from remedy.domain.yamlsafe import YamlLimitError, load_yaml
 
-            raise ConfigError(f"{p}: not valid YAML: {one_line_yaml_error(exc)}") from None
+        try:  # size, nesting and alias limits: a hostile or broken file is one line, never a traceback
+            loaded = load_yaml(p.read_bytes(), str(p)) or {}
+        except YamlLimitError as exc:
+            raise ConfigError(str(exc)) from None
+        except OSError as exc:
+            raise ConfigError(f"{p}: cannot read it ({exc.strerror or exc})") from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"{p}: top level must be a mapping of sections, got {type(loaded).__name__}")
         data = loaded

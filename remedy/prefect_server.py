@@ -340,7 +340,9 @@ def start_server(workdir: Path, port: int, timeout: float = 150.0) -> PrefectSer
 
     api_url = f"http://127.0.0.1:{port}/api"
     home = workdir / "prefect"
-    home.mkdir(parents=True, exist_ok=True)
+    from remedy.domain.filemodes import private_dir
+
+    private_dir(home)  # Prefect's database and settings live here: 0700
     nonce = secrets.token_hex(32)
     env = os.environ | offline_env(home)
     env.pop("PREFECT_API_URL", None)

@@ -33,6 +33,8 @@ def pytest_configure(config):
     for name, what in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {what}")
     config._remedy_durations = {}  # nodeid → seconds of its call phase (the budget check at the end)
+    config._remedy_tier_of = {}  # nodeid → the .ci/run tier it belongs to: fast, servers or slow
+    config._remedy_tier_seconds = {}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -52,13 +54,19 @@ def pytest_collection_modifyitems(config, items):
         reason = budget.slow_reason(item.nodeid)
         if reason and own is None:
             item.add_marker(pytest.mark.slow(reason=reason))
+        config._remedy_tier_of[item.nodeid] = ("slow" if item.get_closest_marker("slow") else
+                                               "servers" if item.get_closest_marker("servers") else "fast")
 
 
 def pytest_runtest_logreport(report):
+    """Record each test's call time (the 20 s budget) and its setup+call+teardown time by tier (the summary)."""
+    if _config is None:
+        return
     if report.when == "call":
-        durations = getattr(_config, "_remedy_durations", None) if _config else None
-        if durations is not None:
-            durations[report.nodeid] = report.duration
+        _config._remedy_durations[report.nodeid] = report.duration
+    tier = _config._remedy_tier_of.get(report.nodeid)
+    if tier is not None:
+        _config._remedy_tier_seconds[tier] = _config._remedy_tier_seconds.get(tier, 0.0) + report.duration
 
 
 _config = None
@@ -73,6 +81,12 @@ def pytest_sessionstart(session):
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """The budget: a test over 20 s that is not in tests/slow.py is named here (it belongs there, with why, or it
     should get faster)."""
+    seconds = getattr(config, "_remedy_tier_seconds", {})
+    if seconds:
+        terminalreporter.section("time by tier (setup + call + teardown)")
+        for tier in ("fast", "servers", "slow"):
+            if tier in seconds:
+                terminalreporter.write_line(f"{tier:8} {seconds[tier]:8.1f} s")
     durations = getattr(config, "_remedy_durations", {})
     over = sorted(((d, n) for n, d in durations.items()
                    if d > budget.BUDGET_SECONDS and budget.slow_reason(n) is None), reverse=True)

@@ -5,6 +5,10 @@ Design choices worth knowing:
 - Reads go through the client with `_preload_content=False` and are parsed as JSON dicts: deserialising 2,048
   V1Node models costs seconds, the JSON a few tens of milliseconds. Every list is read in pages
   (`cluster.list_page_size`, `limit` / `continue`); a continue token that expired (410) restarts the list once.
+- The GPU nodes are listed once per process and then kept current by a watch (`NodeCache`, an informer):
+  `list_gpu_nodes` and `get_node` answer from it while it is fresh, so a gate decision at 12,500 nodes does not
+  read the fleet from the API server. Writes read the node from the server (never act on a cached view) and put
+  their answer into the cache at once.
 - Node.spec.taints is an atomic list on the API server, so taints are merged by (key, effect) here and written with
   a resourceVersion precondition; a 409 means someone else wrote first: re-read and merge again.
 - Every mutation is idempotent ("already cordoned" is success, `changed=False`) and records a Kubernetes Event on
@@ -21,8 +25,11 @@ import copy
 import hashlib
 import json
 import logging
+import random
 import socket
+import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -105,8 +112,14 @@ def render_node_job(spec: NodeJobSpec, settings: RemedySettings) -> dict:
 class KubernetesCluster:
     """ClusterPort over the official client. `dry_run` is passed down from the flow, never branched on there."""
 
-    def __init__(self, settings: RemedySettings, *, dry_run: bool | None = None, actor: str = "gpu-remedy") -> None:
+    def __init__(self, settings: RemedySettings, *, dry_run: bool | None = None, actor: str = "gpu-remedy",
+                 watch_nodes: bool = True) -> None:
+        """`watch_nodes`: keep the GPU nodes in a watch-fed cache from the first `list_gpu_nodes` on (NodeCache);
+        False lists them from the API server every time."""
         self.settings = settings
+        self.watch_nodes = watch_nodes
+        self._cache: NodeCache | None = None
+        self._cache_lock = threading.Lock()
         self.dry_run = settings.dry_run if dry_run is None else dry_run
         self.actor = actor
         self._cfg = _api_configuration(settings)
@@ -119,7 +132,22 @@ class KubernetesCluster:
         self._retry = ApiRetry(settings.cluster.api_retries + 1)
 
     def close(self) -> None:
+        if self._cache is not None:
+            self._cache.stop()
         self.api.close()
+
+    def node_cache(self, start: bool = True) -> NodeCache | None:
+        """The watch-fed GPU node cache, started (and its first list awaited) on first use; None when off."""
+        if not self.watch_nodes:
+            return None
+        with self._cache_lock:
+            if self._cache is None and start:
+                self._cache = NodeCache(self._cfg, self.settings).start()
+                weakref.finalize(self, self._cache.stop)  # the thread holds the cache, never this adapter
+            cache = self._cache
+        if cache is not None and start:
+            cache.synced.wait(self._timeout * 2)
+        return cache
 
     def __enter__(self) -> KubernetesCluster:
         return self
@@ -140,28 +168,8 @@ class KubernetesCluster:
         return json.loads(resp.data)
 
     def _list(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[dict]:
-        """Every item of a list, read in pages of `cluster.list_page_size` (`limit` / `continue`).
-
-        The API server serves each page from the snapshot of the first; once that revision is compacted (etcd
-        compacts every 5 minutes) the next page is a 410 Expired (staging/src/k8s.io/apiserver/pkg/storage/etcd3/
-        errors.go). Its offered token would continue an inconsistent list, so the whole list is read again, once."""
-        size = self.settings.cluster.list_page_size
-        for attempt in (1, 2):
-            items: list[dict] = []
-            token: str | None = None
-            try:
-                while True:
-                    page = self._json(what, fn, *args, limit=size, **({"_continue": token} if token else {}),
-                                      **kwargs)
-                    items += page.get("items") or []
-                    token = (page.get("metadata") or {}).get("continue")
-                    if not token:
-                        return items
-            except RemedyError as exc:
-                if getattr(exc, "status", None) != 410 or token is None or attempt == 2:
-                    raise
-                log.info("%s: continue token expired after %d items; listing again from the start", what, len(items))
-        raise AssertionError("unreachable")
+        """Every item of a list, read in pages of `cluster.list_page_size` (paged_list)."""
+        return paged_list(self._json, self.settings.cluster.list_page_size, what, fn, *args, **kwargs)[0]
 
     def _node_json(self, name: str) -> dict:
         try:
@@ -173,17 +181,61 @@ class KubernetesCluster:
         try:
             resp = self._call(f"{what} on {name}", self.core.patch_node, name, body, _content_type=SMP,
                               _preload_content=False)
-            return json.loads(resp.data)
+            obj = json.loads(resp.data)
         except ObjectNotFound:
             raise NodeNotFound(name) from None
+        if self._cache is not None:
+            self._cache.apply(obj)
+        return obj
+
+    def _read_node(self, name: str) -> Node:
+        """The node as the API server has it now: what a write decides on."""
+        node_json = self._node_json(name)
+        if self._cache is not None:
+            self._cache.apply(node_json)
+        return self._to_node(node_json)
 
     # ------------------------------------------------------------------ reads
     def list_gpu_nodes(self) -> list[Node]:
+        """Every GPU node (`cluster.node_selector`): from the watch-fed cache while it is fresh (shared objects:
+        read them, do not change them), else listed."""
+        cache = self.node_cache()
+        if cache is not None and cache.fresh():
+            return cache.nodes()
         items = self._list("list GPU nodes", self.core.list_node, label_selector=self.settings.cluster.node_selector)
         return [self._to_node(item) for item in items]
 
     def get_node(self, name: str) -> Node:
-        return self._to_node(self._node_json(name))
+        """One node: from the node cache if this process keeps one and it is fresh (a node it does not hold, e.g.
+        outside the GPU selector, is read from the API server), else read."""
+        cache = self._cache
+        if cache is not None and cache.fresh():
+            node = cache.get(name)
+            if node is not None:
+                return node
+        return self._read_node(name)
+
+    def node_addresses(self) -> dict[str, str]:
+        """Every address a GPU node reports (status.addresses: InternalIP, ExternalIP, Hostname, …) → the node's
+        name: one list of the Nodes (the receiver's identity index reads it at most once per its TTL)."""
+        items = self._list("list GPU node addresses", self.core.list_node,
+                           label_selector=self.settings.cluster.node_selector)
+        out: dict[str, str] = {}
+        for item in items:
+            name = (item.get("metadata") or {}).get("name", "")
+            for addr in (item.get("status") or {}).get("addresses") or []:
+                if addr.get("address") and name:
+                    out.setdefault(addr["address"], name)
+        return out
+
+    def pod_node(self, pod: str, namespace: str | None = None) -> str | None:
+        """The node a pod runs on (spec.nodeName), found by name (in `namespace`, else in any namespace): an
+        exporter's `Hostname` label is its pod's name unless it runs with hostNetwork or NODE_NAME. None when no
+        such pod is scheduled, or the name is ambiguous across namespaces."""
+        selector = f"metadata.name={pod}" + (f",metadata.namespace={namespace}" if namespace else "")
+        items = self._list(f"find pod {pod}", self.core.list_pod_for_all_namespaces, field_selector=selector)
+        nodes = {(i.get("spec") or {}).get("nodeName") for i in items} - {None, ""}
+        return nodes.pop() if len(nodes) == 1 else None
 
     def pods_on_node(self, name: str) -> list[dict]:
         return self._list(
@@ -275,45 +327,14 @@ class KubernetesCluster:
         return (not problems, "; ".join(problems) or "Ready, schedulable, all GPUs allocatable")
 
     def _to_node(self, obj: dict) -> Node:
-        meta, spec, status = obj.get("metadata", {}), obj.get("spec", {}), obj.get("status", {})
-        labels: dict[str, str] = meta.get("labels") or {}
-        keys = self.settings.labels
-        conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
-        pool = labels.get(keys.pool)
-        try:
-            state = NodeState(pool) if pool else None
-        except ValueError:
-            state = None
-        gpus = labels.get(keys.gpu_count) or (status.get("capacity") or {}).get("nvidia.com/gpu") or 0
-        return Node(
-            name=meta.get("name", ""),
-            gpu_model=labels.get(keys.gpu_product, ""),
-            gpu_count=int(gpus),
-            topology=Topology(
-                zone=labels.get(keys.zone, ""),
-                rack=labels.get(keys.rack, ""),
-                switch=labels.get(keys.switch, ""),
-                pdu=labels.get(keys.pdu, ""),
-            ),
-            state=state,
-            instance_type=labels.get(keys.instance_type, ""),
-            provider_id=spec.get("providerID", ""),
-            ready=conditions.get("Ready") == "True",
-            unschedulable=bool(spec.get("unschedulable")),
-            taints={(t["key"], t.get("effect", "")): t.get("value") or "" for t in spec.get("taints") or []},
-            labels=labels,
-            annotations=meta.get("annotations") or {},
-            allocatable_gpus=int((status.get("allocatable") or {}).get("nvidia.com/gpu", 0) or 0),
-            resource_version=meta.get("resourceVersion", ""),
-            boot_id=(status.get("nodeInfo") or {}).get("bootID", ""),
-        )
+        return node_from_json(obj, self.settings.labels)
 
     # ------------------------------------------------------------------ cordon / taints / labels
     def cordon(self, name: str, *, reason: str, by: str, adopt: str | None = None) -> Change:
         """Cordon with who and why in annotations. `adopt` names a cordon owner this caller takes over (the
         receiver's quarantine at intake of the same incident): its cordon becomes this caller's; the same
         quarantine uncordoned by hand since is left as the operator set it (the flow's drift check stops there)."""
-        node = self.get_node(name)
+        node = self._read_node(name)
         owner = node.annotations.get(ANN_CORDONED_BY)
         if adopt and owner == adopt and not node.unschedulable:
             return Change(name, "cordon", changed=False, dry_run=self.dry_run,
@@ -341,7 +362,7 @@ class KubernetesCluster:
         return Change(name, "cordon", changed=True, detail=reason)
 
     def uncordon(self, name: str, *, reason: str, by: str) -> Change:
-        node = self.get_node(name)
+        node = self._read_node(name)
         if not node.unschedulable and ANN_CORDONED_BY not in node.annotations:
             return Change(name, "uncordon", changed=False, dry_run=self.dry_run, detail="already schedulable")
         if self.dry_run:
@@ -391,7 +412,7 @@ class KubernetesCluster:
         return change
 
     def set_labels(self, name: str, labels: dict[str, str | None]) -> Change:
-        node = self.get_node(name)
+        node = self._read_node(name)
         if all(node.labels.get(k) == v for k, v in labels.items()):
             return Change(name, "label", changed=False, dry_run=self.dry_run, detail="labels already as wanted")
         summary = ", ".join(f"{k}={v}" if v is not None else f"{k}-" for k, v in sorted(labels.items()))
@@ -402,7 +423,7 @@ class KubernetesCluster:
         return Change(name, "label", changed=True, detail=summary)
 
     def detect_drift(self, name: str) -> Drift | None:
-        node = self.get_node(name)
+        node = self._read_node(name)
         if node.annotations.get(ANN_CORDONED_BY) and not node.unschedulable:
             return Drift(
                 name,
@@ -417,7 +438,7 @@ class KubernetesCluster:
         """Evict every pod but DaemonSet, mirror and finished ones; retry PDB 429s with backoff until the deadline."""
         start = time.monotonic()
         report = DrainReport(node=name, dry_run=self.dry_run)
-        down = not self.get_node(name).ready  # NodeNotFound early, before listing pods
+        down = not self._read_node(name).ready  # NodeNotFound early, before listing pods
         to_evict: list[dict] = []
         for pod in self.pods_on_node(name):
             key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
@@ -557,7 +578,7 @@ class KubernetesCluster:
                                                                                            "DaemonSet pod"):
                 continue
             stuck.append((key, meta))
-        if not stuck or self.get_node(name).ready:
+        if not stuck or self._read_node(name).ready:
             return
         self.set_taints(name, add=[Taint(OUT_OF_SERVICE, "NoExecute", "nodeshutdown")])
         for key, meta in stuck:
@@ -765,6 +786,266 @@ class KubernetesCluster:
             EVENT_NAMESPACE,
             field_selector=f"involvedObject.kind=Node,involvedObject.name={node}",
         )
+
+
+# ---------------------------------------------------------------------- list and watch
+def paged_list(read: Callable[..., dict], size: int, what: str, fn: Callable[..., Any], *args: Any,
+               **kwargs: Any) -> tuple[list[dict], str]:
+    """(every item, the list's resourceVersion) of a list read in pages of `size` (`limit` / `continue`).
+
+    The API server serves each page from the snapshot of the first; once that revision is compacted (etcd
+    compacts every 5 minutes) the next page is a 410 Expired (staging/src/k8s.io/apiserver/pkg/storage/etcd3/
+    errors.go). Its offered token would continue an inconsistent list, so the whole list is read again, once."""
+    for attempt in (1, 2):
+        items: list[dict] = []
+        token: str | None = None
+        version = ""
+        try:
+            while True:
+                page = read(what, fn, *args, limit=size, **({"_continue": token} if token else {}), **kwargs)
+                items += page.get("items") or []
+                meta = page.get("metadata") or {}
+                version = version or meta.get("resourceVersion") or ""
+                token = meta.get("continue")
+                if not token:
+                    return items, version
+        except RemedyError as exc:
+            if getattr(exc, "status", None) != 410 or token is None or attempt == 2:
+                raise
+            log.info("%s: continue token expired after %d items; listing again from the start", what, len(items))
+    raise AssertionError("unreachable")
+
+
+def node_from_json(obj: dict, keys: Any, topologies: dict[Topology, Topology] | None = None) -> Node:
+    """A Node as gpu-remedy sees it, from the API object (`keys`: settings.labels, the topology label keys;
+    `topologies`: equal Topology values share one object, as a fleet has few: cheaper to hold and to group by)."""
+    meta, spec, status = obj.get("metadata", {}), obj.get("spec", {}), obj.get("status", {})
+    labels: dict[str, str] = meta.get("labels") or {}
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    pool = labels.get(keys.pool)
+    try:
+        state = NodeState(pool) if pool else None
+    except ValueError:
+        state = None
+    gpus = labels.get(keys.gpu_count) or (status.get("capacity") or {}).get("nvidia.com/gpu") or 0
+    topology = Topology(zone=labels.get(keys.zone, ""), rack=labels.get(keys.rack, ""),
+                        switch=labels.get(keys.switch, ""), pdu=labels.get(keys.pdu, ""))
+    if topologies is not None:
+        topology = topologies.setdefault(topology, topology)
+    return Node(
+        name=meta.get("name", ""),
+        gpu_model=labels.get(keys.gpu_product, ""),
+        gpu_count=int(gpus),
+        topology=topology,
+        state=state,
+        instance_type=labels.get(keys.instance_type, ""),
+        provider_id=spec.get("providerID", ""),
+        ready=conditions.get("Ready") == "True",
+        unschedulable=bool(spec.get("unschedulable")),
+        taints={(t["key"], t.get("effect", "")): t.get("value") or "" for t in spec.get("taints") or []},
+        labels=labels,
+        annotations=meta.get("annotations") or {},
+        allocatable_gpus=int((status.get("allocatable") or {}).get("nvidia.com/gpu", 0) or 0),
+        resource_version=meta.get("resourceVersion", ""),
+        boot_id=(status.get("nodeInfo") or {}).get("bootID", ""),
+    )
+
+
+def _newer(rv: str, than: str) -> bool:
+    """Is resourceVersion `rv` at least `than`? They are etcd revisions (opaque to clients by the API's rules,
+    integers in practice); one that is not an integer is taken as newer."""
+    try:
+        return int(rv) >= int(than)
+    except ValueError:
+        return True
+
+
+class _Expired(Exception):
+    """The watch's resourceVersion is older than the server remembers (410): list again."""
+
+
+class NodeCache:
+    """The GPU nodes kept current by a watch, as client-go's reflector and informer do
+    (staging/src/k8s.io/client-go/tools/cache/reflector.go ListAndWatch): list once (paged), then watch from the
+    list's resourceVersion with allowWatchBookmarks; each ADDED/MODIFIED/DELETED updates the cache and each event
+    or BOOKMARK moves its resourceVersion on; a watch that ends (timeoutSeconds) is started again from there; a 410
+    (an ERROR event carrying Status 410 Expired, or the answer itself) means the server no longer remembers that
+    far back, so the nodes are listed again. Any other failure: the cache is not served (`fresh()` is False) until a
+    new list succeeds, retried with back-off.
+
+    Its own ApiClient (one watch connection, one list), so a long watch never holds one of the adapter's
+    connections. The thread holds the cache, not the adapter: a dropped adapter stops it (weakref.finalize)."""
+
+    WATCH_SECONDS = (240, 480)  # a watch's timeoutSeconds, random in this range (reflector.go: 5-10 min)
+    QUIET_SECONDS = 600.0  # heard nothing (no event, bookmark or new watch) for this long: not fresh
+    GAP_SECONDS = 2.0  # between one watch's end and the next one's start the cache is still fresh
+
+    def __init__(self, cfg: k8s.Configuration, settings: RemedySettings) -> None:
+        cfg = copy.copy(cfg)
+        cfg.connection_pool_maxsize = 2
+        self._api = k8s.ApiClient(cfg)
+        self._core = k8s.CoreV1Api(self._api)
+        self._host = cfg.host
+        self._selector = settings.cluster.node_selector
+        self._page = settings.cluster.list_page_size
+        self._labels = settings.labels
+        self._timeout = settings.cluster.request_timeout_seconds
+        self._retry = ApiRetry(settings.cluster.api_retries + 1)
+        from remedy.sim.selectors import parse_label_selector  # the API server's label selector grammar
+
+        self._matches = parse_label_selector(self._selector)
+        self._nodes: dict[str, Node] = {}
+        self._topologies: dict[Topology, Topology] = {}
+        self._lock = threading.Lock()
+        self.resource_version = ""
+        self.synced = threading.Event()
+        self._healthy = False
+        self._heard = 0.0
+        self._open = False  # a watch stream is established (its answer's headers came): changes reach us
+        self._closed_at = 0.0
+        self._stop = threading.Event()
+        self._resp: Any = None
+        self.lists = 0  # how many times the nodes were listed (1 + relists after 410 or failures)
+        self.events = 0
+        self.last_error = ""
+        self._thread = threading.Thread(target=self._run, name="node-cache", daemon=True)
+
+    def start(self) -> NodeCache:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        resp = self._resp
+        if resp is not None:  # end a watch blocked in a read
+            try:
+                resp.shutdown() if hasattr(resp, "shutdown") else resp.close()
+            except Exception:  # noqa: BLE001 - closing a socket that is going anyway
+                pass
+        self._api.close()
+
+    def fresh(self) -> bool:
+        """Listed, with no failure since, a watch established (or the last one ended a moment ago: the next is
+        being opened) and heard from recently. A watch whose answer has not started (a proxy that buffers it, a
+        server that does not answer) is not established: the nodes are listed instead."""
+        now = time.monotonic()
+        return (self.synced.is_set() and self._healthy and now - self._heard < self.QUIET_SECONDS
+                and (self._open or now - self._closed_at < self.GAP_SECONDS))
+
+    def nodes(self) -> list[Node]:
+        """The cached nodes themselves, as client-go's listers hand out theirs: read them, never change them
+        (a copy of 12,500 would cost more than the rest of a gate decision)."""
+        with self._lock:
+            return list(self._nodes.values())
+
+    def get(self, name: str) -> Node | None:
+        with self._lock:
+            return self._nodes.get(name)
+
+    def apply(self, obj: dict) -> None:
+        """Our own write's answer, at once: the watch brings the same revision a moment later (read your writes)."""
+        meta = obj.get("metadata") or {}
+        name, rv = meta.get("name"), meta.get("resourceVersion") or ""
+        if not name or not self.synced.is_set():
+            return
+        with self._lock:
+            cur = self._nodes.get(name)
+            if cur is not None and not _newer(rv, cur.resource_version):
+                return
+            if self._matches(meta.get("labels") or {}):
+                self._nodes[name] = node_from_json(obj, self._labels, self._topologies)
+            else:
+                self._nodes.pop(name, None)
+
+    # -- the reflector loop
+    def _json(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict:
+        kwargs.setdefault("_request_timeout", self._timeout)
+        resp = self._retry.call(what, self._host, fn, *args, _preload_content=False, **kwargs)
+        return json.loads(resp.data)
+
+    def _run(self) -> None:
+        backoff = 0.5
+        while not self._stop.is_set():
+            try:
+                version = self._relist()
+                backoff = 0.5
+                while not self._stop.is_set():
+                    version = self._watch(version)
+            except _Expired:
+                log.info("node cache: resourceVersion %s expired; listing the nodes again", self.resource_version)
+                self._healthy = False
+            except Exception as exc:  # noqa: BLE001 - a reflector keeps going; `fresh()` says whether to trust it
+                self._healthy = False
+                if self._stop.is_set():
+                    return
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.info("node cache: %s; listing again in %.1f s", self.last_error, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+
+    def _relist(self) -> str:
+        items, version = paged_list(self._json, self._page, "list GPU nodes", self._core.list_node,
+                                    label_selector=self._selector)
+        fresh = {}
+        for item in items:
+            node = node_from_json(item, self._labels, self._topologies)
+            fresh[node.name] = node
+        with self._lock:
+            self._nodes = fresh
+            self.resource_version = version
+        self.lists += 1
+        self._heard = self._closed_at = time.monotonic()  # fresh while its watch is being opened
+        self._healthy = True
+        self.synced.set()
+        return version
+
+    def _watch(self, version: str) -> str:
+        seconds = random.randint(*self.WATCH_SECONDS)
+        try:
+            resp = self._core.list_node(label_selector=self._selector, watch=True, resource_version=version,
+                                        allow_watch_bookmarks=True, timeout_seconds=seconds,
+                                        _preload_content=False, _request_timeout=(self._timeout, seconds + 60))
+        except k8s.ApiException as exc:
+            if exc.status == 410:
+                raise _Expired() from None
+            raise
+        self._resp = resp
+        self._heard = time.monotonic()
+        self._open = True
+        try:
+            from kubernetes.watch.watch import iter_resp_lines
+
+            for line in iter_resp_lines(resp):
+                if self._stop.is_set():
+                    break
+                if not line:
+                    continue
+                event = json.loads(line)
+                kind, obj = event.get("type"), event.get("object") or {}
+                meta = obj.get("metadata") or {}
+                self._heard = time.monotonic()
+                self.events += 1
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        raise _Expired()
+                    raise RemedyError(f"node watch ended with an error: {obj.get('message') or obj}")
+                if kind in ("ADDED", "MODIFIED"):
+                    node = node_from_json(obj, self._labels, self._topologies)
+                    with self._lock:
+                        cur = self._nodes.get(node.name)
+                        if cur is None or _newer(node.resource_version, cur.resource_version):
+                            self._nodes[node.name] = node
+                elif kind == "DELETED":
+                    with self._lock:
+                        self._nodes.pop(meta.get("name", ""), None)
+                version = meta.get("resourceVersion") or version
+                self.resource_version = version
+        finally:
+            self._open = False
+            self._closed_at = time.monotonic()
+            self._resp = None
+            resp.release_conn()
+        return version
 
 
 # ---------------------------------------------------------------------- helpers

@@ -3,20 +3,24 @@
 Structure is validated with pydantic; every error names where it is ("alerts[2].startsAt: …"). Each alert
 becomes one `Signal`; resolved alerts come back flagged `resolved=True`, never dropped.
 
-Label mapping (what deployments/prometheus/rules.yml puts on its alerts):
-- node: `Hostname` (dcgm-exporter), else `node` (kube-state-metrics), else `instance` with `:port` stripped;
-- gpu: `gpu`; xid: `xid` label, else the `value` annotation (the DCGM_FI_DEV_XID_ERRORS sample is the code);
-- value: `value` annotation (seconds a condition lasted, an error rate, a count — see each rule);
-- kind: a `signal` label naming a SignalKind wins, else `alertname` through ALERTNAME_KINDS, else unknown.
+Label mapping:
+- node: in the receiver, `remedy.receiver.identity` checks each candidate label against the cluster (node,
+  kubernetes_node, nodename, Hostname → pod, instance → address, pod+namespace); alone (the CLI), the first of
+  NODE_CANDIDATES present, `instance` without its `:port`;
+- gpu: `gpu`; xid: `xid`, else `err_code` (dcgm-exporter), else the `value` annotation (the DCGM_FI_DEV_XID_ERRORS
+  sample is the code), else the description's text (remedy.detect.rulesets);
+- value: `value` annotation (seconds a condition lasted, an error rate, a count — see each rule); for NotReady and
+  an IB port down without one: the rule's `for:` plus the time since it fired;
+- kind: a `signal` label naming a SignalKind wins, else the alert's content (remedy.detect.rulesets: the XID code,
+  the rule's published meaning, the metric family of its expression), else unknown.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -48,7 +52,6 @@ ALERTNAME_KINDS: dict[str, SignalKind] = {
     "KubeNodeNotReady": SignalKind.NODE_NOT_READY,  # kube-prometheus
     "KubeNodeUnreachable": SignalKind.NODE_NOT_READY,  # kube-prometheus
 }
-NODE_LABELS = ("Hostname", "node", "instance")
 
 
 class AlertPayloadError(RemedyError):
@@ -131,25 +134,34 @@ def validate_payload(payload: Any) -> WebhookPayload:
         raise AlertPayloadError(f"{_path(tuple(err['loc']))}: {msg}{more}") from None
 
 
-_PORT = re.compile(r"^(?P<host>\[[^\]]+\]|[^:]+):\d+$")
+NODE_CANDIDATES = ("node", "kubernetes_node", "nodename", "Hostname", "instance")
+
+
+class UnresolvedNode(AlertPayloadError):
+    """An alert whose labels name no node of this cluster (the receiver records it, counted, never acted on)."""
+
+    def __init__(self, message: str, labels: dict[str, str]) -> None:
+        super().__init__(message)
+        self.labels = labels
 
 
 def node_name(labels: dict[str, str]) -> str | None:
-    """The node a label set names (NODE_LABELS in order; `instance` without its :port), or None."""
-    for key in NODE_LABELS:
+    """The node a label set names without asking the cluster: the first of NODE_CANDIDATES present (`instance`
+    without its :port), or None. The receiver checks each candidate against the cluster instead
+    (remedy.receiver.identity)."""
+    from remedy.receiver.identity import strip_port
+
+    for key in NODE_CANDIDATES:
         value = labels.get(key, "").strip()
         if value:
-            if key == "instance":
-                m = _PORT.match(value)
-                value = m.group("host").strip("[]") if m else value
-            return value
+            return strip_port(value) if key == "instance" else value
     return None
 
 
 def _node(labels: dict[str, str], where: str) -> str:
     node = node_name(labels)
     if node is None:
-        raise AlertPayloadError(f"{where}.labels: missing node label: need one of {', '.join(NODE_LABELS)}")
+        raise AlertPayloadError(f"{where}.labels: missing node label: need one of {', '.join(NODE_CANDIDATES)}")
     return node
 
 
@@ -167,7 +179,7 @@ def _int_label(value: str | None, where: str, what: str) -> int | None:
     return int(number)
 
 
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _time(at: datetime, where: str) -> datetime:
@@ -180,10 +192,24 @@ def _time(at: datetime, where: str) -> datetime:
     return at
 
 
-def alert_to_signal(alert: WebhookAlert, where: str = "alert") -> Signal:
+_XID_WHERE = {"xid": "labels.xid", "err_code": "labels.err_code", "value": "annotations.value",
+              "description": "annotations (text)", "rule": "the rule"}
+
+
+def alert_to_signal(alert: WebhookAlert, where: str = "alert", *, resolve=None, now: datetime | None = None) -> Signal:
+    """One alert → Signal, its meaning read from its content (remedy.detect.rulesets). `resolve(labels)` (the
+    receiver's NodeResolver) checks the node against the cluster; UnresolvedNode when nothing confirms one."""
+    from remedy.detect.rulesets import read_alert
+
     labels = dict(alert.labels)
-    node = _node(labels, where)
-    name = labels.get("alertname", "")
+    if resolve is not None:
+        found = resolve(labels)
+        if found.node is None:
+            raise UnresolvedNode(f"{where}.labels: {found.why_not()}", labels)
+        node = found.node
+    else:
+        node = _node(labels, where)
+    reading = None
     if labels.get("signal"):
         try:
             kind = SignalKind(labels["signal"])
@@ -192,7 +218,10 @@ def alert_to_signal(alert: WebhookAlert, where: str = "alert") -> Signal:
                 f"{where}.labels.signal: unknown signal kind {labels['signal']!r} (one of: {', '.join(k.value for k in SignalKind)})"
             ) from None
     else:
-        kind = ALERTNAME_KINDS.get(name, SignalKind.UNKNOWN)
+        reading = read_alert(labels, alert.annotations, alert.generator_url)
+        kind = reading.kind or SignalKind.UNKNOWN
+        for k, v in reading.labels.items():
+            labels.setdefault(k, v)
     value_text = alert.annotations.get("value")
     value: float | None = None
     if value_text not in (None, ""):
@@ -204,16 +233,34 @@ def alert_to_signal(alert: WebhookAlert, where: str = "alert") -> Signal:
             raise AlertPayloadError(f"{where}.annotations.value: must be finite, got {value_text[:40]!r}")
     gpu = _int_label(labels.get("gpu"), f"{where}.labels.gpu", "gpu")
     xid = _int_label(labels.get("xid"), f"{where}.labels.xid", "xid")
+    xid_from = "xid" if xid is not None else ""
     if kind is SignalKind.XID and xid is None:
-        if value is None:
+        if reading is not None:
+            if reading.xid_text is None:
+                raise AlertPayloadError(f"{where}: XID alert without its code (no xid or err_code label, no value "
+                                        "that is the code, no 'XID n' in its description)")
+            xid_from = reading.xid_from
+            xid = _int_label(reading.xid_text, f"{where}.{_XID_WHERE.get(xid_from, xid_from)}", "xid")
+        elif value is not None:
+            xid_from = "value"
+            xid = _int_label(value_text, f"{where}.annotations.value", "xid")
+        else:
             raise AlertPayloadError(f"{where}: xid alert without an xid label or a value annotation")
-        xid = _int_label(value_text, f"{where}.annotations.value", "xid")
-        value = None  # the value was the code, not a measurement
+        if xid_from == "value":
+            value = None  # the value was the code, not a measurement
     if xid is not None and not XID_MIN <= xid <= XID_MAX:
         raise AlertPayloadError(f"{where}: XID {xid} out of range: must be {XID_MIN}..{XID_MAX}")
     starts_at = _time(alert.starts_at, f"{where}.startsAt")
     resolved = alert.status == "resolved"
     ends_at = _time(alert.ends_at, f"{where}.endsAt") if resolved and alert.ends_at is not None else None
+    if value is None and kind in (SignalKind.NODE_NOT_READY, SignalKind.IB_PORT_DOWN):
+        # how long the condition has held: the rule's `for:` (kube-prometheus KubeNodeNotReady waits 15 min before
+        # it fires) plus the time since it fired
+        held_for = reading.for_seconds if reading is not None else 0.0
+        until = ends_at or now or datetime.now(UTC)
+        value = held_for + max(0.0, (until - starts_at).total_seconds())
+    if xid_from:
+        labels.setdefault("remedy_xid_from", xid_from)
     return Signal(
         node=node, kind=kind, gpu=gpu, xid=xid, value=value, at=starts_at, labels=labels,
         source="alertmanager", raw=json.dumps(alert.model_dump(mode="json", by_alias=True), sort_keys=True)[:2000],

@@ -20,6 +20,7 @@ import pandas as pd
 
 from remedy.detect.schemas import DCGM_SAMPLES
 from remedy.detect.signals import Signal, SignalKind
+from remedy.health.limits import bounded_lines
 from remedy.settings.signals import SignalThresholds
 from remedy.textinput import as_text
 
@@ -105,7 +106,7 @@ def parse_dcgm_metrics(text: str, *, max_samples: int = 20) -> DcgmParseResult:
         if len(res.unparsed_samples) < max_samples:
             res.unparsed_samples.append((n, line[:300]))
 
-    for n, line in enumerate(text.splitlines(), start=1):
+    for n, line in enumerate(bounded_lines(text, "dcgm-exporter metrics"), start=1):
         res.lines += 1
         s = line.strip()
         if not s:

@@ -15,7 +15,7 @@ total falls back below budget). Plain Python, no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from remedy.detect.signals import Signal, SignalKind
 from remedy.domain.durations import human_duration
@@ -33,7 +33,7 @@ def _seconds(at: datetime | float) -> float:
 
 
 def _as_datetime(ts: float) -> datetime:
-    return datetime.fromtimestamp(ts, tz=timezone.utc)
+    return datetime.fromtimestamp(ts, tz=UTC)
 
 
 @dataclass

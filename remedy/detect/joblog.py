@@ -19,10 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from remedy.detect.signals import Signal, SignalKind
+from remedy.health.limits import bounded_lines
 from remedy.textinput import as_text
 
 _WATCHDOG = re.compile(r"Watchdog caught collective operation timeout")
-_WORK = re.compile(r"SeqNum=(?P<seq>\d+).*?OpType=(?P<op>[A-Z_]+)")
+# two searches, not "SeqNum=(\d+).*?OpType=": that lazy scan restarts at every SeqNum and is quadratic on a line that
+# repeats it without an OpType (issue 32 item 9)
+_SEQ = re.compile(r"SeqNum=(?P<seq>\d{1,20})")
+_OP = re.compile(r"OpType=(?P<op>[A-Z_]{1,40})")
 _RAN_FOR = re.compile(r"ran for (?P<ms>\d{1,15}) milliseconds")
 _RANK = re.compile(r"\[Rank (?P<rank>\d+)\]|\[rank(?P<rank2>\d+)\]")
 _LOSS = re.compile(
@@ -58,13 +62,13 @@ def parse_job_log(text: str, *, node: str = "unknown", job: str = "", max_sample
         raise ValueError("parse_job_log: node must be non-empty (use 'unknown' if the log's node is not known)")
     res = JobLogResult(signals=[])
     first: dict[SignalKind, tuple[int, str, dict[str, str], float | None]] = {}
-    for n, line in enumerate(text.splitlines(), start=1):
+    for n, line in enumerate(bounded_lines(text, "job log"), start=1):
         res.lines += 1
         if _WATCHDOG.search(line):
             res.nccl_timeouts += 1
             labels: dict[str, str] = {}
-            if m := _WORK.search(line):
-                labels.update(seq=m.group("seq"), op=m.group("op"))
+            if (m := _SEQ.search(line)) and (op := _OP.search(line, m.end())):
+                labels.update(seq=m.group("seq"), op=op.group("op"))
             if m := _RANK.search(line):
                 labels["rank"] = m.group("rank") or m.group("rank2")
             ran = _RAN_FOR.search(line)

@@ -281,6 +281,10 @@ def _pcie(s: Signal, t: SignalThresholds, n: int) -> Verdict:
 
 def _nvlink(s: Signal, t: SignalThresholds, n: int) -> Verdict:
     counter = s.labels.get("counter", "")
+    if counter == "fatal" and _positive(s.value):
+        # a fatal NVLink error (DCGM health: DCGM_FR_NVLINK_ERROR_CRITICAL) takes the link down: the GPU is reset
+        return Verdict(RemediationPath.RESET_GPU, Severity.CRITICAL, "nvlink-fatal",
+                       f"fatal NVLink error on {_where(s)}: the link is down; reset the GPU")
     if s.value is None:
         return Verdict(RemediationPath.WATCH, Severity.WARNING, "nvlink-errors-rate-unknown",
                        f"NVLink {counter or 'error'} counter non-zero on {_where(s)}; rate unknown from one sample: watch")

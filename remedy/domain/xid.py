@@ -16,6 +16,7 @@ Nothing is dropped: an XID in 1..65535 that is not in the table yields an UNKNOW
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
@@ -584,13 +585,100 @@ def unsafe_to_run(xid: int | None, path: RemediationPath | None = None) -> bool:
     return path in NODE_UNSAFE_PATHS
 
 
-# XIDs 144-150 (NVLink5) carry an error status the catalog decodes per subcode; most non-fatal subcodes are IGNORE
-# (or "follow the XID 154 that comes with it"), the fatal ones RESET_GPU. The kernel line names which it is.
+# XIDs 144-150 (NVLink5): the catalog's "Xid 144-150 Decode" sheet gives a resolution per (unit, subcode, error
+# status). The kernel line prints the unit, Fatal/Nonfatal, then the registers:
+#   NVRM: Xid (PCI:0018:01:00): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008 0x00000001 ...)
+# the first is IntrInfo, whose bits 20-25 are the subcode; the second is the error status. The word "Fatal" is not
+# the resolution: XID 149 NETIR_LINK_EVT subcodes 38 and 40 print "Fatal" and the catalog says IGNORE.
+# Source: NVIDIA Xid-Catalog.xlsx, sheet "Xid 144-150 Decode" (docs.nvidia.com/deploy/xid-errors/
+# analyzing-xid-catalog.html), as transcribed in leptonai/gpud components/accelerator/nvidia/xid/catalog_generated.go
+# @ 73e270e3e0fd490ec5c33e144ad894de7d6c4d21 (generated from that xlsx); subcode = IntrInfo bits 20-25 and error
+# status = the second register as gpud's decoder reads them (gpud PR #1174 prints "err status 0x00000008" for the
+# RLW_RXPIPE line above). tests/data/nvidia_xid_catalog.txt carries the same rows for a cross-check.
 NVLINK5_XIDS = frozenset(range(144, 151))
 
+_IGN, _RST, _154 = "IGNORE", "RESET_GPU", "XID_154_EVAL"
+_TLW = ((0x1, _IGN), (0x2, _IGN), (0x4, _RST), (0x80000000, _IGN))
+# (xid, unit as the catalog names it, subcode, ((error status, bucket), ...))
+_NVL5_SHEET: tuple[tuple[int, str, int, tuple[tuple[int, str], ...]], ...] = (
+    (144, "SAW_MVB", 0, ((0x1, _IGN), (0x2, _RST), (0x4, _IGN), (0x8, _IGN), (0x10, _RST), (0x20, _IGN))),
+    (145, "RLW_CTRL", 0, ((0x80000000, _IGN),)),
+    (145, "RLW_REMAP", 0, ((0x1, _154), (0x2, _154), (0x4, _154), (0x8, _154), (0x10, _154), (0x20, _154),
+                           (0x40, _RST), (0x80, _RST), (0x100, _IGN), (0x200, _IGN), (0x80000000, _IGN))),
+    (145, "RLW_RSPCOL", 0, ((0x1, _IGN), (0x2, _RST), (0x80000000, _IGN))),
+    (145, "RLW_RXPIPE", 0, ((0x1, _IGN), (0x2, _IGN), (0x4, _IGN), (0x8, _IGN), (0x80000000, _IGN))),
+    (145, "RLW_SRC_TRACK", 0, ((0x1, _RST), (0x2, _IGN), (0x4, _154), (0x8, _154), (0x10, _RST), (0x20, _RST),
+                               (0x80000000, _IGN))),
+    (145, "RLW_TAGSTATE", 0, ((0x1, _IGN), (0x2, _RST), (0x10000, _IGN), (0x20000, _RST), (0x100000, _RST),
+                              (0x80000000, _IGN))),
+    (146, "TLW_CTRL", 0, _TLW),
+    (146, "TLW_RX/TLW_RX_PIPE0/TLW_RX_PIPE1", 0, _TLW),
+    (146, "TLW_TX/TLW_TX_PIPE0/TLW_TX_PIPE1", 0, _TLW),
+    (147, "TREX", 0, ((0x1, _IGN), (0x80000000, _IGN))),
+    (148, "NVLPW_CTRL/NVLPW", 0, ((0x80000000, _IGN),)),
+    (149, "NETIR/NETIR_INT", 0, ((0x0, _RST),)),
+    (149, "NETIR_BER_EVENT", 0, ((0x0, _IGN), (0x1, _IGN), (0x2, _IGN), (0x3, _IGN))),
+    *((149, "NETIR_LINK_EVT/NETIR_LINK_DOWN", sub, ((0x0, _RST),))
+      for sub in (0, 1, 2, 4, 10, 15, 16, 17, 18, 21, 22, 32, 33, 34, 35, 36, 37, 42, 43)),
+    (149, "NETIR_LINK_EVT/NETIR_LINK_DOWN", 38, ((0x0, _IGN),)),  # INVESTIGATE_SW/USER
+    (149, "NETIR_LINK_EVT/NETIR_LINK_DOWN", 40, ((0x0, _IGN),)),  # INVESTIGATE_HOST
+    (149, "NETIR_MFDE_EVENT", 0, ((0x1, _RST), (0x3, _IGN), (0x4, _RST), (0x5, _RST), (0x7, _RST))),
+    (150, "MSE_WATCHDOG", 0, ((0x0, _RST),)),
+)
+NVL5_RULES: dict[tuple[int, str, int, int], str] = {
+    (xid, alias, sub, status): bucket
+    for xid, units, sub, statuses in _NVL5_SHEET for alias in units.split("/") for status, bucket in statuses
+}
+_NVL5_PATH = {_IGN: RemediationPath.WATCH, _154: RemediationPath.WATCH, _RST: RemediationPath.RESET_GPU}
+# unit word, severity word, then the first two registers in ( ) or [ ]; no lazy scan (linear on any line)
+_NVL5_LINE = re.compile(
+    r"(?:Xid \([^)]{0,64}\):\s*(?P<xid>\d{1,5})\s*,\s*)?(?P<unit>[A-Z][A-Z0-9_]{1,40})\s+(?P<sev>Fatal|Non-?fatal|Nonfatal)\b"
+    r"[^(\[\n]{0,80}[(\[]\s*(?P<info>0x[0-9a-fA-F]{1,8})(?:[\s,]+(?P<status>0x[0-9a-fA-F]{1,8}))?",
+    re.IGNORECASE,
+)
 
-def nvlink5_subcode_path(message: str) -> RemediationPath | None:
-    """WATCH for a line the driver marks Nonfatal, RESET_GPU for Fatal, None when the line does not say."""
+
+@dataclass(frozen=True)
+class Nvlink5Decode:
+    """An XID 144-150 line read against the catalog's decode sheet."""
+
+    xid: int
+    unit: str  # as printed, e.g. NETIR_LINK_EVT
+    fatal_word: bool  # the line says Fatal (not the resolution)
+    subcode: int  # IntrInfo bits 20-25
+    error_status: int | None  # the second register; None when the line prints only IntrInfo
+    bucket: str  # the sheet's resolution (IGNORE | RESET_GPU | XID_154_EVAL), "" when the sheet has no row for it
+
+    @property
+    def path(self) -> RemediationPath | None:
+        return _NVL5_PATH.get(self.bucket)
+
+
+def decode_nvlink5(message: str, xid: int | None = None) -> Nvlink5Decode | None:
+    """Decode an XID 144-150 line (or its message part); None when it carries no unit/severity/registers."""
+    m = _NVL5_LINE.search(message[:2000])
+    if m is None:
+        return None
+    code = xid if xid is not None else (int(m.group("xid")) if m.group("xid") else None)
+    if code not in NVLINK5_XIDS:
+        return None
+    unit = m.group("unit").upper()
+    info = int(m.group("info"), 16)
+    sub = (info >> 20) & 0x3F
+    status = int(m.group("status"), 16) if m.group("status") else None
+    candidates = {b for (x, u, sc, st), b in NVL5_RULES.items()
+                  if x == code and u == unit and sc == sub and (status is None or st == status)}
+    bucket = candidates.pop() if len(candidates) == 1 else ""  # two answers for one line: not decoded
+    return Nvlink5Decode(code, unit, m.group("sev").lower() == "fatal", sub, status, bucket)
+
+
+def nvlink5_subcode_path(message: str, xid: int | None = None) -> RemediationPath | None:
+    """The catalog's decode of an XID 144-150 line: WATCH for IGNORE / "follow the XID 154" rows, RESET_GPU for
+    RESET_GPU rows. A line the sheet does not cover falls back to the driver's word: WATCH for Nonfatal,
+    RESET_GPU for Fatal; None when the line says neither."""
+    decoded = decode_nvlink5(message, xid)
+    if decoded is not None and decoded.path is not None:
+        return decoded.path
     low = f" {message.lower()} "
     if " nonfatal " in low or " non-fatal " in low:
         return RemediationPath.WATCH

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from remedy.domain.yamlsafe import YamlLimitError, load_yaml
 
 # How deep a fix a fault needs, in the order the in-place ladder tries them.
 RESTART, RESET, REBOOT, REPLACE, UPSTREAM = "restart", "reset", "reboot", "replace", "upstream"
@@ -58,7 +59,7 @@ class Scenario(BaseModel):
     training_nodes: int = Field(gt=0, description="Nodes the gang-scheduled job needs; it runs only with all of them.")
     gpus_per_node: int = Field(8, gt=0, description="GPUs per node (8 for DGX/HGX).")
     spares: int = Field(ge=0, description="Warm spare nodes at the start.")
-    days: float = Field(gt=0, description="Simulated wall-clock days.")
+    days: float = Field(gt=0, le=3650, description="Simulated wall-clock days (at most ten years).")
     job_mtbf_hours: float = Field(gt=0, description="Mean training hours between job-interrupting failures, lemons included.")
     checkpoint_interval_minutes: float = Field(gt=0, description="Time between checkpoint starts while training.")
     checkpoint_cost_minutes: float = Field(ge=0, description="Training paused per checkpoint.")
@@ -143,7 +144,10 @@ class Scenario(BaseModel):
                                  f"probabilities, got {needs!r}")
             if any(not isinstance(p, (int, float)) or p < 0 for p in needs.values()) or not sum(needs.values()) > 0:
                 raise ValueError(f"fault {item.get('name', '?')!r}: needs probabilities must be ≥ 0 and not all 0")
-            out.append(FaultKind(str(item["name"]), float(item["share"]), tuple(int(x) for x in item.get("xids") or ()),
+            share = item.get("share")
+            if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share < float("inf"):
+                raise ValueError(f"fault {item.get('name', '?')!r}: share must be a number ≥ 0, got {share!r}")
+            out.append(FaultKind(str(item.get("name", "?")), float(share), tuple(int(x) for x in item.get("xids") or ()),
                                  str(item.get("signal", "xid" if item.get("xids") else "fail-slow")),
                                  tuple((k, float(v)) for k, v in needs.items()), bool(item.get("not_ready", False))))
         if not out:
@@ -170,6 +174,9 @@ class Scenario(BaseModel):
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenario_files"
 
 
+SCENARIO_MAX_NUMBER = 1e9
+
+
 class ScenarioFileError(ValueError):
     """A scenario file that cannot be played; the message names the file and the field."""
 
@@ -177,12 +184,12 @@ class ScenarioFileError(ValueError):
 def load_scenario_file(path: str | Path) -> Scenario:
     """Read one scenario YAML file; ScenarioFileError names the file and what is wrong."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    try:  # size/nesting/alias limits, and every number finite and below 1e9 (no field needs more; 1e300 days hangs)
+        data = load_yaml(path.read_bytes(), str(path), max_abs_number=SCENARIO_MAX_NUMBER)
     except OSError as exc:
         raise ScenarioFileError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ScenarioFileError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    except YamlLimitError as exc:
+        raise ScenarioFileError(str(exc)) from None
     if not isinstance(data, dict):
         raise ScenarioFileError(f"{path}: expected a mapping of scenario fields, got {type(data).__name__}")
     try:

@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from remedy.health.limits import bounded_lines, check_size
 from remedy.health.result import CheckOutputError, CheckResult, Judgement, tail
 from remedy.textinput import as_text
 
@@ -52,6 +53,7 @@ class DcgmDiag:
     dcgm_version: str = ""
     driver_version: str = ""
     results: list[DcgmTestResult] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # what a complete table has and this one lacks
 
     def failures(self) -> list[DcgmTestResult]:
         return [r for r in self.results if r.status == "fail"]
@@ -111,6 +113,7 @@ def _error_lines(text: str) -> list[str]:
 def parse_dcgm_diag(text: str | bytes) -> DcgmDiag:
     """Parse dcgmi diag output (JSON 3.x/4.x or the text table); raise CheckOutputError naming what is missing."""
     text = as_text(text, "dcgm diag output", CheckOutputError)
+    check_size(text, "dcgm diag output", CheckOutputError)
     if _TABLE_ROW.search(text) and not text.lstrip().startswith("{"):
         return _parse_text(text)
     # dcgmi may print a banner before the JSON; take the outermost object.
@@ -167,8 +170,11 @@ def parse_dcgm_diag(text: str | bytes) -> DcgmDiag:
 
 # --- the text table -------------------------------------------------------------------------------
 
-_TABLE_ROW = re.compile(r"^\s*\|[^|\n]*\|[^\n]*\|\s*$", re.M)
-_SECTION = re.compile(r"^[|+]-{3,}\s+(?P<name>[A-Za-z][A-Za-z ]*?)\s+-+\+")
+# [ \t]*, never \s*: with re.M a \s* runs across newlines, and on a log of blank lines every line start
+# rescanned the rest of the input (40k blank lines took 9 s; issue 32 item 9).
+_TABLE_ROW = re.compile(r"^[ \t]*\|[^|\n]*\|[^\n]*\|[ \t]*\r?$", re.M)
+_SECTION = re.compile(r"^[|+]-{3,}[ \t]+(?P<name>[A-Za-z][A-Za-z ]{0,60}?)[ \t]+-+\+")
+_BORDER = re.compile(r"^\+[-=+]{8,}\+$")
 _STATUS_WORD = r"(?P<status>Pass|Fail|Warn|Skip|Not Run)"
 _PLAIN = re.compile(rf"^{_STATUS_WORD}$", re.I)
 _ALL = re.compile(rf"^{_STATUS_WORD}\s+-\s+All$", re.I)
@@ -200,13 +206,20 @@ def _parse_text(text: str) -> DcgmDiag:
     tests: list[_TextTest] = []
     current: _TextTest | None = None
     message: list[str] | None = None  # the message whose slices are being read
-    for lineno, raw in enumerate(text.splitlines(), 1):
+    rows_in: dict[str, int] = {}  # category → test rows under it, in order
+    closed = False  # a border line after the last row: dcgmi always ends its table with one
+    for lineno, raw in enumerate(bounded_lines(text, "dcgm diag output", CheckOutputError), 1):
         line = raw.strip()
         if m := _SECTION.match(line):
-            category, message = m.group("name").strip(), None
+            category, message, closed = m.group("name").strip(), None, False
+            rows_in.setdefault(category, 0)
+            continue
+        if _BORDER.match(line):
+            closed = True
             continue
         if not (line.startswith("|") and line.endswith("|") and line.count("|") >= 3):
-            continue  # banners, borders, "...", shell prompts
+            continue  # banners, "...", shell prompts
+        closed = False
         name, value = _cell(line)
         shown = value.strip()
         if name == "Diagnostic" and shown == "Result":
@@ -238,6 +251,7 @@ def _parse_text(text: str) -> DcgmDiag:
         message = None
         current = _TextTest(name=name, category=category, summary=None)
         tests.append(current)
+        rows_in[category] = rows_in.get(category, 0) + 1
         if m := (_PLAIN.match(shown) or _ALL.match(shown)):
             current.summary = m.group("status").lower()
         elif m := _LISTED.match(shown):
@@ -248,6 +262,11 @@ def _parse_text(text: str) -> DcgmDiag:
         if errors := _error_lines(text):
             raise CheckOutputError(f"dcgm diag did not run: {errors[0][:200]}")
         raise CheckOutputError("dcgm diag table lists no tests")
+    # A table cut short (a Job log truncated, a paste) must not read as "every test listed passed".
+    empty = [c for c, n in rows_in.items() if n == 0 and c.lower() != "metadata"]
+    diag.missing += [f"category {c!r} has no test rows (table cut after its header)" for c in empty]
+    if not closed:
+        diag.missing.append(f"the table has no closing border (cut after test {tests[-1].name!r})")
     for t in tests:
         messages = [" ".join("".join(p.ljust(_DATA_INFO_LEN)[:_DATA_INFO_LEN] for p in msg).split()) for msg in t.messages]
         rows = t.entities or [("all", t.summary or "not run")]
@@ -274,6 +293,8 @@ def judge_dcgm_diag(diag: DcgmDiag, *, warn_fails: bool = False, raw: str = "") 
             j.fail(f"{r.test} {r.status} on {r.entity}{detail}")
         elif r.status == "warn":
             j.warn(f"{r.test} on {r.entity}{detail}")
+    for what in diag.missing:  # after the findings: what failed matters first, then what could not be seen
+        j.incomplete(what)
     counts = {s: sum(1 for r in diag.results if r.status == s) for s in ("pass", "fail", "warn", "skip")}
     tests: dict[str, str] = {}
     order = {"fail": 3, "warn": 2, "pass": 1, "skip": 0, "not run": 0}
@@ -294,6 +315,7 @@ def judge_dcgm_diag(diag: DcgmDiag, *, warn_fails: bool = False, raw: str = "") 
         thresholds={"fail_on": ["fail", "warn"] if warn_fails else ["fail"]},
         reasons=j.reasons,
         raw_tail=tail(raw),
+        incomplete=j.missing,
     )
 
 

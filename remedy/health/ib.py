@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from remedy.health.limits import bounded_lines
 from remedy.health.result import CheckOutputError, CheckResult, Judgement, tail
 from remedy.settings.health import IbThresholds
 from remedy.textinput import as_text
@@ -58,7 +59,7 @@ def parse_ibstat(text: str) -> list[IbPort]:
     ports: list[IbPort] = []
     device, port = "", None
     counters: dict[tuple[str, int], dict[str, int]] = {}
-    for raw in text.splitlines():
+    for raw in bounded_lines(text, "ibstat output", CheckOutputError):
         line = raw.strip()
         if m := _COUNTER_LINE.match(line):
             counters.setdefault((m.group(1), int(m.group(2))), {})[m.group(3)] = int(m.group(4))

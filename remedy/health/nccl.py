@@ -26,6 +26,7 @@ import re
 import statistics
 from dataclasses import dataclass, field
 
+from remedy.health.limits import bounded_lines
 from remedy.health.result import CheckOutputError, CheckResult, Judgement, tail
 from remedy.settings.health import NcclCriteriaProfile
 from remedy.textinput import as_text
@@ -103,19 +104,40 @@ _SIZE = re.compile(r"^\d{1,20}$")
 
 
 def _row(tokens: list[str], lineno: int, header: set[str]) -> NcclRow | None:
-    """One result row, or None when the line is not one. `header`: the column names of the last table header."""
-    if len(tokens) < 8 or not _SIZE.match(tokens[0]) or not _SIZE.match(tokens[1]):
+    """One result row, or None when the line is not one. `header`: the column names of the last table header.
+
+    Every published layout is `size count type [redop] [root] time algbw busbw #wrong|error [time algbw busbw
+    #wrong|error]`, with per-iteration columns after each half when the header names them and a -T timestamp
+    at the end. redop is a word (sum, max, none, ...), never a number; root is an integer, but so is a time of
+    10 ms or more (printed "%7.0f"), so without a header the root is told by the count: the halves carry 4
+    numbers each, a root makes the count one more than a multiple of 4.
+    """
+    if len(tokens) < 7 or not _SIZE.match(tokens[0]) or not _SIZE.match(tokens[1]) or _NUMERIC.match(tokens[2]):
         return None
-    # New tables have a root column; the old ones put the time there. Trust the header, else the shape.
-    new = "root" in header if header else (_INT.match(tokens[4]) is not None and len(tokens) not in (8, 12))
-    rest = tokens[5:] if new else tokens[4:]
+    i, redop = 3, ""
+    if not _NUMERIC.match(tokens[i]):
+        redop, i = tokens[i], i + 1
     nums: list[str] = []
-    for t in rest:  # a trailing timestamp (-T) is not a number and ends the row
+    for t in tokens[i:]:  # a trailing timestamp (-T) is not a number and ends the row
         if not _NUMERIC.match(t):
             break
         nums.append(t)
-    step = 8 if "i_min" in header else 4  # per-iteration columns follow each half's four
+    if header:
+        has_root = "root" in header
+        per_iter = "i_min" in header
+        old = "error" in header or "res" in header
+    else:
+        has_root = len(nums) % 4 == 1 and _INT.match(nums[0]) is not None
+        per_iter = len(nums) - has_root >= 16
+        # "#wrong" counts are integers; the older "error" column is a float ("1e-06", "0e+00")
+        fourth = nums[int(has_root) + 3] if len(nums) > int(has_root) + 3 else ""
+        old = not has_root and not _INT.match(fourth)
+    root = -1
+    if has_root and nums and _INT.match(nums[0]):
+        root, nums = int(nums[0]), nums[1:]
+    step = 8 if per_iter else 4
     if len(nums) < 4:
+        rest = tokens[i + int(has_root):]
         bad = rest[len(nums)] if len(nums) < len(rest) else "(missing)"
         what = ("time", "algbw", "busbw", "#wrong")[len(nums)]
         raise CheckOutputError(f"nccl output line {lineno}: {what} is not a number: {bad[:20]!r}")
@@ -123,10 +145,10 @@ def _row(tokens: list[str], lineno: int, header: set[str]) -> NcclRow | None:
         size_bytes=int(tokens[0]),
         count=int(tokens[1]),
         dtype=tokens[2],
-        redop=tokens[3],
-        root=int(tokens[4]) if new and _INT.match(tokens[4]) else -1,
-        out_of_place=_half(nums[0:4], lineno, old=not new),
-        in_place=_half(nums[step : step + 4], lineno, old=not new) if len(nums) >= step + 4 else None,
+        redop=redop,
+        root=root,
+        out_of_place=_half(nums[0:4], lineno, old=old),
+        in_place=_half(nums[step : step + 4], lineno, old=old) if len(nums) >= step + 4 else None,
     )
 
 
@@ -135,14 +157,14 @@ def parse_nccl(text: str) -> NcclRun:
     text = as_text(text, "nccl output", CheckOutputError)
     run = NcclRun()
     header: set[str] = set()
-    for lineno, raw in enumerate(text.splitlines(), 1):
+    for lineno, raw in enumerate(bounded_lines(text, "nccl output", CheckOutputError), 1):
         line = raw.strip()
         if not line:
             continue
         if line.startswith("#"):
             words = set(line.lstrip("#").split())
             if {"size", "count", "type"} <= words or {"bytes", "type"} <= words:
-                header = words
+                header = {w.lower() for w in words}
             elif m := _AVG.match(line):
                 run.avg_busbw_gbps = _num(m.group(1), "Avg bus bandwidth", lineno)
             elif m := _OOB.match(line):

@@ -44,10 +44,19 @@ class CheckResult:
     thresholds: dict[str, Any] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)  # why it is not a pass (empty on pass)
     raw_tail: str = ""  # last lines of the tool output, for the ledger / an RMA ticket
+    # What a complete output would have had and this one lacks (GPU blocks, table sections, required fields). Never
+    # a pass: the verdict is FAIL, so every consumer that reads `verdict` keeps the node out; `status` says why.
+    incomplete: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
         return self.verdict is not Verdict.FAIL
+
+    @property
+    def status(self) -> str:
+        """pass | warn | fail, or "incomplete" when the only failures are parts of the output that are missing."""
+        real = [r for r in self.reasons if not r.startswith((INCOMPLETE_PREFIX, "warning: "))]
+        return "incomplete" if self.incomplete and not real else self.verdict.value
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -57,6 +66,8 @@ class CheckResult:
             "thresholds": self.thresholds,
             "reasons": list(self.reasons),
             "raw_tail": self.raw_tail,
+            "status": self.status,
+            "incomplete": list(self.incomplete),
         }
 
 
@@ -65,12 +76,22 @@ def tail(text: str, lines: int = 20) -> str:
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
 
+INCOMPLETE_PREFIX = "incomplete output: "
+
+
 class Judgement:
     """Collects findings while a check is judged, then folds them into one verdict."""
 
     def __init__(self) -> None:
         self.verdicts: list[Verdict] = []
         self.reasons: list[str] = []
+        self.missing: list[str] = []
+
+    def incomplete(self, what: str) -> None:
+        """A part of the output a verdict needs is missing: the check cannot pass."""
+        self.verdicts.append(Verdict.FAIL)
+        self.missing.append(what)
+        self.reasons.append(INCOMPLETE_PREFIX + what)
 
     def fail(self, reason: str) -> None:
         self.verdicts.append(Verdict.FAIL)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from remedy.health.limits import bounded_lines
 from remedy.health.result import CheckOutputError, CheckResult, Judgement, same_gpu_model, tail
 from remedy.settings.health import HealthCheckSettings
 from remedy.textinput import as_text
@@ -43,7 +44,8 @@ def parse_smi_tree(text: str) -> dict[str, Any]:
     text = as_text(text, "nvidia-smi output", CheckOutputError)
     root: dict[str, Any] = {}
     stack: list[tuple[int, dict[str, Any]]] = [(-1, root)]
-    for raw in text.splitlines():
+    seen: dict[int, dict[str, int]] = {}  # id(section) → key → times seen, so a repeat is O(1), not a rescan
+    for raw in bounded_lines(text, "nvidia-smi output", CheckOutputError):
         if not raw.strip() or raw.strip().startswith("====="):
             continue
         indent = len(raw) - len(raw.lstrip(" \t"))
@@ -53,21 +55,24 @@ def parse_smi_tree(text: str) -> dict[str, Any]:
         parent = stack[-1][1]
         if ":" in line and not _GPU_HEADER.match(line):
             key, value = (s.strip() for s in line.split(":", 1))
-            _put(parent, key, value)
+            _put(parent, key, value, seen)
             # deeper lines under a valued line belong to this same section
             stack.append((indent, parent))
         else:
             section: dict[str, Any] = {}
-            _put(parent, line, section)
+            _put(parent, line, section, seen)
             stack.append((indent, section))
     return root
 
 
-def _put(d: dict[str, Any], key: str, value: Any) -> None:
-    k, n = key, 1
-    while k in d:
+def _put(d: dict[str, Any], key: str, value: Any, seen: dict[int, dict[str, int]]) -> None:
+    counts = seen.setdefault(id(d), {})
+    n = counts.get(key, 0) + 1
+    k = key if n == 1 else f"{key} #{n}"
+    while k in d:  # a literal "X #2" key printed by the tool: step past it (rare, bounded by such keys)
         n += 1
         k = f"{key} #{n}"
+    counts[key] = n
     d[k] = value
 
 
@@ -157,6 +162,12 @@ def gpu_summary(block: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# Printed for every GPU by every driver `-q` since R450 (values may be N/A, the keys are there); a block without one of
+# them was cut. "Temperature" sits past the middle of a block, so a block cut before it is caught. (Not "PCI": trimmed
+# reports in the wild drop it, and its fields are judged only when present.)
+REQUIRED_SECTIONS = ("Product Name", "Temperature")
+
+
 def parse_nvidia_smi(text: str) -> dict[str, Any]:
     """{"driver_version", "attached_gpus", "gpus": {bus_id: summary}, "tree": the full nested dicts}."""
     tree = parse_smi_tree(text)
@@ -170,6 +181,7 @@ def parse_nvidia_smi(text: str) -> dict[str, Any]:
         "driver_version": _text(tree, "Driver Version"),
         "attached_gpus": attached,
         "gpus": {bus: gpu_summary(b) for bus, b in blocks.items()},
+        "missing": {bus: m for bus, b in blocks.items() if (m := [k for k in REQUIRED_SECTIONS if k not in b])},
         "tree": tree,
     }
 
@@ -181,6 +193,13 @@ def judge_nvidia_smi(parsed: dict[str, Any], settings: HealthCheckSettings, *, e
     want_model = expect_model or settings.gpu_model
     if parsed["attached_gpus"] != want_gpus:
         j.fail(f"{parsed['attached_gpus']} GPUs attached, expected {want_gpus}")
+    # A report cut short (a Job log truncated, a paste) has fewer blocks than "Attached GPUs" or a block without the
+    # sections every driver prints: judging what is there would pass GPUs nobody looked at.
+    if len(parsed["gpus"]) < parsed["attached_gpus"]:
+        last = f", the last one seen is GPU {list(parsed['gpus'])[-1]}" if parsed["gpus"] else ""
+        j.incomplete(f"{len(parsed['gpus'])} of {parsed['attached_gpus']} GPU blocks (report cut short{last})")
+    for bus, missing in parsed.get("missing", {}).items():
+        j.incomplete(f"GPU {bus}: no {', '.join(repr(m) for m in missing)} (block cut short)")
     if p.driver_version and parsed["driver_version"] and parsed["driver_version"] != p.driver_version:
         j.fail(f"driver {parsed['driver_version']} differs from fleet baseline {p.driver_version}")
     for bus, g in parsed["gpus"].items():
@@ -223,10 +242,11 @@ def judge_nvidia_smi(parsed: dict[str, Any], settings: HealthCheckSettings, *, e
     return CheckResult(
         check=CHECK,
         verdict=j.verdict,
-        measurements={k: v for k, v in parsed.items() if k != "tree"},
+        measurements={k: v for k, v in parsed.items() if k not in ("tree", "missing")},
         thresholds={"gpus": want_gpus, "gpu_model": want_model, **p.model_dump(exclude={"xid_wait_seconds"})},
         reasons=j.reasons,
         raw_tail=tail(raw),
+        incomplete=j.missing,
     )
 
 

@@ -47,6 +47,10 @@ def make_engine(url: str, *, echo: bool = False, busy_timeout_seconds: float = 3
 
 def _sqlite_engine(url: str, database: str | None, *, echo: bool, busy_timeout_seconds: float) -> Engine:
     in_memory = not database or database == ":memory:"
+    if not in_memory and not database.startswith("file:"):
+        from remedy.domain.filemodes import private_sqlite_file
+
+        private_sqlite_file(database)  # the ledger is created 0600, whoever embeds us (umask or not)
     kwargs: dict[str, Any] = {"connect_args": {"timeout": busy_timeout_seconds, "check_same_thread": False}}
     if in_memory:
         # One shared connection, or every checkout would see a different empty database. Single-threaded use only

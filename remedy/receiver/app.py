@@ -1,15 +1,19 @@
 """The alert receiver: Alertmanager's webhook in, ledger incidents and Prefect events out (ASGI, served by uvicorn).
 
-    POST /v1/alerts/alertmanager   bearer token; 200 = every alert is in the ledger (or counted as rejected)
+    POST /v1/alerts/alertmanager   bearer token; judged alert by alert (see docs/operations.md, "What the receiver
+                                   answers"): 200 = every alert recorded, ignored or refused for good; 503 = some
+                                   alert was not recorded for a reason that passes (a limit): Alertmanager re-sends
     GET  /healthz                  200 when the ledger can be written (a test write, rolled back); else 503
     GET  /metrics                  Prometheus text (remedy.receiver.metrics)
 
 Status codes: 401 no/wrong token; 413 body over receiver.limits.max_body_bytes; 400 body not JSON (or nested too
-deep, NaN, NUL in a string); 422 payload that cannot be used (the body names the path of the problem, e.g.
-`alerts[0]: XID 70000 out of range`), over a limit, or every alert rejected (unknown node, GPU out of range, the
-node's fault cap); 503 when the ledger failed, and then nothing was acknowledged, so Alertmanager retries. Bad input
-is always a 4xx (Alertmanager drops it instead of retrying it forever); no answer names the database or carries an
-exception's text. The handler never raises. The Slack and open-loop routers of other areas are mounted here too.
+deep, NaN, NUL in a string); 422 a payload that cannot be used as a whole (not Alertmanager's format, more distinct
+faults than max_incidents_per_request); 200 when every alert was recorded, acknowledged or refused for good (each
+refusal is in the answer, the metrics and the ledger; the `error` field names the first when all were refused); 503
+when an alert was refused for a limit that passes, or the ledger failed: Alertmanager retries. Alertmanager does not
+log a failed notification as sent, so any non-2xx comes back at the next group_interval (a 5xx is also retried at
+once, with back-off): only what should come back gets one. No answer names the database or carries an exception's
+text. The handler never raises. The Slack and open-loop routers of other areas are mounted here too.
 
 With no token configured the receiver only runs on loopback (remedy.receiver.server.check_bind) and then takes
 alerts from loopback clients only.
@@ -30,7 +34,13 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 
 from remedy.receiver.alerts import (
-    REJECTED, AlertIntake, AlertPayloadError, RequestOverLimit, count_alerts, rejection_reason,
+    IGNORED,
+    REJECTED,
+    AlertIntake,
+    AlertPayloadError,
+    RequestOverLimit,
+    count_alerts,
+    rejection_reason,
 )
 from remedy.receiver.limits import BadJson, BodyTooLarge, loads_bounded, read_body
 from remedy.receiver.metrics import ReceiverMetrics
@@ -164,13 +174,24 @@ def create_app(receiver: Receiver, *, include_other_routes: bool = True) -> Fast
             m.resolved.inc(result.count("resolved"))
             for o in result.outcomes:
                 if o.outcome == REJECTED:
-                    m.rejected.labels(reason=o.code or "unknown-node").inc()
+                    m.rejected.labels(reason=o.code or "unresolved-node").inc()
+                elif o.outcome == IGNORED:
+                    m.ignored.labels(reason=o.code or "unhandled").inc()
             if result.opened and receiver.announcer is not None:
                 receiver.announcer.notify()
             summary = result.to_dict()
+            if result.retry:
+                # Alertmanager's webhook notifier re-sends on 5xx only (notify.Retrier without RetryCodes: a 429 is
+                # dropped like any 4xx). What was recorded is a re-send's no-op (same occurrence, same incident).
+                first = next(o for o in result.outcomes if o.retryable)
+                return reply(503, {"error": f"alerts[{first.index}]: {first.reason}", **summary},
+                             headers={"Retry-After": "30"})
             if result.outcomes and result.count(REJECTED) == len(result.outcomes):
+                # every alert refused for good, each recorded (ledger, metric): a 200 stops the re-sends. Alertmanager
+                # does not log a failed notification as sent, so a 4xx here would come back every group_interval.
                 first = summary["rejections"][0]
-                return reply(422, {"error": f"alerts[{first['index']}]: {first['reason']}", **summary})
+                why = first["reason"] if first["reason"].startswith("alerts[") else f"alerts[{first['index']}]: {first['reason']}"
+                return reply(200, {"error": why, **summary})
             return reply(200, summary)
         except Exception:  # the answer itself failed: say nothing about why
             log.exception("alert receiver: unexpected failure")

@@ -1,7 +1,7 @@
 """The receiver's Prometheus metrics, in their own registry (several receivers can live in one test process).
 
 Every alert in a request that reached the receiver lands in exactly one of opened / deduplicated / resolved /
-rejected, so `received == opened + deduplicated + resolved + rejected` always holds (the storm bench checks it).
+rejected / ignored, so `received == opened + deduplicated + resolved + rejected + ignored` always holds (the storm bench checks it).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ class ReceiverMetrics:
         self.opened = Counter("remedy_receiver_incidents_opened", "Alerts that opened a new incident.", registry=r)
         self.deduplicated = Counter("remedy_receiver_alerts_deduplicated", "Alerts folded into an existing incident (count bumped).", registry=r)
         self.resolved = Counter("remedy_receiver_alerts_resolved", "Resolved alerts recorded (never acted on).", registry=r)
+        self.ignored = Counter("remedy_receiver_alerts_ignored", "Alerts acknowledged and not acted on, by reason: unhandled (not a fault gpu-remedy handles), sticky-gauge (a last-XID gauge re-fired after gpu-remedy fixed it).", ["reason"], registry=r)
         self.rejected = Counter("remedy_receiver_alerts_rejected", "Alerts refused, by reason.", ["reason"], registry=r)
         self.requests = Counter("remedy_receiver_requests", "Webhook requests by HTTP status.", ["code"], registry=r)
         self.events_emitted = Counter("remedy_receiver_events_emitted", "Incident events Prefect acknowledged.", registry=r)
@@ -32,6 +33,6 @@ class ReceiverMetrics:
         return generate_latest(self.registry)
 
     def value(self, name: str, **labels: str) -> float:
-        """Current value of a sample, e.g. value("remedy_receiver_alerts_rejected_total", reason="unknown-node")."""
+        """Current value of a sample, e.g. value("remedy_receiver_alerts_rejected_total", reason="unresolved-node")."""
         v = self.registry.get_sample_value(name, labels or None)
         return 0.0 if v is None else v

@@ -14,7 +14,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from remedy.domain.model import Action, ActionOutcome, IncidentStatus
@@ -34,11 +34,18 @@ RECHECK_SECONDS = 1.0  # at the limit, look again whether a flow took a quaranti
 
 
 def _aware(t: datetime) -> datetime:
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
 def action_key(incident_id: int) -> str:
     return f"incident-{incident_id}:{KIND}"
+
+
+RELEASED_KIND = "intake_cordon_released"  # a receiver saw the quarantine taken over or uncordoned: it stops counting
+
+
+def release_key(incident_id: int) -> str:
+    return f"incident-{incident_id}:{RELEASED_KIND}"
 
 
 class IntakeQuarantine:
@@ -46,7 +53,6 @@ class IntakeQuarantine:
 
     def __init__(self, ledger, settings, cluster: Callable[[], Any]) -> None:
         self.ledger, self.settings, self._cluster = ledger, settings, cluster
-        self._held: dict[int, str] | None = None  # incident → node: quarantined here, not yet taken over
         self._checked_at = -math.inf  # when `_held` was last checked against the ledger and the nodes
         self.decisions: list[tuple[int, IntakeDecision]] = []  # the last batch's, for logs and tests
 
@@ -60,7 +66,7 @@ class IntakeQuarantine:
                 continue  # most alerts: nothing to read, nothing to decide here
             try:
                 if board is None:  # one read of the breakers per batch
-                    now = datetime.now(timezone.utc)
+                    now = datetime.now(UTC)
                     board = history.load_board(self.ledger, self.settings.breaker, self.settings.budget, now)
                     cluster = self._cluster()  # one client per batch
                 self._consider(record, RemediationPath(path), board, cluster)
@@ -70,6 +76,7 @@ class IntakeQuarantine:
 
     def _consider(self, record: IncidentRecord, path: RemediationPath, board, cluster) -> None:
         from remedy.approvals.open_loop import is_open_loop
+        from remedy.ledger.claims import claim_within_cap
 
         q = self.settings.receiver.quarantine
         if self.ledger.find_action(action_key(record.id)) is not None:
@@ -83,15 +90,28 @@ class IntakeQuarantine:
             scopes_not_closed=[k for k in scopes_of(node.topology) if board.state_of(k) is not BreakerState.CLOSED]
             if node else [],
             quarantined_by_intake=held, max_nodes=q.max_nodes, dry_run=self.settings.dry_run, enabled=q.enabled)
-        self.decisions.append((record.id, decision))
         if not decision.quarantine:
+            self.decisions.append((record.id, decision))
             log.info("%s: incident %s not quarantined at intake: %s", record.node, record.id, decision.reason)
             return
         owner = intake_owner(record.id)
-        action, new = self.ledger.start_action(Action(kind=KIND, node=record.node, requested_by=owner, dry_run=False,
-                                                      incident_id=record.id, idempotency_key=action_key(record.id)))
-        if not new:
+        # The cap is global, not per receiver: the count and the claim are one ledger transaction (issue 32), so a
+        # second receiver on the same ledger waits for this claim's commit and counts it.
+        claim = claim_within_cap(
+            self.ledger, Action(kind=KIND, node=record.node, requested_by=owner, dry_run=False,
+                                incident_id=record.id, idempotency_key=action_key(record.id)),
+            cap_name=KIND, limit=q.max_nodes, held=self._held_query())
+        if claim.action is None:
+            decision = decide_intake(path=path, node_state=None, cordoned=False, open_loop=False,
+                                     scopes_not_closed=[], quarantined_by_intake=claim.held,
+                                     max_nodes=q.max_nodes, dry_run=self.settings.dry_run, enabled=q.enabled)
+            self.decisions.append((record.id, decision))
+            log.info("%s: incident %s not quarantined at intake: %s", record.node, record.id, decision.reason)
             return
+        self.decisions.append((record.id, decision))
+        if not claim.new:
+            return
+        action = claim.action
         cause = f"XID {record.xid}" if record.xid is not None else record.signal
         try:
             change = cluster.cordon(record.node, reason=f"{cause}: quarantined at intake; triage decides next",
@@ -101,30 +121,39 @@ class IntakeQuarantine:
             raise
         self.ledger.finish_action(action.id, ActionOutcome.SUCCEEDED,
                                   detail={"reason": decision.reason, "changed": change.changed, "detail": change.detail})
-        self._held[record.id] = record.node  # type: ignore[index]
         log.info("%s: %s (incident %s, %s)", record.node, decision.reason, record.id, cause)
 
+    def _held_query(self):
+        from remedy.ledger.claims import held_intake_quarantines
+
+        return held_intake_quarantines(KIND, RELEASED_KIND, datetime.now(UTC) - _REMEMBER)
+
     def _still_held(self, cluster) -> int:
-        """Quarantines this receiver made that no flow has taken over and nobody released: what the limit counts.
-        Rebuilt from the ledger after a restart. Checked against the ledger and the nodes only when the count
-        reaches the limit, and then at most once a second: in an alert storm the announcer (which shares the
-        receiver's process) reads nothing per incident beyond its own action key."""
+        """Quarantines at intake that no flow has taken over and nobody released, counted in the ledger across every
+        receiver on it (what the limit counts). At the limit, at most once a second, each is checked against its
+        node: one uncordoned by hand or taken over by a flow's cordon gets a release mark in the ledger, so it no
+        longer counts for any receiver."""
         from remedy.adapters.kubernetes import ANN_CORDONED_BY
 
-        if self._held is None:
-            since = datetime.now(timezone.utc) - _REMEMBER
-            self._held = {a.incident_id: a.node for a in self.ledger.actions(kind=KIND)
-                          if a.outcome is ActionOutcome.SUCCEEDED and a.incident_id is not None
-                          and _aware(a.started_at) >= since}
         limit = self.settings.receiver.quarantine.max_nodes
-        if len(self._held) < limit or time.monotonic() - self._checked_at < RECHECK_SECONDS:
-            return len(self._held)  # below the limit a stale entry can only make it stricter
+        with self.ledger._read() as conn:  # noqa: SLF001 - one count, the claim's own query
+            held = self._held_query()(conn)
+        if held < limit or time.monotonic() - self._checked_at < RECHECK_SECONDS:
+            return held
         self._checked_at = time.monotonic()
-        for incident_id, node in list(self._held.items()):
-            if self.ledger.get_incident(incident_id).status not in _OPEN:
-                del self._held[incident_id]
+        since = datetime.now(UTC) - _REMEMBER
+        for a in self.ledger.actions(kind=KIND):
+            if a.outcome is not ActionOutcome.SUCCEEDED or a.incident_id is None or _aware(a.started_at) < since:
                 continue
-            live = cluster.get_node(node)
-            if not live.unschedulable or live.annotations.get(ANN_CORDONED_BY) != intake_owner(incident_id):
-                del self._held[incident_id]  # taken over by a flow, or released (by triage or by hand)
-        return len(self._held)
+            if self.ledger.find_action(release_key(a.incident_id)) is not None:
+                continue
+            if self.ledger.get_incident(a.incident_id).status not in _OPEN:
+                continue
+            live = cluster.get_node(a.node)
+            if not live.unschedulable or live.annotations.get(ANN_CORDONED_BY) != intake_owner(a.incident_id):
+                self.ledger.start_action(Action(
+                    kind=RELEASED_KIND, node=a.node, requested_by="receiver", incident_id=a.incident_id,
+                    outcome=ActionOutcome.SUCCEEDED, idempotency_key=release_key(a.incident_id),
+                    detail={"why": "taken over by a flow's cordon, or uncordoned"}))
+        with self.ledger._read() as conn:  # noqa: SLF001
+            return self._held_query()(conn)

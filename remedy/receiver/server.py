@@ -9,10 +9,11 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from remedy.receiver.alerts import AlertIntake, NodeDirectory
 from remedy.errors import RemedyError
+from remedy.receiver.alerts import AlertIntake, NodeDirectory
 from remedy.receiver.app import ALERTS_PATH, Receiver, create_app, is_loopback
 from remedy.receiver.events import IncidentAnnouncer, PrefectEventSink
+from remedy.receiver.identity import ClusterIndex, NodeResolver
 from remedy.receiver.metrics import ReceiverMetrics
 from remedy.settings.triage import triage_settings
 
@@ -26,9 +27,13 @@ def build_receiver(settings, ledger, *, api_url: str | None, node_lister: Callab
     t = triage_settings(settings)
     metrics = ReceiverMetrics()
     nodes = NodeDirectory(ledger, node_lister, refresh_seconds=t.known_nodes_refresh_seconds)
+    identity = settings.receiver.identity
+    # with the cluster at hand, a Hostname that is a pod and an instance IP resolve through it (remedy.receiver.identity)
+    index = ClusterIndex(cluster, ttl=identity.index_ttl_seconds) if cluster is not None else None
     intake = AlertIntake(ledger, nodes, window_seconds=settings.receiver.dedup_window_seconds,
                          thresholds=settings.signals, limits=settings.receiver.limits,
-                         refresh_seconds=t.known_nodes_refresh_seconds)
+                         refresh_seconds=t.known_nodes_refresh_seconds,
+                         resolver=NodeResolver(nodes.knows, index, identity.extra_labels))
     announcer = None
     if api_url:
         sink = PrefectEventSink(api_url, timeout=t.emit_timeout_seconds, api_key=api_key, auth_string=auth_string)
@@ -97,7 +102,7 @@ class ReceiverServer:
     def alerts_url(self) -> str:
         return self.url + ALERTS_PATH
 
-    def start(self, timeout: float = 10.0) -> "ReceiverServer":
+    def start(self, timeout: float = 10.0) -> ReceiverServer:
         if self.receiver.announcer is not None:
             self.receiver.announcer.start()
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]},
@@ -118,7 +123,7 @@ class ReceiverServer:
             self.receiver.announcer.stop()
         self._sock.close()
 
-    def __enter__(self) -> "ReceiverServer":
+    def __enter__(self) -> ReceiverServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

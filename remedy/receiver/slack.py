@@ -24,6 +24,7 @@ from remedy.approvals import messages
 from remedy.approvals.decide import decide_and_resume
 from remedy.approvals.model import BadInteraction, Click, is_approver, parse_click
 from remedy.domain.durations import human_duration
+from remedy.domain.escape import mrkdwn
 from remedy.receiver.limits import BadJson, BodyTooLarge, loads_bounded, read_body
 
 router = APIRouter()
@@ -163,7 +164,8 @@ def _update_message(ts: str | None, channel_id: str, decision: str | None, who: 
     try:
         notifier = messages.notifier(runtime.settings(), channel=channel_id)
         if notifier is not None:
-            text = text or messages.verdict_text(decision, who)
+            # the clicker's name and the run's words are outside text: inert in mrkdwn (remedy.domain.escape)
+            text = mrkdwn(text) if text else messages.verdict_text(decision, mrkdwn(who))
             notifier.update(ts, text, messages.render("approval_reminder", text=text, context="gpu-remedy"))
     except SlackError as exc:
         log.warning("slack: could not update message %s: %s", ts, exc)

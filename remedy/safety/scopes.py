@@ -117,12 +117,15 @@ class FleetView:
     ) -> FleetView:
         counts: dict[str, int] = {}
         seen: set[str] = set()
+        per_topology: dict[Topology, int] = {}  # 12,500 nodes share a few hundred topologies: scope them once each
         for node in nodes:
             if node.name in seen:
                 raise ValueError(f"node {node.name} listed twice in the fleet")
             seen.add(node.name)
-            for key in scopes_of(node.topology):
-                counts[key] = counts.get(key, 0) + 1
+            per_topology[node.topology] = per_topology.get(node.topology, 0) + 1
+        for topology, n in per_topology.items():
+            for key in scopes_of(topology):
+                counts[key] = counts.get(key, 0) + n
         counts.setdefault(scope_key("cluster", "cluster"), 0)
         return cls(
             nodes_in_scope=counts,

@@ -85,3 +85,26 @@ class IntakeQuarantineSettings(BaseModel):
             "quarantine off."
         ),
     )
+
+
+class NodeIdentitySettings(BaseModel):
+    """Which node an alert is about, whatever deployment put the labels there (remedy.receiver.identity)."""
+
+    extra_labels: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Label names tried first, before the built-in order (node, kubernetes_node, nodename, Hostname, "
+            "instance, pod+namespace): for a relabelling of your own (e.g. `k8s_node_name`). Each value is still "
+            "checked against the cluster."
+        ),
+    )
+    index_ttl_seconds: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description=(
+            "How long the receiver's index of the cluster's node addresses and exporter pods (for `instance=IP:port` "
+            "and a `Hostname` that is a pod name) is used before it is read again; a miss re-reads it at most this "
+            "often."
+        ),
+    )

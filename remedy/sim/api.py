@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
 from remedy.sim import admission, crds, discovery, paging, validation
+from remedy.sim.watch import watch
 from remedy.sim.cluster import Cluster
-from remedy.sim.controller import BY_POD_GC, delete_pod
+from remedy.sim.controller import BY_POD_GC, delete_pod, start_bound_pod
 from remedy.sim.disruption import evict
 from remedy.sim.logs import pod_log
 from remedy.sim.objects import random_suffix
@@ -137,8 +138,8 @@ def _handle(cluster, method, path, query, headers, body, server_address) -> Repl
     if (sub == "log" and method != "GET") or (sub == "eviction" and method != "POST"):
         raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {res.plural}/{sub}")
     if method == "GET":
-        if query.get("watch") in ("true", "1"):
-            raise ApiError(405, "MethodNotAllowed", "watch is not supported by the gpu-remedy simulator; poll with list")
+        if query.get("watch") in ("true", "1") and sub is None:
+            return watch(cluster, res, ns, name, query)
         if name is None:
             return _list(cluster, res, ns, query, headers.get("accept", ""))
         if sub == "log":
@@ -153,7 +154,11 @@ def _handle(cluster, method, path, query, headers, body, server_address) -> Repl
     dry_run = "dryRun" in query
     if method == "POST":
         if sub == "eviction":
-            return ok(evict(cluster, ns or "", name, _json_body(body)), 201)
+            eviction = _json_body(body)
+            # dryRun=All on the request or in the Eviction's deleteOptions (eviction.go: either asks for a dry run)
+            options = eviction.get("deleteOptions") if isinstance(eviction, dict) else None
+            dry = dry_run or bool(isinstance(options, dict) and options.get("dryRun"))
+            return ok(evict(cluster, ns or "", name, eviction, dry_run=dry), 201)
         if name is not None:
             raise ApiError(405, "MethodNotAllowed", f"POST is not supported on a named {res.plural} path")
         return _create(cluster, res, ns, _json_body(body), dry_run)
@@ -274,6 +279,8 @@ def _create(cluster: Cluster, res, ns, obj, dry_run: bool) -> Reply:
         cluster.store.create(res.kind, obj)
         if res.kind == "Node":
             admission.adopt_node(cluster, obj)
+        elif res.kind == "Pod" and (obj.get("spec") or {}).get("nodeName"):
+            start_bound_pod(cluster, ns or "", meta["name"])
         cluster.reconcile({meta["name"]} if res.kind == "Node" else set())
         stored = cluster.store.get(res.kind, ns or "", meta["name"]) or obj
     return ok(stored, 201)

@@ -341,6 +341,7 @@ class Cluster:
             cluster.logs[(ns, name)] = [(0.0, line) for line in lines]
         cluster._resume()
         cluster.reconcile()
+        cluster.store.start_watch_history()
         return cluster
 
     def _resume(self) -> None:
@@ -379,6 +380,7 @@ def build_cluster(
     gpu_taint: bool = False,
     throttle: Throttle | None = None,
     workload: str = "Job",
+    node_images: bool = True,
 ) -> Cluster:
     """A GPU cluster of `nodes` nodes in total (seed 002: 63 B200 nodes, 60 of them training), of which
     `spares` are warm spares, with its workloads; `sessions` of the training pool's nodes run one low-priority
@@ -386,6 +388,8 @@ def build_cluster(
     `gpu_taint` puts the provider's nvidia.com/gpu=present:NoSchedule taint on every GPU node, as GKE does.
     `throttle` turns on API throttling (remedy.sim.throttle): 429 with Retry-After beyond its rate.
     `workload`: the training workload's kind, "Job" (batch/v1), "JobSet" or "PyTorchJob" (remedy.sim.crds).
+    `node_images`: each Node reports its 50 largest images in status.images, as a kubelet does (False: none, as
+    the simulator's nodes had before; only for measuring what they cost).
     See remedy/sim/objects.py for the exact objects."""
     from remedy.sim.objects import populate
 
@@ -404,13 +408,15 @@ def build_cluster(
     cluster = Cluster(time_scale=time_scale, seed=seed, alert_url=alert_url, alert_token=alert_token)
     populate(cluster, nodes=nodes, spares=spares, gpus_per_node=gpus_per_node, racks=racks,
              nodes_per_rack=nodes_per_rack, prefix=prefix, training_job=training_job and workload == "Job",
-             sessions=sessions, gpu_taint=gpu_taint)
+             sessions=sessions, gpu_taint=gpu_taint, node_images=node_images)
     if training_job and workload != "Job":
         from remedy.sim.crds import add_training_workload
 
         add_training_workload(cluster, workload, nodes - spares - sessions)
     cluster.reconcile()
     cluster.throttle = throttle
+    # the objects above are the cluster as the API server found it at start: its watch cache begins here
+    cluster.store.start_watch_history()
     return cluster
 
 

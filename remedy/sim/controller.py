@@ -427,6 +427,23 @@ def _bind(cluster: "Cluster", pod: dict, node_name: str) -> None:
     pod["status"]["podIPs"] = [{"ip": pod["status"]["podIP"]}]
 
 
+def start_bound_pod(cluster: "Cluster", namespace: str, name: str) -> None:
+    """A pod created with spec.nodeName skips the scheduler: that node's kubelet runs it (Running, Ready) if the
+    node exists and is Ready, as a real cluster does (the real lane's stand-in kubelet too). A pod a Job owns is
+    the simulated Job controller's (it starts its own runners), so it is left to it."""
+    pod = cluster.store.get("Pod", namespace, name)
+    if pod is None or (pod.get("status") or {}).get("phase") not in (None, "Pending"):
+        return
+    if any(o.get("kind") == "Job" for o in pod["metadata"].get("ownerReferences") or []):
+        return
+    node = pod["spec"]["nodeName"]
+    if cluster.store.get("Node", "", node) is None or node not in cluster.health or not cluster.node_ready(node):
+        return
+    copy = deep_copy(pod)
+    _bind(cluster, copy, node)
+    cluster.store.put("Pod", copy)
+
+
 INSUFFICIENT_GPU = "Insufficient nvidia.com/gpu"
 
 

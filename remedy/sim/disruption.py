@@ -134,7 +134,7 @@ def _sync_failed(pdb: dict, failed: SyncFailed) -> ApiError:
 MULTIPLE_BUDGETS = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
 
 
-def evict(cluster: "Cluster", namespace: str, name: str, eviction: dict) -> dict:
+def evict(cluster: "Cluster", namespace: str, name: str, eviction: dict, dry_run: bool = False) -> dict:
     """POST pods/<name>/eviction: delete the pod unless a matching budget forbids it (429). For a pod under more
     than one budget EvictionREST.Create (pkg/registry/core/pod/storage/eviction.go) returns Status{Failure, code
     500} with no reason; the request finisher turns a non-Success Status into an error (staging/src/k8s.io/
@@ -179,6 +179,7 @@ def evict(cluster: "Cluster", namespace: str, name: str, eviction: dict) -> dict
                                                 f"The disruption budget {pdb_name} needs "
                                                 f"{numbers['desiredHealthy']} healthy pods and has "
                                                 f"{numbers['currentHealthy']} currently"}]})
-        delete_pod(cluster, namespace, name, grace, disruption=BY_EVICTION_API)
-        cluster.reconcile(set())
+        if not dry_run:  # a server-side dry run answers as the real one would and keeps the pod (eviction.go)
+            delete_pod(cluster, namespace, name, grace, disruption=BY_EVICTION_API)
+            cluster.reconcile(set())
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}

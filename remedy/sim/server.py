@@ -6,8 +6,8 @@
         client = kubernetes.client.CoreV1Api(ApiClient(Configuration(host=sim.url)))
 
 stdlib ThreadingHTTPServer on 127.0.0.1, HTTP/1.1 keep-alive; bodies are built under the cluster lock
-and written after it is released. Not served: watch, server-side apply, OpenAPI documents (so
-`kubectl create/apply -f` needs `--validate=false`).
+and written after it is released; a watch (remedy.sim.watch) is a chunked stream on its connection's thread.
+Not served: server-side apply, OpenAPI documents (so `kubectl create/apply -f` needs `--validate=false`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,16 @@ class _HttpServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     cluster: Cluster
+    connections: set[socket.socket]
+
+    def close_connections(self) -> None:
+        """End every open connection: a stopped server must not go on answering on keep-alive ones (a watch
+        client would otherwise start its next watch on the old connection and never notice)."""
+        for conn in list(self.connections):
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -40,6 +50,11 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         # small request/response pairs on keep-alive connections: without this, Nagle + delayed ACK add 40 ms
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.connections.add(self.connection)
+
+    def finish(self) -> None:
+        self.server.connections.discard(self.connection)
+        super().finish()
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002 - quiet; errors go to logging
         log.debug("%s " + format, self.address_string(), *args)
@@ -102,16 +117,20 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+        finally:
+            close = getattr(reply.body, "close", None)
+            if close is not None:  # a watch: unregister it from the store now, not when it is collected
+                close()
 
 
 EXEMPT = ("/healthz", "/readyz", "/livez")  # APF's "probes" flow schema is exempt
 
 
 def _throttled(cluster: Cluster, path: str, query: str) -> int | None:
-    """Retry-After seconds if the throttle turns this API request away. Long-running requests (a followed log)
-    are not seated by APF, so never turned away."""
+    """Retry-After seconds if the throttle turns this API request away. Long-running requests (a followed log, a
+    watch) are not seated by APF, so never turned away."""
     gate = cluster.throttle
-    if gate is None or path.rstrip("/") in EXEMPT or "follow=true" in query:
+    if gate is None or path.rstrip("/") in EXEMPT or "follow=true" in query or "watch=true" in query:
         return None
     return gate.admit()
 
@@ -180,6 +199,7 @@ class SimServer:
         except OSError as exc:
             raise RemedyError(f"cannot listen on {self.host}:{self._want_port}: {exc.strerror or exc}") from None
         self._httpd.cluster = self.cluster
+        self._httpd.connections = set()
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},
                                         name=f"sim-http-{self.port}", daemon=True)
         self._thread.start()
@@ -189,8 +209,10 @@ class SimServer:
     def stop(self) -> None:
         if self._httpd is None:
             return
+        self.cluster.store.close_watches()
         self._httpd.shutdown()
         self._httpd.server_close()
+        self._httpd.close_connections()
         if self._thread:
             self._thread.join(timeout=2)
         self.cluster.stop_clock()

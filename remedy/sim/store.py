@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 
@@ -176,6 +177,57 @@ class Stored:
 
 Key = tuple[str, str]  # (namespace or "", name)
 
+# How many changes of one kind the store remembers for watches that start at an older resourceVersion: the API
+# server's watch cache keeps a bounded window too (staging/src/k8s.io/apiserver/pkg/storage/cacher/watch_cache.go,
+# capacity between defaultLowerBoundCapacity 100 and defaultUpperBoundCapacity 100*1024); older is 410 Expired.
+WATCH_HISTORY = 4096
+
+
+class WatchEvent:
+    """One change as a watch sees it: its revision, ADDED/MODIFIED/DELETED, the object after (for DELETED: as it
+    was, at the deletion's revision) and before (None for ADDED)."""
+
+    __slots__ = ("rv", "type", "namespace", "obj", "prev", "entry")
+
+    def __init__(self, rv: int, type_: str, namespace: str, obj: dict, prev: dict | None,
+                 entry: "Stored | None" = None) -> None:
+        self.rv, self.type, self.namespace, self.obj, self.prev = rv, type_, namespace, obj, prev
+        self.entry = entry  # the stored entry whose cached JSON is the object's (None: encode the object)
+
+    def raw(self) -> bytes:
+        return self.entry.raw() if self.entry is not None else dumps(self.obj)
+
+
+class Watcher:
+    """A watch's queue: the store appends under its lock; the HTTP thread serving the watch drains it."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.queue: deque[WatchEvent] = deque()
+        self.ready = threading.Event()
+        self.closed = False
+
+    def push(self, event: WatchEvent) -> None:
+        self.queue.append(event)
+        self.ready.set()
+
+    def drain(self, timeout: float) -> list[WatchEvent]:
+        if not self.queue:
+            self.ready.wait(timeout)
+        self.ready.clear()
+        out = []
+        while self.queue:
+            out.append(self.queue.popleft())
+        return out
+
+
+class ResourceExpired(Exception):
+    """A watch asked to start before the remembered window (watch_cache.go getAllEventsSinceLocked)."""
+
+    def __init__(self, asked: int, oldest: int) -> None:
+        super().__init__(f"too old resource version: {asked} ({oldest})")
+        self.asked, self.oldest = asked, oldest
+
 
 class ObjectStore:
     def __init__(self) -> None:
@@ -184,6 +236,11 @@ class ObjectStore:
         self.compacted = 0  # revisions before this are gone: a continue token from then is a 410 (remedy.sim.paging)
         self._kinds: dict[str, dict[Key, Stored]] = {}
         self.on_change: list[Callable[[str, str, str, dict | None], None]] = []  # (verb, kind, ns, obj)
+        # watches: per kind the recent changes and the revision from which that history is complete
+        self._history: dict[str, deque[WatchEvent]] = {}
+        self._history_from: dict[str, int] = {}
+        self.watch_floor = 0  # no watch may start before this revision (the watch cache's initial list)
+        self._watchers: dict[str, set[Watcher]] = {}
 
     def _bucket(self, kind: str) -> dict[Key, Stored]:
         return self._kinds.setdefault(kind, {})
@@ -193,7 +250,58 @@ class ObjectStore:
         with self.lock:
             self.compacted = self.resource_version + 1
             self.resource_version += 1  # the next list is at a revision after the compaction
+            self.watch_floor = self.compacted
             return self.compacted
+
+    def start_watch_history(self) -> None:
+        """The watch window starts now: what was stored before (a cluster's initial objects, like etcd's content
+        when the API server started and its watch cache listed it) is state, not history a watch can replay."""
+        with self.lock:
+            self._history.clear()
+            self._history_from.clear()
+            self.watch_floor = self.resource_version
+
+    def watch(self, kind: str, since: int | None) -> tuple[Watcher, list[WatchEvent], int]:
+        """Register a watcher of `kind`: (watcher, events to send first, revision they bring the watcher to).
+        since None: the current objects as synthetic ADDED events (in key order); else every remembered change
+        after `since` (ResourceExpired when the window no longer reaches back that far)."""
+        with self.lock:
+            watcher = Watcher(kind)
+            if since is None:
+                first = [WatchEvent(self.resource_version, "ADDED", k[0], e.obj, None, e)
+                         for k, e in sorted(self._bucket(kind).items(), key=lambda kv: kv[0])]
+            else:
+                oldest = max(self.watch_floor, self._history_from.get(kind, 0))
+                if since < oldest:
+                    raise ResourceExpired(since, oldest)
+                first = [ev for ev in self._history.get(kind, ()) if ev.rv > since]
+            self._watchers.setdefault(kind, set()).add(watcher)
+            return watcher, first, self.resource_version
+
+    def stop_watch(self, watcher: Watcher) -> None:
+        with self.lock:
+            watcher.closed = True
+            self._watchers.get(watcher.kind, set()).discard(watcher)
+            watcher.ready.set()
+
+    def close_watches(self) -> None:
+        """End every watch (the server is stopping)."""
+        with self.lock:
+            for watchers in self._watchers.values():
+                for w in watchers:
+                    w.closed = True
+                    w.ready.set()
+            self._watchers.clear()
+
+    def _record(self, kind: str, event: WatchEvent) -> None:
+        history = self._history.get(kind)
+        if history is None:
+            history = self._history[kind] = deque()
+        history.append(event)
+        if len(history) > WATCH_HISTORY:
+            self._history_from[kind] = history.popleft().rv
+        for w in self._watchers.get(kind, ()):
+            w.push(event)
 
     def _next_rv(self) -> str:
         self.resource_version += 1
@@ -242,8 +350,9 @@ class ObjectStore:
                 meta["creationTimestamp"] = now_iso()
                 meta["resourceVersion"] = self._next_rv()
                 meta.pop("deletionTimestamp", None)
-            bucket[key] = Stored(obj)
+            bucket[key] = entry = Stored(obj)
             self._notify("ADDED", kind, key[0], obj)
+            self._record(kind, WatchEvent(self.resource_version, "ADDED", key[0], obj, None, entry))
             return obj
 
     def put(self, kind: str, obj: dict, *, expect_rv: str | None = None) -> dict:
@@ -258,8 +367,9 @@ class ObjectStore:
             if expect_rv and expect_rv != old.obj["metadata"].get("resourceVersion"):
                 raise conflict(kind, key[1])
             meta["resourceVersion"] = self._next_rv()
-            bucket[key] = Stored(obj)
+            bucket[key] = entry = Stored(obj)
             self._notify("MODIFIED", kind, key[0], obj)
+            self._record(kind, WatchEvent(self.resource_version, "MODIFIED", key[0], obj, old.obj, entry))
             return obj
 
     def mutate(self, kind: str, namespace: str, name: str, change: Callable[[dict], object]) -> dict:
@@ -278,6 +388,9 @@ class ObjectStore:
                 raise not_found(kind, name)
             self.resource_version += 1
             self._notify("DELETED", kind, namespace, entry.obj)
+            # a watch sees the deleted object at the deletion's revision (etcd3 watcher: the delete's revision)
+            gone = dict(entry.obj, metadata=dict(entry.obj["metadata"], resourceVersion=str(self.resource_version)))
+            self._record(kind, WatchEvent(self.resource_version, "DELETED", namespace, gone, entry.obj))
             return entry.obj
 
     def _notify(self, verb: str, kind: str, namespace: str, obj: dict | None) -> None:

@@ -456,3 +456,101 @@ def test_every_check_job_is_accepted_and_kept_as_rendered(cluster, sim):
         assert not _kept(manifest["spec"], stored["spec"], "spec"), (spec.id, _kept(manifest["spec"], stored["spec"]))
         assert stored["spec"]["podReplacementPolicy"] == "Failed"  # defaulted so by the podFailurePolicy
     assert not cluster.job_pods(f"{spec.id}-dry")  # a dry run created nothing
+
+
+# ---------------------------------------------------------------------- the watch-fed node cache
+def _watching(sim):
+    """Settings that reach the API server directly: a watch must stream (the real lane's loopback proxy hands an
+    answer over only once it is complete, so through it the cache is never established and is not used)."""
+    state = getattr(sim, "state_dir", None)
+    if state is None:
+        return settings_for(sim)
+    conf = dict(line.split("=", 1) for line in (state / "env").read_text().splitlines() if "=" in line)
+    from remedy.config import load_settings
+
+    return load_settings(cluster={"mode": "kubeconfig", "kubeconfig": conf["KUBECONFIG"], "api_retries": 1,
+                                  "request_timeout_seconds": 5})
+
+
+def _until(predicate, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"not within {timeout}s")
+
+
+def test_gpu_nodes_are_listed_once_then_kept_current_by_the_watch(sim):
+    """client-go's reflector (tools/cache/reflector.go ListAndWatch): one list, then a watch from its
+    resourceVersion; someone else's change reaches the cache as a watch event, and no list is made again."""
+    with KubernetesCluster(_watching(sim)) as watching, \
+            KubernetesCluster(_watching(sim), watch_nodes=False) as other:
+        assert len(watching.list_gpu_nodes()) == 16
+        cache = watching.node_cache()
+        _until(cache.fresh)
+        other.set_labels("gpu003", {"remedy.io/watch-test": "seen"})
+        other.cordon("gpu004", reason="watch test", by="someone-else")
+        node = _until(lambda: next((n for n in watching.list_gpu_nodes() if n.name == "gpu003"
+                                    and n.labels.get("remedy.io/watch-test") == "seen"), None))
+        assert node.topology.rack and cache.events >= 1
+        assert _until(lambda: watching.get_node("gpu004").unschedulable)
+        assert cache.lists == 1 and cache.fresh()
+        other.set_labels("gpu003", {"remedy.io/pool": "elsewhere"})  # still a GPU node: kept, with its new pool
+        assert _until(lambda: next(n for n in watching.list_gpu_nodes() if n.name == "gpu003").state is None)
+
+
+def test_our_own_write_is_in_the_cache_when_the_call_returns(cluster):
+    """Read your writes: a cordon's answer goes into the cache at once, before its watch event arrives."""
+    cluster.list_gpu_nodes()
+    cluster.cordon("gpu005", reason="XID 79", by="test")
+    assert next(n for n in cluster.list_gpu_nodes() if n.name == "gpu005").unschedulable
+
+
+def test_a_write_decides_on_the_server_not_on_the_cache(cluster):
+    """A cordon reads the node from the API server: a cache that is behind (here: made to say "already cordoned")
+    never makes a write skip what the server still needs."""
+    cluster.list_gpu_nodes()
+    cache = cluster.node_cache()
+    stale = cache.get("gpu006")
+    stale_copy = type(stale)(**{**stale.__dict__, "unschedulable": True})
+    with cache._lock:
+        cache._nodes["gpu006"] = stale_copy
+    assert cluster.cordon("gpu006", reason="XID 79", by="test").changed
+    assert cluster.get_node("gpu006").unschedulable
+
+
+@pytest.mark.simulator_only("compacts the simulator's history: a real server's cannot be forced to expire")
+def test_a_watch_too_far_behind_lists_again(sim):
+    """reflector.go: a watch answered with 410 Expired (the server no longer remembers that resourceVersion) is
+    followed by a new list, and the cache is right again; the simulator's compact() expires every revision so
+    far, as etcd's compaction and a full watch-cache window do."""
+    from remedy.adapters.kubernetes import NodeCache
+
+    with KubernetesCluster(settings_for(sim), watch_nodes=False) as other:
+        cache = NodeCache(other._cfg, settings_for(sim))
+        cache.WATCH_SECONDS = (1, 1)  # the server ends each watch after a second: the next starts from there
+        cache.start()
+        try:
+            assert cache.synced.wait(10) and cache.lists == 1
+            sim.cluster.store.compact()  # nothing changes meanwhile: the next watch starts from a compacted revision
+            _until(lambda: cache.lists == 2, timeout=15)
+            other.set_labels("gpu007", {"remedy.io/watch-test": "after-compaction"})
+            _until(lambda: cache.get("gpu007").labels.get("remedy.io/watch-test") == "after-compaction")
+            assert cache.fresh() and cache.lists == 2
+        finally:
+            cache.stop()
+
+
+@pytest.mark.simulator_only("stops the API server")
+def test_a_cache_that_lost_its_server_is_not_served(sim):
+    """Once the watch fails, the cache is not fresh: list_gpu_nodes asks the server and fails clearly instead of
+    answering from a view nobody keeps current any more."""
+    with KubernetesCluster(settings_for(sim)) as cluster:
+        cluster.list_gpu_nodes()
+        cache = cluster.node_cache()
+        _until(cache.fresh)
+        sim.stop()
+        _until(lambda: not cache.fresh())
+        with pytest.raises(ClusterUnreachable):
+            cluster.list_gpu_nodes()

@@ -26,8 +26,26 @@ class Spy:
 
 @pytest.fixture
 def paged(sim):
-    with KubernetesCluster(settings_for(sim, cluster={"list_page_size": 3})) as c:
+    """Lists made every time (no node cache): the paging of each call is what is spied on."""
+    with KubernetesCluster(settings_for(sim, cluster={"list_page_size": 3}), watch_nodes=False) as c:
         yield c
+
+
+def test_the_node_caches_list_is_paged_too(sim):
+    """The watch-fed node cache lists through the same pager (remedy.adapters.kubernetes.paged_list)."""
+    from remedy.adapters.kubernetes import NodeCache
+
+    settings = settings_for(sim, cluster={"list_page_size": 3})
+    with KubernetesCluster(settings, watch_nodes=False) as c:
+        cache = NodeCache(c._cfg, settings)
+        spy = cache._core.list_node = Spy(cache._core.list_node)
+        cache.start()
+        try:
+            assert cache.synced.wait(10) and len(cache.nodes()) == 16
+            pages = [call for call in spy.calls if call[0] == 3]
+            assert len(pages) == 6 and pages[0][1] is None and all(token for _, token in pages[1:])
+        finally:
+            cache.stop()
 
 
 def test_gpu_nodes_are_listed_in_pages(sim, paged):

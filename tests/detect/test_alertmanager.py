@@ -53,7 +53,7 @@ def test_accepts_json_text_and_bytes(payload: dict) -> None:
 @pytest.mark.parametrize(
     "mutate, message",
     [
-        (lambda p: p["alerts"][2]["labels"].pop("instance"), "alerts[2].labels: missing node label: need one of Hostname, node, instance"),
+        (lambda p: p["alerts"][2]["labels"].pop("instance"), "alerts[2].labels: missing node label: need one of node, kubernetes_node, nodename, Hostname, instance"),
         (lambda p: p["alerts"][1].pop("startsAt"), "alerts[1].startsAt: missing field"),
         (lambda p: p["alerts"][0].update(status="burning"), "alerts[0].status: Input should be 'firing' or 'resolved', got 'burning'"),
         (lambda p: p.update(version="3"), "version: Input should be '4', got '3'"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from pathlib import Path
 
 import pandas as pd
@@ -50,7 +50,7 @@ def test_older_driver_without_pci_prefix_and_dmesg_stamp() -> None:
 
 def test_journal_iso_prefix_gives_host_and_time() -> None:
     row, s = one("2026-11-21T10:00:01.123456+00:00 gpu-node-18 kernel: NVRM: Xid (PCI:0000:3b:00): 94, pid=77, name=python, Contained: SM (0x1).")
-    assert s.node == "gpu-node-18" and s.at == datetime(2026, 11, 21, 10, 0, 1, 123456, tzinfo=timezone.utc)
+    assert s.node == "gpu-node-18" and s.at == datetime(2026, 11, 21, 10, 0, 1, 123456, tzinfo=UTC)
 
 
 def test_syslog_prefix_needs_a_year_for_time() -> None:
@@ -58,7 +58,7 @@ def test_syslog_prefix_needs_a_year_for_time() -> None:
     _, s = one(line)
     assert s.node == "gpu-node-17" and s.at is None
     _, s = one(line, year=2026)
-    assert s.at == datetime(2026, 11, 21, 10, 0, 1, tzinfo=timezone.utc)
+    assert s.at == datetime(2026, 11, 21, 10, 0, 1, tzinfo=UTC)
 
 
 def test_bus_map_gives_gpu_index_any_spelling() -> None:
@@ -85,8 +85,9 @@ def test_nvswitch_sxid_fatal_and_nonfatal() -> None:
 def test_sample_file_counts_and_schema() -> None:
     r = parse_kernel_log((DATA / "dmesg_sample.log").read_text(), node="n0", bus_to_gpu={"0000:3b:00": 3}, year=2026)
     KERNEL_EVENTS.validate(r.events)
-    assert r.lines == 12 and r.matched == 8 and r.ignored == 2 and r.unparsed == 2
-    assert [n for n, _ in r.unparsed_samples] == [8, 12]  # garbage Xid line and the SXid continuation line
+    assert r.lines == 12 and r.matched == 8 and r.ignored == 2 and r.unparsed == 1 and r.continued == 1
+    assert [n for n, _ in r.unparsed_samples] == [8]  # the garbage Xid line; line 12 continues the SXid of line 11
+    assert "Severity 0 Engine instance 32" in r.signals[-1].labels["detail"]
     assert r.events["code"].tolist() == [79, 79, 31, 63, 13, 20034, 48, 12028]
     assert len(r.signals) == r.matched
     assert r.events["gpu"].tolist()[:2] == [3, 3]

@@ -1,9 +1,10 @@
 """Dead runs are taken over: the flow runs in its own process and is killed with SIGKILL at each step of
 replace-node and fix-in-place; then a new run (a person's, or the next trigger's) or the watchdog's re-announce
 takes the incident over. Exactly one spare is used, the node is never left cordoned without a live owner, and the
-incident ends settled. Nothing marks the dead run Crashed by hand: its lease (10 s here) runs out. After the kill
-this process moves its ledger's clock past the lease (remedy.ledger.base.LedgerBase.clock) instead of waiting the
-10 s out; one case (a stopped run on PostgreSQL) waits for the real lease to run out.
+incident ends settled. Nothing marks the dead run Crashed by hand: its lease runs out. The lease is long (60 s:
+no stall of a loaded machine loses it before the kill point) and nobody waits for it: after the kill this process
+moves its ledger's clock past it (remedy.ledger.base.LedgerBase.clock). One case (a stopped run on PostgreSQL)
+waits for a real 10 s lease to run out.
 
 Every kill point runs on SQLite; PostgreSQL runs one kill point per flow and the stopped run (the ledger's takeover
 and fence are tested on both databases, fast, in tests/ledger/test_leases.py and test_fence.py).
@@ -31,9 +32,12 @@ from tests.fixtures.prefect import run_to_state_result
 
 pytestmark = pytest.mark.prefect
 
-# a lease long enough to ride out a stall of this shared machine (flow processes seen silent for over 4 s at load
-# 20 on 2 cores), short for a test
-LEASES = {"LEASES__TTL_SECONDS": 10, "LEASES__RENEW_SECONDS": 0.2, "LEASES__WATCHDOG_SECONDS": 0.2}
+# a lease long enough to ride out any stall of this shared machine (flow processes seen silent for over 4 s at load
+# 20 on 2 cores, and losing a 10 s lease before the kill point at load 25): nobody waits it out, the test moves its
+# ledger's clock past it (lease_runs_out)
+LEASES = {"LEASES__TTL_SECONDS": 60, "LEASES__RENEW_SECONDS": 1, "LEASES__WATCHDOG_SECONDS": 0.2}
+# the one case that waits for a real lease to run out: short, still well above a renewal
+REAL_LEASES = {"LEASES__TTL_SECONDS": 10, "LEASES__RENEW_SECONDS": 0.2, "LEASES__WATCHDOG_SECONDS": 0.2}
 SPARES = 2  # the simulator's sim fixture: 16 nodes, 2 spares
 
 
@@ -54,7 +58,7 @@ def lease_runs_out(led, run_id: str, what: str, *, real: bool = False) -> None:
 
         ahead = timedelta(seconds=LEASES["LEASES__TTL_SECONDS"] + 1)
         led.clock = lambda: utcnow() + ahead
-    wait_for(what, lambda: led.run_gone(run_id), timeout=30, every=0.05)
+    wait_for(what, lambda: led.run_gone(run_id), timeout=60, every=0.05)
 
 
 def _acts(led, incident_id: int, kind: str, outcome: ActionOutcome | None = None, *, not_node: str | None = None):
@@ -71,22 +75,80 @@ REPLACE_STEPS: dict[str, Callable] = {
 }
 
 
-WARM = ("import sys\n"  # imported before the incident exists (a worker has them loaded too), then told what to do
+# a flow process as a worker has it: Prefect and the flows imported before there is work (the slow part of starting a
+# process on this machine); then it is told its settings, its log, its call and, at `go()`, the incident
+WARM = ("import json, os, sys\n"
         "from flows.triage import triage\nfrom flows.replace_node import replace_node\n"
-        "from flows.fix_in_place import fix_in_place\nincident_id = int(sys.stdin.readline())\n")
+        "from flows.fix_in_place import fix_in_place\n"
+        "job = json.loads(sys.stdin.readline())\n"
+        "os.environ.update(job['env'])\n"
+        "log = os.open(job['log'], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)\n"
+        "sys.stdout.flush(); sys.stderr.flush(); os.dup2(log, 1); os.dup2(log, 2)\n"
+        "incident_id = int(sys.stdin.readline())\n"
+        "exec(job['call'])\n")
+
+
+class WarmFlowProcesses:
+    """One flow process started ahead: it imports while the test before it runs, and the next is started as soon
+    as one is taken. It starts without REMEDY_* settings (another test's would linger) and gets the taking test's."""
+
+    def __init__(self, home) -> None:
+        self.home = home
+        self._spare: tuple[subprocess.Popen, object] | None = None
+        self._started = 0
+
+    def _spawn(self) -> tuple[subprocess.Popen, object]:
+        import os
+
+        from prefect.settings import PREFECT_API_URL
+
+        self._started += 1
+        boot = self.home / f"warm-{self._started}.log"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("REMEDY_")}
+        env["PREFECT_API_URL"] = PREFECT_API_URL.value()
+        with open(boot, "wb") as log:  # the child keeps its own copy of the descriptor
+            proc = subprocess.Popen([sys.executable, "-c", WARM], env=env, stdin=subprocess.PIPE, stdout=log,
+                                    stderr=subprocess.STDOUT)
+        return proc, boot
+
+    def start(self, call: str, log_path) -> subprocess.Popen:
+        import json
+        import os
+
+        proc, boot = self._spare or self._spawn()
+        self._spare = self._spawn()
+        if proc.poll() is not None:
+            pytest.fail(f"the flow process died before it was given work:\n{boot.read_text()[-3000:]}")
+        job = {"env": {k: v for k, v in os.environ.items() if k.startswith("REMEDY_")}, "log": str(log_path),
+               "call": call}
+        proc.stdin.write((json.dumps(job) + "\n").encode())
+        proc.stdin.flush()
+        return proc
+
+    def close(self) -> None:
+        if self._spare is not None:
+            self._spare[0].kill()
+            self._spare[0].wait()
+            self._spare = None
+
+
+_warm: WarmFlowProcesses | None = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm_flow_processes(prefect_server, tmp_path_factory):
+    global _warm
+    _warm = WarmFlowProcesses(tmp_path_factory.mktemp("warm-flows"))
+    yield _warm
+    _warm.close()
+    _warm = None
 
 
 def start(call: str, log_path) -> subprocess.Popen:
-    """`call` (a flow call using `incident_id`) in a process of its own, with this test's REMEDY_* settings and
-    Prefect API; it imports the flows at once and waits for `go()` with the incident id."""
-    import os
-
-    from prefect.settings import PREFECT_API_URL
-
-    env = os.environ | {"PREFECT_API_URL": PREFECT_API_URL.value()}
-    with open(log_path, "wb") as log:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen([sys.executable, "-c", WARM + call], env=env, stdin=subprocess.PIPE, stdout=log,
-                                stderr=subprocess.STDOUT)
+    """`call` (a flow call using `incident_id`) in a flow process of its own, with this test's REMEDY_* settings
+    and Prefect API, writing to `log_path`; it has imported the flows already and waits for `go()` with the
+    incident id."""
+    return _warm.start(call, log_path)
 
 
 def go(proc: subprocess.Popen, incident_id: int) -> subprocess.Popen:
@@ -395,7 +457,8 @@ def test_a_stopped_run_taken_over_meanwhile_is_refused_when_it_continues(prefect
     from remedy.domain.model import Incident
 
     sim = sim_factory(nodes=16, spares=2, time_scale=0.05)  # the 30 s drain grace lasts 1.5 s: time to stop it
-    runtime = remedy_env(sim=sim, **ledger_db)
+    real = "DB_URL" in ledger_db  # PostgreSQL: the lease runs out on the wall clock
+    runtime = remedy_env(sim=sim, **(ledger_db | (REAL_LEASES if real else {})))
     node = "gpu010"
     log = tmp_path / "flow.log"
     proc = start(f"replace_node(node='{node}', signal='row-remap-failure', gpu=2, incident_id=incident_id, "
@@ -413,8 +476,7 @@ def test_a_stopped_run_taken_over_meanwhile_is_refused_when_it_continues(prefect
     try:
         stalled = led.get_incident(incident.id).flow_run_id
         # PostgreSQL: the wall clock, once (the end-to-end check that a real lease runs out on its own)
-        lease_runs_out(led, stalled, "the stopped run's lease to run out",
-                       real=not runtime.settings().db_url.startswith("sqlite"))
+        lease_runs_out(led, stalled, "the stopped run's lease to run out", real=real)
         out = run_to_state_result(replace_node, node=node, signal="row-remap-failure", gpu=2, incident_id=incident.id)
         assert out["status"] == "replaced", out
         [handed] = led.actions(incident_id=incident.id, kind="take_over_incident")

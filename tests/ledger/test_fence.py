@@ -6,7 +6,7 @@ either refuses it or settles it, never leaves it running."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -15,7 +15,7 @@ from remedy.ledger import Fence, LeaseLost, Ledger
 
 from .conftest import race
 
-T0 = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
 TTL = 30.0
 
 
@@ -56,7 +56,7 @@ def test_a_run_taken_over_is_refused_at_every_acting_write(ledger: Ledger) -> No
         "approval request": lambda: ledger.request_approval(incident_id=inc, flow_run_id="run-a",
                                                             kind="breaker:rack:r1", at=at(41), fence=old),
     }
-    for what, write in writes.items():
+    for _what, write in writes.items():
         with pytest.raises(LeaseLost, match="no longer holds incident .* held by run-b"):
             write()
     assert len(ledger.actions(incident_id=inc)) == before  # nothing of run-a's written
@@ -119,7 +119,7 @@ def test_a_takeover_racing_a_write_never_leaves_the_old_runs_action_running(ledg
         ledger.start_lease(run_a, ttl_seconds=TTL, at=at(0))
         assert ledger.claim(rec.id, run_a, at=at(0)).claimed
 
-        def one(i: int):
+        def one(i: int, node=node, rec=rec, run_a=run_a, run_b=run_b):  # this round's, bound now
             if i == 0:
                 return ledger.start_action(Action(kind="drain_node", node=node, incident_id=rec.id,
                                                   requested_by=run_a, started_at=at(29)), fence=Fence.of(run_a))
@@ -163,7 +163,7 @@ def test_a_run_taken_over_moves_no_node_and_no_breaker(ledger: Ledger, add_node)
     assert ledger.claim(inc, "run-b", at=at(40)).took_over_from == "run-a"
     moves_before = ledger.transitions("gpu-001")
 
-    for what, write in node_writes(ledger, inc, Fence.of("run-a"), 41).items():
+    for _what, write in node_writes(ledger, inc, Fence.of("run-a"), 41).items():
         with pytest.raises(LeaseLost, match="no longer holds incident .* held by run-b"):
             write()
     node = ledger.get_node("gpu-001")
@@ -184,7 +184,7 @@ def test_a_node_move_after_the_runs_lease_ran_out_is_refused(ledger: Ledger, add
     incident on any moment)."""
     add_node("gpu-001", NodeState.ACTIVE)
     inc = held_by(ledger, "run-a")
-    for what, write in node_writes(ledger, inc, Fence.of("run-a"), TTL + 1).items():
+    for _what, write in node_writes(ledger, inc, Fence.of("run-a"), TTL + 1).items():
         with pytest.raises(LeaseLost, match="its lease has expired"):
             write()
     assert ledger.get_node("gpu-001").state is NodeState.ACTIVE and ledger.breaker_events() == []
@@ -194,7 +194,7 @@ def test_a_subflow_moves_nodes_and_breakers_under_its_parents_claim(ledger: Ledg
     add_node("gpu-001", NodeState.ACTIVE)
     inc = held_by(ledger, "triage-1")
     ledger.start_lease("replace-1", ttl_seconds=TTL, at=at(1))
-    for what, write in node_writes(ledger, inc, Fence.of("replace-1", "triage-1"), 2).items():
+    for _what, write in node_writes(ledger, inc, Fence.of("replace-1", "triage-1"), 2).items():
         write()
     assert ledger.get_node("gpu-001").state is NodeState.QUARANTINED
     assert len(ledger.breaker_events()) == 3

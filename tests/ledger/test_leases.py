@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -16,7 +16,7 @@ from remedy.ledger.leases import REANNOUNCE_KIND, STRANDED_KIND, TAKEOVER_KIND
 
 from .conftest import race
 
-T0 = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
 TTL = 30.0
 
 
@@ -227,7 +227,7 @@ def test_a_renewal_round_during_a_hold_does_not_mark_the_new_run_lost(db_url: st
         held.set()
         round_.join(5)
         keeper.check("run-new")  # not lost
-        assert led.get_lease("run-new").live(datetime.now(timezone.utc))
+        assert led.get_lease("run-new").live(datetime.now(UTC))
         keeper.renew_now()  # the next round renews it
         keeper.check("run-new")
         keeper.release("run-new")

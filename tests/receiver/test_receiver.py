@@ -25,7 +25,7 @@ def counters(server) -> dict[str, float]:
         "deduplicated": m.value("remedy_receiver_alerts_deduplicated_total"),
         "resolved": m.value("remedy_receiver_alerts_resolved_total"),
         "rejected": sum(m.value("remedy_receiver_alerts_rejected_total", reason=r)
-                        for r in ("unknown-node", "malformed", "invalid-json", "xid-out-of-range")),
+                        for r in ("unresolved-node", "malformed", "invalid-json", "xid-out-of-range")),
     }
 
 
@@ -57,25 +57,35 @@ def test_malformed_payloads_say_what_is_wrong_and_write_nothing(receiver_factory
     r = post(server, bad_time)
     assert r.status_code == 422 and r.json()["error"].startswith("alerts[1].startsAt")
 
-    # one good alert and one XID out of range: the whole request is refused, nothing half-applied
+    # one good alert and one XID out of range: judged alert by alert (issue 30): the good one is recorded whatever
+    # its neighbour carries, the bad one is refused alone, reported, counted and kept in the ledger
     r = post(server, webhook_payload([xid_alert("gpu005"), xid_alert("gpu006", xid="70000")]))
-    assert r.status_code == 422
-    assert r.json()["error"] == "alerts[1]: XID 70000 out of range: must be 1..65535"
-    assert ledger.incidents() == []
+    assert r.status_code == 200
+    body = r.json()
+    assert (body["opened"], body["rejected"]) == (1, 1)
+    assert body["rejections"][0]["reason"] == "alerts[1]: XID 70000 out of range: must be 1..65535"
+    assert [i.node for i in ledger.incidents()] == ["gpu005"]
+    [refused] = ledger.actions(kind="alert_refused")
+    assert refused.node == "gpu006" and refused.detail["code"] == "xid-out-of-range" and "70000" in refused.error
+    # alone, the same bad alert is answered 200 with the refusal: recorded as refused, so Alertmanager stops sending
+    # it (it does not log a 4xx notification as sent and would send it again every group_interval)
+    r = post(server, webhook_payload([xid_alert("gpu006", xid="70000")]))
+    assert r.status_code == 200 and r.json()["error"] == "alerts[0]: XID 70000 out of range: must be 1..65535"
+    assert r.json()["rejected"] == 1 and r.json()["opened"] == 0
 
     m = server.receiver.metrics
     assert m.value("remedy_receiver_alerts_rejected_total", reason="invalid-json") == 1
     assert m.value("remedy_receiver_alerts_rejected_total", reason="malformed") == 1 + 2
     assert m.value("remedy_receiver_alerts_rejected_total", reason="xid-out-of-range") == 2
     c = counters(server)
-    assert c["received"] == c["rejected"] == 6
+    assert c["received"] == c["rejected"] + c["opened"] == 7
 
 
 def test_unknown_node_rejected_and_counted_never_acted_on(receiver_factory, post, ledger) -> None:
     server = receiver_factory()
     r = post(server, webhook_payload([xid_alert("gpu999")]))
-    assert r.status_code == 422
-    assert "unknown node 'gpu999'" in r.json()["error"]
+    assert r.status_code == 200 and r.json()["rejected"] == 1
+    assert "no label names a node of this cluster (tried Hostname=gpu999)" in r.json()["error"]
     # mixed: the known node's fault is recorded, the unknown one is reported back and counted
     r = post(server, webhook_payload([xid_alert("gpu998"), xid_alert("gpu007")]))
     assert r.status_code == 200
@@ -83,7 +93,11 @@ def test_unknown_node_rejected_and_counted_never_acted_on(receiver_factory, post
     assert (body["opened"], body["rejected"]) == (1, 1)
     assert body["rejections"][0]["node"] == "gpu998"
     assert [i.node for i in ledger.incidents()] == ["gpu007"]
-    assert server.receiver.metrics.value("remedy_receiver_alerts_rejected_total", reason="unknown-node") == 2
+    assert server.receiver.metrics.value("remedy_receiver_alerts_rejected_total", reason="unresolved-node") == 2
+    # recorded in the ledger with what the alert carried, once per alert occurrence
+    refused = ledger.actions(kind="alert_refused")
+    assert sorted(a.node for a in refused) == ["gpu998", "gpu999"]
+    assert all(a.detail["code"] == "unresolved-node" and a.detail["labels"]["Hostname"] == a.node for a in refused)
 
 
 def test_node_lister_makes_a_new_node_known(receiver_factory, post, ledger) -> None:

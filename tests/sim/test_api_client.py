@@ -283,10 +283,24 @@ def test_noexecute_taint_evicts_untolerating_pods_only(sim, core, batch):
     wait_for(lambda: batch.read_namespaced_job("llm-pretrain", "training").status.ready == 13)
 
 
-def test_watch_is_refused_clearly(core):
-    with pytest.raises(ApiException) as err:
-        core.list_node(watch=True, _preload_content=False)
-    assert err.value.status == 405 and "watch is not supported" in json.loads(err.value.body)["message"]
+def test_the_official_clients_watch_streams_changes(sim, core):
+    """kubernetes.watch.Watch (what informers built on the official client use) over the simulator: a watch from a
+    list's resourceVersion brings a cordon made meanwhile, then ends at timeoutSeconds."""
+    import threading
+    import time
+
+    from kubernetes import watch
+
+    version = core.list_node().metadata.resource_version
+
+    def cordon() -> None:
+        time.sleep(0.3)
+        core.patch_node("gpu002", {"spec": {"unschedulable": True}})
+
+    threading.Thread(target=cordon).start()
+    seen = [(e["type"], e["object"].metadata.name, e["object"].spec.unschedulable)
+            for e in watch.Watch().stream(core.list_node, resource_version=version, timeout_seconds=2)]
+    assert ("MODIFIED", "gpu002", True) in seen
 
 
 def test_malformed_requests_get_400_statuses_not_crashes(sim, core):

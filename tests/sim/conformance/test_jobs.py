@@ -5,6 +5,7 @@ through the official client's models (wire.strict)."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -279,3 +280,21 @@ def test_completions_change_only_on_an_indexed_job_and_with_parallelism(sim, api
     code, _, body = raw(sim, "PATCH", f"{JOBS}/indexed-size", {"spec": {"parallelism": 3, "completions": 3}}, SMP)
     resized = strict(api_client, "V1Job", body)
     assert code == 200 and (resized.spec.parallelism, resized.spec.completions) == (3, 3)
+
+
+def test_a_jobs_status_ready_counts_its_running_ready_pods(sim, api_client):
+    """pkg/controller/job/job_controller.go (syncJob: ready = countReadyPods(activePods), JobReadyPods GA since
+    v1.29): status.ready is the number of the Job's active pods with condition Ready=True. The controller writes it
+    on its next sync, a moment after the pods change on a real server (the simulator at once), so it is awaited."""
+
+    def ready_now():
+        job = json.loads(raw(sim, "GET", "/apis/batch/v1/namespaces/training/jobs/llm-pretrain")[2])
+        pods = json.loads(raw(sim, "GET", "/api/v1/namespaces/training/pods?labelSelector=app%3Dllm-pretrain")[2])
+        counted = sum(1 for p in pods["items"] if not p["metadata"].get("deletionTimestamp")
+                      and p.get("status", {}).get("phase") == "Running"
+                      and any(c["type"] == "Ready" and c["status"] == "True"
+                              for c in p["status"].get("conditions") or []))
+        return (job["status"].get("ready"), counted)
+
+    assert wait_for(lambda: ready_now() == (14, 14))
+    strict(api_client, "V1Job", raw(sim, "GET", "/apis/batch/v1/namespaces/training/jobs/llm-pretrain")[2])

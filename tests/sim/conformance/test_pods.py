@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 import json
+import time
 from datetime import datetime, timezone
 
 from tests.sim.conformance.wire import raw, strict, wait_for
@@ -277,3 +278,61 @@ def test_an_empty_budget_selector_covers_every_pod_of_its_namespace_and_none_cov
     code, _, body = _evict(sim, pod.metadata.name)
     status = strict(api_client, "V1Status", body)
     assert code == 429 and status.details.causes[0].message.startswith("The disruption budget everything needs 14")
+
+
+@pytest.mark.parametrize("how", ["query", "deleteOptions"])
+def test_a_dry_run_eviction_answers_as_a_real_one_and_keeps_the_pod(sim, api_client, how):
+    """pkg/registry/core/pod/storage/eviction.go (EvictionREST.Create): with dryRun=All — on the request or in the
+    Eviction's deleteOptions — the budget is checked and the answer is what a real eviction would get (201
+    Status{Success}), but the pod is not deleted and gets no DisruptionTarget condition. (The simulator deleted it
+    until the real lane showed otherwise.)"""
+    pod = _training_pod_on(sim, api_client, "gpu005")
+    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod.metadata.name,
+                                                                        "namespace": "training"}}
+    path = f"{TRAINING}/pods/{pod.metadata.name}/eviction"
+    if how == "query":
+        path += "?dryRun=All"
+    else:
+        body["deleteOptions"] = {"dryRun": ["All"]}
+    code, _, answer = raw(sim, "POST", path, body)
+    assert code == 201 and strict(api_client, "V1Status", answer).status == "Success"
+    time.sleep(0.5)  # a delete would show by now (the grace period is 0.3 s scaled)
+    now = strict(api_client, "V1Pod", raw(sim, "GET", f"{TRAINING}/pods/{pod.metadata.name}")[2])
+    assert now.metadata.deletion_timestamp is None and now.metadata.uid == pod.metadata.uid
+    assert "DisruptionTarget" not in {c.type for c in now.status.conditions or []}
+
+
+def test_a_dry_run_eviction_a_budget_forbids_is_429_too(sim, api_client):
+    """eviction.go checks the budget before it looks at dryRun: a dry run tells whether a drain would pass."""
+    _budget(sim, "strict", {"matchLabels": {"app": "llm-pretrain"}}, minAvailable=14)
+    wait_for(lambda: json.loads(raw(sim, "GET", "/apis/policy/v1/namespaces/training/poddisruptionbudgets/strict")[2])
+             .get("status", {}).get("observedGeneration"))
+    pod = _training_pod_on(sim, api_client, "gpu006")
+    code, _, body = raw(sim, "POST", f"{TRAINING}/pods/{pod.metadata.name}/eviction?dryRun=All", {
+        "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod.metadata.name,
+                                                                    "namespace": "training"}})
+    assert code == 429 and strict(api_client, "V1Status", body).reason == "TooManyRequests"
+
+
+def test_a_pod_created_with_a_node_name_runs_on_that_node(sim, api_client):
+    """A pod whose spec.nodeName is set skips the scheduler (pkg/scheduler only takes pods with no nodeName); that
+    node's kubelet admits and runs it: phase Running, Ready, hostIP the node's InternalIP, a startTime and running
+    containers (pkg/kubelet/kubelet.go HandlePodAdditions; status from pkg/kubelet/kubelet_pods.go
+    generateAPIPodStatus). The simulator left such a pod Pending until the real lane showed otherwise."""
+    code, _, body = raw(sim, "POST", f"{TRAINING}/pods", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pinned", "labels": {"app": "pinned"}},
+        "spec": {"nodeName": "gpu007", "containers": [{"name": "c", "image": "busybox",
+                                                      "command": ["sleep", "3600"]}]}})
+    assert code == 201, body
+
+    def running():
+        pod = strict(api_client, "V1Pod", raw(sim, "GET", f"{TRAINING}/pods/pinned")[2])
+        return pod if pod.status.phase == "Running" else None
+
+    pod = wait_for(running)
+    node = strict(api_client, "V1Node", raw(sim, "GET", "/api/v1/nodes/gpu007")[2])
+    internal = next(a.address for a in node.status.addresses if a.type == "InternalIP")
+    assert pod.spec.node_name == "gpu007" and pod.status.host_ip == internal and pod.status.start_time
+    assert {c.type: c.status for c in pod.status.conditions}["Ready"] == "True"
+    (container,) = pod.status.container_statuses
+    assert container.name == "c" and container.ready and container.state.running is not None
