@@ -17,12 +17,32 @@ import uuid
 from typing import Any
 
 from prefect import flow, get_run_logger, unmapped
-from prefect.artifacts import create_markdown_artifact, create_progress_artifact, create_table_artifact, \
-    update_progress_artifact
+from prefect.artifacts import (
+    create_markdown_artifact,
+    create_progress_artifact,
+    create_table_artifact,
+    update_progress_artifact,
+)
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from remedy import runtime
 from remedy.health import suite_for
+from remedy.health.burn_in_decisions import (
+    MultiNodeStart,
+    check_batch,
+    failed_members,
+    first_verdicts,
+    group_error,
+    judge_repair,
+    known_good,
+    lone_node_check,
+    no_peer_to_isolate,
+    node_error,
+    pairing_rounds,
+    plan_multi_node,
+    settle_multi_node,
+    summarise,
+)
 from tasks.burn_in import BOARD, burn_in_node, conclude_burn_in, nccl_groups, run_nccl_group
 from tasks.ledger import sync_fleet
 
@@ -37,21 +57,6 @@ def _run_name() -> str:
     nodes = list(p.get("nodes") or [])
     more = f" (+{len(nodes) - 1} more)" if len(nodes) > 1 else ""
     return f"burn-in {nodes[0] if nodes else '(no nodes)'}{more} {p.get('level', 'standard')}"
-
-
-def check_batch(nodes: Any) -> list[str]:
-    """The node list a burn-in was given, or a one-line ValueError saying what is wrong with it."""
-    if not isinstance(nodes, (list, tuple)) or not nodes:
-        raise ValueError(f"burn_in needs a non-empty list of node names, got {nodes!r}")
-    bad = [n for n in nodes if not isinstance(n, str) or not n.strip()]
-    if bad:
-        raise ValueError(f"burn_in: node names must be non-empty strings, got {bad[:3]!r}")
-    seen, dupes = set(), []
-    for n in nodes:
-        (dupes.append(n) if n in seen else seen.add(n))
-    if dupes:
-        raise ValueError(f"burn_in: nodes listed twice: {', '.join(sorted(set(dupes)))}")
-    return list(nodes)
 
 
 @flow(name="burn-in", flow_run_name=_run_name, task_runner=ThreadPoolTaskRunner(max_workers=MAX_PARALLEL_NODES))
@@ -89,7 +94,7 @@ def burn_in(nodes: list[str], level: str = "standard", dry_run: bool | None = No
     update_progress_artifact(progress, 100.0)
     rows = BOARD.rows(board)
     BOARD.forget(board)
-    outcome = _summarise(results, level, dry_run)
+    outcome = summarise(results, level, dry_run)
     _report(outcome, rows)
     log.info("burn-in %s: %s", level, outcome["counts"])
     return outcome
@@ -123,71 +128,43 @@ def _collect(futures, nodes: list[str], board: str, progress, level: str) -> lis
         r = f.result(raise_on_failure=False)
         if isinstance(r, BaseException) or not isinstance(r, dict):
             BOARD.finish_node(board, node, "error")
-            r = {"node": node, "status": "error", "passed": False, "checks": [],
-                 "why": f"could not check: {type(r).__name__}: {r}"[:500]}
+            r = node_error(node, r)
         out.append(r)
     return out
 
 
 def _multi_node(results: dict[str, dict], level: str, dry_run: bool, board: str) -> None:
     """Attach the multi-node NCCL verdict to each checked node (results[n]['checks'] grows by one)."""
-    checked = [n for n, r in results.items() if r["status"] == "checked" and r["passed"]]
-    for n, r in results.items():
-        if r["status"] == "checked" and not r["passed"]:
-            BOARD.finish_node(board, n, "skipped")
+    plan = plan_multi_node(results)
+    for n in plan.skipped:
+        BOARD.finish_node(board, n, "skipped")
+    checked = list(plan.checked)
     groups = nccl_groups(checked)
-    if len(checked) == 1:
-        only = checked[0]
+    if plan.start is MultiNodeStart.LONE:
         spec = next(s for s in suite_for(level, runtime.settings().health) if s.multi_node)
-        results[only]["checks"].append({"id": spec.id, "check": spec.check, "verdict": "warn", "job": None,
-                                        "reasons": ["warning: no other idle node in the batch to pair with"]})
-        BOARD.set(board, only, spec.id, "warn")
+        results[checked[0]]["checks"].append(lone_node_check(spec.id, spec.check))
+        BOARD.set(board, checked[0], spec.id, "warn")
         return
     for n in checked:
         BOARD.set(board, n, _multi_id(level), "running")
     ids = [f"{uuid.uuid4().hex[:6]}-{i}" for i in range(len(groups))]
     runs = _group_results(run_nccl_group.map(groups, group_id=ids, level=unmapped(level), dry_run=unmapped(dry_run)))
-    good = [n for g, r in zip(groups, runs) if r["verdict"] in ("pass", "warn", "planned") for n in g]
-    verdict_of: dict[str, dict] = {}
-    for g, r in zip(groups, runs):
-        for n in g:
-            verdict_of[n] = r
+    verdict_of = first_verdicts(groups, runs)
     # Isolate: each member of a failed group runs again beside a node whose group passed.
-    suspects = [n for g, r in zip(groups, runs) if r["verdict"] == "fail" for n in g]
-    if suspects and good:
-        # Rounds, so a known-good node is in one group at a time (its group label holds one value).
-        pairs, again = [], []
-        for start in range(0, len(suspects), len(good)):
-            round_pairs = [[s, peer] for s, peer in zip(suspects[start:start + len(good)], good)]
-            ids = [f"{uuid.uuid4().hex[:6]}-iso{start + i}" for i in range(len(round_pairs))]
-            again += _group_results(run_nccl_group.map(round_pairs, group_id=ids, level=unmapped(level),
-                                                       dry_run=unmapped(dry_run)))
-            pairs += round_pairs
-        for (s, peer), r in zip(pairs, again):
-            first = verdict_of[s]
-            if r["verdict"] == "error":
-                pass
-            elif r["verdict"] == "fail":
-                r = r | {"reasons": r["reasons"] + [f"also failed beside known-good {peer} (first group: "
-                                                    f"{', '.join(first['group'])})"]}
-            else:
-                r = r | {"reasons": [f"warning: group {', '.join(first['group'])} failed, but {s} passed beside "
-                                     f"known-good {peer}"], "verdict": "warn"}
-            verdict_of[s] = r
-    elif suspects:
+    suspects, good = failed_members(groups, runs), known_good(groups, runs)
+    for rnd in pairing_rounds(suspects, good):
+        pairs = [list(p) for p in rnd.pairs]
+        ids = [f"{uuid.uuid4().hex[:6]}-iso{rnd.first + i}" for i in range(len(pairs))]
+        again = _group_results(run_nccl_group.map(pairs, group_id=ids, level=unmapped(level),
+                                                  dry_run=unmapped(dry_run)))
+        for (s, peer), r in zip(rnd.pairs, again):
+            verdict_of[s] = judge_repair(s, peer, verdict_of[s], r)
+    if suspects and not good:
         for s in suspects:
-            first = verdict_of[s]
-            verdict_of[s] = first | {"reasons": first["reasons"] + ["no known-good node in the batch to isolate "
-                                                                    "the slow member"]}
+            verdict_of[s] = no_peer_to_isolate(verdict_of[s])
     for n in checked:
-        r = verdict_of[n]
-        if r["verdict"] == "error":  # our failure, not the node's: it stays in burn-in for a re-run
-            results[n] |= {"status": "error", "passed": False, "why": r["reasons"][0]}
-            BOARD.set(board, n, _multi_id(level), "error")
-            continue
-        results[n]["checks"].append(r)
-        results[n]["passed"] = r["verdict"] != "fail"
-        BOARD.set(board, n, r["id"], r["verdict"])
+        mark = settle_multi_node(results[n], verdict_of[n], _multi_id(level))
+        BOARD.set(board, n, mark.check_id, mark.state)
 
 
 def _group_results(futures) -> list[dict]:
@@ -195,29 +172,12 @@ def _group_results(futures) -> list[dict]:
     out = []
     for f in futures:
         r = f.result(raise_on_failure=False)
-        if not isinstance(r, dict):
-            r = {"id": "nccl-multi-node", "check": "nccl", "group": [], "verdict": "error",
-                 "reasons": [f"could not run the multi-node sweep: {type(r).__name__}: {r}"[:500]]}
-        out.append(r)
+        out.append(r if isinstance(r, dict) else group_error(r))
     return out
 
 
 def _multi_id(level: str) -> str:
     return next(s.id for s in suite_for(level, runtime.settings().health) if s.multi_node)
-
-
-def _summarise(results: dict[str, dict], level: str, dry_run: bool) -> dict[str, Any]:
-    counts: dict[str, int] = {}
-    for r in results.values():
-        counts[r["status"]] = counts.get(r["status"], 0) + 1
-    return {
-        "level": level, "dry_run": dry_run, "counts": counts, "nodes": results,
-        "spares": sorted(n for n, r in results.items() if r["status"] in ("spare", "planned-spare")),
-        "failed": sorted(n for n, r in results.items() if r["status"] in ("repair", "planned-repair")),
-        "skipped": sorted(n for n, r in results.items() if r["status"] == "skipped"),
-        "errors": sorted(n for n, r in results.items() if r["status"] == "error"),
-        "retirement_candidates": sorted(n for n, r in results.items() if r.get("retirement_candidate")),
-    }
 
 
 def _report(outcome: dict[str, Any], rows: list[dict[str, str]]) -> None:

@@ -12,7 +12,7 @@ nodes the verdict names, which stay quarantined for a person.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -21,12 +21,31 @@ from prefect.futures import as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from remedy import runtime
-from remedy.domain.durations import human_duration
 from remedy.domain.model import NodeState
-from remedy.isolate.search import BatchOutcome, FaultIsolation, IsolationResult, Verdict
+from remedy.isolate.decisions import (
+    FinalRelease,
+    check_request,
+    dry_run_text,
+    final_release,
+    held_nodes,
+    nodes_cell,
+    plain_verdict,
+    quarantine_in_ledger,
+    read_smoke_answer,
+    timed_out_message,
+    timed_out_only,
+)
+from remedy.isolate.search import BatchOutcome, FaultIsolation, IsolationResult
 from tasks.isolation import (
-    IsolationTimedOut, check_template, compile_pattern, default_smoke_test, label_batch, new_label_value,
-    quarantine_pool, release_nodes, run_smoke_test,
+    IsolationTimedOut,
+    check_template,
+    compile_pattern,
+    default_smoke_test,
+    label_batch,
+    new_label_value,
+    quarantine_pool,
+    release_nodes,
+    run_smoke_test,
 )
 from tasks.ledger import set_node_state, sync_fleet
 from tasks.tags import tag_this_run_with_nodes
@@ -62,14 +81,11 @@ def isolate_fault(
     log = get_run_logger()
     settings = runtime.settings()
     dry_run = settings.dry_run if dry_run is None else dry_run
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
 
     # 1. Check the input before touching a node: a bad request changes nothing.
-    if not isinstance(suspects, (list, tuple)) or not suspects:
-        raise ValueError("isolate_fault: the suspect list is empty; name the nodes the diverging job ran on")
+    check_request(suspects, time_limit_seconds)
     compile_pattern(pattern)
-    if not isinstance(time_limit_seconds, (int, float)) or not time_limit_seconds > 0:
-        raise ValueError(f"isolate_fault: time_limit_seconds must be > 0, got {time_limit_seconds!r}")
     template = check_template(smoke_test) if smoke_test is not None else default_smoke_test()
     search = FaultIsolation(list(suspects), min_nodes, settings.lemon.isolation)  # ValueError on a bad pool
     cluster = runtime.cluster()
@@ -82,84 +98,40 @@ def isolate_fault(
         first = search.plan_round()
         return outcome | {"status": "planned", "verdict": None, "rounds_used": 0,
                           "plan": [list(b.nodes) for b in first],
-                          "verdict_text": f"dry-run: would quarantine {len(suspects)} node(s) and test "
-                                          f"{len(first)} batches in round 1"}
+                          "verdict_text": dry_run_text(suspects, len(first))}
 
     sync_fleet()
     # 2. Quarantine the pool: nothing new lands on a suspect while it is tested (seed 004: taint).
     pool = quarantine_pool(list(suspects), run_id, dry_run, incident_id=incident_id)
-    already_out = list(pool["already_out"])
-    released_at: dict[str, dict[str, Any]] = {}
-    not_released: dict[str, str] = {}  # node → why releasing it failed (a person must untaint it)
+    pool_release = _PoolRelease(run_id, dry_run, list(pool["already_out"]), incident_id)
     rounds: list[dict[str, Any]] = []
     result: IsolationResult | None = None
-
-    def release(nodes: list[str], why: str, rnd: int) -> None:
-        nodes = [n for n in nodes if n not in released_at]
-        if not nodes:
-            return
-        done = release_nodes(nodes, why, run_id, dry_run, keep_tainted=already_out, incident_id=incident_id)
-        at = datetime.fromtimestamp(done["at"], timezone.utc).isoformat()
-        for n in done["released"]:
-            released_at[n] = {"round": rnd, "at": at, "why": why}
-        not_released.update(done["failed"])
-
     try:
         # 3. Rounds: every batch of a round runs at once; a healthy batch goes back to the pool as soon as it ends.
         while not search.done:
-            batches = search.plan_round()
-            labels = {b.id: new_label_value() for b in batches}
-            for b in batches:
-                label_batch(list(b.nodes), labels[b.id], run_id, dry_run, incident_id=incident_id)
-            futures = {
-                run_smoke_test.submit(b.id, list(b.nodes), labels[b.id], template, pattern, time_limit_seconds,
-                                      run_id, incident_id=incident_id): b
-                for b in batches
-            }
-            outcomes: dict[str, BatchOutcome] = {}
-            for fut in as_completed(list(futures)):
-                b = futures[fut]
-                res = fut.result()
-                outcomes[b.id] = BatchOutcome(res["diverged"], res["timed_out"], res["detail"])
-                rounds.append({"round": b.round, "batch": b.id, "nodes": list(b.nodes), "retest": b.retest,
-                               "outcome": "diverged" if res["diverged"] else "timed out" if res["timed_out"]
-                               else "healthy", "detail": res["detail"], "seconds": res["seconds"]})
-                if not res["diverged"] and not res["timed_out"]:
-                    release(list(b.nodes), f"batch {b.id} trained normally", b.round)
-            for event in search.record(outcomes):
-                release(list(event.nodes), event.reason, event.round)
-            log.info("round %d: %s", search.round, ", ".join(f"{k}={'x' if v.diverged else 'ok'}"
-                                                               for k, v in outcomes.items()))
+            _one_round(search, template, pattern, time_limit_seconds, pool_release, rounds, log)
         result = search.result
     finally:
         # 4. Nothing stays quarantined by accident: on an error, or when nothing could be concluded, release all.
-        keep = set(_held(result)) if result is not None else set()
-        leftover = [n for n in suspects if n not in released_at and n not in keep]
-        if leftover:
-            release(leftover, "isolation ended without blaming these nodes" if result else "isolation failed",
-                    search.round)
-        if keep:  # held nodes keep the taint, lose the batch label
-            release_nodes.fn(sorted(keep), "held", run_id, dry_run, keep_tainted=sorted(keep), incident_id=incident_id)
-        if not_released:
-            log.error("could not release %s: untaint them by hand", ", ".join(sorted(not_released)))
+        pool_release.finish(final_release(suspects, pool_release.released_at, result), search.round, log)
 
     # 5. Verdict: the nodes it names stay quarantined (ledger + pool label) for a person / the replace flow, and the
     #    run carries their tags, so filtering runs by one of them finds the run that named it.
-    tag_this_run_with_nodes(list(_held(result)), stage="isolate", dry_run=dry_run)
-    if result.verdict is Verdict.INFRASTRUCTURE:
-        for n in result.suspects:
-            set_node_state(n, NodeState.QUARANTINED.value, reason=f"fault isolation: {result.reason}"[:500],
-                           dry_run=dry_run, incident_id=incident_id)
+    held = list(held_nodes(result))
+    tag_this_run_with_nodes(held, stage="isolate", dry_run=dry_run)
+    for n in quarantine_in_ledger(result):
+        set_node_state(n, NodeState.QUARANTINED.value, reason=f"fault isolation: {result.reason}"[:500],
+                       dry_run=dry_run, incident_id=incident_id)
     outcome |= {
         "status": result.verdict.value,
         "verdict": result.verdict.value,
         "verdict_text": plain_verdict(result),
         "bad_nodes": list(result.bad_nodes),
         "suspect_batches": [list(b) for b in result.narrowed_batches],
-        "held": list(_held(result)),
-        "released": [n for n in suspects if n in released_at],
-        "released_at": released_at,
-        "not_released": not_released,
+        "held": held,
+        "released": [n for n in suspects if n in pool_release.released_at],
+        "released_at": pool_release.released_at,
+        "not_released": pool_release.not_released,
         "failed_batches": [list(b) for b in result.failed_batches],
         "rounds_used": result.rounds_used,
         "tests_run": result.tests_run,
@@ -168,43 +140,68 @@ def isolate_fault(
         "rounds": rounds,
         "reason": result.reason,
         "started_at": started.isoformat(),
-        "finished_at": datetime.now(timezone.utc).isoformat(),
+        "finished_at": datetime.now(UTC).isoformat(),
     }
     _report(outcome)
-    if _timed_out_only(result):
-        raise IsolationTimedOut(
-            f"isolate_fault: no smoke test reached a verdict: pattern {pattern!r} never matched and the test did not "
-            f"finish within {human_duration(time_limit_seconds)} ({result.tests_run} test(s)); all {len(suspects)} node(s) "
-            "released — check the pattern and the time limit"
-        )
+    if timed_out_only(result):
+        raise IsolationTimedOut(timed_out_message(pattern, time_limit_seconds, result.tests_run, len(suspects)))
     return outcome
 
 
-def _timed_out_only(result: IsolationResult) -> bool:
-    return (result.verdict is Verdict.INCONCLUSIVE and bool(result.inconclusive_batches)
-            and not (result.bad_nodes or result.narrowed_batches or result.unresolved_groups))
+class _PoolRelease:
+    """Releases nodes back to the pool once each, remembering when and why (and which a person must untaint)."""
+
+    def __init__(self, run_id: str, dry_run: bool, already_out: list[str], incident_id: int | None) -> None:
+        self.run_id, self.dry_run, self.already_out, self.incident_id = run_id, dry_run, already_out, incident_id
+        self.released_at: dict[str, dict[str, Any]] = {}
+        self.not_released: dict[str, str] = {}  # node → why releasing it failed
+
+    def __call__(self, nodes: list[str], why: str, rnd: int) -> None:
+        nodes = [n for n in nodes if n not in self.released_at]
+        if not nodes:
+            return
+        done = release_nodes(nodes, why, self.run_id, self.dry_run, keep_tainted=self.already_out,
+                             incident_id=self.incident_id)
+        at = datetime.fromtimestamp(done["at"], UTC).isoformat()
+        for n in done["released"]:
+            self.released_at[n] = {"round": rnd, "at": at, "why": why}
+        self.not_released.update(done["failed"])
+
+    def finish(self, final: FinalRelease, rnd: int, log: Any) -> None:
+        if final.leftover:
+            self(list(final.leftover), final.why, rnd)
+        if final.keep:  # held nodes keep the taint, lose the batch label
+            release_nodes.fn(list(final.keep), "held", self.run_id, self.dry_run, keep_tainted=list(final.keep),
+                             incident_id=self.incident_id)
+        if self.not_released:
+            log.error("could not release %s: untaint them by hand", ", ".join(sorted(self.not_released)))
 
 
-def _held(result: IsolationResult | None) -> tuple[str, ...]:
-    """Nodes that stay quarantined: what the verdict blames, and batches no test could clear (unless that is all)."""
-    if result is None or _timed_out_only(result):
-        return ()
-    return tuple(result.held)
-
-
-def plain_verdict(r: IsolationResult) -> str:
-    """The verdict in an operator's words, with the effort beside the bound."""
-    if r.verdict is Verdict.CODE:
-        return (f"Code: every batch diverges, more of them than bad nodes could explain, so the cause is the training "
-                f"code or its data, not the hardware. All {len(r.released)} nodes went back to the pool ({r.effort}).")
-    if r.verdict is Verdict.INFRASTRUCTURE:
-        named = ", ".join(r.suspects)
-        return (f"Infrastructure: the divergence follows {named}. They stay quarantined; the other "
-                f"{len(r.released)} node(s) went back to the pool ({r.effort}).")
-    if r.verdict is Verdict.NOT_REPRODUCED:
-        return (f"Not reproduced: no batch diverged, so no node can be blamed (intermittent, or it needs the whole "
-                f"job's scale). All {len(r.released)} nodes went back to the pool ({r.effort}).")
-    return f"Inconclusive — {r.reason} ({r.effort})."
+def _one_round(search: FaultIsolation, template: dict, pattern: str, time_limit_seconds: float,
+               release: _PoolRelease, rounds: list[dict[str, Any]], log: Any) -> None:
+    """Label every batch, run all smoke tests at once, release each healthy batch as it ends, then let the search
+    split the diverging ones."""
+    batches = search.plan_round()
+    labels = {b.id: new_label_value() for b in batches}
+    for b in batches:
+        label_batch(list(b.nodes), labels[b.id], release.run_id, release.dry_run, incident_id=release.incident_id)
+    futures = {
+        run_smoke_test.submit(b.id, list(b.nodes), labels[b.id], template, pattern, time_limit_seconds,
+                              release.run_id, incident_id=release.incident_id): b
+        for b in batches
+    }
+    outcomes: dict[str, BatchOutcome] = {}
+    for fut in as_completed(list(futures)):
+        b = futures[fut]
+        answer = read_smoke_answer(fut.result())
+        outcomes[b.id] = answer.outcome
+        rounds.append({"round": b.round, "batch": b.id, "nodes": list(b.nodes), "retest": b.retest,
+                       "outcome": answer.verdict.value, "detail": answer.outcome.detail, "seconds": answer.seconds})
+        if answer.healthy:
+            release(list(b.nodes), f"batch {b.id} trained normally", b.round)
+    for event in search.record(outcomes):
+        release(list(event.nodes), event.reason, event.round)
+    log.info("round %d: %s", search.round, ", ".join(f"{k}={'x' if v.diverged else 'ok'}" for k, v in outcomes.items()))
 
 
 def _report(out: dict[str, Any]) -> None:
@@ -215,8 +212,7 @@ def _report(out: dict[str, Any]) -> None:
              f"- still quarantined: {', '.join(out['held']) or 'none'}", "",
              "| round | batch | nodes | outcome | detail | seconds |", "|---|---|---|---|---|---|"]
     for r in out["rounds"]:
-        n = r["nodes"]
-        nodes = ", ".join(n) if len(n) <= 6 else f"{n[0]} … {n[-1]} ({len(n)})"
+        nodes = nodes_cell(r["nodes"])
         detail = r["detail"][:120].replace("|", "/")
         lines.append(f"| {r['round']} | {r['batch']} | {nodes} | {r['outcome']} | {detail} | {r['seconds']} |")
     create_markdown_artifact(key=f"isolate-fault-{out['run_id']}", markdown="\n".join(lines),

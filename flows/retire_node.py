@@ -17,7 +17,7 @@ before asking and again after the answer, since a person may take hours). No ans
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -27,11 +27,32 @@ from remedy import runtime
 from remedy.domain import names
 from remedy.domain.model import PLANNED_RETIREMENT_SIGNAL, IncidentStatus, NodeState
 from remedy.domain.outcome import decision_sentence
+from remedy.lemon.retirement import (
+    RetireStatus,
+    Stop,
+    already_retired,
+    approval_for_rma,
+    approval_summary,
+    approved,
+    budget_spent,
+    budget_used_while_waiting,
+    check_request,
+    claim_taken_why,
+    clear_after_deny,
+    declined,
+    final_status,
+    needs_swap,
+    no_spare_why,
+    report_lines,
+    slug,
+    spare_failed_why,
+    swap_fields,
+)
 from tasks.spares import promote_spare
 from tasks.cluster import cordon_node, drain_node, taint_node, wait_for_workload
 from tasks.leases import keeps_lease
-from tasks.lemon import archive_rma_report, retirement_budget
 from tasks.ledger import claim_remediation, open_incident, set_incident_status, set_node_state, sync_fleet
+from tasks.lemon import archive_rma_report, retirement_budget
 from tasks.notify import post_notice
 from tasks.spares import select_spare, validate_spare
 
@@ -48,54 +69,61 @@ def retire_node(node: str, reason: str, evidence: str = "", dry_run: bool | None
     log = get_run_logger()
     settings = runtime.settings()
     dry_run = settings.dry_run if dry_run is None else dry_run
-    if not isinstance(node, str) or not node.strip():
-        raise ValueError(f"retire_node: node must be a node name, got {node!r}")
-    if not isinstance(reason, str) or not reason.strip():
-        raise ValueError(f"retire_node: say why {node} is retired (reason is empty); it goes into the RMA report")
+    check_request(node, reason)
     outcome: dict[str, Any] = {"node": node, "reason": reason, "dry_run": dry_run, "retired": False}
 
     # 1. Know the node; a retired node stays retired (re-runs are no-ops).
     sync_fleet()
     current = runtime.ledger().get_node(node)  # NodeNotFound names it
     outcome["from_state"] = current.state.value if current.state else None
-    if current.state is NodeState.RETIRED:
-        return _report(outcome | {"status": "already-retired", "why": f"{node} is already retired"})
+    if stop := already_retired(node, current.state):
+        return _report(outcome | stop.fields())
 
     # 2. Budget gate: retiring too fast drains the spare pool (seed 000).
     budget = retirement_budget()
     outcome["budget"] = budget["text"]
-    if budget["allowed"] <= 0:
+    if stop := budget_spent(budget["allowed"], budget["text"]):
         log.warning("%s not retired: %s", node, budget["text"])
-        return _report(outcome | {"status": "deferred", "why": f"{budget['text']}: nothing left, deferred"})
+        return _report(outcome | stop.fields())
 
     # 3. Ask a person. No answer in time is a no.
     approval = _ask(node, reason, evidence, budget["text"], dry_run)
     outcome["approval"] = approval
-    if approval["decision"] not in ("approve", "planned"):
+    if not approved(approval["decision"]):
         log.info("%s not retired: %s", node, approval["decision"])
-        by = f" by {approval['by']}" if approval.get("by") else ""
-        if approval["decision"] == "deny":  # a person says it is no lemon: spare selection may hand it out again
+        if clear := clear_after_deny(approval):
             from remedy.spares.lemons import clear_candidate
 
-            clear_candidate(runtime.ledger(), node, by=f"operator:{approval.get('by') or 'unknown'}",
-                            why=f"retirement declined: {approval.get('reason') or 'no reason given'}"[:300],
-                            dry_run=dry_run)
-        return _report(outcome | {"status": "not-retired", "why": f"approval {approval['decision']}{by}"})
-    if not dry_run and retirement_budget()["allowed"] <= 0:  # someone else retired a node while we waited
-        return _report(outcome | {"status": "deferred", "why": "the budget was used up while waiting for approval"})
+            clear_candidate(runtime.ledger(), node, by=clear.by, why=clear.why, dry_run=dry_run)
+        return _report(outcome | declined(approval).fields())
+    if not dry_run and (stop := budget_used_while_waiting(retirement_budget()["allowed"])):
+        return _report(outcome | stop.fields())
 
     # 4. In the job: a spare takes its place first, or the lemon keeps working until one is ready.
     incident_id = None
-    if current.state is NodeState.ACTIVE:
+    if needs_swap(current.state):
         swap = _swap_in_spare(node, reason, dry_run)
-        outcome |= {k: v for k, v in swap.items() if k in ("incident_id", "replacement", "spare_choice", "joined",
-                                                          "workload")}
+        outcome |= swap_fields(swap)
         if swap.get("why_not"):
             log.warning("%s not retired: %s", node, swap["why_not"])
-            return _report(outcome | {"status": "deferred", "why": swap["why_not"]})
+            return _report(outcome | Stop(RetireStatus.DEFERRED, swap["why_not"]).fields())
         incident_id = swap["incident_id"]
 
     # 5. Out for good: cordon, let the job checkpoint and leave, then NoExecute so nothing can ever run there.
+    _out_for_good(node, reason, incident_id, outcome, dry_run)
+
+    # 6. RMA report: its history, incidents, validations and the lemon evidence, archived to S3.
+    rma = archive_rma_report(node, reason, evidence, approval_for_rma(approval), dry_run)
+    outcome["rma"] = {k: rma[k] for k in ("key", "url", "bytes")}
+    create_markdown_artifact(key=f"rma-{slug(node)}", markdown=rma["markdown"], description=f"RMA report for {node}")
+    if not dry_run:
+        post_notice(f":wastebasket: gpu-remedy retired {node} (lemon): {reason}\nRMA report: {rma['url']}")
+    return _report(outcome | {"status": final_status(dry_run).value, "retired": not dry_run})
+
+
+def _out_for_good(node: str, reason: str, incident_id: int | None, outcome: dict[str, Any], dry_run: bool) -> None:
+    """Cordon, drain (the job's pod moves to the spare), NoExecute retired taint, ledger state retired."""
+    settings = runtime.settings()
     cordon_node(node, reason=f"retired: {reason}"[:250], dry_run=dry_run, incident_id=incident_id)
     drain = drain_node(node, grace_period_seconds=settings.drain.grace_period_seconds,
                        deadline_seconds=settings.drain.eviction_deadline_seconds, dry_run=dry_run,
@@ -112,15 +140,6 @@ def retire_node(node: str, reason: str, evidence: str = "", dry_run: bool | None
         set_incident_status(incident_id, IncidentStatus.RESOLVED.value,
                             detail=f"retired as a lemon, replaced by {outcome['replacement']}")
 
-    # 6. RMA report: its history, incidents, validations and the lemon evidence, archived to S3.
-    rma = archive_rma_report(node, reason, evidence, approval if approval["decision"] == "approve" else None, dry_run)
-    outcome["rma"] = {k: rma[k] for k in ("key", "url", "bytes")}
-    create_markdown_artifact(key=f"rma-{_slug(node)}", markdown=rma["markdown"], description=f"RMA report for {node}")
-    status = "planned" if dry_run else "retired"
-    if not dry_run:
-        post_notice(f":wastebasket: gpu-remedy retired {node} (lemon): {reason}\nRMA report: {rma['url']}")
-    return _report(outcome | {"status": status, "retired": not dry_run})
-
 
 def _swap_in_spare(node: str, reason: str, dry_run: bool) -> dict[str, Any]:
     """Promote a spare into the job's pool in place of `node`, joined when this returns (the job's pod moves to it
@@ -132,14 +151,11 @@ def _swap_in_spare(node: str, reason: str, dry_run: bool) -> dict[str, Any]:
                                     severity="warning")["id"]
         claim = claim_remediation(incident_id)
         if not claim["claimed"]:
-            return {"incident_id": incident_id,
-                    "why_not": f"another run ({claim['holder']}) is already swapping {node} out of the job"}
+            return {"incident_id": incident_id, "why_not": claim_taken_why(node, claim["holder"])}
     out: dict[str, Any] = {"incident_id": incident_id}
     choice = select_spare(node, incident_id=incident_id, dry_run=dry_run)
-    later = "it keeps working and stays out of spare rotation; the next lemon review asks again"
     if not choice["spare"]:
-        first = choice["why"].splitlines()[0].removeprefix("no spare: ")
-        why = f"no spare is ready to take its place in the job ({first}): {later}"
+        why = no_spare_why(choice["why"])
         if not dry_run:
             set_incident_status(incident_id, IncidentStatus.IGNORED.value, detail=why[:500])
         return out | {"why_not": why}
@@ -148,7 +164,7 @@ def _swap_in_spare(node: str, reason: str, dry_run: bool) -> dict[str, Any]:
     if choice["needs_validation"]:
         check = validate_spare(spare, dry_run=dry_run, incident_id=incident_id)
         if not check["passed"]:
-            why = f"{spare}, the spare chosen to take its place, failed validation ({check['summary']}): {later}"
+            why = spare_failed_why(spare, check["summary"])
             if not dry_run:
                 set_incident_status(incident_id, IncidentStatus.IGNORED.value, detail=why[:500])
             return out | {"why_not": why}
@@ -162,13 +178,9 @@ def _ask(node: str, reason: str, evidence: str, budget: str, dry_run: bool) -> d
     from tasks.approvals import request_approval
 
     settings = runtime.settings()
-    summary = [f"**{node}** is a lemon candidate: {reason}", "", f"_{budget}_", ""]
-    if evidence:
-        summary += ["```", evidence[:2500], "```", ""]
-    summary.append("Approve to retire it for good (NoExecute taint, out of spare rotation, RMA report). "
-                   "Deny or no answer leaves it as it is.")
     answer = request_approval(
-        kind="retire", title=f"Retire {node} as a lemon?", summary_markdown="\n".join(summary), incident_id=None,
+        kind="retire", title=f"Retire {node} as a lemon?",
+        summary_markdown=approval_summary(node, reason, evidence, budget), incident_id=None,
         node=node, timeout_seconds=settings.approvals.timeout_seconds, default_on_timeout="deny",
         consequence=f"{node} was not retired",
     )
@@ -176,25 +188,9 @@ def _ask(node: str, reason: str, evidence: str, budget: str, dry_run: bool) -> d
     return {"decision": decision, "by": answer.by, "reason": answer.reason, "approval_id": answer.approval_id}
 
 
-def _slug(node: str) -> str:
-    return names.artifact_key(node)
-
-
 def _report(outcome: dict[str, Any]) -> dict[str, Any]:
-    lines = [f"### {outcome['node']}: {outcome['status']}", "", decision_sentence(outcome), "",
-             f"- reason: {outcome['reason']}"]
-    if outcome.get("budget"):
-        lines.append(f"- {outcome['budget']}")
-    if outcome.get("approval"):
-        a = outcome["approval"]
-        lines.append(f"- approval: {a['decision']}" + (f" by {a['by']}" if a.get("by") else ""))
-    if outcome.get("why"):
-        lines.append(f"- why not retired: {outcome['why']}")
-    if outcome.get("replacement"):
-        lines.append(f"- its place in the job: {outcome['replacement']}")
-    if outcome.get("rma"):
-        lines.append(f"- RMA report: {outcome['rma']['url']}")
-    create_markdown_artifact(key=f"retire-{_slug(outcome['node'])}", markdown="\n".join(lines),
+    create_markdown_artifact(key=f"retire-{slug(outcome['node'])}",
+                             markdown="\n".join(report_lines(outcome, decision_sentence(outcome))),
                              description="Retirement outcome")
-    outcome["finished_at"] = datetime.now(timezone.utc).isoformat()
+    outcome["finished_at"] = datetime.now(UTC).isoformat()
     return outcome

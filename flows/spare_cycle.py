@@ -11,7 +11,7 @@ check image or a shared cause (power, switch), not of several bad nodes, and a p
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import jinja2
@@ -21,8 +21,8 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from remedy import runtime
 from remedy.adapters.kubernetes import TEMPLATES
-from remedy.domain.model import Node, NodeState, Topology
-from remedy.spares.pool import check_diversity, size_pool
+from remedy.spares.cycle import below_target, check_domain, spares, stop_after_domain
+from remedy.spares.cycle import pool_health as spare_pool_health
 from tasks.burn_in import by_failure_domain, conclude_burn_in, hold_spares_for_check, stale_spares, survey_pool
 from tasks.health import validate_node
 from tasks.ledger import sync_fleet
@@ -38,15 +38,13 @@ def spare_cycle(dry_run: bool | None = None, domain: str = "rack") -> dict[str, 
     log = get_run_logger()
     settings = runtime.settings()
     dry_run = settings.dry_run if dry_run is None else dry_run
-    if domain not in ("rack", "switch", "pdu"):
-        raise ValueError(f"spare_cycle: domain must be rack, switch or pdu, got {domain!r}")
-    now = datetime.now(timezone.utc)
+    domain = check_domain(domain)
+    now = datetime.now(UTC)
 
     # 1. Survey: which spares are older than the freshness window.
     sync_fleet()
     fleet = survey_pool()
-    spares = [n for n in fleet if n["state"] == NodeState.SPARE.value and n["ready"]]
-    stale = stale_spares(spares, now, settings.spares.validation_freshness_hours)
+    stale = stale_spares(spares(fleet), now, settings.spares.validation_freshness_hours)
     outcome: dict[str, Any] = {"dry_run": dry_run, "stale": sorted(n["name"] for n in stale), "checked": {},
                                "left_pool": [], "stopped": None}
 
@@ -62,9 +60,8 @@ def spare_cycle(dry_run: bool | None = None, domain: str = "rack") -> dict[str, 
             outcome["checked"][r["node"]] = {"status": r["status"], "why": r.get("why", ""), "domain": name}
         failed = [r["node"] for r in results if not r["passed"]]
         outcome["left_pool"] += failed
-        if len(held) >= 2 and len(failed) == len(held):
-            outcome["stopped"] = (f"every spare in {domain} {name} failed ({', '.join(failed)}): suspect the check or "
-                                  f"a shared cause before cycling more spares")
+        if stop := stop_after_domain(domain, name, len(held), failed):
+            outcome["stopped"] = stop
             log.error(outcome["stopped"])
             post_notice(f":warning: gpu-remedy spare cycle stopped: {outcome['stopped']}", dry_run=dry_run)
             break
@@ -74,7 +71,7 @@ def spare_cycle(dry_run: bool | None = None, domain: str = "rack") -> dict[str, 
     health = pool_health(fleet, now)
     outcome |= health
     _report(outcome)
-    if health["sizing"]["shortfall"] > 0:
+    if below_target(health):
         outcome["event"] = _emit_below_target(health)
     log.info("spare cycle: %d stale, %d left the pool; %s", len(stale), len(outcome["left_pool"]),
              health["sizing"]["explain"])
@@ -82,28 +79,10 @@ def spare_cycle(dry_run: bool | None = None, domain: str = "rack") -> dict[str, 
 
 
 def pool_health(fleet: list[dict[str, Any]], now: datetime) -> dict[str, Any]:
-    """Ready spares (spare, Ready, validated within the window) against the Poisson target; diversity warnings.
-
-    The failures that consume spares come from the nodes carrying work, so the fleet size is the active nodes."""
+    """Ready spares (spare, Ready, validated within the window) against the Poisson target; diversity warnings."""
     settings = runtime.settings()
-    fresh_names = {n["name"] for n in fleet if n["state"] == NodeState.SPARE.value and n["ready"]} - \
-        {n["name"] for n in stale_spares([n for n in fleet if n["state"] == NodeState.SPARE.value], now,
-                                         settings.spares.validation_freshness_hours)}
-    ready = [n for n in fleet if n["name"] in fresh_names]
-    active = sum(1 for n in fleet if n["state"] == NodeState.ACTIVE.value)
-    sizing = size_pool(active, len(ready), settings.spares)
-    nodes = [Node(name=n["name"], gpu_model=n["gpu_model"], state=NodeState.SPARE,
-                  topology=Topology(rack=n["rack"], switch=n["switch"], pdu=n["pdu"])) for n in ready]
-    warnings = check_diversity(nodes, settings.spares)
-    return {
-        "ready_spares": sorted(fresh_names),
-        "sizing": {"active_nodes": active, "ready": sizing.ready, "target": sizing.target,
-                   "shortfall": sizing.shortfall, "lam": round(sizing.lam, 6), "risk": sizing.risk,
-                   "risk_at_ready": sizing.risk_at_ready, "fleet_mtbf_hours": sizing.fleet_mtbf_hours,
-                   "lead_time_hours": sizing.lead_time_hours, "explain": sizing.explain()},
-        "diversity": [{"domain": w.domain, "name": w.name, "count": w.count, "total": w.total, "message": w.message}
-                      for w in warnings],
-    }
+    stale = stale_spares(spares(fleet, ready_only=False), now, settings.spares.validation_freshness_hours)
+    return spare_pool_health(fleet, {n["name"] for n in stale}, settings.spares)
 
 
 def _emit_below_target(health: dict[str, Any]) -> str | None:

@@ -14,7 +14,7 @@ rule and XID 92 an XID alert; neither is scanned here.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -22,7 +22,8 @@ from prefect.artifacts import create_markdown_artifact
 
 from remedy import runtime
 from remedy.audit.prometheus import PrometheusUnavailable
-from remedy.warn.scan import findings_markdown, finding_alert, scan
+from remedy.warn.scan import finding_alert, findings_markdown, scan
+from remedy.warn.scan_decisions import PostRoute, post_route, prometheus_source, summarise_finding
 from tasks.warnings import list_job_nodes, post_warnings, post_warnings_to_receiver, read_warning_inputs
 
 
@@ -33,19 +34,15 @@ def warning_scan(dry_run: bool | None = None, prometheus_url: str | None = None,
     settings = runtime.settings()
     dry_run = settings.dry_run if dry_run is None else dry_run
     warn, work = settings.lemon.early_warning, settings.workload
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
 
     # 1. Read: the job's nodes (the only peers), then the detectors' inputs over the scan window.
     nodes = list_job_nodes()
-    setting = "lemon.early_warning.scan.prometheus_url" if warn.scan.prometheus_url else \
-        "nfs.prometheus_url (the cluster's Prometheus), or lemon.early_warning.scan.prometheus_url for the scan alone"
+    source = prometheus_source(prometheus_url, warn.scan.prometheus_url, settings.nfs.prometheus_url)
     try:
-        inputs = read_warning_inputs(prometheus_url or warn.scan.prometheus_url or settings.nfs.prometheus_url,
-                                     work.job, nodes, now)
+        inputs = read_warning_inputs(source.url, work.job, nodes, now)
     except PrometheusUnavailable as exc:
-        raise PrometheusUnavailable(
-            f"{str(exc).split(': ')[0]}: the early-warning scan reads dcgm-exporter and node_exporter through "
-            f"Prometheus; set {setting}") from None
+        raise PrometheusUnavailable(source.unavailable(str(exc))) from None
 
     # 2. Detect: plain domain code.
     report = scan(inputs, now, warn, settings.signals)
@@ -56,20 +53,13 @@ def warning_scan(dry_run: bool | None = None, prometheus_url: str | None = None,
 
     # 3. Post: each finding is a GpuEarlyWarning alert; triage takes it from the receiver.
     alerts = [finding_alert(f, now, warn.scan.alert_minutes) for f in report.findings]
-    posted = None
-    if alerts and not dry_run and warn.scan.receiver_url and not alertmanager_url:  # a stack without Alertmanager
+    route = post_route(len(alerts), dry_run, warn.scan.receiver_url, alertmanager_url)
+    posted: int | None = 0 if route is PostRoute.NOTHING else None  # a dry run posts nothing and says so
+    if route is PostRoute.RECEIVER:
         posted = post_warnings_to_receiver(warn.scan.receiver_url, alerts, len(alerts))
-    elif alerts and not dry_run:
+    elif route is PostRoute.ALERTMANAGER:
         posted = post_warnings(alertmanager_url or warn.scan.alertmanager_url, alerts, len(alerts))
-    elif not alerts:
-        posted = 0
     create_markdown_artifact(key="early-warning-scan", markdown=findings_markdown(report, work.job, posted),
                              description=f"Early-warning scan of {len(nodes)} node(s) running {work.job}")
-    return {"nodes": len(nodes), "findings": [_summary(f) for f in report.findings], "posted": posted or 0,
-            "not_scanned": report.notes, "dry_run": dry_run}
-
-
-def _summary(f) -> dict[str, Any]:
-    return {"node": f.node, "detector": f.detector, "metric": f.metric, "component": f.component,
-            "value": round(f.value, 4), "baseline": round(f.baseline, 4), "score": round(f.score, 3),
-            "detail": f.detail}
+    return {"nodes": len(nodes), "findings": [summarise_finding(f).as_dict() for f in report.findings],
+            "posted": posted or 0, "not_scanned": report.notes, "dry_run": dry_run}
