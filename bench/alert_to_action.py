@@ -96,7 +96,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -169,9 +169,8 @@ def latency_rounds(stack, nodes: list[str], *, via_prometheus: bool = False,
     """POST (or metric change) → triage run started → cordoned (at intake, or by the flow) → the remediation
     flow's own cordon (`flow_cordon`: remedy's flows only), one fault per node, one node at a time."""
     from remedy import runtime
-    from remedy.sim.faults import inject
-
     from remedy.adapters.kubernetes import ANN_CORDONED_BY
+    from remedy.sim.faults import inject
 
     started, cordoned, by_flow = [], [], []
     poster = Poster(stack.receiver.alerts_url)
@@ -408,7 +407,7 @@ def bench_storm(n_alerts: int, n_faults: int, seconds: float) -> list[tuple]:
     # Alertmanager re-sends a firing alert with its startsAt unchanged; a flapping one is resolved (same startsAt)
     # and fires again with a new startsAt. One re-send in 20, well after the fault first fired (so no resolved
     # notice overtakes its first firing), is a flap: resolved now, the fault's next alerts carry a new startsAt.
-    t0 = datetime.now(timezone.utc)
+    t0 = datetime.now(UTC)
     first: dict[int, int] = {}
     epoch = [0] * n_faults
     statuses: list[tuple[str, str]] = []

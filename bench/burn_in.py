@@ -110,7 +110,6 @@ def main() -> None:
 def _suite_sim_seconds(level: str) -> float:
     """Simulated run time of the level's single-node Jobs (remedy.sim.checks' durations)."""
     from remedy.health import suite_for
-
     from remedy.settings.health import HealthCheckSettings
 
     per = {"nvml-probe": 5.0, "ib": 2.0, "fio": 60.0, "nccl": 60.0, "stress": HealthCheckSettings().stress_seconds}

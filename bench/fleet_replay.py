@@ -267,7 +267,6 @@ def run_stack(sc, trace, args) -> dict:
     work = Path(tempfile.mkdtemp(prefix="fleet-replay-"))
     with prefect_server_process(work / "prefect") as api:
         os.environ["PREFECT_API_URL"] = api
-        from remedy import runtime
         from remedy.stack import start_stack
 
         t = time.monotonic()

@@ -25,7 +25,7 @@ import os
 import statistics
 import sys
 import tempfile
-import time
+from datetime import UTC
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,11 +89,11 @@ def main_with(args) -> float:
                 led.transition(n.name, n.state, reason="bench: adopted", requested_by="bench")
                 if n.state.value == "spare":
                     led.record_validation(n.name, level="standard", passed=True, summary={}, requested_by="bench")
-        from datetime import datetime, timezone
+        from datetime import datetime
 
         for i in range(args.runs):
             node = f"gpu{i * 8 + 1:03d}"  # first node of rack i+1: one failure per rack
-            detected = datetime.now(timezone.utc).isoformat()
+            detected = datetime.now(UTC).isoformat()
             inject(sim.cluster, "xid", node, gpu=0, code=79)
             out = replace_node(node=node, cause="XID 79", xid=79, gpu=0, detected_at=detected)
             if out["status"] != "replaced":

@@ -17,7 +17,7 @@ import statistics
 import tempfile
 import time
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from remedy.detect.signals import is_early_warning
 from remedy.domain.model import Incident, IncidentStatus, is_fault
@@ -30,7 +30,7 @@ LOOKBACK_DAYS = 73  # lemon.lookback_days' default
 def ledger_with(n: int, workdir: str) -> Ledger:
     led = Ledger(f"sqlite:///{workdir}/ledger-{n}.db")
     led.migrate()
-    now, rng = datetime.now(timezone.utc), random.Random(n)
+    now, rng = datetime.now(UTC), random.Random(n)
     for k in range(n):
         at = now - timedelta(minutes=rng.uniform(0, LOOKBACK_DAYS * 24 * 60))
         node = f"gpu{rng.randrange(NODES):04d}"
@@ -66,13 +66,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         for n in (int(x) for x in args.incidents.split(",")):
             led = ledger_with(n, work)
-            since = datetime.now(timezone.utc) - timedelta(days=LOOKBACK_DAYS)
+            since = datetime.now(UTC) - timedelta(days=LOOKBACK_DAYS)
             before = Counter(i.node for i in led.incidents(since=since) if is_fault(i))
             now = led.fault_counts(spares, since)
             assert all(before.get(s, 0) == now.get(s, 0) for s in spares), "the two reads disagree"
-            old_ms = median_ms(lambda: Counter(i.node for i in led.incidents(since=since) if is_fault(i)),
-                               args.repeats)
-            new_ms = median_ms(lambda: led.fault_counts(spares, since), args.repeats)
+            old_ms = median_ms(lambda led=led, since=since: Counter(
+                i.node for i in led.incidents(since=since) if is_fault(i)), args.repeats)
+            new_ms = median_ms(lambda led=led, since=since: led.fault_counts(spares, since), args.repeats)
             print(f"| {n:,} | {len(spares)} | {old_ms:.1f} ms | {new_ms:.2f} ms | {old_ms / new_ms:.0f}× |")
             rows.append((n, *warning_history_ms(led, since, args.repeats)))
             led.close()

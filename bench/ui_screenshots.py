@@ -33,9 +33,26 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 from tests.ui.driver import (  # noqa: E402 - after the path is set
-    APPROVER, CHROMIUM, OUTCOME_RUNS, UI_WAIT_MS, OutcomeRuns, Shots, UiStack, artifacts_tab, browser_page,
-    details_tab, fill_form, open_artifact, open_resume_form, open_run, png_size, start_paused_replacement, submit,
-    ui_stack, wait_badge, wait_until,
+    APPROVER,
+    CHROMIUM,
+    OUTCOME_RUNS,
+    UI_WAIT_MS,
+    OutcomeRuns,
+    Shots,
+    UiStack,
+    artifacts_tab,
+    browser_page,
+    details_tab,
+    fill_form,
+    open_artifact,
+    open_resume_form,
+    open_run,
+    png_size,
+    start_paused_replacement,
+    submit,
+    ui_stack,
+    wait_badge,
+    wait_until,
 )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pandas as pd
@@ -19,7 +19,7 @@ import pandas as pd
 from remedy.settings.lemon import EarlyWarningSettings
 from remedy.warn.scan import ScanInputs, scan
 
-T0 = datetime(2026, 11, 27, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 27, tzinfo=UTC)
 
 
 def inputs(n: int, planted: bool, seed: int = 0) -> ScanInputs:

@@ -15,8 +15,8 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from remedy import runtime
-from remedy.domain import names
 from remedy.approvals import messages
+from remedy.domain import names
 from remedy.domain.model import IncidentStatus, NodeState
 from remedy.remediate.runbook import keeps_quarantined
 from remedy.safety.scopes import SkipReason

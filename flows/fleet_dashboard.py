@@ -9,14 +9,20 @@ Reads only. An unreachable cluster still publishes the ledger's view, with a not
 from __future__ import annotations
 
 from dataclasses import asdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from tasks.dashboard import (
-    Dashboard, check_spare_pool, count_pools, dashboard_markdown, list_open_incidents, read_breakers, read_job_failures,
+    Dashboard,
+    check_spare_pool,
+    count_pools,
+    dashboard_markdown,
+    list_open_incidents,
+    read_breakers,
+    read_job_failures,
     score_lemons,
 )
 
@@ -24,12 +30,12 @@ ARTIFACT_KEY = "fleet-dashboard"
 
 
 def _run_name() -> str:
-    return f"fleet dashboard {datetime.now(timezone.utc):%Y-%m-%d %H:%M}Z"
+    return f"fleet dashboard {datetime.now(UTC):%Y-%m-%d %H:%M}Z"
 
 
 @flow(name="fleet-dashboard", flow_run_name=_run_name, log_prints=False)
 def fleet_dashboard() -> dict[str, Any]:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
 
     # 1. Pools by lifecycle state, as the ledger has them and as the node labels say.
     pools, notes = count_pools()

@@ -9,17 +9,17 @@ writers). Dry-run reads and judges as usual and archives / notifies nothing.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from remedy import runtime
+from remedy.audit.cadence import parse_duration
 from remedy.audit.fleet import audits_from_prometheus
 from remedy.audit.prometheus import PrometheusUnavailable
 from remedy.audit.rpc import MountAudit
-from remedy.audit.cadence import parse_duration
 from tasks.audit import archive_audit, notify_slack, read_nfs_metrics
 
 
@@ -27,7 +27,7 @@ def _run_name() -> str:
     from prefect.runtime import flow_run
 
     window = flow_run.parameters.get("window") or runtime.settings().nfs.window  # a scheduled run passes none
-    return f"nfs audit over {window}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M}Z"
+    return f"nfs audit over {window}, {datetime.now(UTC):%Y-%m-%d %H:%M}Z"
 
 
 @flow(name="nfs-audit", flow_run_name=_run_name)
@@ -59,7 +59,7 @@ def nfs_audit(
     create_table_artifact(key="nfs-audit", table=rows or [{"node": "-", "verdict": "no NFS metrics"}],
                           description=f"NFS audit over {window}")  # fmt: skip
     create_markdown_artifact(key="nfs-audit-summary", markdown=_summary(audits, window))
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     report = {"at": now.isoformat(), "window": window, "dry_run": dry_run, "mounts": [a.to_dict() for a in audits]}
 
     # 4. Archive: one JSON per run.

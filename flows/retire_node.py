@@ -48,13 +48,12 @@ from remedy.lemon.retirement import (
     spare_failed_why,
     swap_fields,
 )
-from tasks.spares import promote_spare
 from tasks.cluster import cordon_node, drain_node, taint_node, wait_for_workload
 from tasks.leases import keeps_lease
 from tasks.ledger import claim_remediation, open_incident, set_incident_status, set_node_state, sync_fleet
 from tasks.lemon import archive_rma_report, retirement_budget
 from tasks.notify import post_notice
-from tasks.spares import select_spare, validate_spare
+from tasks.spares import promote_spare, select_spare, validate_spare
 
 
 def _run_name() -> str:

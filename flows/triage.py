@@ -16,8 +16,8 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from remedy import runtime
-from remedy.domain import names
 from remedy.detect.signals import is_early_warning
+from remedy.domain import names
 from remedy.domain.model import IncidentStatus, utcnow
 from remedy.domain.outcome import Outcome
 from remedy.domain.xid import RemediationPath

@@ -147,10 +147,9 @@ def runner_deployment(spec: DeploymentSpec, flow=None, *, triggers_enabled: bool
     """The spec as a Prefect RunnerDeployment (no work pool: the embedded dispatcher runs it).
 
     `triggers_enabled=False` keeps the automations visible but off (the embedded stack starts triage itself)."""
+    from prefect.client.schemas.actions import DeploymentScheduleCreate
     from prefect.client.schemas.schedules import CronSchedule, IntervalSchedule
     from prefect.events import DeploymentEventTrigger
-
-    from prefect.client.schemas.actions import DeploymentScheduleCreate
 
     flow = flow or load_flow(spec)
     triggers = [

@@ -27,7 +27,7 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -343,8 +343,8 @@ def _generate_tokens(settings) -> bool:
     """No default secrets: a token left unset gets a random one for this stack's session (the simulator's alerts
     and the demo's AutoApprover read it from the settings). Returns whether any was generated."""
     generated = False
-    for field, env in (("token", "REMEDY_RECEIVER__TOKEN"), ("execute_token", "REMEDY_RECEIVER__EXECUTE_TOKEN")):
-        if not getattr(settings.receiver, field).get_secret_value():
+    for name, env in (("token", "REMEDY_RECEIVER__TOKEN"), ("execute_token", "REMEDY_RECEIVER__EXECUTE_TOKEN")):
+        if not getattr(settings.receiver, name).get_secret_value():
             os.environ[env] = secrets.token_urlsafe(24)
             generated = True
     return generated
@@ -365,8 +365,14 @@ def _adopt_fleet(runtime) -> None:
 def _up(args: argparse.Namespace) -> int:
     from remedy import processes
     from remedy.config import load_settings
-    from remedy.prefect_server import (offline_env, point_clients_at, port_in_use, port_taken_message, stop_server,
-                                       use_server)
+    from remedy.prefect_server import (
+        offline_env,
+        point_clients_at,
+        port_in_use,
+        port_taken_message,
+        stop_server,
+        use_server,
+    )
 
     workdir = Path(args.workdir)
     settings = load_settings(args.config)
@@ -387,7 +393,7 @@ def _up(args: argparse.Namespace) -> int:
         server = use_server(workdir, port=args.prefect_port, named_url=args.prefect_url,
                             say=lambda msg: print(msg, file=sys.stderr if args.json else sys.stdout, flush=True))
         point_clients_at(server.api_url, offline_env(workdir / "prefect") if server.owned else None)
-        since = datetime.now(timezone.utc).isoformat()
+        since = datetime.now(UTC).isoformat()
         stack = None
         try:
             stack = start_stack(workdir=workdir, api_url=server.api_url, nodes=args.nodes, time_scale=args.time_scale,
@@ -603,9 +609,7 @@ def _down(args: argparse.Namespace) -> int:
 def _receiver_serve(args: argparse.Namespace) -> int:
     """Production: receiver only. Announces incidents to PREFECT_API_URL; the deployments run on a work pool."""
     from remedy import runtime
-    from remedy.receiver.server import ReceiverServer, build_receiver
-
-    from remedy.receiver.server import check_bind
+    from remedy.receiver.server import ReceiverServer, build_receiver, check_bind
 
     settings = runtime.settings() if not args.config else None
     if settings is None:

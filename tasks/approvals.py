@@ -31,6 +31,7 @@ from remedy.errors import RemedyError
 from remedy.ledger.errors import LedgerConflict
 from tasks.leases import fence, keep_alive
 
+
 class ApprovalInput(RunInput):
     """What a person answers (Prefect UI form, or the Slack receiver on a button press).
 

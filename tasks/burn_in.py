@@ -17,10 +17,10 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
-from remedy.health.jobs import check_job
 from remedy.domain.model import NodeState
 from remedy.errors import NodeNotFound
 from remedy.health import suite_for
+from remedy.health.jobs import check_job
 from tasks.cluster import cordon_node, taint_node, uncordon_node
 from tasks.health import judge_job, run_check
 from tasks.ledger import act, requester, set_node_state

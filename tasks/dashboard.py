@@ -147,9 +147,8 @@ def score_lemons(now: datetime) -> list[dict]:
 @task(name="check_spare_pool", cache_policy=NO_CACHE)
 def check_spare_pool() -> dict[str, Any]:
     """Enough ready spares for the replacement lead time, spread over racks, switches and PDUs?"""
-    from remedy.spares.pool import check_diversity, size_pool
-
     from remedy.spares.lemons import lemon_candidates
+    from remedy.spares.pool import check_diversity, size_pool
 
     led, settings = runtime.ledger(), runtime.settings().spares
     # a lemon candidate waits in the pool but is never handed out (remedy.spares.lemons): it is no ready spare

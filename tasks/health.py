@@ -16,8 +16,8 @@ from prefect.cache_policies import NO_CACHE
 from remedy import runtime
 from remedy.domain.durations import human_duration
 from remedy.domain.names import object_name
-from remedy.health.jobs import check_job
 from remedy.health import CheckOutputError, parse_check_output, suite_for
+from remedy.health.jobs import check_job
 from tasks.ledger import requester
 from tasks.retry import transient_only
 

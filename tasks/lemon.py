@@ -16,7 +16,7 @@ the Prefect tasks the flows call. What the ledger knows maps onto scoring's reco
 from __future__ import annotations
 
 from dataclasses import asdict
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -179,7 +179,7 @@ def archive_rma_report(node: str, reason: str, evidence: str, approval: dict[str
 
     settings = runtime.settings()
     led = runtime.ledger()
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     rec = led.get_node(node)
     facts = {"gpu_model": rec.gpu_model or "unknown", "gpu_count": rec.gpu_count, "zone": rec.zone or "-",
              "rack": rec.rack or "-", "switch": rec.switch or "-", "pdu": rec.pdu or "-",
@@ -196,7 +196,7 @@ def archive_rma_report(node: str, reason: str, evidence: str, approval: dict[str
 
 def _as_of(as_of: str | None) -> datetime:
     if as_of is None:
-        return datetime.now(timezone.utc)
+        return datetime.now(UTC)
     try:
         t = datetime.fromisoformat(as_of)
     except (TypeError, ValueError):

@@ -21,9 +21,8 @@ def final_state(result: dict[str, Any], *, node: str | None = None) -> State:
     flow's note is not repeated by its parent)."""
     note = node_event(result) if node else None
     if note and not result.get("noted_on_node"):
-        from tasks.cluster import note_on_node
-
         from remedy import runtime
+        from tasks.cluster import note_on_node
 
         dry_run = result.get("dry_run")
         note_on_node(node, *note, dry_run=runtime.settings().dry_run if dry_run is None else bool(dry_run))

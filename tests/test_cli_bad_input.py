@@ -163,9 +163,8 @@ def places(tmp_path, monkeypatch):
     directory.mkdir()
     unwritable = tmp_path / "not-a-dir"  # a file: nothing can be created under it, whoever runs the test
     unwritable.write_text("")
-    from remedy.ledger import Ledger
-
     from remedy.domain.model import Node, Topology
+    from remedy.ledger import Ledger
 
     ledger = tmp_path / "ledger.db"
     led = Ledger(f"sqlite:///{ledger}")

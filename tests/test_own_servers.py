@@ -346,7 +346,7 @@ def test_down_after_a_killed_up_cancels_the_runs_it_left_and_stops_its_server(tm
         down = remedy(tmp_path, "down")
         watch.thread.join(10)
         assert down.returncode == 0, down.stderr
-        assert f"run(s) `remedy up` for var/stack left open" in down.stdout
+        assert "run(s) `remedy up` for var/stack left open" in down.stdout
         assert all(watch.states[r][0] == "CANCELLED" and watch.states[r][1].startswith("stopped by remedy down")
                    for r in paused), watch.states
         assert f"stopped remedy's Prefect server for var/stack (pid {record['pid']}" in down.stdout

@@ -153,7 +153,7 @@ def test_the_body_is_handed_over_once_then_the_app_waits_on_the_real_connection(
         seen.append(await receive())
         try:
             seen.append(await asyncio.wait_for(receive(), 0.05))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             seen.append("waiting")
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b""})

@@ -13,7 +13,14 @@ from enum import StrEnum
 from typing import Any
 
 from remedy.domain.durations import human_duration
-from remedy.domain.xid import EARLY_WARNING_XIDS, NVLINK5_XIDS, RemediationPath, lookup, nvlink5_subcode_path, recovery_action_path
+from remedy.domain.xid import (
+    EARLY_WARNING_XIDS,
+    NVLINK5_XIDS,
+    RemediationPath,
+    lookup,
+    nvlink5_subcode_path,
+    recovery_action_path,
+)
 from remedy.settings.signals import SignalThresholds
 
 
@@ -116,8 +123,8 @@ class Signal:
         return out
 
     @classmethod
-    def from_evidence(cls, node: str, kind: "SignalKind", *, gpu: int | None, xid: int | None,
-                      evidence: dict[str, Any]) -> "Signal":
+    def from_evidence(cls, node: str, kind: SignalKind, *, gpu: int | None, xid: int | None,
+                      evidence: dict[str, Any]) -> Signal:
         """The signal an incident was opened on, rebuilt from its evidence (see `evidence`)."""
         value = evidence.get("value")
         return cls(node=node, kind=kind, gpu=gpu, xid=xid,

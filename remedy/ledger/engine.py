@@ -47,7 +47,7 @@ def make_engine(url: str, *, echo: bool = False, busy_timeout_seconds: float = 3
 
 def _sqlite_engine(url: str, database: str | None, *, echo: bool, busy_timeout_seconds: float) -> Engine:
     in_memory = not database or database == ":memory:"
-    if not in_memory and not database.startswith("file:"):
+    if database and not in_memory and not database.startswith("file:"):
         from remedy.domain.filemodes import private_sqlite_file
 
         private_sqlite_file(database)  # the ledger is created 0600, whoever embeds us (umask or not)

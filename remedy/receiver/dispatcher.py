@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -44,7 +44,7 @@ class Dispatcher:
         self._settings: Any = None
         self.started_runs: list[tuple[UUID, float]] = []  # (flow run id, monotonic time) — for the bench
 
-    def start(self) -> "Dispatcher":
+    def start(self) -> Dispatcher:
         self._thread = threading.Thread(target=self._loop, name="dispatcher", daemon=True)
         self._thread.start()
         return self
@@ -112,7 +112,7 @@ class Dispatcher:
         """Claim and start every due run; returns how many were started."""
         if not self.flows:
             return 0
-        due = datetime.now(timezone.utc) + timedelta(seconds=0.5)
+        due = datetime.now(UTC) + timedelta(seconds=0.5)
         runs = client.get_scheduled_flow_runs_for_deployments(deployment_ids=list(self.flows), scheduled_before=due)
         return sum(self.submit(client, run) for run in sorted(runs, key=lambda r: r.next_scheduled_start_time or due))
 

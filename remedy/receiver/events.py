@@ -136,7 +136,7 @@ class IncidentAnnouncer:
         self._thread: threading.Thread | None = None
         self._failing = False
 
-    def start(self) -> "IncidentAnnouncer":
+    def start(self) -> IncidentAnnouncer:
         self._thread = threading.Thread(target=self._loop, name="incident-announcer", daemon=True)
         self._thread.start()
         return self

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
 
 
-def resolve_priority(cluster: "Cluster", spec: dict) -> None:
+def resolve_priority(cluster: Cluster, spec: dict) -> None:
     """The Priority admission plugin: spec.priority (and preemptionPolicy) from spec.priorityClassName, or from
     the globalDefault class, else 0. ValueError when the class does not exist or a different priority was given."""
     name = spec.get("priorityClassName")
@@ -40,7 +40,7 @@ def resolve_priority(cluster: "Cluster", spec: dict) -> None:
     spec.setdefault("preemptionPolicy", policy)
 
 
-def default(cluster: "Cluster", kind: str, obj: dict) -> None:
+def default(cluster: Cluster, kind: str, obj: dict) -> None:
     """What the real server's defaulting and admission add on create."""
     if kind == "Pod":
         obj.setdefault("spec", {}).setdefault("restartPolicy", "Always")
@@ -79,7 +79,7 @@ def default(cluster: "Cluster", kind: str, obj: dict) -> None:
         obj.setdefault("status", {})
 
 
-def adopt_node(cluster: "Cluster", node: dict) -> None:
+def adopt_node(cluster: Cluster, node: dict) -> None:
     """A Node created through the API (e.g. a replacement joining) gets healthy hidden hardware."""
     from remedy.sim.health import NodeHealth
     from remedy.sim.objects import node_conditions

@@ -7,7 +7,7 @@ import json
 import logging
 import urllib.error
 import urllib.request
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ def fingerprint(labels: dict[str, str]) -> str:
 
 def make_alert(labels: dict[str, str], annotations: dict[str, str], status: str = "firing",
                starts_at: str | None = None) -> dict:
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
     return {
         "status": status,
         "labels": dict(labels),

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
 from remedy.sim import admission, crds, discovery, paging, validation
-from remedy.sim.watch import watch
 from remedy.sim.cluster import Cluster
 from remedy.sim.controller import BY_POD_GC, delete_pod, start_bound_pod
 from remedy.sim.disruption import evict
@@ -24,10 +23,19 @@ from remedy.sim.objects import random_suffix
 from remedy.sim.patch import json_patch, merge_patch, strategic_merge
 from remedy.sim.selectors import parse_field_selector, parse_label_selector
 from remedy.sim.store import (
-    ApiError, bad_request, conflict, deep_copy, dumps, invalid, normalize_times, not_found, now_iso,
+    ApiError,
+    bad_request,
+    conflict,
+    deep_copy,
+    dumps,
+    invalid,
+    normalize_times,
+    not_found,
+    now_iso,
     precondition_failed,
 )
 from remedy.sim.tables import table
+from remedy.sim.watch import watch
 
 JSON = "application/json"
 PATCH_TYPES = ("application/strategic-merge-patch+json", "application/merge-patch+json", "application/json-patch+json")

@@ -11,7 +11,7 @@ merge patch (metadata.annotations is a plain map; apimachinery's ObjectMeta).
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from remedy.domain.checkpoints import INTERVAL, LAST, REQUESTED, Checkpoints
@@ -31,7 +31,7 @@ def _float(value: object, default: float = 0.0) -> float:
         return default
 
 
-def sync_checkpoints(cluster: "Cluster", job: dict) -> None:
+def sync_checkpoints(cluster: Cluster, job: dict) -> None:
     """Start the job's cadence once; answer a pending request once. Called on every reconcile (cheap)."""
     ann = job["metadata"].get("annotations") or {}
     cadence = _float(ann.get(CADENCE))
@@ -48,7 +48,7 @@ def sync_checkpoints(cluster: "Cluster", job: dict) -> None:
         cluster.call_later(cost, lambda: _answer(cluster, ns, name, uid))
 
 
-def _tick(cluster: "Cluster", ns: str, name: str, uid: str, cadence: float) -> None:
+def _tick(cluster: Cluster, ns: str, name: str, uid: str, cadence: float) -> None:
     def fire() -> None:
         job = cluster.store.get("Job", ns, name)
         if job is None or job["metadata"]["uid"] != uid:
@@ -60,7 +60,7 @@ def _tick(cluster: "Cluster", ns: str, name: str, uid: str, cadence: float) -> N
     cluster.call_later(cadence, fire)
 
 
-def _answer(cluster: "Cluster", ns: str, name: str, uid: str) -> None:
+def _answer(cluster: Cluster, ns: str, name: str, uid: str) -> None:
     cluster.checkpoint_asked.discard(uid)
     job = cluster.store.get("Job", ns, name)
     if job is None or job["metadata"]["uid"] != uid:
@@ -73,11 +73,11 @@ def _full(job: dict) -> bool:
     return not spec.get("suspend") and int(status.get("ready") or 0) >= int(spec.get("parallelism") or 0) > 0
 
 
-def _checkpoint(cluster: "Cluster", job: dict, cadence: float) -> None:
+def _checkpoint(cluster: Cluster, job: dict, cadence: float) -> None:
     """A checkpoint completes now, if the whole gang is there to write it (a short gang is restarting)."""
     if not _full(job):
         return
-    stamp = datetime.now(timezone.utc).isoformat()
+    stamp = datetime.now(UTC).isoformat()
     wall = cluster.scaled(cadence)
 
     def write(j: dict) -> None:

@@ -12,10 +12,10 @@ import json
 import threading
 import time
 import uuid
-from typing import Any
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from remedy.errors import NodeNotFound, RemedyError
 from remedy.sim.health import NodeHealth
@@ -311,7 +311,7 @@ class Cluster:
         return path
 
     @classmethod
-    def load(cls, path: str | Path, **overrides) -> "Cluster":
+    def load(cls, path: str | Path, **overrides) -> Cluster:
         path = Path(path)
         try:
             data = json.loads(path.read_text())
@@ -322,7 +322,7 @@ class Cluster:
         return cls.from_state(data, source=str(path), **overrides)
 
     @classmethod
-    def from_state(cls, data: dict, source: str = "state", **overrides) -> "Cluster":
+    def from_state(cls, data: dict, source: str = "state", **overrides) -> Cluster:
         if not isinstance(data, dict) or data.get("format") != SAVE_FORMAT:
             raise SimStateError(f"{source}: not a simulator state (expected format {SAVE_FORMAT!r})")
         kwargs = {"time_scale": data.get("time_scale", 1.0), "seed": data.get("seed", 0)}

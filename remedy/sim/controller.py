@@ -9,7 +9,7 @@ controller (pods per Job, status counts, backoff). Pods a controller owns are fo
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from remedy.sim.index import gpu_request
@@ -129,7 +129,7 @@ def affinity_hosts(spec: dict) -> list[str] | None:
     return None
 
 
-def anti_affinity_conflict(cluster: "Cluster", spec: dict, namespace: str, node: dict) -> bool:
+def anti_affinity_conflict(cluster: Cluster, spec: dict, namespace: str, node: dict) -> bool:
     """Required pod anti-affinity: does a live pod matching a term's labelSelector (in the pod's namespace unless
     the term names others) already run in the same topology domain as `node`? (kube-scheduler's
     InterPodAffinity plugin; only existing pods are weighed, as there.)"""
@@ -195,7 +195,7 @@ def _set_condition(conds: list[dict], type_: str, status: str, reason: str | Non
 
 
 # ---------------------------------------------------------------- the loop
-def reconcile(cluster: "Cluster", nodes: set[str] | None) -> None:
+def reconcile(cluster: Cluster, nodes: set[str] | None) -> None:
     store, index = cluster.store, cluster.index
     names = cluster.node_names() if nodes is None else [n for n in nodes if store.get("Node", "", n)]
     for name in names:
@@ -224,7 +224,7 @@ def reconcile(cluster: "Cluster", nodes: set[str] | None) -> None:
     sync_budgets(cluster)
 
 
-def _sync_node(cluster: "Cluster", name: str) -> None:
+def _sync_node(cluster: Cluster, name: str) -> None:
     """Ready condition and the node lifecycle controller's taints follow the hidden health."""
     store = cluster.store
     node = store.get("Node", "", name)
@@ -295,7 +295,7 @@ BY_TAINT_MANAGER = ("DeletionByTaintManager", "Taint manager: deleting due to No
 BY_POD_GC = ("DeletionByPodGC", "PodGC: node no longer exists")
 
 
-def delete_pod(cluster: "Cluster", namespace: str, name: str, grace: int | None = None,
+def delete_pod(cluster: Cluster, namespace: str, name: str, grace: int | None = None,
                disruption: tuple[str, str] | None = None) -> dict:
     """Graceful pod deletion: set deletionTimestamp; the pod is gone after its (scaled) grace period.
     Unbound or finished pods and grace 0 go at once. `disruption` (reason, message): first add the
@@ -317,7 +317,7 @@ def delete_pod(cluster: "Cluster", namespace: str, name: str, grace: int | None 
         # staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go (BeforeDelete): deletionTimestamp is when the
         # grace period ends, now + grace; a shorter grace on a pod already terminating moves it back by the
         # difference, never before now. Simulated seconds: it is when the pod will be gone here.
-        meta, now = p["metadata"], datetime.now(timezone.utc)
+        meta, now = p["metadata"], datetime.now(UTC)
         at = now + timedelta(seconds=cluster.scaled(grace))
         if meta.get("deletionTimestamp"):
             at = max(now, parse_iso(meta["deletionTimestamp"]) - timedelta(
@@ -339,7 +339,7 @@ def _disruption_target(pod: dict, reason: str, message: str) -> None:
                   "lastProbeTime": None, "lastTransitionTime": now_iso()})
 
 
-def _remove_pod(cluster: "Cluster", namespace: str, name: str) -> None:
+def _remove_pod(cluster: Cluster, namespace: str, name: str) -> None:
     pod = cluster.store.get("Pod", namespace, name)
     if pod is not None:
         if controller_kind(pod) == "Job":  # the Job controller sees how it ended before the object goes
@@ -352,7 +352,7 @@ def _remove_pod(cluster: "Cluster", namespace: str, name: str) -> None:
     cluster.logs.pop((namespace, name), None)
 
 
-def _finish_deletions(cluster: "Cluster") -> None:
+def _finish_deletions(cluster: Cluster) -> None:
     """Terminating pods go once their grace period is over, but only if their kubelet can confirm it: on a
     NotReady node they stay Terminating until it is back, a force delete (grace 0), or — PodGC's gcTerminating
     (pkg/controller/podgc/gc_controller.go, non-graceful node shutdown) — the node is tainted
@@ -371,7 +371,7 @@ def _finish_deletions(cluster: "Cluster") -> None:
         _remove_pod(cluster, *key)
 
 
-def _noexecute_evictions(cluster: "Cluster") -> None:
+def _noexecute_evictions(cluster: Cluster) -> None:
     """Pods that do not tolerate a node's NoExecute taint are deleted (after tolerationSeconds)."""
     now = time.monotonic()
     live = set()
@@ -401,7 +401,7 @@ def _noexecute_evictions(cluster: "Cluster") -> None:
 
 
 # ---------------------------------------------------------------- scheduling
-def _bind(cluster: "Cluster", pod: dict, node_name: str) -> None:
+def _bind(cluster: Cluster, pod: dict, node_name: str) -> None:
     """Bind and start the pod on the node (in place on a fresh copy, before it is stored)."""
     node = cluster.store.get("Node", "", node_name)
     node_ip = node["status"]["addresses"][0]["address"]
@@ -427,7 +427,7 @@ def _bind(cluster: "Cluster", pod: dict, node_name: str) -> None:
     pod["status"]["podIPs"] = [{"ip": pod["status"]["podIP"]}]
 
 
-def start_bound_pod(cluster: "Cluster", namespace: str, name: str) -> None:
+def start_bound_pod(cluster: Cluster, namespace: str, name: str) -> None:
     """A pod created with spec.nodeName skips the scheduler: that node's kubelet runs it (Running, Ready) if the
     node exists and is Ready, as a real cluster does (the real lane's stand-in kubelet too). A pod a Job owns is
     the simulated Job controller's (it starts its own runners), so it is left to it."""
@@ -457,7 +457,7 @@ def _pending_status(pod: dict, reasons: dict[str, int], total: int) -> None:
     }]}
 
 
-def _candidates(cluster: "Cluster", spec: dict, exclude: set[str],
+def _candidates(cluster: Cluster, spec: dict, exclude: set[str],
                 cache_key: str | None = None, namespace: str = "default") -> tuple[list[str], dict[str, int], int]:
     """Nodes a pod with `spec` may go on (sorted, minus `exclude`), and why the others may not.
     With cache_key (a Job uid: all its pods share one spec) each node's verdict is reused until that node
@@ -501,7 +501,7 @@ def _candidates(cluster: "Cluster", spec: dict, exclude: set[str],
     return ok, {k: v for k, v in reasons.items() if v}, len(nodes)
 
 
-def _schedule_bare_pod(cluster: "Cluster", pod: dict) -> None:
+def _schedule_bare_pod(cluster: Cluster, pod: dict) -> None:
     ok, reasons, total = _candidates(cluster, pod.get("spec", {}), set(),
                                      namespace=pod["metadata"].get("namespace", "default"))
     copy = deep_copy(pod)
@@ -543,7 +543,7 @@ def new_job_pod(job: dict, index: int | None = None, node: str | None = None) ->
     }
 
 
-def create_generated(cluster: "Cluster", pod: dict) -> dict:
+def create_generated(cluster: Cluster, pod: dict) -> dict:
     """Create a pod whose name came from generateName, drawing a new suffix on the rare collision. Its priority
     is resolved from its priorityClassName as the API server's Priority admission plugin does for the Job
     controller's pods."""

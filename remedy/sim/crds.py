@@ -40,8 +40,14 @@ import uuid
 from typing import TYPE_CHECKING
 
 from remedy.sim.controller import (
-    _bind, _candidates, _pending_status, add_default_tolerations, add_extended_resource_tolerations, delete_pod,
-    finished, pod_ready, terminating,
+    _bind,
+    _candidates,
+    _pending_status,
+    add_default_tolerations,
+    add_extended_resource_tolerations,
+    delete_pod,
+    finished,
+    terminating,
 )
 from remedy.sim.objects import WORKLOAD_ANNOTATION, owner_ref
 from remedy.sim.store import ApiError, deep_copy, now_iso
@@ -93,7 +99,7 @@ def _is_true(obj: dict, type_: str) -> bool:
                for c in (obj.get("status") or {}).get("conditions") or [])
 
 
-def _set_status(cluster: "Cluster", kind: str, obj: dict, status: dict) -> None:
+def _set_status(cluster: Cluster, kind: str, obj: dict, status: dict) -> None:
     ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
     stored = cluster.store.get(kind, ns, name)
     if stored is not None and status != (stored.get("status") or {}):
@@ -108,7 +114,7 @@ def check_patch_type(kind: str, content_type: str) -> None:
                        "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
 
 
-def check_update(cluster: "Cluster", kind: str, current: dict, new: dict) -> None:
+def check_update(cluster: Cluster, kind: str, current: dict, new: dict) -> None:
     """The JobSet validating webhook (pkg/webhooks/jobset_webhook.go ValidateUpdate): replicatedJobs are
     immutable but for the pod template fields Kueue/DWS set while the JobSet is (or becomes) suspended; with
     elastic JobSets (KEP-463) `replicas` may change too."""
@@ -143,12 +149,12 @@ def _deny(message: str) -> None:
     raise ApiError(403, "Forbidden", f'admission webhook "vjobset.kb.io" denied the request: {message}')
 
 
-def owned_by(cluster: "Cluster", kind: str, uid: str) -> list[dict]:
+def owned_by(cluster: Cluster, kind: str, uid: str) -> list[dict]:
     return [o for o in cluster.store.objects(kind)
             if any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences") or [])]
 
 
-def collect(cluster: "Cluster", obj: dict, grace: int | None = None) -> None:
+def collect(cluster: Cluster, obj: dict, grace: int | None = None) -> None:
     """Background garbage collection after a custom resource is deleted: its child Jobs (with their pods), pods
     and Kueue Workload go too (custom resources default to background propagation)."""
     uid = obj["metadata"]["uid"]
@@ -161,7 +167,7 @@ def collect(cluster: "Cluster", obj: dict, grace: int | None = None) -> None:
         cluster.store.remove("Workload", wl["metadata"]["namespace"], wl["metadata"]["name"])
 
 
-def _delete_job(cluster: "Cluster", job: dict, grace: int | None = None) -> None:
+def _delete_job(cluster: Cluster, job: dict, grace: int | None = None) -> None:
     """Delete a Job with propagationPolicy Background: its pods terminate gracefully."""
     uid = job["metadata"]["uid"]
     for pod in cluster.index.owned(uid):
@@ -172,7 +178,7 @@ def _delete_job(cluster: "Cluster", job: dict, grace: int | None = None) -> None
 
 
 # ---------------------------------------------------------------- the loop
-def _queued(cluster: "Cluster") -> set[tuple[str, str, str]]:
+def _queued(cluster: Cluster) -> set[tuple[str, str, str]]:
     """(kind, namespace, name) of the Jobs, JobSets and PyTorchJobs labelled for Kueue, kept current from the
     store's change feed, so a pass over a cluster with thousands of check Jobs and no Kueue costs nothing."""
     index = getattr(cluster, "_kueue_queued", None)
@@ -193,7 +199,7 @@ def _queued(cluster: "Cluster") -> set[tuple[str, str, str]]:
     return index
 
 
-def sync_workloads(cluster: "Cluster") -> None:
+def sync_workloads(cluster: Cluster) -> None:
     """Run after the Job controller on every reconcile pass; cheap when no such object exists."""
     changed = False
     for kind, ns, name in sorted(_queued(cluster)):
@@ -214,7 +220,7 @@ def _child_name(js: dict, rj: dict, index: int) -> str:
     return f"{js['metadata']['name']}-{rj['name']}-{index}"
 
 
-def _child_job(cluster: "Cluster", js: dict, rj: dict, index: int, global_index: int) -> dict:
+def _child_job(cluster: Cluster, js: dict, rj: dict, index: int, global_index: int) -> dict:
     from remedy.sim.admission import default, fix_job_selector
 
     meta = js["metadata"]
@@ -244,7 +250,7 @@ def _child_job(cluster: "Cluster", js: dict, rj: dict, index: int, global_index:
     return job
 
 
-def _sync_jobset(cluster: "Cluster", js: dict) -> bool:
+def _sync_jobset(cluster: Cluster, js: dict) -> bool:
     meta, spec = js["metadata"], js.get("spec") or {}
     status = deep_copy(js.get("status") or {})
     status.setdefault("restarts", 0)
@@ -344,7 +350,7 @@ def _pytorch_pod(pj: dict, rtype: str, rspec: dict, index: int) -> dict:
             "spec": spec, "status": {"phase": "Pending"}}
 
 
-def _sync_pytorchjob(cluster: "Cluster", pj: dict) -> bool:
+def _sync_pytorchjob(cluster: Cluster, pj: dict) -> bool:
     from remedy.sim.admission import resolve_priority
 
     meta, spec = pj["metadata"], pj.get("spec") or {}
@@ -412,7 +418,7 @@ def _sync_pytorchjob(cluster: "Cluster", pj: dict) -> bool:
     return changed
 
 
-def _place(cluster: "Cluster", pod: dict, uid: str, rtype: str) -> bool:
+def _place(cluster: Cluster, pod: dict, uid: str, rtype: str) -> bool:
     """Bind the pod if a node takes it (one pod of the job per node), else leave it Pending with why."""
     occupied = {p["spec"].get("nodeName") for p in cluster.index.owned(uid)
                 if p["spec"].get("nodeName") and not finished(p)}
@@ -438,7 +444,7 @@ def _suspend_path(kind: str, obj: dict) -> bool:
     return bool((spec.get("runPolicy") or {}).get("suspend")) if kind == "PyTorchJob" else bool(spec.get("suspend"))
 
 
-def _set_suspend(cluster: "Cluster", kind: str, obj: dict, value: bool) -> None:
+def _set_suspend(cluster: Cluster, kind: str, obj: dict, value: bool) -> None:
     def change(o: dict) -> None:
         if kind == "PyTorchJob":
             o["spec"].setdefault("runPolicy", {})["suspend"] = value
@@ -448,7 +454,7 @@ def _set_suspend(cluster: "Cluster", kind: str, obj: dict, value: bool) -> None:
     cluster.store.mutate(kind, obj["metadata"]["namespace"], obj["metadata"]["name"], change)
 
 
-def _sync_kueue(cluster: "Cluster", kind: str, obj: dict) -> bool:
+def _sync_kueue(cluster: Cluster, kind: str, obj: dict) -> bool:
     meta = obj["metadata"]
     ns, uid = meta["namespace"], meta["uid"]
     wl = next(iter(owned_by(cluster, "Workload", uid)), None)
@@ -487,7 +493,7 @@ def _sync_kueue(cluster: "Cluster", kind: str, obj: dict) -> bool:
 
 
 # ---------------------------------------------------------------- the training workload as a CRD
-def add_training_workload(cluster: "Cluster", kind: str, nodes: int) -> dict:
+def add_training_workload(cluster: Cluster, kind: str, nodes: int) -> dict:
     """training/llm-pretrain as a JobSet (one single-pod Job per node, the batch Job's pod template and its
     podFailurePolicy, failurePolicy.maxRestarts 3) or an elastic PyTorchJob (`nodes` workers, elasticPolicy
     minReplicas 3/4 of them), as if created through the API; its controller here starts the gang."""

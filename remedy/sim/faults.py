@@ -13,8 +13,8 @@ import time
 from typing import TYPE_CHECKING
 
 from remedy.sim import alerts
-from remedy.sim.health import NodeHealth
 from remedy.sim.hardware import pci_bus_id
+from remedy.sim.health import NodeHealth
 from remedy.sim.store import now_iso
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def _gpu(health: NodeHealth, gpu: int | None, node: str):
     raise FaultError(f"{node} has no GPU {index} (it has {len(health.gpus)})")
 
 
-def _restart_training_pod(cluster: "Cluster", node: str, why: str) -> None:
+def _restart_training_pod(cluster: Cluster, node: str, why: str) -> None:
     """The training process on this node crashed: its container restarts (restartPolicy OnFailure)."""
     for pod in cluster.pods_on(node):
         labels = pod["metadata"].get("labels") or {}
@@ -239,7 +239,7 @@ HANDLERS = {
 FAULT_KINDS = tuple(HANDLERS)
 
 
-def inject(cluster: "Cluster", kind: str, node: str, gpu: int | None = None, **params) -> dict:
+def inject(cluster: Cluster, kind: str, node: str, gpu: int | None = None, **params) -> dict:
     """Apply the fault, then post its alert (if alert_url is set). Returns what happened, incl. the alert outcome.
 
     Raises NodeNotFound for an unknown node and FaultError (a ValueError) for a bad kind or parameter."""

@@ -74,7 +74,7 @@ class NodeHealth:
     fio_read_gbps: float = 8.0
 
     @classmethod
-    def healthy(cls, gpus: int = 8, ib_ports: int = 8, node_index: int = 0) -> "NodeHealth":
+    def healthy(cls, gpus: int = 8, ib_ports: int = 8, node_index: int = 0) -> NodeHealth:
         return cls(
             gpus=[GpuHealth(index=i, uuid=f"GPU-{node_index:04x}{i:04x}-0000-0000-0000-000000000000") for i in range(gpus)],
             ib_ports=[IbPortHealth(port=p + 1) for p in range(ib_ports)],
@@ -110,7 +110,7 @@ class NodeHealth:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "NodeHealth":
+    def from_dict(cls, data: dict) -> NodeHealth:
         data = dict(data)
         data["gpus"] = [GpuHealth(**g) for g in data.get("gpus", [])]
         data["ib_ports"] = [IbPortHealth(**p) for p in data.get("ib_ports", [])]

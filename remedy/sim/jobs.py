@@ -30,8 +30,17 @@ from typing import TYPE_CHECKING
 
 from remedy.sim.cluster import CHECK_LABEL, WORKLOAD_ANNOTATION, PodRun
 from remedy.sim.controller import (
-    _bind, _candidates, _pending_status, add_default_tolerations,
-    add_extended_resource_tolerations, controller_uid, create_generated, delete_pod, finished, new_job_pod, pod_key,
+    _bind,
+    _candidates,
+    _pending_status,
+    add_default_tolerations,
+    add_extended_resource_tolerations,
+    controller_uid,
+    create_generated,
+    delete_pod,
+    finished,
+    new_job_pod,
+    pod_key,
     terminating,
 )
 from remedy.sim.images import kubelet_refusal
@@ -120,7 +129,7 @@ def pod_failure_backoff(failures: int) -> float:
     return min(POD_FAILURE_BACKOFF_SECONDS * 2 ** min(failures - 1, 16), MAX_POD_FAILURE_BACKOFF_SECONDS)
 
 
-def backoff_remaining(cluster: "Cluster", job: dict) -> float:
+def backoff_remaining(cluster: Cluster, job: dict) -> float:
     """Real seconds before the Job controller may create a pod for `job` (0: now)."""
     record = cluster.job_backoff.get(job["metadata"]["uid"])
     if not cluster.pod_failure_backoff or record is None:
@@ -129,7 +138,7 @@ def backoff_remaining(cluster: "Cluster", job: dict) -> float:
     return max(0.0, last + cluster.scaled(pod_failure_backoff(failures)) - time.monotonic())
 
 
-def _held_by_backoff(cluster: "Cluster", job: dict) -> bool:
+def _held_by_backoff(cluster: Cluster, job: dict) -> bool:
     """True while the back-off holds new pods; wakes the Job's sync when it is over (enqueueSyncJobWithDelay)."""
     remaining = backoff_remaining(cluster, job)
     if remaining <= 0:
@@ -146,7 +155,7 @@ def _held_by_backoff(cluster: "Cluster", job: dict) -> bool:
     return True
 
 
-def _record_outcome(cluster: "Cluster", job_uid: str, succeeded: bool) -> None:
+def _record_outcome(cluster: Cluster, job_uid: str, succeeded: bool) -> None:
     """The back-off record (backoffStore.newBackoffRecord): a success clears it, a failure adds one."""
     if succeeded:
         cluster.job_backoff.pop(job_uid, None)
@@ -155,7 +164,7 @@ def _record_outcome(cluster: "Cluster", job_uid: str, succeeded: bool) -> None:
     cluster.job_backoff[job_uid] = (failures + 1, time.monotonic())
 
 
-def _count(cluster: "Cluster", job: dict, pod: dict) -> None:
+def _count(cluster: Cluster, job: dict, pod: dict) -> None:
     """Count a failed pod once (the real controller's tracking finalizer makes it see each pod's end once)."""
     uid, pod_uid = job["metadata"]["uid"], pod["metadata"].get("uid", pod["metadata"]["name"])
     seen = cluster.job_counted.setdefault(uid, set())
@@ -171,13 +180,13 @@ def _count(cluster: "Cluster", job: dict, pod: dict) -> None:
     cluster.index.dirty_owners.add(uid)
 
 
-def _forget(cluster: "Cluster", job: dict, pod: dict) -> None:
+def _forget(cluster: Cluster, job: dict, pod: dict) -> None:
     """The controller deletes this pod itself (suspend, scale-down, a finished Job): it removes the tracking
     finalizer first, so the pod's end is never counted."""
     cluster.job_counted.setdefault(job["metadata"]["uid"], set()).add(pod["metadata"].get("uid", ""))
 
 
-def pod_gone(cluster: "Cluster", pod: dict) -> None:
+def pod_gone(cluster: Cluster, pod: dict) -> None:
     """A Job's pod is about to leave the store. On a real cluster its tracking finalizer holds it until the Job
     controller has seen how it ended: Failed, for a pod deleted before it succeeded (the kubelet, or PodGC, marks
     it so)."""
@@ -196,12 +205,12 @@ def pod_gone(cluster: "Cluster", pod: dict) -> None:
         _count(cluster, job, pod)
 
 
-def _failed_so_far(cluster: "Cluster", job: dict) -> int:
+def _failed_so_far(cluster: Cluster, job: dict) -> int:
     return int((job.get("status") or {}).get("failed", 0)) + cluster.job_new_failures.get(job["metadata"]["uid"], 0)
 
 
 # ---------------------------------------------------------------- sync
-def sync_job(cluster: "Cluster", job: dict, dirty: bool = True) -> None:
+def sync_job(cluster: Cluster, job: dict, dirty: bool = True) -> None:
     """dirty: the Job or its pods changed since the last pass (else only Node changes brought us here)."""
     uid = job["metadata"]["uid"]
     index = cluster.index
@@ -227,7 +236,7 @@ def sync_job(cluster: "Cluster", job: dict, dirty: bool = True) -> None:
         _update_status(cluster, job)
 
 
-def _suspend(cluster: "Cluster", job: dict) -> bool:
+def _suspend(cluster: Cluster, job: dict) -> bool:
     """A suspended Job: its active pods are deleted (gracefully) and none are created until it is resumed — the
     Job controller's behaviour, and how Kueue preempts a Job. True: nothing left to do."""
     for pod in cluster.index.owned(job["metadata"]["uid"]):
@@ -244,7 +253,7 @@ def _template_spec(job: dict) -> dict:
     return spec
 
 
-def _sync_gang(cluster: "Cluster", job: dict) -> bool:
+def _sync_gang(cluster: Cluster, job: dict) -> bool:
     """Keep `parallelism` pods, one per eligible node; True when nothing is left to place."""
     uid = job["metadata"]["uid"]
     index = cluster.index
@@ -293,7 +302,7 @@ def _sync_gang(cluster: "Cluster", job: dict) -> bool:
     return False
 
 
-def _targets(cluster: "Cluster", job: dict, pods: list[dict]) -> list[tuple[int, str | None]]:
+def _targets(cluster: Cluster, job: dict, pods: list[dict]) -> list[tuple[int, str | None]]:
     """(completion index, None) for each pod the Job needs: `completions` of them. Where they run is the
     scheduler's business — node affinity, and pod anti-affinity to spread a group one pod per node — as on a
     real cluster (the simulator no longer gives a label-selected check one pod per matching node by itself)."""
@@ -309,7 +318,7 @@ def _index(pod: dict) -> int:
     return int((pod["metadata"].get("annotations") or {}).get("batch.kubernetes.io/job-completion-index", 0))
 
 
-def _sync_finite(cluster: "Cluster", job: dict, pods: list[dict]) -> bool:
+def _sync_finite(cluster: Cluster, job: dict, pods: list[dict]) -> bool:
     targets = _targets(cluster, job, pods)
     if _failed_so_far(cluster, job) > int(job["spec"].get("backoffLimit", DEFAULT_BACKOFF_LIMIT)) \
             or job["metadata"]["uid"] in cluster.job_fail_reason:
@@ -338,7 +347,7 @@ def _sync_finite(cluster: "Cluster", job: dict, pods: list[dict]) -> bool:
     return settled
 
 
-def _place_finite(cluster: "Cluster", job: dict, pod: dict, created: bool, bound: list[dict]) -> bool:
+def _place_finite(cluster: Cluster, job: dict, pod: dict, created: bool, bound: list[dict]) -> bool:
     """Bind the pod if a node takes it (its run starts once the pass has placed every pod), else leave it
     Pending; True when it was bound."""
     ok, reasons, total = _candidates(cluster, pod["spec"], set(), namespace=pod["metadata"].get("namespace",
@@ -359,13 +368,13 @@ def _place_finite(cluster: "Cluster", job: dict, pod: dict, created: bool, bound
     return bool(ok)
 
 
-def job_nodes(cluster: "Cluster", job: dict) -> list[str]:
+def job_nodes(cluster: Cluster, job: dict) -> list[str]:
     """Nodes the Job's live pods are bound to: a group check's peers (what mpirun's host list would be)."""
     return sorted({p["spec"]["nodeName"] for p in cluster.index.owned(job["metadata"]["uid"])
                    if p["spec"].get("nodeName") and not finished(p) and not terminating(p)})
 
 
-def start_run(cluster: "Cluster", job: dict, pod: dict) -> None:
+def start_run(cluster: Cluster, job: dict, pod: dict) -> None:
     """Ask the runner what this pod does, then show its log over time and finish it."""
     ns, name = pod_key(pod)
     node = pod["spec"]["nodeName"]
@@ -395,7 +404,7 @@ def start_run(cluster: "Cluster", job: dict, pod: dict) -> None:
     cluster.call_later(result.seconds, lambda: finish_pod(cluster, ns, name, uid))
 
 
-def finish_pod(cluster: "Cluster", namespace: str, name: str, uid: str | None = None) -> None:
+def finish_pod(cluster: Cluster, namespace: str, name: str, uid: str | None = None) -> None:
     pod = cluster.store.get("Pod", namespace, name)
     run = cluster.runs.get((namespace, name))
     if pod is None or run is None or finished(pod) or (uid and pod["metadata"].get("uid") != uid):
@@ -423,7 +432,7 @@ def finish_pod(cluster: "Cluster", namespace: str, name: str, uid: str | None = 
         cluster.reconcile({node})
 
 
-def _deadline_passed(cluster: "Cluster", job: dict) -> bool:
+def _deadline_passed(cluster: Cluster, job: dict) -> bool:
     deadline = job["spec"].get("activeDeadlineSeconds")
     if deadline is None:
         return False
@@ -450,7 +459,7 @@ def _suspended_condition(job: dict, status: dict) -> None:
     status["conditions"] = [c for c in conditions if c.get("type") != "Suspended"] + [fresh]
 
 
-def _update_status(cluster: "Cluster", job: dict) -> None:
+def _update_status(cluster: Cluster, job: dict) -> None:
     old = job.get("status") or {}
     uid = job["metadata"]["uid"]
     stats = cluster.index.stats(uid)

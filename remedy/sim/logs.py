@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from remedy.sim.cluster import Cluster
 
 
-def pod_log(cluster: "Cluster", ns: str, name: str, query: dict) -> tuple[bytes | Iterator[bytes], bool]:
+def pod_log(cluster: Cluster, ns: str, name: str, query: dict) -> tuple[bytes | Iterator[bytes], bool]:
     """(body, streaming) for the log request."""
     pod = cluster.store.require("Pod", ns, name)
     containers = [c.get("name") for c in pod.get("spec", {}).get("containers") or []]
@@ -39,7 +39,7 @@ def pod_log(cluster: "Cluster", ns: str, name: str, query: dict) -> tuple[bytes 
     return _follow(cluster, ns, name, pod["metadata"]["uid"], lines, len(visible)), True
 
 
-def _follow(cluster: "Cluster", ns: str, name: str, uid: str, first: list[str], sent: int) -> Iterator[bytes]:
+def _follow(cluster: Cluster, ns: str, name: str, uid: str, first: list[str], sent: int) -> Iterator[bytes]:
     """Stream lines as the pod produces them; end when the pod has finished (or is gone)."""
     if first:
         yield "".join(line + "\n" for line in first).encode()

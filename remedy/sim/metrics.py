@@ -48,7 +48,7 @@ UTIL = ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).")
 BUSY_UTIL = 97  # a GPU under the training job; idle GPUs read 0
 
 
-def clock_event_reasons(g: "GpuHealth") -> int:
+def clock_event_reasons(g: GpuHealth) -> int:
     bits = 0
     if g.thermal_throttle:
         bits |= CLOCKS_EVENT_HW_THERMAL | CLOCKS_EVENT_HW_SLOWDOWN
@@ -59,12 +59,12 @@ def clock_event_reasons(g: "GpuHealth") -> int:
     return bits
 
 
-def _labels(node: str, g: "GpuHealth", h: "NodeHealth") -> str:
+def _labels(node: str, g: GpuHealth, h: NodeHealth) -> str:
     return (f'gpu="{g.index}",UUID="{g.uuid}",pci_bus_id="{pci_bus_id(g.index)}",device="nvidia{g.index}",'
             f'modelName="NVIDIA B200",Hostname="{node}",DCGM_FI_DRIVER_VERSION="{h.driver_version}"')
 
 
-def render(cluster: "Cluster", nodes: list[str] | None = None) -> str:
+def render(cluster: Cluster, nodes: list[str] | None = None) -> str:
     """All GPUs of `nodes` (default every node). A GPU that fell off the bus is still listed, with XID 79,
     so the alert path can be exercised end to end (a real exporter may lose the device)."""
     with cluster.lock:
@@ -81,7 +81,7 @@ def render(cluster: "Cluster", nodes: list[str] | None = None) -> str:
                 out.extend(f"{name}{{{labels}}} {value(g, h)}\n" for g, labels in gpus)
         name, type_, help_ = UTIL
         out.append(f"# HELP {name} {help_}\n# TYPE {name} {type_}\n")
-        for node, h, gpus in snapshot:
+        for node, _health, gpus in snapshot:
             util = BUSY_UTIL if node in busy else 0
             out.extend(f"{name}{{{labels}}} {0 if g.fallen_off_bus else util}\n" for g, labels in gpus)
     return "".join(out)

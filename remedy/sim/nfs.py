@@ -70,7 +70,7 @@ def _advance(c: Counters, rates: dict[str, OpRate], now: float, starved: bool) -
         c.backlog += n * (0.9 if starved else 0.001) * (MAX_SLOTS if starved else 1)
 
 
-def render(cluster: "Cluster") -> str:
+def render(cluster: Cluster) -> str:
     """node_exporter's `node_mountstats_nfs_*` text for every node of the cluster (Prometheus text format 0.0.4)."""
     now = time.monotonic()
     with cluster.lock:

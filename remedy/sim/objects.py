@@ -348,7 +348,7 @@ def node_name(prefix: str, i: int, width: int) -> str:
     return prefix.format(n=i + 1) if "{n}" in prefix else f"{prefix}{i + 1:0{width}d}"
 
 
-def populate(cluster: "Cluster", *, nodes: int, spares: int, gpus_per_node: int, racks: int | None,
+def populate(cluster: Cluster, *, nodes: int, spares: int, gpus_per_node: int, racks: int | None,
              nodes_per_rack: int, prefix: str, training_job: bool, sessions: int = 0,
              gpu_taint: bool = False, node_images: bool = True) -> None:
     store = cluster.store

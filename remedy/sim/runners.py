@@ -108,12 +108,12 @@ def job_seconds(job: dict, default: float) -> float:
 
 
 # -- built-in runners --
-def run_sleep(node: str, health: NodeHealth, job: dict, cluster: "Cluster") -> RunResult:
+def run_sleep(node: str, health: NodeHealth, job: dict, cluster: Cluster) -> RunResult:
     seconds = job_seconds(job, 1.0)
     return RunResult(0, f"sleeping {seconds:g}s on {node}\ndone", seconds)
 
 
-def run_gpu_reset(node: str, health: NodeHealth, job: dict, cluster: "Cluster") -> RunResult:
+def run_gpu_reset(node: str, health: NodeHealth, job: dict, cluster: Cluster) -> RunResult:
     """`nvidia-smi -r -i N`: clears the GPU's pending faults when it can (reset_clears), else exit 1."""
     try:
         index = job_gpu_index(job)
@@ -140,14 +140,14 @@ def run_gpu_reset(node: str, health: NodeHealth, job: dict, cluster: "Cluster") 
     return RunResult(code, "\n".join(lines), 20.0)
 
 
-def run_reboot(node: str, health: NodeHealth, job: dict, cluster: "Cluster") -> RunResult:
+def run_reboot(node: str, health: NodeHealth, job: dict, cluster: Cluster) -> RunResult:
     """Node reboot: NotReady for REBOOT_SECONDS (default 180 s simulated), then Ready with faults cleared."""
     seconds = float(job_env(job).get("REBOOT_SECONDS", "180"))
     cluster.reboot_node(node, seconds)
     return RunResult(0, f"Rebooting {node} (back in ~{seconds:g}s)", 1.0)
 
 
-def run_smoke_test(node: str, health: NodeHealth, job: dict, cluster: "Cluster") -> RunResult:
+def run_smoke_test(node: str, health: NodeHealth, job: dict, cluster: Cluster) -> RunResult:
     """A few training steps over the Job's node set; any divergent node turns the loss to nan everywhere."""
     env = job_env(job)
     steps = int(env.get("STEPS", "5"))

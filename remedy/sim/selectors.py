@@ -43,25 +43,25 @@ def parse_label_selector(text: str | None) -> Callable[[dict], bool]:
             key, op = m.group(1), m.group(3)
             values = {v.strip() for v in m.group(4).split(",") if v.strip()}
             if op == "in":
-                reqs.append(lambda l, k=key, vs=values: l.get(k) in vs)
+                reqs.append(lambda labels, k=key, vs=values: labels.get(k) in vs)
             else:
-                reqs.append(lambda l, k=key, vs=values: l.get(k) not in vs)
+                reqs.append(lambda labels, k=key, vs=values: labels.get(k) not in vs)
             continue
         m = _OP_RE.match(part)
         if m:
             key, op, value = m.group(1), m.group(3), m.group(4)
             if op == "!=":
-                reqs.append(lambda l, k=key, v=value: l.get(k) != v)
+                reqs.append(lambda labels, k=key, v=value: labels.get(k) != v)
             else:
-                reqs.append(lambda l, k=key, v=value: k in l and l[k] == v)
+                reqs.append(lambda labels, k=key, v=value: k in labels and labels[k] == v)
             continue
         m = _EXISTS_RE.match(part)
         if m:
             key = m.group(2)
             if m.group(1):
-                reqs.append(lambda l, k=key: k not in l)
+                reqs.append(lambda labels, k=key: k not in labels)
             else:
-                reqs.append(lambda l, k=key: k in l)
+                reqs.append(lambda labels, k=key: k in labels)
             continue
         raise bad_request(f"unable to parse requirement: {part.strip()!r} in labelSelector {text!r}")
     return lambda labels: all(r(labels) for r in reqs)

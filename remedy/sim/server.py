@@ -191,7 +191,7 @@ class SimServer:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def start(self) -> "SimServer":
+    def start(self) -> SimServer:
         if self._httpd is not None:
             return self
         try:
@@ -218,7 +218,7 @@ class SimServer:
         self.cluster.stop_clock()
         self._httpd = None
 
-    def __enter__(self) -> "SimServer":
+    def __enter__(self) -> SimServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

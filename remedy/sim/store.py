@@ -11,7 +11,7 @@ import threading
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from remedy.domain.times import parse_iso  # RFC 3339 as clients send it; naive means UTC
 from remedy.errors import RemedyError
@@ -35,7 +35,7 @@ RESOURCE_OF_KIND = {
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # metav1.Time fields: the real server stores them at second precision in UTC ("2026-01-02T03:04:05Z").
@@ -52,7 +52,7 @@ def normalize_times(value) -> None:
         for k, v in value.items():
             if k in TIME_FIELDS and isinstance(v, str) and v:
                 try:
-                    value[k] = parse_iso(v).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+                    value[k] = parse_iso(v).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
                 except ValueError:
                     pass
             else:
@@ -190,7 +190,7 @@ class WatchEvent:
     __slots__ = ("rv", "type", "namespace", "obj", "prev", "entry")
 
     def __init__(self, rv: int, type_: str, namespace: str, obj: dict, prev: dict | None,
-                 entry: "Stored | None" = None) -> None:
+                 entry: Stored | None = None) -> None:
         self.rv, self.type, self.namespace, self.obj, self.prev = rv, type_, namespace, obj, prev
         self.entry = entry  # the stored entry whose cached JSON is the object's (None: encode the object)
 

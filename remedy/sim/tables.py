@@ -3,7 +3,7 @@ same columns it prints against a real API server."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from remedy.sim.store import parse_iso
 
@@ -13,7 +13,7 @@ def age(ts: str | None) -> str:
     if not ts:
         return "<unknown>"
     try:
-        secs = int((datetime.now(timezone.utc) - parse_iso(ts)).total_seconds())
+        secs = int((datetime.now(UTC) - parse_iso(ts)).total_seconds())
     except ValueError:
         return "<unknown>"
     secs = max(0, secs)

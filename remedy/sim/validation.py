@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-
 import re
 
 from remedy.sim.store import bad_request, invalid
@@ -67,7 +66,7 @@ def validate(kind: str, obj: dict) -> None:
             if field == "labels":
                 why = _label_value(v)
                 if why:
-                    causes.append((f"metadata.labels", "FieldValueInvalid", f'Invalid value: "{v}": {why}'))
+                    causes.append(("metadata.labels", "FieldValueInvalid", f'Invalid value: "{v}": {why}'))
     check = {"Node": _node, "Pod": _pod, "Job": _job, "PodDisruptionBudget": _pdb,
              "PriorityClass": _priority_class}.get(kind)
     if check:

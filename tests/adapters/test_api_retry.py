@@ -13,7 +13,13 @@ import pytest
 from remedy.adapters.kubernetes import KubernetesCluster
 from remedy.config import load_settings
 from remedy.errors import (
-    AlreadyExists, ApiServerError, ClusterUnreachable, Conflict, Forbidden, ObjectNotFound, Rejected,
+    AlreadyExists,
+    ApiServerError,
+    ClusterUnreachable,
+    Conflict,
+    Forbidden,
+    ObjectNotFound,
+    Rejected,
 )
 from tests.fixtures.sim import settings_for
 

@@ -8,7 +8,13 @@ import pytest
 
 from remedy.approvals import messages
 from remedy.approvals.model import (
-    ApprovalAction, ApprovalOutcome, BadInteraction, ButtonValue, is_approver, parse_click, wait_phases,
+    ApprovalAction,
+    ApprovalOutcome,
+    BadInteraction,
+    ButtonValue,
+    is_approver,
+    parse_click,
+    wait_phases,
 )
 from remedy.approvals.open_loop import is_open_loop, node_pool
 from remedy.approvals.signing import click_payload, form_body, signed_headers

@@ -7,11 +7,18 @@ import time
 import pytest
 
 from remedy.audit.fleet import audits_from_prometheus
-from remedy.cli import main
 from remedy.audit.phases import classify_phases
-from remedy.settings.audit import NfsAuditSettings
 from remedy.audit.prometheus import PrometheusQueryError, PrometheusSource, PrometheusUnavailable
-from tests.fixtures.prometheus import free_port, mountinfo_for, run_node_exporter, run_prometheus, scrape_config, write_procfs
+from remedy.cli import main
+from remedy.settings.audit import NfsAuditSettings
+from tests.fixtures.prometheus import (
+    free_port,
+    mountinfo_for,
+    run_node_exporter,
+    run_prometheus,
+    scrape_config,
+    write_procfs,
+)
 
 from .helpers import table13_pair
 

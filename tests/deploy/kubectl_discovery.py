@@ -56,7 +56,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class DiscoveryServer:
-    def __enter__(self) -> "DiscoveryServer":
+    def __enter__(self) -> DiscoveryServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()

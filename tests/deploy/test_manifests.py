@@ -16,8 +16,15 @@ from remedy.cli import main
 from remedy.config import ConfigError, RemedySettings
 from remedy.errors import RemedyError
 from remedy.production import (
-    DEFAULT_VALUES, Values, alertmanager_snippet, check_object, dump_all, load_values, production_config,
-    render_manifests, values_yaml,
+    DEFAULT_VALUES,
+    Values,
+    alertmanager_snippet,
+    check_object,
+    dump_all,
+    load_values,
+    production_config,
+    render_manifests,
+    values_yaml,
 )
 from tests.deploy.kubectl_discovery import DiscoveryServer
 

@@ -5,8 +5,16 @@ from __future__ import annotations
 import pytest
 
 from remedy.production import (
-    ADAPTER_SOURCE, Permission, adapter_permissions, check_rbac, client_calls, event_namespace, granted_permissions,
-    permission_for, render_manifests, Values,
+    ADAPTER_SOURCE,
+    Permission,
+    Values,
+    adapter_permissions,
+    check_rbac,
+    client_calls,
+    event_namespace,
+    granted_permissions,
+    permission_for,
+    render_manifests,
 )
 
 

@@ -13,8 +13,15 @@ import yaml
 
 from remedy.deployments import DEPLOYMENTS, DeploymentSpec, EventTrigger, Schedule
 from remedy.production import (
-    PREFECT_YAML, ROOT, WORK_POOL_TEMPLATE, Values, _prefect_default_template, base_job_template, check_object,
-    prefect_yaml, render_flow_run_job,
+    PREFECT_YAML,
+    ROOT,
+    WORK_POOL_TEMPLATE,
+    Values,
+    _prefect_default_template,
+    base_job_template,
+    check_object,
+    prefect_yaml,
+    render_flow_run_job,
 )
 
 # prefect-kubernetes validates these paths (its _get_base_job_manifest); parallelism/completions under the pod

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -30,7 +30,7 @@ def test_maps_every_alert_and_keeps_resolved(payload: dict) -> None:
         SignalKind.XID, SignalKind.ROW_REMAP_PENDING, SignalKind.IB_PORT_DOWN, SignalKind.NODE_NOT_READY, SignalKind.UNKNOWN]
     xid, pending, ib, notready, other = b.signals
     assert (xid.node, xid.gpu, xid.xid, xid.fingerprint) == ("gpu-node-17", 3, 79, "c2b1a7f3e5d40a11")
-    assert xid.at == datetime(2026, 11, 21, 10, 0, 1, tzinfo=timezone.utc)
+    assert xid.at == datetime(2026, 11, 21, 10, 0, 1, tzinfo=UTC)
     assert classify(xid).path is P.REBOOT
     assert pending.resolved and classify(pending).rule == "alert-resolved"
     assert (ib.node, ib.labels["port"]) == ("gpu-node-18", "1")  # instance with :port stripped

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -11,7 +11,7 @@ from remedy.detect.signals import Signal, SignalKind, classify
 from remedy.domain.xid import RemediationPath as P
 from remedy.settings.signals import SignalThresholds
 
-T0 = datetime(2026, 11, 21, 10, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 
 
 def flaps(tracker: IbDowntimeTracker, n: int, length: float, every: float, port: str = "mlx5_0:1") -> list:

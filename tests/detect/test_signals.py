@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 
 import pytest
 
@@ -138,6 +138,6 @@ def test_signal_validation_is_clear() -> None:
 def test_to_dict_round_trips_through_json() -> None:
     import json
 
-    s = sig(SignalKind.XID, xid=79, gpu=3, at=datetime(2026, 11, 21, tzinfo=timezone.utc))
+    s = sig(SignalKind.XID, xid=79, gpu=3, at=datetime(2026, 11, 21, tzinfo=UTC))
     d = json.loads(json.dumps(s.to_dict()))
     assert d["kind"] == "xid" and d["at"] == "2026-11-21T00:00:00+00:00"

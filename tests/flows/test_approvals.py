@@ -8,8 +8,6 @@ import time
 
 import httpx
 import pytest
-
-from tests.fixtures.prefect import run_to_state_result
 from prefect import flow
 
 from remedy.approvals.decide import decide_and_resume
@@ -18,8 +16,14 @@ from remedy.approvals.model import ApprovalAction, ButtonValue
 from remedy.approvals.signing import click_payload, form_body, signed_headers
 from tasks.approvals import request_approval
 from tests.approvals.helpers import (  # noqa: F401 - remedy_env is a fixture
-    APPROVER, SECRET, FlowThread, remedy_env, run_receiver, wait_paused_approval,
+    APPROVER,
+    SECRET,
+    FlowThread,
+    remedy_env,
+    run_receiver,
+    wait_paused_approval,
 )
+from tests.fixtures.prefect import run_to_state_result
 
 pytestmark = pytest.mark.prefect
 

@@ -7,15 +7,14 @@ CONTACT_SUPPORT → escalate with the node kept quarantined.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-
-from tests.fixtures.prefect import run_to_state_result
 
 from flows.fix_in_place import fix_in_place
 from remedy.sim.faults import inject
 from tests.approvals.helpers import remedy_env  # noqa: F401 - fixture
+from tests.fixtures.prefect import run_to_state_result
 
 pytestmark = pytest.mark.prefect
 QUARANTINE = "remedy.io/quarantine"
@@ -47,7 +46,7 @@ def test_xid94_restarts_the_app_without_excluding_the_node(prefect_server, sim, 
     before = _training_pods(sim, "gpu003")
     assert len(before) == 1
     inject(sim.cluster, "xid", "gpu003", gpu=2, code=94)
-    t0 = datetime.now(timezone.utc)
+    t0 = datetime.now(UTC)
     out = run_to_state_result(fix_in_place, node="gpu003", xid=94, gpu=2)
     assert out["status"] == "restarted"
     assert out["restarted"] == before

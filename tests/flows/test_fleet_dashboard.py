@@ -4,7 +4,7 @@ real Prefect server, read back through the API under the `fleet-dashboard` key."
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -12,7 +12,7 @@ from remedy.domain.model import Incident, IncidentStatus, NodeState, Topology
 from tasks.dashboard import Dashboard, dashboard_markdown, pool_counts
 from tasks.lemon import active_days
 
-NOW = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 SINCE = NOW - timedelta(days=10)
 
 
@@ -83,7 +83,6 @@ def test_dashboard_flow_publishes_the_fleet(prefect_server, remedy_on_sim):
     from remedy import runtime
     from remedy.stack import _adopt_fleet
 
-    sim = remedy_on_sim
     _adopt_fleet(runtime)
     led = runtime.ledger()
     nodes = runtime.cluster().list_gpu_nodes()
@@ -91,9 +90,9 @@ def test_dashboard_flow_publishes_the_fleet(prefect_server, remedy_on_sim):
     spares = [n.name for n in nodes if n.state is NodeState.SPARE]
     for n in active:  # adopted active nodes carry work
         led.transition(n, NodeState.ACTIVE, reason="adopted", requested_by="test",
-                       at=datetime.now(timezone.utc) - timedelta(days=60))
+                       at=datetime.now(UTC) - timedelta(days=60))
     lemon = active[0]
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for days in (40, 25, 12, 3):  # same GPU, same XID, again and again: excess rate + repeat XID
         t = now - timedelta(days=days)
         led.open_incident(Incident(lemon, "xid", gpu=3, xid=79, first_seen=t, last_seen=t,

@@ -97,9 +97,9 @@ def test_one_bad_node_found_within_log2_rounds(prefect_server, pool, n, bad_inde
 
 
 def test_two_bad_nodes_in_60_found(prefect_server, pool):
-    from flows.isolate_fault import isolate_fault
-
     from prefect import get_client
+
+    from flows.isolate_fault import isolate_fault
 
     _, active, bad = pool(60, bad=(4, 41))
     state = isolate_fault(suspects=active, return_state=True)

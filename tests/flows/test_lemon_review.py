@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -36,7 +36,7 @@ def seeded(sim_factory, slack_stub, aws_endpoint, remedy_env):  # noqa: F811
 
     sim = sim_factory(nodes=63, spares=3)
     runtime = remedy_env(sim=sim, slack=slack_stub, AWS__ENDPOINT_URL=aws_endpoint, APPROVALS__TIMEOUT_SECONDS=60)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     fleet = simulate_fleet(11, start=now - 73 * DAY)
     load_fleet_history(runtime.ledger(), fleet, runtime.cluster().list_gpu_nodes())
     for n in runtime.cluster().list_gpu_nodes():  # the spare cycle keeps the pool validated: a retired lemon in the
@@ -108,7 +108,7 @@ def test_node_history_from_ledger_transitions(tmp_path):
 
     led = Ledger(f"sqlite:///{tmp_path / 'l.db'}")
     led.migrate()
-    now = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    now = datetime(2026, 3, 1, tzinfo=UTC)
     led.upsert_node(Node(name="gpu001"), at=now - 100 * DAY)
     steps = [(100, NodeState.SPARE, "test"), (60, NodeState.ACTIVE, "test"), (40, NodeState.QUARANTINED, "flow"),
              (38, NodeState.ACTIVE, "flow"), (20, NodeState.SPARE, "operator:bob"), (10, NodeState.ACTIVE, "flow")]
@@ -139,7 +139,7 @@ def test_ledger_evidence_reaches_scoring_and_records_follow_the_gpu(tmp_path):
 
     led = Ledger(f"sqlite:///{tmp_path / 'l.db'}")
     led.migrate()
-    now = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    now = datetime(2026, 3, 1, tzinfo=UTC)
     for name in ["gpu-new"] + [f"ok{i:02d}" for i in range(20)]:
         led.upsert_node(Node(name=name), at=now - 60 * DAY)
         led.transition(name, NodeState.ACTIVE, reason="joined", requested_by="test", at=now - 50 * DAY)

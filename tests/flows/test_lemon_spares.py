@@ -3,7 +3,7 @@ simulator's gpu-remedy policy) — until a later review no longer flags it or a 
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -24,7 +24,7 @@ def lemon_in_spare_pool(sim_factory, slack_stub, aws_endpoint, remedy_env):  # n
     sim = sim_factory(nodes=63, spares=4)
     runtime = remedy_env(sim=sim, slack=slack_stub, AWS__ENDPOINT_URL=aws_endpoint, APPROVALS__TIMEOUT_SECONDS=60,
                          DRAIN__GRACE_PERIOD_SECONDS=30, LEMON__RETIREMENT_BUDGET=0)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     fleet = simulate_fleet(11, start=now - 73 * DAY)
     assert LEMON_SPARE in fleet.lemons
     led = runtime.ledger()
@@ -66,7 +66,7 @@ def test_deferred_lemon_is_not_promoted_until_a_review_clears_it(prefect_server,
     assert f"not {LEMON_SPARE}: it is a lemon candidate" in why
 
     # A review months later no longer flags it (its incidents left the lookback window): a spare like any other.
-    later = (datetime.now(timezone.utc) + 200 * DAY).isoformat()
+    later = (datetime.now(UTC) + 200 * DAY).isoformat()
     clean = lemon_review(as_of=later)
     assert LEMON_SPARE not in {c["node"] for c in clean["candidates"]}
     assert LEMON_SPARE in clean["lemon_candidates_cleared"]
@@ -109,7 +109,7 @@ def test_ledger_rule_latest_candidate_or_clear_row_wins(tmp_path):
 
     led = Ledger(f"sqlite:///{tmp_path / 'l.db'}")
     led.migrate()
-    t0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    t0 = datetime(2026, 11, 1, tzinfo=UTC)
     record_review(led, {"a": {"p_value": 1e-4}, "b": {"p_value": 2e-3}}, reviewed_at=t0, requested_by="t")
     assert set(lemon_candidates(led)) == {"a", "b"}
     assert clear_candidate(led, "a", by="operator:alice", why="retirement declined") is True
@@ -133,7 +133,7 @@ def test_the_spare_with_the_cleanest_record_goes_first(remedy_on_sim):
     led = runtime.ledger()
     for n in runtime.cluster().list_gpu_nodes():
         led.upsert_node(n)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     led.record_validation("gpu016", level="standard", passed=True, summary={}, requested_by="test",
                           at=now - timedelta(hours=5))
     led.record_validation("gpu008", level="standard", passed=True, summary={}, requested_by="test")  # fresher

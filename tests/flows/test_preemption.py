@@ -8,11 +8,12 @@ from uuid import UUID
 
 import pytest
 
-from tests.fixtures.prefect import run_to_state_result
-
 from tests.approvals.helpers import (  # noqa: F401 - remedy_env is a fixture
-    FlowThread, remedy_env, wait_paused_approval,
+    FlowThread,
+    remedy_env,
+    wait_paused_approval,
 )
+from tests.fixtures.prefect import run_to_state_result
 
 pytestmark = pytest.mark.prefect
 

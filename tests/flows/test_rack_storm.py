@@ -9,12 +9,17 @@ import time
 import httpx
 import pytest
 
-from tests.fixtures.prefect import run_to_state_result
-
 from remedy.approvals.signing import click_payload, form_body, signed_headers
 from tests.approvals.helpers import (  # noqa: F401 - remedy_env is a fixture
-    APPROVER, SECRET, FlowThread, remedy_env, run_receiver, wait_for, wait_paused_approval,
+    APPROVER,
+    SECRET,
+    FlowThread,
+    remedy_env,
+    run_receiver,
+    wait_for,
+    wait_paused_approval,
 )
+from tests.fixtures.prefect import run_to_state_result
 
 pytestmark = pytest.mark.prefect
 STORM = ["gpu009", "gpu010", "gpu011", "gpu012", "gpu013"]  # rack-2 of a 32-node, 4-rack simulator

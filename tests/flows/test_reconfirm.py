@@ -3,7 +3,7 @@ then re-checks the alert and probes the GPUs through a real node Job before the 
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 
 import pytest
 
@@ -22,7 +22,7 @@ def _incident(node: str, signal: str, *, xid: int | None = None, gpu: int = 0, d
 
     inc = open_incident.fn(node, signal, gpu=gpu, xid=xid, detail=detail)
     if alert_resolved:  # what the receiver does with Alertmanager's resolved notification
-        runtime.ledger().touch_incident(inc["fingerprint"], datetime.now(timezone.utc), alert_cleared=True)
+        runtime.ledger().touch_incident(inc["fingerprint"], datetime.now(UTC), alert_cleared=True)
     return inc
 
 
@@ -100,7 +100,7 @@ def test_a_resolved_alert_that_fires_again_is_no_longer_cleared(remedy_on_sim):
     from remedy.domain.model import Incident
 
     led = runtime.ledger()
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     rec, _ = led.open_incident(Incident(node="gpu007", signal="thermal-throttle", gpu=0, first_seen=now,
                                         last_seen=now), window_seconds=600)
     led.touch_incident(rec.fingerprint, now, alert_cleared=True)

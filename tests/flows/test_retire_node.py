@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import boto3
 import pytest
@@ -27,7 +27,7 @@ def on_sim(sim, slack_stub, aws_endpoint, remedy_env):  # noqa: F811
         led.transition(n.name, n.state, reason="test: adopted", requested_by="test")
         if n.state and n.state.value == "spare":  # as burn-in leaves them: ready to take a place in the job
             led.record_validation(n.name, level="standard", passed=True, summary={}, requested_by="test")
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for days in (20, 12, 5):
         t = now - timedelta(days=days)
         led.open_incident(Incident(node=NODE, signal="xid", gpu=5, xid=79, first_seen=t, last_seen=t,
@@ -104,13 +104,12 @@ def test_retired_node_never_returns_through_burn_in(prefect_server, on_sim):
 def test_deny_or_no_answer_retires_nothing(prefect_server, on_sim, aws_endpoint, monkeypatch, answer):
     from flows.retire_node import retire_node
     from remedy.approvals.auto import AutoApprover
-
     from remedy.spares.lemons import lemon_candidates, record_review
 
     runtime = on_sim
     # started by hand (not by the review) for a node an earlier review flagged
     record_review(runtime.ledger(), {NODE: {"decision": "retire (asks approval)"}},
-                  reviewed_at=datetime.now(timezone.utc), requested_by="lemon-review")
+                  reviewed_at=datetime.now(UTC), requested_by="lemon-review")
     before = runtime.cluster().get_node(NODE)
     if answer == "deny":
         with AutoApprover(decision=False):
@@ -262,5 +261,5 @@ def test_no_spare_ready_leaves_the_lemon_working(prefect_server, on_sim, aws_end
     assert NODE in _job_nodes(runtime) and led.get_node(NODE).state.value == "active"
     assert s3_objects(aws_endpoint) == {}
     assert led.get_incident(out["incident_id"]).status.value == "ignored"
-    history = next(h for h in node_histories(led, datetime.now(timezone.utc), LemonSettings()) if h.node == NODE)
+    history = next(h for h in node_histories(led, datetime.now(UTC), LemonSettings()) if h.node == NODE)
     assert len(history.incidents) == 3

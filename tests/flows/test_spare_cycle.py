@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -33,7 +33,7 @@ def validated(node: str, hours_ago: float) -> None:
     from tasks.ledger import sync_fleet
 
     sync_fleet.fn()
-    at = datetime.now(timezone.utc) - timedelta(hours=hours_ago)
+    at = datetime.now(UTC) - timedelta(hours=hours_ago)
     runtime.ledger().record_validation(node, level="standard", passed=True, summary={}, requested_by="test", at=at)
 
 
@@ -88,7 +88,7 @@ def test_stale_spare_is_revalidated_and_a_fresh_one_is_not(prefect_server, remed
     assert len(led.validations("gpu008")) == 1
     v = led.validations("gpu016")
     assert len(v) == 2 and v[-1].passed and v[-1].level == "quick"
-    assert datetime.now(timezone.utc) - led.get_node("gpu016").validated_at < timedelta(minutes=5)
+    assert datetime.now(UTC) - led.get_node("gpu016").validated_at < timedelta(minutes=5)
     assert led.get_node("gpu016").state.value == "spare"
     # Out of the pool while checked (burn-in), back in after: the transitions say so.
     assert [t.to_state.value for t in led.transitions("gpu016")][-2:] == ["burn-in", "spare"]
@@ -111,7 +111,7 @@ def test_pool_size_matches_a_hand_computed_poisson_case(prefect_server, remedy_o
     runtime.reset()
     validated("gpu008", hours_ago=1)
     validated("gpu016", hours_ago=1)
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     out = spare_cycle()
     s = out["sizing"]
     assert s["active_nodes"] == 14 and s["lam"] == pytest.approx(1.0)
@@ -224,7 +224,7 @@ def test_dry_run_changes_nothing(prefect_server, remedy_on_sim):
 def test_stale_spares_and_failure_domains_plain_logic():
     from tasks.burn_in import by_failure_domain, stale_spares
 
-    now = datetime(2026, 11, 22, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 22, tzinfo=UTC)
     spares = [{"name": "a", "rack": "r2", "validated_at": (now - timedelta(hours=73)).isoformat()},
               {"name": "b", "rack": "r1", "validated_at": (now - timedelta(hours=71)).isoformat()},
               {"name": "c", "rack": "", "validated_at": None}]

@@ -3,13 +3,12 @@ remediation per incident under duplicate triggers, stale incidents."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from tests.fixtures.prefect import run_to_state_result
-
 from remedy.domain.model import Incident, IncidentStatus
+from tests.fixtures.prefect import run_to_state_result
 
 pytestmark = pytest.mark.prefect
 
@@ -32,7 +31,7 @@ def open_incident(node: str, xid: int | None = None, gpu: int | None = 2, signal
     """An incident as the receiver records it."""
     from remedy import runtime
 
-    seen = datetime.now(timezone.utc) - timedelta(seconds=age_s)
+    seen = datetime.now(UTC) - timedelta(seconds=age_s)
     rec, created = runtime.ledger().open_incident(
         Incident(node=node, signal=signal, gpu=gpu, xid=xid, first_seen=seen, last_seen=seen,
                  detail=f"alertmanager: test {signal} {xid}"),

@@ -6,7 +6,7 @@ to the spare pool; otherwise the warning is watched, with the arithmetic."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -24,7 +24,7 @@ def publish(cluster, *, last_minutes_ago: float, interval_minutes: float, answer
     30 simulated seconds). Its own cadence is set far out, so only a request makes it checkpoint during the test."""
     from remedy.sim.cluster import TRAINING_JOB, TRAINING_NAMESPACE
 
-    last = datetime.now(timezone.utc) - timedelta(minutes=last_minutes_ago)
+    last = datetime.now(UTC) - timedelta(minutes=last_minutes_ago)
     ann = {LAST: last.isoformat(), INTERVAL: f"{interval_minutes * 60:g}"}
     if answers:
         ann |= {CADENCE: f"{interval_minutes * 60 / cluster.time_scale:g}", COST: "30"}
@@ -254,11 +254,11 @@ def test_a_detector_whose_warnings_were_false_alarms_stops_swapping_nodes(prefec
     led = runtime.ledger()
     publish(fleet.cluster, last_minutes_ago=10, interval_minutes=120)
     others = [n.name for n in runtime.cluster().list_gpu_nodes() if n.name != NODE][:10]
-    then = datetime.now(timezone.utc) - timedelta(hours=48)
+    then = datetime.now(UTC) - timedelta(hours=48)
     for k in range(10):
         past = _warning(led, others[k % len(others)], "thermal", then - timedelta(days=2 * k))
         led.set_incident_status(past.id, IncidentStatus.IGNORED, detail="watch: not swapped")
-    inc = _warning(led, NODE, "thermal", datetime.now(timezone.utc))
+    inc = _warning(led, NODE, "thermal", datetime.now(UTC))
     _, out = run_to_state(triage, incident_id=inc.id)
     assert out["status"] == "watch" and out["warning"]["action"] == "wait-for-failure", out.get("warning", out)
     assert (out["warning"]["detector"], out["warning"]["precision_followed"], out["warning"]["precision_judged"]) \
@@ -283,9 +283,9 @@ def test_an_unproven_detector_has_its_third_warning_left_to_run(prefect_server, 
     publish(fleet.cluster, last_minutes_ago=10, interval_minutes=120)
     others = [n.name for n in runtime.cluster().list_gpu_nodes() if n.name != NODE][:2]
     for k, other in enumerate(others):
-        past = _warning(led, other, "thermal", datetime.now(timezone.utc) - timedelta(days=3 + k))
+        past = _warning(led, other, "thermal", datetime.now(UTC) - timedelta(days=3 + k))
         led.set_incident_status(past.id, IncidentStatus.RESOLVED, detail="swapped at a checkpoint")
-    inc = _warning(led, NODE, "thermal", datetime.now(timezone.utc))
+    inc = _warning(led, NODE, "thermal", datetime.now(UTC))
     _, out = run_to_state(triage, incident_id=inc.id)
     assert out["status"] == "watch" and out["warning"]["checking"], out.get("warning", out)
     assert cordons(inc.id) == []

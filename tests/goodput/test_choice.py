@@ -8,7 +8,15 @@ import pytest
 
 from remedy.domain.xid import Resolution
 from remedy.remediate.choice import (
-    PRIORS, Durations, FixOdds, Option, Situation, WarningAction, choose, choose_on_warning, estimate_odds,
+    PRIORS,
+    Durations,
+    FixOdds,
+    Option,
+    Situation,
+    WarningAction,
+    choose,
+    choose_on_warning,
+    estimate_odds,
 )
 from remedy.safety.held_swap import may_swap_while_held
 from remedy.safety.scopes import Skip, SkipReason

@@ -11,11 +11,11 @@ import pytest
 from remedy.health.result import Verdict
 from remedy.health.suite import CheckSpec, parse_check_output, suite_for
 from remedy.settings.health import MIB, HealthCheckSettings
+from remedy.sim.checks import dcgm_diag_output, nccl_output
 from remedy.sim.cluster import build_cluster
 from remedy.sim.health import NodeHealth
 from remedy.sim.jobs import job_done
 from remedy.sim.runners import RUNNERS
-from remedy.sim.checks import dcgm_diag_output, nccl_output
 
 NS = "gpu-remedy"
 SETTINGS = HealthCheckSettings()

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 
 import pytest
 
 from remedy.cli import main
 from remedy.domain.model import Action, ActionOutcome, Incident, IncidentStatus, Node, NodeState
-from remedy.ledger.migrate import head_revision
 from remedy.ledger import Ledger
+from remedy.ledger.migrate import head_revision
 
-T0 = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

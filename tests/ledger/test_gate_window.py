@@ -4,7 +4,7 @@ whole history; old history does not change a decision. On SQLite and PostgreSQL.
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 from remedy.config import CapacityBudget
 from remedy.domain.model import Action, ActionOutcome, Incident, IncidentStatus, Node, Topology
@@ -17,7 +17,7 @@ from remedy.safety.history import CLAIM_KIND, GATE_KIND, OUTCOME_KIND, load_boar
 from remedy.safety.scopes import BreakerState, BreakerTransition, Decision, FailureEvent, FleetView, SkipReason
 from remedy.settings.safety import BreakerSettings
 
-NOW = datetime(2026, 11, 27, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 SETTINGS = BreakerSettings()  # rack/switch/PDU: 2 nodes per 60 s, 1 h cool-down; cluster: 6 per 10 min, by hand
 BUDGET = CapacityBudget()
 NODES = [Node(f"gpu-{r}-{i}", gpu_count=8, topology=Topology(zone="z1", rack=f"rack-{r}", switch=f"sw-{r}",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -17,7 +17,7 @@ from remedy.errors import NodeNotFound
 from remedy.ledger import Ledger, LedgerNotMigrated, schema
 from remedy.ledger.migrate import head_revision
 
-T0 = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
 TABLES = {"nodes", "transitions", "incidents", "actions", "validations", "breaker_events", "approvals"}
 
 
@@ -125,7 +125,7 @@ def test_times_are_stored_utc_and_returned_aware(ledger: Ledger) -> None:
     at = datetime(2026, 11, 20, 17, 0, 0, 123456, tzinfo=tokyo)
     ledger.upsert_node(Node("gpu-001"))
     rec = ledger.transition("gpu-001", NodeState.ACTIVE, reason="x", requested_by="t", at=at)
-    assert rec.at == at and rec.at.tzinfo == timezone.utc and rec.at.hour == 8 and rec.at.microsecond == 123456
+    assert rec.at == at and rec.at.tzinfo == UTC and rec.at.hour == 8 and rec.at.microsecond == 123456
     assert ledger.transitions("gpu-001")[0].at == at
     with ledger.engine.connect() as conn:  # what is on disk is UTC wall time
         raw = conn.execute(text("SELECT at FROM transitions")).scalar()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -11,7 +11,7 @@ from remedy.ledger import Ledger, RecordNotFound
 
 from .conftest import race
 
-T0 = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
 WINDOW = 600.0  # receiver.dedup_window_seconds default
 
 

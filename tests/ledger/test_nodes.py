@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from sqlalchemy import event, text
@@ -167,7 +167,7 @@ def test_two_writers_racing_exactly_one_wins(ledger: Ledger, add_node) -> None:
     for round_ in range(3):
         node = add_node(f"race-{round_}", NodeState.ACTIVE)
         targets = [NodeState.QUARANTINED, NodeState.SPARE]
-        results = race(2, lambda i: ledger.transition(node, targets[i], reason=f"writer {i}",
+        results = race(2, lambda i, node=node, targets=targets: ledger.transition(node, targets[i], reason=f"writer {i}",
                                                       requested_by=f"w{i}", expected_from=NodeState.ACTIVE))
         wins = [r for r in results if not isinstance(r, Exception)]
         losses = [r for r in results if isinstance(r, LedgerConflict)]
@@ -261,7 +261,7 @@ def test_validation_pass_stamps_the_node_and_failure_does_not(ledger: Ledger, ad
     at = datetime(2026, 11, 1, 12, 0, tzinfo=timezone(timedelta(hours=9)))  # any zone in, UTC out
     ok = ledger.record_validation(node, level="standard", passed=True, requested_by="burn-in/1", at=at,
                                   summary={"dcgm": {"passed": True}, "nccl_busbw_gbps": 182.4})
-    assert ok.at == at and ok.at.tzinfo == timezone.utc and ok.summary["nccl_busbw_gbps"] == 182.4
+    assert ok.at == at and ok.at.tzinfo == UTC and ok.summary["nccl_busbw_gbps"] == 182.4
     rec = ledger.get_node(node)
     assert (rec.validated_at, rec.validation_level) == (at, "standard")
     ledger.record_validation(node, level="extended", passed=False, summary={"dcgm": {"passed": False}},

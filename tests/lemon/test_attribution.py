@@ -3,7 +3,7 @@ score_fleet (a busy node full of application XIDs, re-sent alerts, a failed chec
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -11,7 +11,7 @@ from remedy.lemon.attribution import HEALTH_CHECK, RESENT, failed_checks, why_no
 from remedy.lemon.records import IncidentRecord, NodeHistory, ValidationRecord
 from remedy.lemon.scoring import EXCESS_RATE, REPEAT_XID, explain, score_fleet
 
-NOW = datetime(2026, 3, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 3, 1, tzinfo=UTC)
 
 
 def inc(signal: str = "xid", xid: int | None = None, **kw) -> IncidentRecord:

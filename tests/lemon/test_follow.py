@@ -3,13 +3,13 @@ by its UUID on one incident and its serial on another."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 from remedy.lemon.follow import follow_gpus, uuid_aliases
 from remedy.lemon.records import IncidentRecord, NodeHistory, ValidationRecord
 from remedy.lemon.scoring import RECURRENCE, REPEAT_XID, explain, score_fleet
 
-NOW = datetime(2026, 3, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 3, 1, tzinfo=UTC)
 SERIAL = "1652922012345"  # the bad board
 UUID = "GPU-2b3e1c4a-9f7d-4c1e-8a36-0f5e7d9c1b22"
 

@@ -4,7 +4,7 @@ sound; the next spare selection may pick it again. Exit codes: 1 while candidate
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 
 import pytest
 
@@ -29,7 +29,7 @@ def test_a_person_clears_a_candidate_and_it_is_gone_from_the_list(ledger_env, ca
     from remedy.spares.lemons import lemon_candidates, record_review
 
     record_review(ledger_env, {"gpu001": {"decision": "deferred", "reason": "4 XID 79 in 9 days"}},
-                  reviewed_at=datetime.now(timezone.utc), requested_by="lemon-review")
+                  reviewed_at=datetime.now(UTC), requested_by="lemon-review")
     assert main(["lemon", "candidates", "--json"]) == 1  # a node held out of the pool: a finding
     out = capsys.readouterr().out
     assert list(json.loads(out[out.index("{"):])["candidates"]) == ["gpu001"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -13,14 +13,14 @@ from remedy.lemon.scoring import (
     EXCLUSION_SHARE,
     RECURRENCE,
     REPEAT_XID,
+    explain,
     retirements_allowed,
     score_fleet,
-    explain,
     select_for_retirement,
 )
 from remedy.settings.lemon import LemonSettings
 
-NOW = datetime(2025, 12, 1, tzinfo=timezone.utc)
+NOW = datetime(2025, 12, 1, tzinfo=UTC)
 
 
 def day(d: float) -> datetime:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import httpx
 import pytest
@@ -39,12 +39,12 @@ def _alert(alertname: str, signal: str, node: str = "gpu003", gpu: str = "2", *,
 
 
 def _ago(minutes: float) -> str:
-    return (datetime.now(timezone.utc) - timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    return (datetime.now(UTC) - timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
 
 def _age(ledger, incident_id: int, hours: float) -> None:
     """Time passes: the incident was last seen `hours` ago (Alertmanager's repeat_interval is 4 h)."""
-    at = datetime.now(timezone.utc) - timedelta(hours=hours)
+    at = datetime.now(UTC) - timedelta(hours=hours)
     with ledger.engine.begin() as conn:
         conn.execute(update(schema.incidents).where(schema.incidents.c.id == incident_id)
                      .values(last_seen=at, first_seen=at))
@@ -54,7 +54,7 @@ def _triage(ledger, incident_id: int):
     """Triage's decision on the incident as the flow reads it (tasks.triage.read_incident + triage_policy)."""
     inc = ledger.get_incident(incident_id)
     recurrences = sum(i.fingerprint == inc.fingerprint for i in ledger.incidents(node=inc.node))
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return decide(asdict(inc), recurrences=recurrences, node_state="active", now=now, detected_at=now,
                   max_age_seconds=3600, thresholds=SignalThresholds())
 
@@ -172,7 +172,7 @@ def test_real_alertmanager_resends_are_one_incident(receiver_factory, ledger, tm
              "http_config": {"authorization": {"type": "Bearer", "credentials": TOKEN}}}]}],
     }
     with run_alertmanager(config, tmp_path) as am:
-        starts = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        starts = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
         alert = {"labels": {"alertname": "GpuXidError", "Hostname": "gpu005", "gpu": "1", "xid": "13",
                             "signal": "xid", "severity": "warning"},
                  "annotations": {"summary": "XID 13"}, "startsAt": starts}

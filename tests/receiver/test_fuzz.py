@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import json
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import httpx
@@ -52,10 +52,10 @@ def _iso(d: datetime) -> str:
     return d.isoformat().replace("+00:00", "Z")
 
 
-recent = st.datetimes(min_value=datetime(2024, 1, 1), max_value=datetime(2030, 1, 1), timezones=st.just(timezone.utc))
+recent = st.datetimes(min_value=datetime(2024, 1, 1), max_value=datetime(2030, 1, 1), timezones=st.just(UTC))
 odd_times = st.one_of(
     st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31),
-                 timezones=st.one_of(st.none(), st.just(timezone.utc), st.timezones())).map(lambda d: d.isoformat()),
+                 timezones=st.one_of(st.none(), st.just(UTC), st.timezones())).map(lambda d: d.isoformat()),
     st.sampled_from(["0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "1970-01-01T00:00:00Z", "yesterday", "",
                      "2026-02-30T00:00:00Z"]),
     st.integers(min_value=-(2**63), max_value=2**63),
@@ -191,7 +191,7 @@ def test_slack_interactions_never_answer_500(remedy_env) -> None:
             if sign:
                 headers = signed_headers(SECRET, body)
             else:  # forged: signed with another secret, stale, or with a timestamp header of any text
-                stale = int((datetime.now(timezone.utc) - timedelta(minutes=10)).timestamp())
+                stale = int((datetime.now(UTC) - timedelta(minutes=10)).timestamp())
                 headers = signed_headers(SECRET + "x", body) if len(body) % 2 else signed_headers(SECRET, body, stale)
                 if odd_ts is not None:
                     headers["X-Slack-Request-Timestamp"] = odd_ts

@@ -63,8 +63,8 @@ def test_serve_on_all_interfaces_without_a_token_refuses_to_start(tmp_path) -> N
 
 
 def test_serve_on_loopback_without_a_token_runs_says_so_and_takes_loopback_alerts(tmp_path) -> None:
-    from remedy.ledger import Ledger
     from remedy.domain.model import Node
+    from remedy.ledger import Ledger
 
     with Ledger(f"sqlite:///{tmp_path / 'ledger.db'}") as led:
         led.migrate()

@@ -6,13 +6,12 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.fixtures.prefect import run_to_state_result
-
 from flows.fix_in_place import fix_in_place
 from remedy.approvals.open_loop import OPEN_LOOP_KIND, PROPOSED_EVENT
 from remedy.sim.faults import inject
 from remedy.sim.objects import INSTANCE_TYPE
 from tests.approvals.helpers import FlowThread, flow_state, remedy_env, run_receiver, wait_for  # noqa: F401
+from tests.fixtures.prefect import run_to_state_result
 
 pytestmark = pytest.mark.prefect
 

@@ -3,7 +3,7 @@ run spends no API round trip tagging itself before the cordon (remedy.receiver.d
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 
 from remedy.domain.model import IncidentStatus
 from remedy.domain.run_tags import run_tags
@@ -13,7 +13,7 @@ from remedy.receiver.events import incident_event
 
 
 def _record(**over) -> IncidentRecord:
-    now = datetime(2026, 11, 27, 4, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 27, 4, 0, tzinfo=UTC)
     fields = dict(id=7, fingerprint="f", node="gpu042", gpu=3, signal="xid", xid=79, first_seen=now, last_seen=now,
                   count=1, status=IncidentStatus.OPEN, detail="", severity="critical", flow_run_id=None,
                   resolved_at=None, rack="rack-6", switch="leaf-3", pdu="pdu-6a")

@@ -15,7 +15,13 @@ from prefect import flow
 from remedy.approvals.signing import click_payload, form_body, signed_headers
 from tasks.approvals import request_approval
 from tests.approvals.helpers import (  # noqa: F401 - remedy_env is a fixture
-    APPROVER, SECRET, FlowThread, flow_state, remedy_env, run_receiver, wait_paused_approval,
+    APPROVER,
+    SECRET,
+    FlowThread,
+    flow_state,
+    remedy_env,
+    run_receiver,
+    wait_paused_approval,
 )
 
 pytestmark = pytest.mark.prefect

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -15,7 +15,7 @@ from remedy.receiver.triage_policy import (
     parse_time,
 )
 
-NOW = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 22, 1, 0, tzinfo=UTC)
 
 
 def incident(signal="xid", xid=79, gpu=3, status="open", age_s=5.0, **kw) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC
 
 import pytest
 from kubernetes import client
@@ -259,7 +260,7 @@ def test_force_delete_removes_a_pod_on_an_unreachable_node_at_once(sim, core):
 def test_events_create_list_by_involved_object_with_server_timestamps(core):
     from datetime import datetime, timezone
 
-    when = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=timezone.utc)
+    when = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
     for node, reason in (("gpu001", "RemedyCordoned"), ("gpu002", "RemedyDrained")):
         core.create_namespaced_event("default", client.CoreV1Event(
             metadata=client.V1ObjectMeta(generate_name=f"{node}."),

@@ -6,7 +6,7 @@ Kubernetes guarantees is only that metadata.annotations round-trips through a me
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -31,7 +31,7 @@ def _annotate(batch, **ann):
 
 def test_unannotated_job_publishes_nothing(workload):
     seen = workload.checkpoints()
-    assert not seen.published and seen.minutes_to_next(datetime.now(timezone.utc)) is None
+    assert not seen.published and seen.minutes_to_next(datetime.now(UTC)) is None
     assert "remedy.io/last-checkpoint" in seen.why_unpublished()
 
 
@@ -41,11 +41,11 @@ def test_job_checkpoints_on_its_cadence_and_answers_a_request(workload, batch):
     assert first is not None
     seen = workload.checkpoints()
     assert seen.interval_seconds == pytest.approx(1.0)
-    assert 0 < seen.minutes_to_next(datetime.now(timezone.utc)) <= 1 / 60
+    assert 0 < seen.minutes_to_next(datetime.now(UTC)) <= 1 / 60
     later = _wait(lambda: (c := workload.checkpoints().last) and c > first and c)
     assert later and 0.7 <= (later - first).total_seconds() <= 3.0  # the cadence, not faster
     # a request is answered after the checkpoint's cost (30 simulated s = 0.3 s), before the next scheduled one
-    asked = datetime.now(timezone.utc)
+    asked = datetime.now(UTC)
     change = workload.request_checkpoint(asked)
     assert change.changed and REQUESTED in change.via
     assert Checkpoints.from_annotations(batch.read_namespaced_job(TRAINING_JOB, TRAINING_NAMESPACE)
@@ -65,7 +65,7 @@ def test_a_short_gang_writes_no_checkpoint(workload, batch, core):
 
 
 def test_bad_annotations_read_as_unpublished():
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     assert not Checkpoints.from_annotations({LAST: "yesterday", INTERVAL: "600"}).published
     assert not Checkpoints.from_annotations({LAST: now.isoformat(), INTERVAL: "-5"}).published
     c = Checkpoints.from_annotations({LAST: (now - timedelta(seconds=700)).isoformat().replace("+00:00", "Z"),

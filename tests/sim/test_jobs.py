@@ -201,7 +201,7 @@ def test_backoff_limit_retries_failed_pods_then_fails_the_job(core, batch):
 def test_deleting_a_job_background_deletes_pods_orphan_keeps_them(core, batch):
     for name in ("bg", "orphan"):
         batch.create_namespaced_job("gpu-remedy", job_body(name, node="gpu003", args=["sleep", "1000"]))
-        wait_for(lambda: [p for p in job_pods(core, name) if p.status.phase == "Running"])
+        wait_for(lambda name=name: [p for p in job_pods(core, name) if p.status.phase == "Running"])
     batch.delete_namespaced_job("bg", "gpu-remedy", propagation_policy="Background", grace_period_seconds=0)
     assert job_pods(core, "bg") == []
     gone = batch.delete_namespaced_job("orphan", "gpu-remedy")  # the Job, held by the orphan finalizer (as real)
@@ -234,7 +234,8 @@ def test_resizing_the_training_job_removes_then_recreates_pods(core, batch):
 
 
 def test_incremental_job_counts_match_a_recount_after_churn(sim, core, batch):
-    from remedy.sim.controller import finished as pod_finished, pod_ready, terminating
+    from remedy.sim.controller import finished as pod_finished
+    from remedy.sim.controller import pod_ready, terminating
 
     cluster = sim.cluster
     inject(cluster, "not-ready", "gpu001")

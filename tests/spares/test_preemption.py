@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
 from remedy.settings.safety import SpareSettings
 from remedy.spares.preemption import NoPreemption, PreemptionPlan, Workload, choose_preemption
 
-T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
 SETTINGS = SpareSettings(preempt_below_priority=100)
 
 

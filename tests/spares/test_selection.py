@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -10,7 +10,7 @@ from remedy.domain.model import Node, NodeState, Topology
 from remedy.settings.safety import SpareSettings
 from remedy.spares.selection import NoSpare, SpareCandidate, SpareChoice, select_spare
 
-NOW = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 H = timedelta(hours=1)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import numpy as np
 import pandas as pd
@@ -19,7 +19,7 @@ from remedy.warn import (
 )
 from remedy.warn.simulate import ib_trace, peer_trace, remap_trace, step_trace
 
-T0 = datetime(2025, 10, 20, tzinfo=timezone.utc)
+T0 = datetime(2025, 10, 20, tzinfo=UTC)
 NODES = [f"gpu{i:03d}" for i in range(9)]
 
 

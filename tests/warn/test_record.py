@@ -3,13 +3,13 @@ past warnings left to run and whether a failure followed; the assumed share is t
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
 from remedy.warn.record import PastWarning, detector_of, detector_record
 
-NOW = datetime(2026, 11, 28, 12, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 28, 12, tzinfo=UTC)
 DAY = timedelta(hours=24)
 
 

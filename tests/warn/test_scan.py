@@ -4,7 +4,7 @@ alert the receiver reads. The frames have the shape PrometheusSource.query_range
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import numpy as np
 import pandas as pd
@@ -14,7 +14,7 @@ from remedy.detect.signals import SignalKind, classify
 from remedy.settings.lemon import EarlyWarningSettings
 from remedy.warn.scan import ScanInputs, finding_alert, findings_markdown, port_events, scan
 
-T0 = datetime(2026, 11, 27, 12, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 27, 12, tzinfo=UTC)
 JOB = [f"gpu{i:03d}" for i in range(12)]
 SPARES = ["gpu100", "gpu101"]
 

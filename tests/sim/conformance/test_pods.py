@@ -4,11 +4,11 @@ Sources: Kubernetes v1.36.2. Bodies are read strictly through the official clien
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
+
+import pytest
 
 from tests.sim.conformance.wire import raw, strict, wait_for
 
@@ -64,7 +64,7 @@ def test_deletion_timestamp_is_when_the_grace_period_ends(sim, api_client):
     deletionTimestamp - grace (backoff_utils.go getFinishTimeFromDeletionTimestamp)."""
     sim.cluster.time_scale = 1.0  # the simulator stamps simulated seconds: here they are real ones
     pod = _training_pod_on(sim, api_client, "gpu006")
-    before = datetime.now(timezone.utc)
+    before = datetime.now(UTC)
     code, _, body = raw(sim, "DELETE", f"{TRAINING}/pods/{pod.metadata.name}", {"gracePeriodSeconds": 3000})
     first = strict(api_client, "V1Pod", body).metadata
     assert code == 200 and first.deletion_grace_period_seconds == 3000
