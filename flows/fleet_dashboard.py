@@ -1,7 +1,8 @@
 """The fleet at a glance, every 10 minutes: one page in the Prefect UI under the artifact key `fleet-dashboard`
 (its history is the fleet's history), plus a sortable pool table.
 
-    pools by state (ledger vs live labels) → open breakers → open incidents → lemon candidates → spare pool
+    pools by state (ledger vs live labels) → open breakers → runs waiting for a person → open incidents →
+    lemon candidates → spare pool
 
 Reads only. An unreachable cluster still publishes the ledger's view, with a note saying what is missing.
 """
@@ -21,6 +22,7 @@ from tasks.dashboard import (
     count_pools,
     dashboard_markdown,
     list_open_incidents,
+    list_waiting_for_a_person,
     read_breakers,
     read_job_failures,
     score_lemons,
@@ -42,13 +44,14 @@ def fleet_dashboard() -> dict[str, Any]:
     # 2. What holds automation back, and what is being worked on.
     breakers = read_breakers()
     incidents = list_open_incidents()
+    waiting = list_waiting_for_a_person(now)
     # 3. What is going wrong slowly: lemons, and the spare pool's depth and spread.
     lemons = score_lemons(now)
     spares = check_spare_pool()
     # 4. The training Job's restart budget: a real Job fails outright past its backoffLimit.
     job = read_job_failures()
 
-    board = Dashboard(now, pools, breakers, incidents, lemons, spares, notes, job)
+    board = Dashboard(now, pools, breakers, incidents, lemons, spares, notes, job, waiting)
     create_markdown_artifact(key=ARTIFACT_KEY, markdown=dashboard_markdown(board), description="Fleet dashboard")
     create_table_artifact(key=f"{ARTIFACT_KEY}-pools", table=pools, description="Nodes per lifecycle state")
     return asdict(board) | {"at": now.isoformat()}

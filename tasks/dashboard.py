@@ -7,7 +7,7 @@ named for what the operator sees. Reads only: the dashboard never changes the cl
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -15,6 +15,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
+from remedy.domain.durations import human_duration
 from remedy.domain.model import IncidentStatus, Node, NodeState
 
 OPEN_STATUSES = (IncidentStatus.OPEN, IncidentStatus.ACTING, IncidentStatus.ESCALATED)
@@ -53,6 +54,18 @@ class Dashboard:
     spares: dict[str, Any]
     notes: list[str]
     job: dict[str, Any] | None = None  # the training Job's failure count against its backoffLimit
+    waiting: list[dict] = field(default_factory=list)  # runs paused for a person's answer (waiting_rows)
+
+
+def waiting_rows(approvals: list[Any], node_of: dict[int, str], now: datetime) -> list[dict]:
+    """Runs paused on a question nobody has answered yet, oldest first: what the on-call person owes an answer to
+    (the question's kind, the node its incident is about, how long it has waited, the run to open in the UI)."""
+    rows = []
+    for a in sorted((a for a in approvals if a.decision is None), key=lambda a: a.requested_at):
+        rows.append({"run": a.flow_run_id, "question": a.kind,
+                     "node": node_of.get(a.incident_id, "–") if a.incident_id is not None else "–",
+                     "waiting": human_duration((now - a.requested_at).total_seconds())})
+    return rows
 
 
 def backoff_warning(failed: int, limit: int, margin: int = 2) -> str | None:
@@ -75,6 +88,14 @@ def dashboard_markdown(d: Dashboard) -> str:
     out += [f"| {r['state']} | {r['ledger']} | {_or_dash(r['live labels'])} | {_or_dash(r['drift'])} |" for r in d.pools]
     out += ["", f"## Open breakers ({len(d.breakers)})", ""]
     out += [f"- **{b['scope']}** {b['state']}" for b in d.breakers] or ["All closed: automation may act."]
+    out += ["", f"## Waiting for a person ({len(d.waiting)})", ""]
+    if d.waiting:
+        out += ["| question | node | waiting | run |", "|---|---|---|---|"]
+        out += [f"| {w['question']} | {w['node']} | {w['waiting']} | `{w['run']}` |" for w in d.waiting]
+        out.append("Answer in the run's Resume form or in Slack; `remedy breaker close SCOPE` answers the "
+                   "questions waiting on that breaker.")
+    else:
+        out.append("Nobody: no run is paused for an answer.")
     out += ["", f"## Open incidents ({len(d.incidents)})", ""]
     if d.incidents:
         out += ["| id | node | signal | status | since |", "|---:|---|---|---|---|"]
@@ -126,6 +147,18 @@ def read_breakers() -> list[dict]:
     states = runtime.ledger().latest_breaker_states()
     return [{"scope": f"{kind}/{scope}", "state": state} for (kind, scope), state in sorted(states.items())
             if state != "closed"]
+
+
+@task(name="list_waiting_for_a_person", cache_policy=NO_CACHE)
+def list_waiting_for_a_person(now: datetime) -> list[dict]:
+    """Approvals still pending in the ledger, with the node each incident is about."""
+    led = runtime.ledger()
+    pending = led.approvals(pending=True)
+    node_of = {i.id: i.node for i in led.incidents(status=OPEN_STATUSES)}
+    for a in pending:  # a question may outlive its incident's open status (a late re-check): still name the node
+        if a.incident_id is not None and a.incident_id not in node_of:
+            node_of[a.incident_id] = led.get_incident(a.incident_id).node
+    return waiting_rows(pending, node_of, now)
 
 
 @task(name="list_open_incidents", cache_policy=NO_CACHE)

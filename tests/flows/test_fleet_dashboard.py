@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from remedy.domain.model import Incident, IncidentStatus, NodeState, Topology
-from tasks.dashboard import Dashboard, dashboard_markdown, pool_counts
+from tasks.dashboard import Dashboard, dashboard_markdown, pool_counts, waiting_rows
 from tasks.lemon import active_days
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -74,6 +74,31 @@ def test_markdown_names_every_section():
         assert text in md
 
 
+def test_runs_waiting_for_a_person_are_listed_oldest_first_with_their_node():
+    @dataclass
+    class A:  # an approval row as the ledger hands it back
+        flow_run_id: str
+        kind: str
+        incident_id: int | None
+        requested_at: datetime
+        decision: str | None = None
+
+    rows = waiting_rows([A("run-b", "breaker", 7, NOW - timedelta(minutes=5)),
+                         A("run-a", "spare-reserve", 4, NOW - timedelta(hours=2)),
+                         A("run-c", "breaker", 4, NOW - timedelta(days=1), decision="approved"),
+                         A("run-d", "retire", None, NOW - timedelta(seconds=30))],
+                        {4: "gpu042", 7: "gpu007"}, NOW)
+    assert rows == [{"run": "run-a", "question": "spare-reserve", "node": "gpu042", "waiting": "2 h"},
+                    {"run": "run-b", "question": "breaker", "node": "gpu007", "waiting": "5 min"},
+                    {"run": "run-d", "question": "retire", "node": "–", "waiting": "30 s"}]
+    board = Dashboard(NOW, [], [], [], [], {"ready": 1, "target": 1, "shortfall": 0, "sizing": "", "warnings": []},
+                      [], None, rows)
+    md = dashboard_markdown(board)
+    assert "## Waiting for a person (3)" in md and "| spare-reserve | gpu042 | 2 h | `run-a` |" in md
+    empty = dashboard_markdown(Dashboard(NOW, [], [], [], [], board.spares, []))
+    assert "## Waiting for a person (0)" in empty and "Nobody: no run is paused for an answer." in empty
+
+
 @pytest.mark.prefect
 def test_dashboard_flow_publishes_the_fleet(prefect_server, remedy_on_sim):
     from prefect.client.orchestration import get_client
@@ -97,7 +122,8 @@ def test_dashboard_flow_publishes_the_fleet(prefect_server, remedy_on_sim):
         t = now - timedelta(days=days)
         led.open_incident(Incident(lemon, "xid", gpu=3, xid=79, first_seen=t, last_seen=t,
                                    status=IncidentStatus.RESOLVED), window_seconds=0)
-    led.open_incident(Incident(active[1], "xid", gpu=0, xid=79), window_seconds=600)
+    waiting_on, _ = led.open_incident(Incident(active[1], "xid", gpu=0, xid=79), window_seconds=600)
+    led.request_approval(incident_id=waiting_on.id, flow_run_id="run-paused-on-rack-2", kind="breaker")
     led.record_breaker_event("rack", "rack-2", "closed", "open", reason="3 failures in 10 min", by="test")
     runtime.cluster().set_labels(active[2], {runtime.settings().labels.pool: "quarantined"})  # drift
     from remedy.spares.lemons import record_review
@@ -111,6 +137,8 @@ def test_dashboard_flow_publishes_the_fleet(prefect_server, remedy_on_sim):
     assert pools["active"]["ledger"] == len(active) and pools["active"]["live labels"] == len(active) - 1
     assert pools["active"]["drift"] == 1 and pools["spare"]["ledger"] == len(spares)
     assert out["breakers"] == [{"scope": "rack/rack-2", "state": "open"}]
+    assert [(w["run"], w["question"], w["node"]) for w in out["waiting"]] == [
+        ("run-paused-on-rack-2", "breaker", active[1])]
     assert [i["node"] for i in out["incidents"]] == [active[1]]
     assert [c["node"] for c in out["lemons"]] == [lemon]
     assert out["spares"]["ready"] == len(spares) - 1 and out["notes"] == []
@@ -126,6 +154,7 @@ def test_dashboard_flow_publishes_the_fleet(prefect_server, remedy_on_sim):
 
     (md,) = asyncio.run(read("fleet-dashboard"))
     assert md.type == "markdown" and "rack/rack-2" in md.data and lemon in md.data
+    assert "## Waiting for a person (1)" in md.data and "`run-paused-on-rack-2`" in md.data
     assert f"held back as lemon candidates (not handed out): {spares[0]}" in md.data
     (table,) = asyncio.run(read("fleet-dashboard-pools"))
     assert table.type == "table"
