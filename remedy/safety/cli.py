@@ -127,7 +127,8 @@ def _open(args: argparse.Namespace) -> int:
 def _close(args: argparse.Namespace) -> int:
     code = _change(args.scope, lambda board, now: board.approve_close(args.scope, args.by, now), args)
     from remedy.approvals.decide import answer_after_close
-    from tasks.gate import load_board
+    from remedy.safety.procedure import load_board
 
-    answer_after_close(load_board().resolve(args.scope), args.by)  # the runs paused on this breaker get the answer (issue 33)
+    # the runs paused on this breaker get the answer (issue 33)
+    answer_after_close(load_board(_ports()).resolve(args.scope), args.by)
     return code

@@ -337,6 +337,12 @@ def pass_gate(ports: GatePorts, req: GateRequest, *, ask: bool = True) -> GatePa
     answers: list[Answer] = []
     while True:
         check = decide_once(ports, req, approved)
+        if closed_since(ports, check) and check.token not in approved:
+            # a replayed hold on a scope a person has closed since (CLI, or an approval another run waited on):
+            # the close answers it; decide again on the board as it is now instead of asking about a closed breaker
+            ports.log(f"{req.node}: {check.scope} was closed since this hold was decided; deciding again")
+            approved.append(check.token)
+            continue
         step = next_step(check, ask=ask)
         if step is Step.ACT:
             return GatePass(None, check.explain, tuple(answers))
@@ -350,6 +356,13 @@ def pass_gate(ports: GatePorts, req: GateRequest, *, ask: bool = True) -> GatePa
         if not answer_counts(answer, check.token, approved):
             return GatePass(Outcome.HELD, check.explain, tuple(answers), hold, check.skip)
         approved.append(check.token)
+
+
+def closed_since(ports: BoardPorts, check: GateCheck) -> bool:
+    """A replayed hold on a breaker scope that is closed now: the board read as it is, not as it was decided."""
+    if not (check.replayed and not check.act and check.scope):
+        return False
+    return check.scope not in load_board(ports).not_closed()
 
 
 def ask_once(ports: GatePorts, req: GateRequest, check: GateCheck) -> Answer:

@@ -116,10 +116,26 @@ def test_an_approval_recloses_the_breaker_and_the_gate_runs_again(rack):
     assert question.kind.startswith("breaker:") and "waiting on this answer" in question.summary_markdown
     assert [t.to_state.value for t in ports.announced] == ["open", "closed"]
     assert procedure.load_board(ports).not_closed() == []
-    # a re-run replays the decisions already made (the ledger has them once) and asks its question again
+    # a re-run replays the decisions already made (the ledger has them once); the breaker its hold asked about is
+    # closed now, so nobody is asked about it again
     again = FakePorts(["approve"])
     assert procedure.pass_gate(again, _request(rack[2], 1)).acts
+    assert again.asked == []
     assert len([a for a in ports.ledger.actions(kind="gate_decision", incident_id=rack[2].id)]) == 2
+
+
+def test_a_replayed_hold_reads_the_breaker_as_a_person_left_it(rack):
+    """Issue 33: after a restart a run asked again about a breaker a person had closed (`remedy breaker close`),
+    while `breaker status` said all closed. The replayed hold now reads the board as it is and decides again."""
+    for inc, ago in zip(rack[:2], (3, 2)):
+        procedure.pass_gate(FakePorts([]), _request(inc, ago))
+    held = procedure.pass_gate(FakePorts(["deny"]), _request(rack[2], 1))
+    assert held.status is Outcome.HELD
+    ports = FakePorts([])
+    procedure.close_breaker(ports, held.hold.scope, by="alice")  # the operator closes it by hand
+    assert procedure.load_board(ports).not_closed() == []
+    again = procedure.pass_gate(ports, _request(rack[2], 1))  # the run comes back (a takeover, a re-trigger)
+    assert again.acts and ports.asked == []
 
 
 def test_a_denial_holds_and_leaves_the_breaker_open(rack):
