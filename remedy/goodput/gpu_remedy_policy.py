@@ -34,7 +34,15 @@ from remedy.config import RemedySettings
 from remedy.domain.model import Node, NodeState
 from remedy.domain.xid import Resolution, lookup
 from remedy.goodput.events import Process, Signal
-from remedy.goodput.policies import AUTO_DETECT_MINUTES, AUTO_GRACE_MINUTES, MANUAL_STEPS_MEAN, escalate, manual_steps
+from remedy.goodput.policies import (
+    AUTO_DETECT_MINUTES,
+    AUTO_GRACE_MINUTES,
+    MANUAL_STEPS_MEAN,
+    NOT_READY_POLL_MINUTES,
+    escalate,
+    manual_steps,
+    until_ready,
+)
 from remedy.goodput.scenarios import REBOOT, RESET, UPSTREAM
 from remedy.lemon.records import IncidentRecord, NodeHistory, ValidationRecord
 from remedy.lemon.scoring import score_fleet, select_for_retirement
@@ -69,8 +77,6 @@ RESET_MINUTES = 5.0  # drain, nvidia-smi -r, verify (timeout 10)
 REBOOT_MINUTES = 15.0  # drain, reboot, wait Ready, verify (timeout 30)
 LEMON_REVIEW_MINUTES = 24 * 60.0  # lemon review daily, as deployed (deployments/prefect.yaml: interval 86400 s)
 SPARE_CYCLE_MINUTES = 24 * 60.0  # idle spares are re-validated daily (within the 72-h freshness window)
-NOT_READY_POLL_MINUTES = 10.0  # a NotReady node off the critical path is looked at this often
-NOT_READY_WAIT_MINUTES = 24 * 60.0  # and sent to repair if it is still NotReady after a day
 
 # Faults without an XID: NotReady goes through triage's rule (remedy.detect.signals.classify); a fail-slow
 # node has no XID and no detector verdict in this model, so it gets the RESTART_APP ladder (assumption).
@@ -515,13 +521,9 @@ class GpuRemedy:
         waits in burn-in (not in remediation: the job already runs on its spare) and is validated once it reports
         Ready again; one still NotReady after a day, or failing the validation, goes to repair."""
         sim.await_burn_in(node)
-        waited = 0.0
-        while sim.unready_until.get(node, 0.0) > sim.clock.now:
-            if waited >= NOT_READY_WAIT_MINUTES:
-                sim.send_to_repair(node, "still NotReady after a day")
-                return
-            yield NOT_READY_POLL_MINUTES
-            waited += NOT_READY_POLL_MINUTES
+        if not (yield from until_ready(sim, node)):
+            sim.send_to_repair(node, "still NotReady after a day")
+            return
         if not sim.cleared(node, REBOOT):
             sim.send_to_repair(node, "failed validation once Ready again")
             return

@@ -7,6 +7,7 @@ holds the job, waits, pulls nodes, takes spares and releases the job, using the 
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass
 
 from remedy.goodput.events import Process
@@ -28,10 +29,10 @@ AUTO_DETECT_MINUTES = 0.5
 AUTO_GRACE_MINUTES = 0.5
 
 # The off-path reboot the stronger auto-replace baseline gives a pulled node: the same 15 min gpu-remedy's policy
-# charges for a reboot (drain, reboot, wait Ready, verify), and the same patience with a NotReady node.
+# charges for a reboot (drain, reboot, wait Ready, verify).
 OFF_PATH_REBOOT_MINUTES = 15.0
-NOT_READY_POLL_MINUTES = 10.0
-NOT_READY_WAIT_MINUTES = 24 * 60.0
+NOT_READY_POLL_MINUTES = 10.0  # a NotReady node off the critical path is looked at this often
+NOT_READY_WAIT_MINUTES = 24 * 60.0  # and sent to repair if it is still NotReady after a day
 
 # Seed 002 §4.3.2: FastTrack retried every ~10 minutes (measured interval median 11 min).
 AUTO_RETRY_DELAY_MINUTES = 10.0
@@ -167,14 +168,22 @@ class AutoRebootReplace(AutoReplace):
         sim.clock.spawn(_reboot_off_path(sim, node))
 
 
-def _reboot_off_path(sim, node: int) -> Process:
+def until_ready(sim, node: int) -> Generator[float, None, bool]:
+    """Wait for a NotReady node (its rack may be down with it) to report Ready, a day at most: True if it did. A
+    NotReady node is observable, so every policy may wait on it."""
     waited = 0.0
     while sim.unready_until.get(node, 0.0) > sim.clock.now:
         if waited >= NOT_READY_WAIT_MINUTES:
-            sim.send_to_repair(node, "still NotReady after a day")
-            return
+            return False
         yield NOT_READY_POLL_MINUTES
         waited += NOT_READY_POLL_MINUTES
+    return True
+
+
+def _reboot_off_path(sim, node: int) -> Process:
+    if not (yield from until_ready(sim, node)):
+        sim.send_to_repair(node, "still NotReady after a day")
+        return
     yield OFF_PATH_REBOOT_MINUTES
     if sim.fix_in_place(node, REBOOT):
         sim.burn_in(node)
