@@ -11,7 +11,7 @@ import time
 from dataclasses import asdict, dataclass
 from datetime import UTC
 
-from prefect import get_run_logger, task
+from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
@@ -20,6 +20,7 @@ from remedy.domain.model import Node
 from remedy.safety.disruption import BudgetBlock, drain_blockers
 from tasks.ledger import act
 from tasks.retry import transient_only
+from tasks.story import say
 
 # Side effects are never cached; only transient failures are retried.
 RETRY = dict(retries=3, retry_delay_seconds=[1, 2, 4], retry_condition_fn=transient_only, cache_policy=NO_CACHE)
@@ -53,7 +54,7 @@ def cordon_node(node: str, reason: str, dry_run: bool, incident_id: int | None =
     out = act("cordon_node", node,
               lambda: asdict(runtime.cluster(dry_run).cordon(node, reason=reason, by=requester(), adopt=adopt)),
               incident_id=incident_id, dry_run=dry_run)
-    get_run_logger().info("%s %s: %s", "would cordon" if dry_run else "cordoned", node, reason)
+    say("%s %s: %s", "would cordon" if dry_run else "cordoned", node, reason)
     return out
 
 
@@ -64,7 +65,7 @@ def uncordon_node(node: str, reason: str, dry_run: bool, incident_id: int | None
     out = act("uncordon_node", node,
               lambda: asdict(runtime.cluster(dry_run).uncordon(node, reason=reason, by=requester())),
               incident_id=incident_id, dry_run=dry_run)
-    get_run_logger().info("%s %s: %s", "would uncordon" if dry_run else "uncordoned", node, reason)
+    say("%s %s: %s", "would uncordon" if dry_run else "uncordoned", node, reason)
     return out
 
 
@@ -123,7 +124,7 @@ def drain_node(node: str, grace_period_seconds: int, deadline_seconds: float, dr
         return asdict(report) | {"complete": report.complete}
 
     out = act("drain_node", node, drain, incident_id=incident_id, dry_run=dry_run)
-    get_run_logger().info("%s %s: evicted %d pod%s (grace %d s)%s", "would drain" if dry_run else "drained", node, len(out.get("evicted") or []), "" if len(out.get("evicted") or []) == 1 else "s", grace_period_seconds, f", {len(out.get('not_evicted') or {})} not evicted" if out.get("not_evicted") else "")
+    say("%s %s: evicted %d pod%s (grace %d s)%s", "would drain" if dry_run else "drained", node, len(out.get("evicted") or []), "" if len(out.get("evicted") or []) == 1 else "s", grace_period_seconds, f", {len(out.get('not_evicted') or {})} not evicted" if out.get("not_evicted") else "")
     return out
 
 
@@ -156,7 +157,7 @@ def wait_for_workload(namespace: str, job: str, node: str, timeout_seconds: floa
     while not dry_run and on_node and ready < desired and time.monotonic() < deadline:
         time.sleep(0.2)
         ready, desired = cluster.workload_size(namespace, job)
-    get_run_logger().info("job %s/%s back at %d/%d%s", namespace, job, ready, desired, f" (on {node})" if on_node else f" (not yet on {node})")
+    say("job %s/%s back at %d/%d%s", namespace, job, ready, desired, f" (on {node})" if on_node else f" (not yet on {node})")
     return {"ready": ready, "desired": desired, "full": ready >= desired, "on_node": on_node or dry_run,
             "seconds": round(time.monotonic() - start, 2)}
 
@@ -194,7 +195,7 @@ def resize_workload(namespace: str, job: str, nodes: int, dry_run: bool, inciden
     out = act("resize_workload", f"{namespace}/{job}",
               lambda: runtime.cluster(dry_run).resize_workload(namespace, job, nodes),
               incident_id=incident_id, dry_run=dry_run)
-    get_run_logger().info("%s %s/%s to %d nodes", "would resize" if dry_run else "resized", namespace, job, nodes)
+    say("%s %s/%s to %d nodes", "would resize" if dry_run else "resized", namespace, job, nodes)
     return out
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from prefect import get_run_logger, task
+from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
@@ -13,6 +13,7 @@ from remedy.spares.selection import NoSpare, SpareCandidate
 from remedy.spares.selection import select_spare as choose_spare
 from tasks.ledger import requester
 from tasks.retry import transient_only
+from tasks.story import say
 
 CLAIM_KIND = "claim_spare"
 
@@ -103,7 +104,7 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
                                       if taken and candidates else "")
             return {"spare": None, "needs_validation": False, "why": why}
         detail = {"spare": choice.name, "needs_validation": choice.needs_validation, "why": choice.explain()}
-        get_run_logger().info("%s (replaces %s)", choice.explain().splitlines()[0], node)
+        say("%s (replaces %s)", choice.explain().splitlines()[0], node)
         if dry_run or incident_id is None:  # a claim binds a spare to an incident; without one, only advise
             return detail
         # One row, written whole: a run killed mid-way leaves either a claim with its spare or none. A key already

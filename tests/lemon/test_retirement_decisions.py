@@ -99,4 +99,6 @@ def test_approval_summary_and_report():
     assert lines[:3] == ["### gpu-01: retired", "", "gpu-01 was retired."]
     assert "- approval: approve by alice" in lines and "- its place in the job: gpu-09" in lines
     assert "- RMA report: s3://rma/gpu-01.md" in lines and not any(x.startswith("- why not") for x in lines)
-    assert slug("GPU_Node.01") == "gpu-node-01"
+    # one sanitiser (remedy.domain.names): a fitting name is kept, a changed one gets a digest so two cannot collide
+    assert slug("gpu-01") == "gpu-01"
+    assert slug("GPU_Node.01").startswith("gpu-node-01-") and slug("GPU_Node.01") != slug("gpu-node-01")
