@@ -8,7 +8,7 @@ real flows against them, and drives headless Chromium (Debian's package, through
 
     01-05  a replacement paused for a person (spend the spare reserve?): the run page with its Resume button, the
            form, the form submitted without a decision (refused by the form), the run paused again after an answer
-           by someone not on approvals.approvers, the form answered by "bob"
+           by the entry no listed approver is (refused), the form answered by "bob"
     06-09  the run after the answer (Completed), its artifacts, the timeline table, the story
     10     the runs list with the runs that need a person: Held, No spare, Escalated (none of them green)
     11-19  each of those runs: its page, its Details tab (the state message), its story artifact
@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
+from remedy.approvals.model import ANSWERED_ELSEWHERE as ELSEWHERE  # noqa: E402 - after the path is set
 from tests.ui.driver import (  # noqa: E402 - after the path is set
     APPROVER,
     CHROMIUM,
@@ -67,12 +68,14 @@ def walk(stack: UiStack, page, shots: Shots) -> dict[str, str]:
     submit(dialog)
     dialog.get_by_text("'decision' is a required property").wait_for(timeout=UI_WAIT_MS)
     shots(page, "no-decision-refused", full_page=False)
-    fill_form(dialog, decision="approve", approver="mallory", reason="not on the list")
+    # the approver field lists the configured approvers and the entry Slack/go-ahead answers resume with; that entry
+    # picked in the form is not a listed approver's answer: refused, and the run waits again
+    fill_form(dialog, decision="approve", approver=ELSEWHERE, reason="not on the list")
     submit(dialog)
     wait_until("the refusal", lambda: stack.ledger().actions(kind="approval_refused"), timeout=60)
     wait_until("the run to pause again", lambda: stack.run(run_id)["state_type"] == "PAUSED", timeout=60)
     open_run(page, stack, run_id, "Paused")
-    refusal = page.get_by_text("by mallory refused").first  # the run's log says why it is waiting again
+    refusal = page.get_by_text(f"by {ELSEWHERE} refused").first  # the run's log says why it is waiting again
     refusal.wait_for(timeout=UI_WAIT_MS)
     refusal.scroll_into_view_if_needed()
     shots(page, "unlisted-approver-refused")
