@@ -220,7 +220,15 @@ class KubernetesCluster:
 
     def node_addresses(self) -> dict[str, str]:
         """Every address a GPU node reports (status.addresses: InternalIP, ExternalIP, Hostname, …) → the node's
-        name: one list of the Nodes (the receiver's identity index reads it at most once per its TTL)."""
+        name: from the watch-fed node cache while it is fresh, else one list of the Nodes (the receiver's identity
+        index reads it at most once per its TTL)."""
+        cache = self.node_cache()  # the receiver's process keeps the GPU nodes watch-fed from its first alert on
+        if cache is not None and cache.fresh():
+            served: dict[str, str] = {}
+            for node in cache.nodes():
+                for address in node.addresses:
+                    served.setdefault(address, node.name)
+            return served
         items = self._list("list GPU node addresses", self.core.list_node,
                            label_selector=self.settings.cluster.node_selector)
         out: dict[str, str] = {}
@@ -870,6 +878,7 @@ def node_from_json(obj: dict, keys: Any, topologies: dict[Topology, Topology] | 
         allocatable_gpus=int((status.get("allocatable") or {}).get("nvidia.com/gpu", 0) or 0),
         resource_version=meta.get("resourceVersion", ""),
         boot_id=(status.get("nodeInfo") or {}).get("bootID", ""),
+        addresses=tuple(a["address"] for a in status.get("addresses") or [] if a.get("address")),
     )
 
 

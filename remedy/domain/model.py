@@ -103,6 +103,7 @@ class Node:
     allocatable_gpus: int = 0
     resource_version: str = ""
     boot_id: str = ""  # status.nodeInfo.bootID: the kubelet reports a new one after every boot
+    addresses: tuple[str, ...] = ()  # status.addresses (InternalIP, ExternalIP, Hostname …): an exporter's `instance`
 
     @property
     def schedulable(self) -> bool:

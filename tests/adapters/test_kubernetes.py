@@ -500,6 +500,28 @@ def test_gpu_nodes_are_listed_once_then_kept_current_by_the_watch(sim):
         assert _until(lambda: next(n for n in watching.list_gpu_nodes() if n.name == "gpu003").state is None)
 
 
+@pytest.mark.simulator_only("the real lane's proxy buffers a watch whole, so a cache there never streams")
+def test_node_addresses_come_from_the_watch_fed_cache(sim):
+    """The receiver resolves an exporter's `instance` (node IP:port) to its node per alert: once the cache is
+    fresh, `node_addresses` answers from it (no list per alert), and an address a node reports anew arrives by
+    the watch."""
+    import json
+    import urllib.request
+
+    with KubernetesCluster(_watching(sim)) as watching:
+        first = watching.node_addresses()
+        cache = watching.node_cache()
+        _until(cache.fresh)
+        node = next(n for n in watching.list_gpu_nodes() if n.name == "gpu006")
+        assert node.addresses and all(first[a] == "gpu006" for a in node.addresses)
+        body = json.dumps({"status": {"addresses": [{"type": "InternalIP", "address": "10.9.9.9"}]}}).encode()
+        req = urllib.request.Request(f"{sim.url}/api/v1/nodes/gpu006/status", data=body, method="PATCH",
+                                     headers={"Content-Type": "application/merge-patch+json"})
+        urllib.request.urlopen(req, timeout=10).read()
+        assert _until(lambda: watching.node_addresses().get("10.9.9.9")) == "gpu006"
+        assert cache.lists == 1  # every answer above after the first list came from the watch
+
+
 def test_our_own_write_is_in_the_cache_when_the_call_returns(cluster):
     """Read your writes: a cordon's answer goes into the cache at once, before its watch event arrives."""
     cluster.list_gpu_nodes()
