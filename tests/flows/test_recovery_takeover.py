@@ -18,7 +18,7 @@ from remedy.domain.model import ActionOutcome, IncidentStatus, NodeState
 from remedy.sim.faults import inject
 from tests.approvals.helpers import remedy_env  # noqa: F401 - fixture
 from tests.fixtures.prefect import run_to_state_result
-from tests.flows.test_takeover import (  # noqa: F401 - ledger_db is a fixture
+from tests.flows.test_takeover import (  # noqa: F401 - ledger_db and warm_flow_processes are fixtures
     SPARES,
     _acts,
     go,
@@ -27,6 +27,7 @@ from tests.flows.test_takeover import (  # noqa: F401 - ledger_db is a fixture
     ledger_db,
     spares_left,
     start,
+    warm_flow_processes,  # autouse there, and here by this import: start() needs its warm processes
 )
 
 pytestmark = pytest.mark.prefect
