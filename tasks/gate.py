@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from datetime import datetime
 
-from prefect import get_run_logger, task
+from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
@@ -31,6 +31,7 @@ from remedy.safety.scopes import BreakerTransition, FleetView
 from tasks.leases import fence
 from tasks.ledger import requester
 from tasks.retry import transient_only
+from tasks.story import say
 
 
 @contextlib.contextmanager
@@ -77,10 +78,7 @@ class RunPorts:
         return time.monotonic()
 
     def log(self, message: str) -> None:
-        try:
-            get_run_logger().info(message)
-        except Exception:  # noqa: BLE001 - outside a run (a test calling .fn): the module logger
-            logging.getLogger(__name__).info(message)
+        say("%s", message)  # the run's log, or the module logger outside a run (tasks.story)
 
 
 def load_board(failure_at: datetime | None = None) -> BreakerBoard:
