@@ -95,6 +95,11 @@ _MINUTE = timedelta(minutes=1)
 SIM_DETECTOR = "early-warning"  # the scenario's detectors, one record (the scenario gives them one precision)
 
 
+def _code(fault) -> str:
+    """The error code a fault shows the detectors: its XID, or the signal of a fault without one."""
+    return f"xid-{fault.xid}" if fault.xid is not None else fault.kind.signal
+
+
 def at(minutes: float) -> datetime:
     return EPOCH + timedelta(minutes=minutes)
 
@@ -121,6 +126,15 @@ class GpuRemedy:
     # ledger (remedy.warn.record). False: the scenario's true precision, which no deployed policy can know.
     learn_warning_precision: bool = True
     check_detectors: bool = True  # False: no warning is left to run to check its detector (what keep_checking buys)
+    # True: fix odds are learned per error code (the XID, or the signal of a fault without one) on top of its
+    # resolution class, as the flows could from the ledger's per-XID outcomes; False: per resolution class only
+    learn_per_code: bool = True
+    # True: the spare is claimed and starts joining when acting on a warning is decided, so at the checkpoint the swap
+    # costs the drain only; False: the spare is taken at the checkpoint and joins while the job waits
+    early_promotion: bool = True
+    # True: a warned node still in the job is swapped while the job is down for something else (the swap hides in
+    # that outage), and a warning that arrives during an outage is acted on then or once the job runs again
+    swap_in_outages: bool = True
     missing_domain: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -134,6 +148,9 @@ class GpuRemedy:
         self._started.add(id(sim))
         self.board = BreakerBoard(self.settings.breaker, self.settings.budget)
         self.outcomes: dict[Resolution, list[tuple[Option, bool]]] = {}
+        self.code_outcomes: dict[tuple[Resolution, str], list[tuple[Option, bool]]] = {}
+        self.promoted: dict[int, tuple[int, float]] = {}  # warned node → (its spare, when the spare began joining)
+        self.watched: dict[int, float] = {}  # warned node left in the job → when its warning runs out
         self.last_fix: dict[int, tuple[Option, float]] = {}  # node → (fix that cleared it, when)
         self.returned: dict[int, float] = {}  # node → when an off-path fix last sent it back to the pool
         self.claimed: set[str] = set()  # nodes on the board whose spare is already out of the pool
@@ -180,14 +197,22 @@ class GpuRemedy:
         self.failure_times.setdefault(name, []).append(at(inc.start))
         fault = inc.fault
         resolution = lookup(fault.xid).resolution if fault.xid is not None else _NO_XID_RESOLUTION.get(fault.kind.signal, Resolution.UNKNOWN)
+        code = _code(fault)
+        if self.swap_in_outages:
+            self._swap_watched(sim, inc.node)
+        if inc.node in self.promoted:  # its warning came true before the checkpoint: the spare is already joining
+            spare, since = self.promoted.pop(inc.node)
+            yield from self._replace(sim, inc, resolution, spare=spare, joining_since=since, code=code)
+            self._finish(sim, name, True)
+            return
         if inc.node in self.lemons:
-            yield from self._replace(sim, inc, resolution, retire=True)
+            yield from self._replace(sim, inc, resolution, retire=True, code=code)
             return
         tried = self._already_tried(sim, inc)
         unreachable = fault.kind.not_ready
         while True:
             ready, approval = self._spare_state(sim)
-            choice = choose(Situation(resolution, self._odds(resolution), spare_ready=ready,
+            choice = choose(Situation(resolution, self._odds(resolution, code), spare_ready=ready,
                                       durations=self._durations(sim), tried_depth=tried, unreachable=unreachable,
                                       spare_needs_approval=approval))
             inc.actions.append(f"chose:{choice.option.value}")
@@ -207,7 +232,7 @@ class GpuRemedy:
                     continue
             started = sim.clock.now
             if choice.option is Option.REPLACE:
-                yield from self._replace(sim, inc, resolution, tried=tried)
+                yield from self._replace(sim, inc, resolution, tried=tried, code=code)
                 self._finish(sim, name, True)
                 return
             if choice.option is Option.RESTART and unreachable:
@@ -215,7 +240,7 @@ class GpuRemedy:
                 grace = self.settings.signals.node_not_ready_seconds / 60.0
                 yield max(0.0, inc.start + grace - sim.clock.now)
                 back = sim.unready_until.get(inc.node, 0.0) <= sim.clock.now and sim.cleared(inc.node, "restart")
-                self._record(sim, inc, resolution, Option.RESTART, back, started)
+                self._record(sim, inc, resolution, Option.RESTART, back, started, code)
                 if back:
                     sim.release(inc)
                     sim.close(inc, "node-came-back")
@@ -226,7 +251,7 @@ class GpuRemedy:
                 inc.automatic_retries += 1
                 sim.release(inc)
                 ok = yield sim.next_attempt()
-                self._record(sim, inc, resolution, Option.RESTART, ok, started)
+                self._record(sim, inc, resolution, Option.RESTART, ok, started, code)
                 if ok:
                     inc.chain_success = True
                     sim.close(inc, "restart-recovered")
@@ -236,11 +261,12 @@ class GpuRemedy:
                 sim.hold(inc)
                 yield AUTO_DETECT_MINUTES  # the restarted job died again: seen like any failure
                 continue
-            # RESET / REBOOT in place: no spare worth spending, so the job waits on this node
+            # RESET / REBOOT in place: no spare worth spending, so the job waits on this node; it is drained first, the
+            # same 30-s grace a replacement pays (choose counts it too)
             slot = sim.pull(inc)
-            yield _FIX_MINUTES[choice.option]
+            yield AUTO_GRACE_MINUTES + _FIX_MINUTES[choice.option]
             ok = sim.fix_in_place(inc.node, _LEVEL[choice.option])
-            self._record(sim, inc, resolution, choice.option, ok, started)
+            self._record(sim, inc, resolution, choice.option, ok, started, code)
             self._finish(sim, name, ok)
             if slot is not None:  # fixed: back in its slot; not fixed: back where the next step finds it
                 sim.install(slot, inc.node)
@@ -305,58 +331,160 @@ class GpuRemedy:
     # ---- early warning ---------------------------------------------------------------------------
     def on_warning(self, sim, node: int, lead: float) -> Process:
         """A detector says `node` will fail within `lead` minutes: swap it at a checkpoint boundary when that costs
-        less than waiting for the failure (remedy.remediate.choice.choose_on_warning)."""
+        less than waiting for the failure (remedy.remediate.choice.choose_on_warning). With `early_promotion` the
+        spare is claimed and starts joining as soon as that is decided, so the swap at the boundary costs the drain.
+        A warning that arrives while the job is down for something else is not dropped (`swap_in_outages`): the node
+        is swapped in that outage's shadow, or the warning waits for the job to run again."""
         self._setup(sim)
-        if not self.act_on_warnings or node not in sim.slot_of or sim.phase != "running" or node in sim.open_by_node:
+        if not self.act_on_warnings or node not in sim.slot_of or node in sim.open_by_node or node in self.promoted:
             return
         sc = sim.sc
-        reserve = self.settings.breaker.spare_reserve
+        expires = sim.clock.now + lead
         record = self.detector_record(sim) if self.learn_warning_precision else None
-        precision, job_mtbf = self._warning_odds(sc, record)
         name = f"node-{node:05d}"
         seen = self._warnings_dropped + len(self.warnings)
         self.warnings.append(PastWarning(name, at(sim.clock.now), SIM_DETECTOR, swapped=False))
+        if sim.phase != "running":
+            if not self.swap_in_outages:
+                return
+            while sim.phase != "running":
+                if sim.phase == "down" and sim.holds:  # an outage being worked: swap in its shadow
+                    self.watched[node] = expires
+                    self._swap_watched(sim, None)
+                    return
+                if sim.clock.now >= expires or node not in sim.slot_of or node in sim.open_by_node:
+                    return
+                yield 1.0  # loading a checkpoint (a swap now would throw the reload away): look again shortly
+            lead = expires - sim.clock.now
+        precision, job_mtbf = self._warning_odds(sc, record)
+        to_boundary = sim.minutes_to_next_checkpoint()
+        join = sc.spare_join_minutes
+        if self.early_promotion:  # the spare joins while the job trains on to the boundary
+            hidden = to_boundary if to_boundary < lead else min(join, lead / 2)
+            join = max(0.0, join - hidden)
         choice = choose_on_warning(
             precision=precision, lead_minutes=lead,
-            minutes_to_next_checkpoint=sim.minutes_to_next_checkpoint(),
+            minutes_to_next_checkpoint=to_boundary,
             checkpoint_interval_minutes=sc.checkpoint_interval_minutes,
             checkpoint_cost_minutes=sc.checkpoint_cost_minutes,
-            spare_ready=len(self._spares(sim)) - 1 >= reserve, durations=self._durations(sim),
+            spare_ready=self._spare_for_warning(sim), durations=self._durations(sim, join),
             job_mtbf_minutes=job_mtbf)
         if choice.action is WarningAction.WAIT:
+            self.watched[node] = expires  # not worth a stop of its own; maybe worth one the job makes anyway
             return
         if record is not None and self.check_detectors and keep_checking(record, act_minutes=choice.act_cost_minutes,
-                                                wait_minutes=choice.wait_cost_minutes):
+                                                                         wait_minutes=choice.wait_cost_minutes):
             return  # left to run, so the detector's record learns whether its warnings come true
+        spare: int | None = None
+        since = 0.0
+        if self.early_promotion:
+            spare = self._claim_for_warning(sim, node)
+            if spare is None:
+                return
+            since = sim.clock.now
+            self.promoted[node] = (spare, since)
+            self._mark_swapped(seen)
         epoch = sim.epoch
         if choice.action is WarningAction.AT_NEXT_CHECKPOINT:
-            yield sim.minutes_to_next_checkpoint()
+            yield to_boundary
             extra = 0.0
         else:
+            yield (min(sc.spare_join_minutes, lead / 2) if self.early_promotion else 0.0)
             yield sc.checkpoint_cost_minutes
             extra = sc.checkpoint_cost_minutes
+        if spare is not None:
+            yield from self._swap_promoted(sim, node, epoch, extra, choice.action.value)
+            return
         if sim.epoch != epoch or node not in sim.slot_of or node in sim.open_by_node:
             return  # the job stopped, or the node failed, before the boundary
-        # The spare is chosen before the job is stopped: the pool may have emptied since the warning, and a swap
-        # with nothing to swap in would turn a clean checkpoint into an outage.
-        spare = self._pick_spare(sim, node, False, self._spares(sim))
+        spare = self._claim_for_warning(sim, node)
         if spare is None:
             return
-        event = FailureEvent(name, at(sim.clock.now), sim.topology(node), True, "early-warning")
-        decision = decide(event, self.board, self._fleet(sim, node), at(sim.clock.now))
-        if decision.verdict is Verdict.HOLD:
-            return  # a breaker, the budget or the reserve says no: the warning stays a warning
-        spare = sim.try_take_spare(lambda ready: spare)
-        self.claimed.add(name)
         self._mark_swapped(seen)
         if extra:
             sim.charge_checkpoint(extra)
+        yield from self._swap(sim, node, spare, None, f"warning:{choice.action.value}")
+
+    def _spare_for_warning(self, sim) -> bool:
+        """A warning may take a spare only if one is left after it that the next failure can take without asking a
+        person (above the breaker's reserve): a node that has not failed yet does not spend the last free spare."""
+        return len(self._spares(sim)) - 2 >= self.settings.breaker.spare_reserve
+
+    def _claim_for_warning(self, sim, node: int) -> int | None:
+        """Choose and take the spare for a warned node, through the breaker; None: no spare, or the breaker, the
+        budget or the reserve says no (the warning stays a warning)."""
+        name = f"node-{node:05d}"
+        spare = self._pick_spare(sim, node, False, self._spares(sim))
+        if spare is None or not self._spare_for_warning(sim):
+            return None
+        event = FailureEvent(name, at(sim.clock.now), sim.topology(node), True, "early-warning")
+        if decide(event, self.board, self._fleet(sim, node), at(sim.clock.now)).verdict is Verdict.HOLD:
+            return None
+        taken = sim.try_take_spare(lambda ready: spare)
+        self.claimed.add(name)
+        return taken
+
+    def _swap_promoted(self, sim, node: int, epoch: int, extra: float, why: str) -> Process:
+        """The boundary came (or the job stopped first): swap the warned node for its already-joining spare at the
+        boundary, or in the outage if the job went down; if the node failed first, its incident took the spare."""
+        while node in self.promoted:
+            if node not in sim.slot_of or node in sim.open_by_node:
+                if node in self.promoted and node not in sim.open_by_node:  # left the job some other way
+                    spare, _ = self.promoted.pop(node)
+                    sim.return_spare(spare)
+                    self._finish(sim, f"node-{node:05d}", True)
+                return
+            if sim.phase == "running" and sim.epoch == epoch:
+                if extra:
+                    sim.charge_checkpoint(extra)
+                break
+            if sim.phase == "down":
+                why = "outage"
+                break
+            if sim.phase == "running":  # it stopped and runs again: the next boundary
+                epoch, extra = sim.epoch, 0.0
+                yield sim.minutes_to_next_checkpoint()
+                continue
+            yield 1.0  # loading
+        else:
+            return
+        spare, since = self.promoted.pop(node)
+        yield from self._swap(sim, node, spare, since, f"warning:{why}")
+
+    def _swap(self, sim, node: int, spare: int, since: float | None, why: str) -> Process:
         inc = sim.swap_incident(node)
-        inc.actions.append(f"warning:{choice.action.value}")
+        inc.actions.append(why)
         resolution = (lookup(inc.fault.xid).resolution if inc.fault.xid is not None
                       else _NO_XID_RESOLUTION.get(inc.fault.kind.signal, Resolution.UNKNOWN))
-        yield from self._replace(sim, inc, resolution, tried=0, spare=spare)
-        self._finish(sim, name, True)
+        yield from self._replace(sim, inc, resolution, tried=0, spare=spare, joining_since=since, code=_code(inc.fault))
+        self._finish(sim, f"node-{node:05d}", True)
+
+    def _swap_watched(self, sim, failed: int | None) -> None:
+        """The job is down for an incident (`failed`'s, or one already being worked): every warned node still in
+        the job whose warning has not run out is swapped now, when that pays (the swap costs the job at most its
+        own length; nothing is rolled back, the job is down already)."""
+        now = sim.clock.now
+        for node, expires in list(self.watched.items()):
+            if expires <= now or node == failed or node not in sim.slot_of or node in sim.open_by_node \
+                    or node in self.promoted:
+                if expires <= now or node not in sim.slot_of:
+                    del self.watched[node]
+                continue
+            record = self.detector_record(sim) if self.learn_warning_precision else None
+            precision, job_mtbf = self._warning_odds(sim.sc, record)
+            choice = choose_on_warning(
+                precision=precision, lead_minutes=expires - now, minutes_to_next_checkpoint=0.0,
+                checkpoint_interval_minutes=sim.sc.checkpoint_interval_minutes, checkpoint_cost_minutes=0.0,
+                spare_ready=self._spare_for_warning(sim),
+                durations=self._durations(sim), job_mtbf_minutes=job_mtbf)
+            if choice.action is WarningAction.WAIT:
+                continue
+            spare = self._claim_for_warning(sim, node)
+            if spare is None:
+                return
+            del self.watched[node]
+            self._mark_swapped_node(node)
+            sim.clock.spawn(self._swap(sim, node, spare, None, "warning:outage"))
 
     def _warning_odds(self, sc, record: DetectorRecord | None) -> tuple[float, float]:
         """(how often a warning is right, minutes between job failures): what the detector's record (None: the
@@ -377,6 +505,14 @@ class GpuRemedy:
             self._warnings_dropped += old
         return detector_record(SIM_DETECTOR, self.warnings, self.failure_times, now,
                                timedelta(hours=warn.precision_window_hours), warn.act_precision)
+
+    def _mark_swapped_node(self, node: int) -> None:
+        """The node's latest warning took it out: it cannot be judged."""
+        name = f"node-{node:05d}"
+        for i in range(len(self.warnings) - 1, -1, -1):
+            if self.warnings[i].node == name:
+                self.warnings[i] = dataclasses.replace(self.warnings[i], swapped=True)
+                return
 
     def _mark_swapped(self, seen: int) -> None:
         """The warning numbered `seen` (counted from the run's first) took its node out: it cannot be judged."""
@@ -409,7 +545,7 @@ class GpuRemedy:
             return
         resolution = lookup(inc.fault.xid).resolution if inc.fault.xid is not None else _NO_XID_RESOLUTION.get(
             inc.fault.kind.signal, Resolution.UNKNOWN)
-        yield from self._repair_off_path(sim, inc.node, resolution, -1)
+        yield from self._repair_off_path(sim, inc.node, resolution, -1, _code(inc.fault))
 
     def _already_tried(self, sim, inc) -> int:
         """A fix that cleared this node less than the recurrence window ago did not hold: start below it."""
@@ -419,20 +555,30 @@ class GpuRemedy:
             return -1
         return DEPTHS.index(last[0]) if last[0] in DEPTHS else -1
 
-    def _odds(self, resolution: Resolution) -> FixOdds:
-        return estimate_odds(PRIORS.get(resolution, PRIORS[Resolution.UNKNOWN]), self.outcomes.get(resolution, ()))
+    def _odds(self, resolution: Resolution, code: str = "") -> FixOdds:
+        """The class's odds (catalog prior + this run's outcomes of the class); with `learn_per_code`, those are the
+        prior for the outcomes of this error code alone (an XID 48 and an XID 64 share RESET_GPU's prior but not
+        their history)."""
+        odds = estimate_odds(PRIORS.get(resolution, PRIORS[Resolution.UNKNOWN]), self.outcomes.get(resolution, ()))
+        if self.learn_per_code and code:
+            odds = estimate_odds(odds, self.code_outcomes.get((resolution, code), ()))
+        return odds
 
-    def _durations(self, sim) -> Durations:
+    def _durations(self, sim, join: float | None = None) -> Durations:
         sc = sim.sc
         reload = sc.restart_loading_median_minutes * math.exp(sc.restart_loading_sigma ** 2 / 2)  # log-normal mean
-        return Durations(detect=AUTO_DETECT_MINUTES, grace=AUTO_GRACE_MINUTES, join=sc.spare_join_minutes,
+        return Durations(detect=AUTO_DETECT_MINUTES, grace=AUTO_GRACE_MINUTES,
+                         join=sc.spare_join_minutes if join is None else join,
                          reset=RESET_MINUTES, reboot=REBOOT_MINUTES, reload=reload,
                          escalate=sc.manual_mean_minutes or MANUAL_STEPS_MEAN,
                          not_ready_grace=self.settings.signals.node_not_ready_seconds / 60.0)
 
-    def _record(self, sim, inc, resolution: Resolution, option: Option, ok: bool, started: float) -> None:
-        """The ledger's role in the simulation: every fix outcome updates the odds of its fault class."""
+    def _record(self, sim, inc, resolution: Resolution, option: Option, ok: bool, started: float,
+                code: str = "") -> None:
+        """The ledger's role in the simulation: every fix outcome updates the odds of its fault class and its code."""
         self.outcomes.setdefault(resolution, []).append((option, ok))
+        if code:
+            self.code_outcomes.setdefault((resolution, code), []).append((option, ok))
         if inc is not None and ok:
             self.last_fix[inc.node] = (option, sim.clock.now)
         sim.acc.fix_attempts[option.value] = sim.acc.fix_attempts.get(option.value, 0) + 1
@@ -467,8 +613,9 @@ class GpuRemedy:
             self.board.record_outcome(name, ok, at(sim.clock.now))
 
     def _replace(self, sim, inc, resolution: Resolution, *, retire: bool = False, tried: int = -1,
-                 spare: int | None = None) -> Process:
-        """The job gets a warm spare now; the failed node is fixed off the critical path (or retired, a lemon)."""
+                 spare: int | None = None, joining_since: float | None = None, code: str = "") -> Process:
+        """The job gets a warm spare now; the failed node is fixed off the critical path (or retired, a lemon). A spare
+        promoted earlier (`joining_since`) has had that long to join already."""
         if spare is None:
             spare = sim.try_take_spare(lambda ready: self._pick_spare(sim, inc.node, inc.fault.kind.not_ready, ready))
             if spare is not None:
@@ -479,18 +626,19 @@ class GpuRemedy:
             sim.close(inc, "escalated-no-spare")
             return
         slot = sim.pull(inc)
-        yield AUTO_GRACE_MINUTES + sim.sc.spare_join_minutes
+        joined = 0.0 if joining_since is None else sim.clock.now - joining_since
+        yield AUTO_GRACE_MINUTES + max(0.0, sim.sc.spare_join_minutes - joined)
         sim.fill(slot, spare)
         if retire:
             sim.retire(inc.node)
         elif self.repair_in_background:
-            sim.clock.spawn(self._repair_off_path(sim, inc.node, resolution, tried))
+            sim.clock.spawn(self._repair_off_path(sim, inc.node, resolution, tried, code))
         else:
             sim.send_to_repair(inc.node, "replaced")
         sim.release(inc)
         sim.close(inc, "retired-lemon" if retire else "replaced")
 
-    def _repair_off_path(self, sim, node: int, resolution: Resolution, tried: int) -> Process:
+    def _repair_off_path(self, sim, node: int, resolution: Resolution, tried: int, code: str = "") -> Process:
         """Reset, then reboot, while the job already runs on the spare; a node that passes goes through burn-in
         back to the spare pool, one that does not goes to repair. A node that already came back this way within
         the lemon recurrence gap failed again under load: the fix did not hold, so it goes to repair (the lemon
@@ -509,7 +657,7 @@ class GpuRemedy:
             started = sim.clock.now
             yield _FIX_MINUTES[option]
             ok = sim.fix_in_place(node, _LEVEL[option])
-            self._record(sim, None, resolution, option, ok, started)
+            self._record(sim, None, resolution, option, ok, started, code)
             if ok:
                 self.returned[node] = sim.clock.now
                 sim.burn_in(node)

@@ -31,6 +31,9 @@ class FaultKind:
     signal: str  # incident signal name as gpu-remedy's detectors call it
     needs: tuple[tuple[str, float], ...]  # (lowest fix that clears it, probability)
     not_ready: bool = False  # the node drops out of the cluster (kubelet stops reporting)
+    # UPSTREAM in `needs`: the cause is outside the node (a switch or cable, host maintenance): nothing on the node
+    # clears it, it clears by itself this long after it hit, and the node itself needs no repair
+    upstream_minutes: float = 0.0
 
 
 # Seed 002 Table 2 (63-node B200 cluster, 55 days, 17 events). The `needs` split is an
@@ -133,15 +136,24 @@ class Scenario(BaseModel):
                 continue
             if not isinstance(item, dict):
                 raise ValueError(f"a fault_mix entry must be a mapping, got {item!r}")
-            unknown = set(item) - {"name", "share", "xids", "signal", "needs", "not_ready", "source"}
+            unknown = set(item) - {"name", "share", "xids", "signal", "needs", "not_ready", "source", "upstream_hours",
+                                     "upstream_minutes"}
             if unknown:
                 raise ValueError(f"fault {item.get('name', '?')!r}: unknown key(s) {', '.join(sorted(unknown))}")
             needs = item.get("needs") or {}
             if isinstance(needs, (list, tuple)):  # a dumped scenario: ((level, p), ...)
                 needs = dict(needs)
-            if not isinstance(needs, dict) or not needs or set(needs) - set(FIX_LEVELS):
-                raise ValueError(f"fault {item.get('name', '?')!r}: needs must map {'/'.join(FIX_LEVELS)} to "
-                                 f"probabilities, got {needs!r}")
+            if not isinstance(needs, dict) or not needs or set(needs) - {*FIX_LEVELS, UPSTREAM}:
+                raise ValueError(f"fault {item.get('name', '?')!r}: needs must map {'/'.join((*FIX_LEVELS, UPSTREAM))} "
+                                 f"to probabilities, got {needs!r}")
+            hours = item.get("upstream_hours", 0.0)
+            if "upstream_minutes" in item:  # a dumped scenario (FaultKind's own field)
+                hours = item["upstream_minutes"] / 60.0 if isinstance(item["upstream_minutes"], (int, float)) else hours
+            if isinstance(hours, bool) or not isinstance(hours, (int, float)) or hours < 0:
+                raise ValueError(f"fault {item.get('name', '?')!r}: upstream_hours must be a number ≥ 0, got {hours!r}")
+            if needs.get(UPSTREAM) and not hours > 0:
+                raise ValueError(f"fault {item.get('name', '?')!r}: an upstream cause needs upstream_hours (how long "
+                                 f"until it is fixed upstream)")
             if any(not isinstance(p, (int, float)) or p < 0 for p in needs.values()) or not sum(needs.values()) > 0:
                 raise ValueError(f"fault {item.get('name', '?')!r}: needs probabilities must be ≥ 0 and not all 0")
             share = item.get("share")
@@ -149,7 +161,8 @@ class Scenario(BaseModel):
                 raise ValueError(f"fault {item.get('name', '?')!r}: share must be a number ≥ 0, got {share!r}")
             out.append(FaultKind(str(item.get("name", "?")), float(share), tuple(int(x) for x in item.get("xids") or ()),
                                  str(item.get("signal", "xid" if item.get("xids") else "fail-slow")),
-                                 tuple((k, float(v)) for k, v in needs.items()), bool(item.get("not_ready", False))))
+                                 tuple((k, float(v)) for k, v in needs.items()), bool(item.get("not_ready", False)),
+                                 float(hours) * 60.0))
         if not out:
             raise ValueError("fault_mix needs at least one fault")
         if not sum(k.share for k in out) > 0:

@@ -262,8 +262,8 @@ class FleetSim:
             return
         else:
             self._schedule_false_warning(epoch)
-        if self.phase != RUNNING:
-            return
+        if self.phase != RUNNING and epoch is not None:
+            return  # training clock: the detector's false alarms accrue per hour of load, as its true ones
         node = self.slots[int(self.warn_rng.integers(self.sc.training_nodes))]
         if node is not None and node not in self.faults and node not in self.pending:
             self._warn(node, self.sc.warning_lead_minutes)
@@ -286,6 +286,7 @@ class FleetSim:
         self._stop_cleanly()
         fault = self.pending.pop(node, None)
         if fault is not None:
+            self._upstream_starts(node, fault)  # approximation: the announced upstream cause starts at the swap
             self.faults[node] = fault
             self.acc.failures_avoided += 1
         inc = Incident(len(self.incidents), node, fault or Fault(WARNING_ONLY, None, RESTART), self.clock.now,
@@ -345,7 +346,17 @@ class FleetSim:
                 self._open_incident(node, Fault(RACK_FAULT, None, UPSTREAM, clears))
         self.clock.at(clears, self._grant_spares)
 
+    def _upstream_starts(self, node: int, fault: Fault) -> None:
+        """An upstream cause (switch, cable, host maintenance) hits now: it clears by itself after the fault kind's
+        `upstream_minutes`, and a node it drops stays NotReady until then."""
+        if fault.needs == UPSTREAM and fault.kind.upstream_minutes and math.isinf(fault.clears_at):
+            fault.clears_at = self.clock.now + fault.kind.upstream_minutes
+            if fault.kind.not_ready:
+                self.unready_until[node] = max(self.unready_until.get(node, 0.0), fault.clears_at)
+                self.clock.at(fault.clears_at, self._grant_spares)
+
     def _open_incident(self, node: int, fault: Fault) -> None:
+        self._upstream_starts(node, fault)
         self.faults[node] = fault
         inc = Incident(len(self.incidents), node, fault, self.clock.now, self.slot_of.get(node), self.rack_of[node])
         self.incidents.append(inc)
@@ -532,6 +543,12 @@ class FleetSim:
         self.spares_granted.add(node)
         self.acc.min_spares = min(self.acc.min_spares, len(self.spare_pool))
         return node
+
+    def return_spare(self, node: int) -> None:
+        """A spare taken from the pool but not installed goes back (its warned node left the job another way)."""
+        self.spares_granted.discard(node)
+        self.spare_pool.append(node)
+        self._grant_spares()
 
     # ---- spare pool ---------------------------------------------------------------------------
     def _request_spare(self, proc: Process) -> None:

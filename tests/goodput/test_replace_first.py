@@ -18,10 +18,10 @@ class Recorder(GpuRemedy):
         super().__post_init__()
         self.events: list[tuple[float, int, bool]] = []
 
-    def _repair_off_path(self, sim, node, resolution, tried):
+    def _repair_off_path(self, sim, node, resolution, tried, code=""):
         # when the off-path repair starts, and whether the failed node is still in the job at that moment
         self.events.append((sim.clock.now, node, node in sim.slot_of))
-        yield from super()._repair_off_path(sim, node, resolution, tried)
+        yield from super()._repair_off_path(sim, node, resolution, tried, code)
 
 
 def test_the_job_gets_the_spare_before_the_failed_node_is_reset_and_the_node_returns_to_the_pool():
@@ -71,7 +71,9 @@ def test_shipped_scenarios_are_files_and_llama3_follows_the_paper():
     llama = SCENARIOS["llama3-405b"]
     assert sum(k.share for k in llama.fault_mix) == 419  # Table 5's unexpected interruptions
     assert llama.days == 54 and llama.training_nodes * llama.gpus_per_node == 16384
-    assert llama.job_mtbf_hours == pytest.approx(54 * 24 / 419, abs=0.001)
+    # failures arrive only while the job trains: the MTBF in training hours is below the calendar one (54 × 24 / 419)
+    assert llama.job_mtbf_hours < 54 * 24 / 419
+    assert not {145, 149} & {x for k in llama.fault_mix for x in k.xids}  # Blackwell-only XIDs on an H100 cluster
     assert llama.published["effective training time"] == "> 90 %"
     r = simulate("llama3-405b", "gpu-remedy", days=5)
     assert 0.5 < r.goodput < 1.0
@@ -183,11 +185,14 @@ def test_a_noisy_detector_is_learned_from_the_warnings_left_to_run_and_stops_cos
     """A detector right one time in five (busy but healthy nodes flagged four times per true warning). The policy
     is not told that: it learns the detector's record from the warnings it leaves to run (remedy.warn.record, the
     function triage calls) and stops swapping healthy nodes once the record shows acting does not pay. Without the
-    warnings left to check it, nearly every warning is acted on and almost none is ever judged."""
+    warnings left to check it, nearly every warning is acted on and almost none is ever judged. (Without early
+    promotion: with the spare joined before the checkpoint a swap costs the job 30 s, and even a 1-in-5 warning is
+    worth that; here the swap costs the join too.)"""
     sc = scenario("seed000-1k", days=200, warning_share=0.3, false_warnings_per_true=4.0)
-    policy = make_policy("gpu-remedy")
+    policy = GpuRemedy(early_promotion=False, swap_in_outages=False)
     learned = FleetSim(sc, policy, seed=1).run()
-    told = FleetSim(sc, make_policy("gpu-remedy/told-warning-precision"), seed=1).run()
+    told = FleetSim(sc, GpuRemedy(early_promotion=False, swap_in_outages=False, learn_warning_precision=False),
+                    seed=1).run()
     assert told.warning_swaps == 0  # told 20 %, swapping never pays here
     assert learned.warning_swaps < 0.3 * learned.warnings, (learned.warning_swaps, learned.warnings)
     late = [w for w in policy.warnings if w.at >= at(100 * 1440)]  # the second half: the record is learned
