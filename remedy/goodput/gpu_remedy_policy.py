@@ -261,10 +261,10 @@ class GpuRemedy:
                 sim.hold(inc)
                 yield AUTO_DETECT_MINUTES  # the restarted job died again: seen like any failure
                 continue
-            # RESET / REBOOT in place: no spare worth spending, so the job waits on this node; it is drained first, the
-            # same 30-s grace a replacement pays (choose counts it too)
+            # RESET / REBOOT in place: no spare worth spending, so the job waits on this node; it is drained first, as a
+            # replacement is (choose counts the drain too)
             slot = sim.pull(inc)
-            yield AUTO_GRACE_MINUTES + _FIX_MINUTES[choice.option]
+            yield self._drain(sim) + _FIX_MINUTES[choice.option]
             ok = sim.fix_in_place(inc.node, _LEVEL[choice.option])
             self._record(sim, inc, resolution, choice.option, ok, started, code)
             self._finish(sim, name, ok)
@@ -567,7 +567,11 @@ class GpuRemedy:
     def _durations(self, sim, join: float | None = None) -> Durations:
         sc = sim.sc
         reload = sc.restart_loading_median_minutes * math.exp(sc.restart_loading_sigma ** 2 / 2)  # log-normal mean
-        return Durations(detect=AUTO_DETECT_MINUTES, grace=AUTO_GRACE_MINUTES,
+        if sc.elastic_short_nodes or sc.hot_spares:
+            reload += sc.elastic_resize_minutes  # every restart of an elastic job re-forms its rendezvous
+        if join is None and sim.hot:
+            join = 0.0  # a hot spare is already in the rendezvous
+        return Durations(detect=AUTO_DETECT_MINUTES, grace=self._drain(sim),
                          join=sc.spare_join_minutes if join is None else join,
                          reset=RESET_MINUTES, reboot=REBOOT_MINUTES, reload=reload,
                          escalate=sc.manual_mean_minutes or MANUAL_STEPS_MEAN,
@@ -615,7 +619,15 @@ class GpuRemedy:
     def _replace(self, sim, inc, resolution: Resolution, *, retire: bool = False, tried: int = -1,
                  spare: int | None = None, joining_since: float | None = None, code: str = "") -> Process:
         """The job gets a warm spare now; the failed node is fixed off the critical path (or retired, a lemon). A spare
-        promoted earlier (`joining_since`) has had that long to join already."""
+        promoted earlier (`joining_since`) has had that long to join already. A hot spare (already in the job's
+        rendezvous) takes the node's rank at once; an elastic job with none shrinks to the survivors when that costs
+        less than waiting for the spare to join, and grows back when it has."""
+        if spare is None and not retire and sim.hot:
+            yield from self._hot_swap(sim, inc, resolution, tried, code)
+            return
+        if spare is None and not retire and self._shrinks(sim):
+            yield from self._shrink(sim, inc, resolution, tried, code)
+            return
         if spare is None:
             spare = sim.try_take_spare(lambda ready: self._pick_spare(sim, inc.node, inc.fault.kind.not_ready, ready))
             if spare is not None:
@@ -627,7 +639,7 @@ class GpuRemedy:
             return
         slot = sim.pull(inc)
         joined = 0.0 if joining_since is None else sim.clock.now - joining_since
-        yield AUTO_GRACE_MINUTES + max(0.0, sim.sc.spare_join_minutes - joined)
+        yield self._drain(sim) + max(0.0, sim.sc.spare_join_minutes - joined)
         sim.fill(slot, spare)
         if retire:
             sim.retire(inc.node)
@@ -637,6 +649,61 @@ class GpuRemedy:
             sim.send_to_repair(inc.node, "replaced")
         sim.release(inc)
         sim.close(inc, "retired-lemon" if retire else "replaced")
+
+    @staticmethod
+    def _drain(sim) -> float:
+        """What the job waits for the node it loses: a gang-scheduled job's pods must terminate first (the 30-s
+        grace); an elastic job's agent re-forms the rendezvous without it, and the drain runs off the critical path."""
+        return 0.0 if sim.sc.elastic_short_nodes or sim.sc.hot_spares else AUTO_GRACE_MINUTES
+
+    def _shrinks(self, sim) -> bool:
+        """Shrink-and-continue beats stop-and-replace: the job may still run a node shorter, a spare is ready, and a
+        restart now on the survivors plus one re-forming later costs less than the drain and join it would wait."""
+        sc = sim.sc
+        if sum(s is None for s in sim.slots) >= sc.elastic_short_nodes or not self._spares(sim):
+            return False
+        reform = self._durations(sim).reload  # reload + re-rendezvous, paid again when it grows back
+        wait = AUTO_GRACE_MINUTES + sc.spare_join_minutes
+        return reform + wait / sc.training_nodes < wait
+
+    def _hot_swap(self, sim, inc, resolution: Resolution, tried: int, code: str) -> Process:
+        hot = sim.take_hot_spare()
+        slot = sim.pull(inc)
+        yield self._drain(sim)  # the hot spare takes the rank in the restart's re-rendezvous
+        sim.fill(slot, hot)
+        inc.actions.append("hot-spare")
+        self._after_pull(sim, inc.node, resolution, tried, code)
+        sim.clock.spawn(self._refill_hot(sim, inc.node))
+        sim.release(inc)
+        sim.close(inc, "replaced")
+
+    def _shrink(self, sim, inc, resolution: Resolution, tried: int, code: str) -> Process:
+        slot = sim.pull(inc)
+        spare = sim.try_take_spare(lambda ready: self._pick_spare(sim, inc.node, inc.fault.kind.not_ready, ready))
+        inc.actions.append("shrink")
+        self._after_pull(sim, inc.node, resolution, tried, code)
+        sim.release(inc)  # the job restarts on the survivors now
+        sim.close(inc, "shrunk")
+        yield AUTO_GRACE_MINUTES + sim.sc.spare_join_minutes
+        if spare is not None:
+            sim.fill(slot, spare)  # joined: the job grows back at its next checkpoint
+        self._finish(sim, f"node-{inc.node:05d}", True)
+
+    def _after_pull(self, sim, node: int, resolution: Resolution, tried: int, code: str) -> None:
+        if self.repair_in_background:
+            sim.clock.spawn(self._repair_off_path(sim, node, resolution, tried, code))
+        else:
+            sim.send_to_repair(node, "replaced")
+
+    def _refill_hot(self, sim, failed: int) -> Process:
+        """A warm spare joins the job's rendezvous to be the next hot spare (off the critical path)."""
+        while True:
+            spare = sim.try_take_spare(lambda ready: self._pick_spare(sim, failed, False, ready))
+            if spare is not None:
+                break
+            yield NOT_READY_POLL_MINUTES
+        yield sim.sc.spare_join_minutes
+        sim.add_hot_spare(spare)
 
     def _repair_off_path(self, sim, node: int, resolution: Resolution, tried: int, code: str = "") -> Process:
         """Reset, then reboot, while the job already runs on the spare; a node that passes goes through burn-in

@@ -21,6 +21,7 @@ class Accounts:
     loading: float = 0.0  # f: checkpoint reload before training resumes
     down: float = 0.0  # q: job waiting for nodes / remediation
     failed_retry: float = 0.0  # q: restart attempts that died on a still-faulty node
+    short: float = 0.0  # q: an elastic job training short, the missing nodes' share
     job_failures: int = 0
     failed_attempts: int = 0
     rack_events: int = 0
@@ -40,7 +41,7 @@ class Accounts:
 
     @property
     def total(self) -> float:
-        return self.useful + self.checkpoint + self.rollback + self.loading + self.down + self.failed_retry
+        return self.useful + self.checkpoint + self.rollback + self.loading + self.down + self.failed_retry + self.short
 
 
 @dataclass
@@ -104,15 +105,19 @@ def summarise(sim: FleetSim, wall_seconds: float) -> SimResult:
     arr = np.asarray(downtimes, dtype=float)
     chains = [inc for inc in sim.incidents if inc.chain_success is not None]
     flagged: set[int] = getattr(sim.policy, "lemons", set())
-    c = acc.checkpoint / total
-    f = (acc.rollback + acc.loading) / total
-    q = (acc.down + acc.failed_retry) / total
+    # hot spares' GPUs are in the denominator (issue 34): every account is the job's nodes' share of the fleet's time,
+    # and the hot spares' share is capacity kept waiting (q)
+    size = sc.training_nodes / (sc.training_nodes + sc.hot_spares)
+    hot = acc.total * (1.0 - size)
+    c = acc.checkpoint * size / total
+    f = (acc.rollback + acc.loading) * size / total
+    q = ((acc.down + acc.failed_retry + acc.short) * size + hot) / total
     return SimResult(
         scenario=sc.name,
         policy=getattr(sim.policy, "name", type(sim.policy).__name__),
         seed=sim.seed,
         days=sc.days,
-        goodput=max(0.0, min(1.0, acc.useful / total)) * sc.efficiency,
+        goodput=max(0.0, min(1.0, acc.useful * size / total)) * sc.efficiency,
         checkpoint=c,
         failure_loss=f,
         queue_wait=q,
@@ -146,12 +151,14 @@ def summarise(sim: FleetSim, wall_seconds: float) -> SimResult:
         missing_domain=list(getattr(sim.policy, "missing_domain", [])),
         wall_seconds=wall_seconds,
         minutes={
-            "useful": acc.useful,
-            "checkpoint": acc.checkpoint,
-            "rollback": acc.rollback,
-            "loading": acc.loading,
-            "down": acc.down,
-            "failed_retry": acc.failed_retry,
+            "useful": acc.useful * size,
+            "checkpoint": acc.checkpoint * size,
+            "rollback": acc.rollback * size,
+            "loading": acc.loading * size,
+            "down": acc.down * size,
+            "failed_retry": acc.failed_retry * size,
+            "short": acc.short * size,
+            "hot_spare": hot,
             "total": acc.total,
         },
         downtimes_minutes=downtimes,

@@ -97,6 +97,18 @@ class Scenario(BaseModel):
     false_warnings_per_true: float = Field(
         0.5, ge=0, description="Warnings on nodes that would not have failed, per true warning."
     )
+    elastic_short_nodes: int = Field(
+        0, ge=0, description="An elastic job (PyTorchJob elasticPolicy, elastic Indexed Job) may train this many nodes "
+        "short: it restarts on the survivors at once and grows back when a spare has joined. 0: gang-scheduled.",
+    )
+    elastic_resize_minutes: float = Field(
+        0.5, ge=0, description="One re-rendezvous of an elastic job (shrink, grow or a hot spare taking a rank), on "
+        "top of the checkpoint reload.",
+    )
+    hot_spares: int = Field(
+        0, ge=0, description="Spares (of `spares`) kept joined to the job, idle: a failure swaps one in within "
+        "`elastic_resize_minutes`; their GPUs count in the goodput denominator for every policy.",
+    )
     repair_days: float = Field(3.0, gt=0, description="A node sent to repair returns to burn-in after this long.")
     burn_in_hours: float = Field(6.0, ge=0, description="Burn-in before a repaired node is a warm spare again.")
     manual_mean_minutes: float | None = Field(
@@ -173,6 +185,12 @@ class Scenario(BaseModel):
     def _checkpoint_fits(self) -> Scenario:
         if self.checkpoint_cost_minutes >= self.checkpoint_interval_minutes:
             raise ValueError("checkpoint_cost_minutes must be shorter than checkpoint_interval_minutes")
+        return self
+
+    @model_validator(mode="after")
+    def _hot_spares_fit(self) -> Scenario:
+        if self.hot_spares > self.spares:
+            raise ValueError("hot_spares are taken from spares: at most spares")
         return self
 
     @property

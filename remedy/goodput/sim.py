@@ -77,6 +77,9 @@ class FleetSim:
         self.slots: list[int | None] = list(range(scenario.training_nodes))
         self.slot_of: dict[int, int] = {i: i for i in range(scenario.training_nodes)}
         self.spare_pool: deque[int] = deque(range(scenario.training_nodes, n))
+        # hot spares: joined to the job's rendezvous, idle, out of the warm pool (only a policy that knows uses them)
+        self.hot: list[int] = [self.spare_pool.pop() for _ in range(scenario.hot_spares)]
+        self.run_size = 1.0  # share of the job's nodes training in the current phase (elastic: may run short)
         self.spare_waiters: deque[Process] = deque()
         self.unready_until: dict[int, float] = {}
         self.faults: dict[int, Fault] = {}
@@ -151,6 +154,7 @@ class FleetSim:
     def _start_running(self) -> None:
         self.phase, self.run_start = RUNNING, self.clock.now
         self.epoch += 1
+        self.run_size = sum(s is not None for s in self.slots) / len(self.slots)
         if self.sc.failure_clock == "training" and self.trace is None:
             epoch = self.epoch
             delay = self.fail_rng.exponential(1.0 / self._job_rate())
@@ -205,6 +209,10 @@ class FleetSim:
             else:  # still training at the horizon: the partial interval counts as done
                 acc.checkpoint += max(0.0, partial - (interval - cost))
                 acc.useful += done * (interval - cost) + min(partial, interval - cost)
+            if self.run_size < 1.0:  # an elastic job one node short: that node's share of the work is not done
+                worked = done * (interval - cost) + (0.0 if failed else min(partial, interval - cost))
+                acc.short += worked * (1.0 - self.run_size)
+                acc.useful -= worked * (1.0 - self.run_size)
         elif self.phase == DOWN:
             acc.down += now - self.run_start
         elif self.phase == LOADING:
@@ -318,6 +326,9 @@ class FleetSim:
             return  # the job stopped since this failure was drawn; memoryless, so redraw later
         slot = self._pick_failing_slot()
         node = self.slots[slot]
+        if node is None and epoch is not None:  # an elastic job running short: the failure lands on a survivor
+            self.clock.after(self.fail_rng.exponential(1.0 / self._job_rate()), lambda: self._node_failure(epoch))
+            return
         if node is None or node in self.faults:
             return  # wall clock only: that slot is empty or already broken (thinning keeps it Poisson)
         self.acc.job_failures += 1
@@ -366,12 +377,15 @@ class FleetSim:
         self.clock.spawn(self.policy.handle(self, inc))
 
     def _maybe_restart(self) -> None:
-        if self.phase != DOWN or self.holds or any(s is None for s in self.slots):
+        short = sum(s is None for s in self.slots)
+        if self.phase != DOWN or self.holds or short > self.sc.elastic_short_nodes:
             return
         self._close_phase(failed=False)
         self.phase = LOADING
         median = self.sc.restart_loading_median_minutes
         load = float(median * math.exp(self.sc.restart_loading_sigma * self.rng.standard_normal())) if median else 0.0
+        if self.sc.elastic_short_nodes or self.sc.hot_spares:
+            load += self.sc.elastic_resize_minutes  # the elastic agent's re-rendezvous
         epoch = self.epoch
         self.clock.after(load, lambda: self._loading_done(epoch))
 
@@ -458,6 +472,29 @@ class FleetSim:
         self.active_since[node] = self.clock.now
         if self.lemon[node]:
             self.lemon_slots.add(slot)
+        if self.phase == RUNNING and self.run_size < 1.0:  # an elastic job running short grows back at its next
+            self.clock.after(self.minutes_to_next_checkpoint(), partial(self._grow, self.epoch))  # checkpoint
+
+    def _grow(self, epoch: int) -> None:
+        """The job ran short and a node has joined: at the checkpoint boundary it re-forms at full size (nothing rolled
+        back; one reload and re-rendezvous)."""
+        if epoch != self.epoch or self.phase != RUNNING:
+            return
+        self._stop_cleanly()
+        self._maybe_restart()
+
+    def take_hot_spare(self) -> int | None:
+        """A hot spare (joined to the job, idle), or None."""
+        if not self.hot:
+            return None
+        node = self.hot.pop(0)
+        self.spares_granted.add(node)
+        return node
+
+    def add_hot_spare(self, node: int) -> None:
+        """A warm spare taken from the pool has joined the job's rendezvous: it is a hot spare now."""
+        self.spares_granted.discard(node)
+        self.hot.append(node)
 
     def send_to_repair(self, node: int, why: str = "replaced") -> None:
         self._move(node, NodeState.REPAIR)
