@@ -20,6 +20,10 @@ VARIANTS: dict[str, dict[str, Any]] = {  # keyword arguments of GpuRemedy
     "gpu-remedy/repair-at-once": {"repair_in_background": False},  # a replaced node goes straight to repair
     # weighs warnings by the scenario's true precision instead of learning it: knowledge no deployment has
     "gpu-remedy/told-warning-precision": {"learn_warning_precision": False},
+    # issue 34's cheap wins, one at a time
+    "gpu-remedy/per-class-odds": {"learn_per_code": False},  # fix odds per resolution class, not per error code
+    "gpu-remedy/no-early-promotion": {"early_promotion": False},  # the spare is taken at the checkpoint
+    "gpu-remedy/no-outage-swaps": {"swap_in_outages": False},  # a warning during another outage is dropped
 }
 ALL_POLICIES = (*POLICY_NAMES, *VARIANTS)
 
