@@ -37,6 +37,7 @@ from remedy.goodput.events import Process, Signal
 from remedy.goodput.policies import (
     AUTO_DETECT_MINUTES,
     AUTO_GRACE_MINUTES,
+    MANUAL_STEPS,
     MANUAL_STEPS_MEAN,
     NOT_READY_POLL_MINUTES,
     escalate,
@@ -92,6 +93,7 @@ _ACT, _AGAIN, _ESCALATED = "act", "again", "escalated"  # what the gate told the
 _MINUTE = timedelta(minutes=1)
 
 
+APPROVAL_AHEAD_MINUTES = 24 * 60.0  # a yes given ahead for the spare reserve holds for a day (assumption)
 SIM_DETECTOR = "early-warning"  # the scenario's detectors, one record (the scenario gives them one precision)
 
 
@@ -135,6 +137,9 @@ class GpuRemedy:
     # True: a warned node still in the job is swapped while the job is down for something else (the swap hides in
     # that outage), and a warning that arrives during an outage is acted on then or once the job runs again
     swap_in_outages: bool = True
+    # True: when the ready pool falls to the breaker's reserve, a person is asked then whether the next failure may
+    # take the reserve, so that failure does not wait for the answer; False: asked when the failure needs it
+    ask_ahead: bool = True
     missing_domain: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -151,6 +156,8 @@ class GpuRemedy:
         self.code_outcomes: dict[tuple[Resolution, str], list[tuple[Option, bool]]] = {}
         self.promoted: dict[int, tuple[int, float]] = {}  # warned node → (its spare, when the spare began joining)
         self.watched: dict[int, float] = {}  # warned node left in the job → when its warning runs out
+        self.approved_ahead: float | None = None  # when a person said yes to the next spend of the reserve
+        self._asking_ahead = False
         self.last_fix: dict[int, tuple[Option, float]] = {}  # node → (fix that cleared it, when)
         self.returned: dict[int, float] = {}  # node → when an off-path fix last sent it back to the pool
         self.claimed: set[str] = set()  # nodes on the board whose spare is already out of the pool
@@ -285,7 +292,30 @@ class GpuRemedy:
     def _spare_state(self, sim) -> tuple[bool, bool]:
         """(a spare is ready, taking it needs a person's approval): the breaker's reserve rule, seen ahead."""
         ready = len(self._spares(sim))
-        return ready > 0, ready - 1 < self.settings.breaker.spare_reserve
+        ahead = self.approved_ahead is not None and sim.clock.now - self.approved_ahead <= APPROVAL_AHEAD_MINUTES
+        return ready > 0, ready - 1 < self.settings.breaker.spare_reserve and not ahead
+
+    def _take_approval_ahead(self, sim) -> bool:
+        """Use the yes a person gave ahead for the reserve (one spend, within a day of the answer)."""
+        if self.approved_ahead is None or sim.clock.now - self.approved_ahead > APPROVAL_AHEAD_MINUTES:
+            return False
+        self.approved_ahead = None
+        return True
+
+    def _ask_ahead(self, sim) -> None:
+        """A spare was taken: if the next failure would need a person's yes for the reserve, ask now."""
+        if not self.ask_ahead or self._asking_ahead or self.approved_ahead is not None:
+            return
+        if len(self._spares(sim)) - 1 >= self.settings.breaker.spare_reserve:
+            return
+        self._asking_ahead = True
+        sim.clock.spawn(self._asking(sim))
+
+    def _asking(self, sim) -> Process:
+        sim.acc.approvals += 1
+        yield from self._ask_a_person(sim)
+        self.approved_ahead = sim.clock.now
+        self._asking_ahead = False
 
     def _gate(self, sim, inc, name: str, *, needs_spare: bool):
         """The breaker gate before an action that takes the node out: act, wait for a review or an approval, or
@@ -300,6 +330,10 @@ class GpuRemedy:
             token = approval_token(decision.skip)
             if reason not in _APPROVABLE or token in approved:
                 break
+            if reason is SkipReason.SPARE_RESERVE and self._take_approval_ahead(sim):
+                inc.actions.append("approval-ahead:spare-reserve")
+                approved |= {token}
+                continue
             # The flow asks a person (Slack / the Prefect form) and acts on their yes; the job waits for the answer
             # (page + triage), not for the whole manual runbook.
             sim.acc.approvals += 1
@@ -422,6 +456,7 @@ class GpuRemedy:
             return None
         taken = sim.try_take_spare(lambda ready: spare)
         self.claimed.add(name)
+        self._ask_ahead(sim)
         return taken
 
     def _swap_promoted(self, sim, node: int, epoch: int, extra: float, why: str) -> Process:
@@ -574,7 +609,7 @@ class GpuRemedy:
         return Durations(detect=AUTO_DETECT_MINUTES, grace=self._drain(sim),
                          join=sc.spare_join_minutes if join is None else join,
                          reset=RESET_MINUTES, reboot=REBOOT_MINUTES, reload=reload,
-                         escalate=sc.manual_mean_minutes or MANUAL_STEPS_MEAN,
+                         escalate=sc.manual_mean_minutes or MANUAL_STEPS_MEAN, approval=self._approval_minutes(sim),
                          not_ready_grace=self.settings.signals.node_not_ready_seconds / 60.0)
 
     def _record(self, sim, inc, resolution: Resolution, option: Option, ok: bool, started: float,
@@ -586,6 +621,13 @@ class GpuRemedy:
         if inc is not None and ok:
             self.last_fix[inc.node] = (option, sim.clock.now)
         sim.acc.fix_attempts[option.value] = sim.acc.fix_attempts.get(option.value, 0) + 1
+
+    @staticmethod
+    def _approval_minutes(sim) -> float:
+        """How long a person takes to answer a hold here (page + triage of this cluster's runbook, as `_ask_a_person`
+        spends it): what the flows read from their own approval history."""
+        scale = (sim.sc.manual_mean_minutes / MANUAL_STEPS_MEAN) if sim.sc.manual_mean_minutes else 1.0
+        return sum((lo + hi) / 2 for step, lo, hi in MANUAL_STEPS if step in ("page", "triage")) * scale
 
     def _ask_a_person(self, sim) -> Process:
         """One on-call engineer reads the request and answers it (page + triage of the manual runbook)."""
@@ -632,6 +674,7 @@ class GpuRemedy:
             spare = sim.try_take_spare(lambda ready: self._pick_spare(sim, inc.node, inc.fault.kind.not_ready, ready))
             if spare is not None:
                 self.claimed.add(f"node-{inc.node:05d}")
+                self._ask_ahead(sim)
         if spare is None:
             inc.actions.append("no-spare")
             yield from escalate(sim, inc)
