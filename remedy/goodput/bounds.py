@@ -10,7 +10,7 @@ Not policies (no deployment has this knowledge); `bench/policies.py` prints them
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 
 from remedy.domain.xid import Resolution
@@ -40,7 +40,7 @@ def true_code_odds(sc: Scenario) -> dict[str, FixOdds]:
 
         def upto(level: str, parts=parts, w=w) -> float:
             depth = FIX_LEVELS.index(level)
-            return sum(s * sum(p for k, p in d.items() if k in FIX_LEVELS[: depth + 1]) for s, d in parts) / w
+            return float(sum(s * sum(p for k, p in d.items() if k in FIX_LEVELS[: depth + 1]) for s, d in parts) / w)
 
         out[code] = FixOdds(upto("restart"), upto("reset"), upto("reboot"))
     return out
@@ -70,7 +70,7 @@ class KnowsPerFault(GpuRemedy):
     learn_warning_precision: bool = False
 
     def handle(self, sim, inc) -> Process:  # note which incident is choosing, for _odds
-        gen: Iterator = super().handle(sim, inc)
+        gen: Generator = super().handle(sim, inc)
         value = None
         while True:
             self._current = inc

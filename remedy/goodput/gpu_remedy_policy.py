@@ -457,7 +457,7 @@ class GpuRemedy:
         taken = sim.try_take_spare(lambda ready: spare)
         self.claimed.add(name)
         self._ask_ahead(sim)
-        return taken
+        return int(taken) if taken is not None else None
 
     def _swap_promoted(self, sim, node: int, epoch: int, extra: float, why: str) -> Process:
         """The boundary came (or the job stopped first): swap the warned node for its already-joining spare at the
@@ -707,7 +707,7 @@ class GpuRemedy:
             return False
         reform = self._durations(sim).reload  # reload + re-rendezvous, paid again when it grows back
         wait = AUTO_GRACE_MINUTES + sc.spare_join_minutes
-        return reform + wait / sc.training_nodes < wait
+        return bool(reform + wait / sc.training_nodes < wait)
 
     def _hot_swap(self, sim, inc, resolution: Resolution, tried: int, code: str) -> Process:
         hot = sim.take_hot_spare()
