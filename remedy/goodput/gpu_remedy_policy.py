@@ -372,6 +372,8 @@ class GpuRemedy:
         self._setup(sim)
         if not self.act_on_warnings or node not in sim.slot_of or node in sim.open_by_node or node in self.promoted:
             return
+        if sim.phase != "running" and not self.swap_in_outages:
+            return  # dropped, as before issue 34 (the variant gpu-remedy/no-outage-swaps)
         sc = sim.sc
         expires = sim.clock.now + lead
         record = self.detector_record(sim) if self.learn_warning_precision else None
@@ -379,8 +381,6 @@ class GpuRemedy:
         seen = self._warnings_dropped + len(self.warnings)
         self.warnings.append(PastWarning(name, at(sim.clock.now), SIM_DETECTOR, swapped=False))
         if sim.phase != "running":
-            if not self.swap_in_outages:
-                return
             while sim.phase != "running":
                 if sim.phase == "down" and sim.holds:  # an outage being worked: swap in its shadow
                     self.watched[node] = expires
