@@ -40,7 +40,7 @@ SLOW: dict[str, str] = {
     "tests/ui/test_default_approver.py":
         "`remedy demo --scenario rack-storm` in a process until its runs pause, headless Chromium answers the form "
         "(570 s at load 22)",
-    "tests/test_stack_supervision.py::test_up_starts_ledger_fresh_and_stops_in_one_line_when_its_prefect_server_dies":
+    "tests/platform/test_stack_supervision.py::test_up_starts_ledger_fresh_and_stops_in_one_line_when_its_prefect_server_dies":
         "`remedy up` in a process of its own with its Prefect server, which is then killed (195-233 s at load 15)",
     "tests/approvals/test_breaker_close.py":
         "a rack storm of five replace-node runs held by the breaker until `remedy breaker close` (202 s at load 22)",

@@ -279,7 +279,7 @@ def test_escalation_timeout_keeps_the_node_quarantined_and_replaces_nothing(pref
 def test_auto_approver_answers_through_the_real_path(prefect_server, sim, slack_stub, remedy_env, via_receiver):
     from flows.escalate import escalate
     from remedy.approvals.auto import AutoApprover
-    from remedy.demo import _spares_validated_at_build
+    from remedy.platform.demo import _spares_validated_at_build
 
     runtime = remedy_env(sim=sim, slack=slack_stub, SLACK__APPROVERS=["demo-operator"])
     _spares_validated_at_build(runtime)
