@@ -218,21 +218,51 @@ def fleet_view(ports: GatePorts, board: BreakerBoard, now: datetime | None = Non
     from remedy.spares.selection import validated_for_work
 
     led = ports.ledger
-    nodes = ports.gpu_nodes()
-    # Scope sizes count every node that serves or is being remediated (repair included), so a storm that moves
-    # nodes to repair does not shrink the denominator of the percentage limits while it is going on.
-    serving = [n for n in nodes if n.state not in (NodeState.SPARE, NodeState.BURN_IN, NodeState.RETIRED)]
+    fleet = _sort_fleet(ports.gpu_nodes())
     now = now or datetime.now(UTC)
     validated = {r.name: r.validated_at for r in led.nodes(NodeState.SPARE)}
     lemons = lemon_candidates(led)
-    ready_spares = sum(1 for n in nodes if n.state is NodeState.SPARE and n.ready and n.name not in lemons
+    ready_spares = sum(1 for n in fleet.spares if n.ready and n.name not in lemons
                        and validated_for_work(validated.get(n.name), now, ports.settings.spares))
-    in_remediation = {n.name for n in nodes if n.state is NodeState.QUARANTINED}
-    out_of_service = {n.name: n.state.value for n in nodes if n.state in (NodeState.REPAIR, NodeState.RETIRED)}
     open_incidents = {i.node for i in led.incidents(status="open", severity="critical")}
-    return FleetView.from_nodes(serving, ready_spares=ready_spares, in_remediation=in_remediation - set(board.active),
-                                flagged=open_incidents, spare_claims=history.spare_claims(led, board),
-                                out_of_service=out_of_service)
+    return FleetView.from_nodes(fleet.serving, ready_spares=ready_spares,
+                                in_remediation=fleet.quarantined - set(board.active), flagged=open_incidents,
+                                spare_claims=history.spare_claims(led, board), out_of_service=fleet.out_of_service)
+
+
+@dataclass(frozen=True)
+class _Fleet:
+    serving: list[Node]
+    spares: list[Node]
+    quarantined: set[str]
+    out_of_service: dict[str, str]
+
+
+def _sort_fleet(nodes: Sequence[Node]) -> _Fleet:
+    """The node list sorted by lifecycle state in one pass: a gate decision reads all 12,500 nodes, and five
+    passes over them (each comparing enums, whose hash is Python code) were most of its time.
+
+    Scope sizes count every node that serves or is being remediated (repair included), so a storm that moves nodes
+    to repair does not shrink the denominator of the percentage limits while it is going on."""
+    spare, burn_in, retired = NodeState.SPARE, NodeState.BURN_IN, NodeState.RETIRED
+    quarantined_state, repair = NodeState.QUARANTINED, NodeState.REPAIR
+    serving: list[Node] = []
+    spares: list[Node] = []
+    quarantined: set[str] = set()
+    out: dict[str, str] = {}
+    for n in nodes:
+        state = n.state
+        if state is spare:
+            spares.append(n)
+        elif state is retired:
+            out[n.name] = state.value
+        elif state is not burn_in:
+            serving.append(n)
+            if state is quarantined_state:
+                quarantined.add(n.name)
+            elif state is repair:
+                out[n.name] = state.value
+    return _Fleet(serving, spares, quarantined, out)
 
 
 def held_on(ports: BoardPorts, token: str, within_hours: float = 24.0) -> list[str]:

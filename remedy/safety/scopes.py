@@ -6,6 +6,7 @@ read these records without importing the board.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -39,6 +40,12 @@ def scopes_of(topology: Topology) -> list[str]:
     """Scope keys a node belongs to: its rack, switch and PDU (when labelled), then the cluster."""
     found = topology.scopes()
     return [scope_key(k, found[k]) for k in DOMAIN_KINDS if k in found] + [scope_key("cluster", "cluster")]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _scope_keys(topology: Topology) -> tuple[str, ...]:
+    """`scopes_of`, remembered: a fleet has a few thousand topologies and every gate decision scopes them all."""
+    return tuple(scopes_of(topology))
 
 
 def require_aware(when: datetime, what: str) -> datetime:
@@ -116,15 +123,22 @@ class FleetView:
         out_of_service: Mapping[str, str] | None = None,
     ) -> FleetView:
         counts: dict[str, int] = {}
-        seen: set[str] = set()
-        per_topology: dict[Topology, int] = {}  # 12,500 nodes share a few hundred topologies: scope them once each
+        nodes = list(nodes)
+        names = [node.name for node in nodes]
+        if len(set(names)) != len(names):
+            twice = next(name for i, name in enumerate(names) if name in names[:i])
+            raise ValueError(f"node {twice} listed twice in the fleet")
+        # 12,500 nodes share a few thousand topologies: count them by object first (an int hash; a Topology's hash
+        # is Python code), then scope each topology once (the adapter hands out one object per topology)
+        per_object: dict[int, list] = {}
         for node in nodes:
-            if node.name in seen:
-                raise ValueError(f"node {node.name} listed twice in the fleet")
-            seen.add(node.name)
-            per_topology[node.topology] = per_topology.get(node.topology, 0) + 1
-        for topology, n in per_topology.items():
-            for key in scopes_of(topology):
+            entry = per_object.get(id(node.topology))
+            if entry is None:
+                per_object[id(node.topology)] = [node.topology, 1]
+            else:
+                entry[1] += 1
+        for topology, n in per_object.values():
+            for key in _scope_keys(topology):
                 counts[key] = counts.get(key, 0) + n
         counts.setdefault(scope_key("cluster", "cluster"), 0)
         return cls(
