@@ -341,8 +341,8 @@ def measure_ledgers(urls: dict[int, str], cluster_env: dict[str, str], nodes, re
                 if mode == "watch":
                     t = time.perf_counter()
                     facts = read_incident.fn(inc.id, 168.0)
-                    triage_decide(facts["incident"], recurrences=facts["recurrences"],
-                                  node_state=facts["node_state"], now=utcnow(), detected_at=inc.first_seen,
+                    triage_decide(facts.incident, recurrences=facts.recurrences,
+                                  node_state=facts.node_state, now=utcnow(), detected_at=inc.first_seen,
                                   max_age_seconds=300, live_node={}, thresholds=settings.signals)
                     choose_remediation.fn(inc.node, 79, inc.id)
                     out[size]["triage"].append(time.perf_counter() - t)
@@ -580,7 +580,7 @@ def main() -> None:
             a, b = med(g["gate:poll"]), med(g["gate:watch"])
             print(f"{'':<16}{'gate decision, end to end':<40}{fmt(a):>14}{fmt(b):>14}{a / b:>8.0f}×")
     print("\nthe gate decision on the node cache: the fleet view as it was (five Python passes over the nodes, "
-          "scopes per node; before) vs sorted in one pass of C-speed maps (after), same run, turn about; medians\n")
+          "scopes per node; before) vs sorted in C-speed passes (after), same run, turn about; medians\n")
     print(f"{'cluster':<16}{'measurement':<40}{'before':>14}{'after':>14}{'ratio':>9}{'n':>5}")
     for where, g in gates.items():
         a, b = med(g["gate:watch-before"]), med(g["gate:watch"])
