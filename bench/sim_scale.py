@@ -302,7 +302,7 @@ def measure_ledgers(urls: dict[int, str], cluster_env: dict[str, str], nodes, re
     from remedy.domain.model import Incident, NodeState, utcnow
     from remedy.receiver.triage_policy import decide as triage_decide
     from remedy.safety import history, procedure
-    from tasks.gate import check_breaker
+    from tasks.gate import RunPorts, check_breaker
     from tasks.triage import choose_remediation, read_incident
 
     serving = [n for n in nodes if n.state is NodeState.ACTIVE]
@@ -312,7 +312,8 @@ def measure_ledgers(urls: dict[int, str], cluster_env: dict[str, str], nodes, re
         _, led = point_runtime(url, cluster_env)
         incidents[size] = [led.open_incident(Incident(n.name, "xid", gpu=0, xid=79), window_seconds=600)[0]
                            for n in picks]
-        out[size].update({"board": [], "triage": [], **{f"gate:{m}": [] for m in adapters}})
+        out[size].update({"board": [], "triage": [], "view:before": [], "view:after": [],
+                          **{f"gate:{m}": [] for m in adapters}})
         if whole:
             settings = point_runtime(url, cluster_env)[0]
             out[size]["whole"] = timed(lambda led=led, settings=settings: whole_history_board(led, settings), 1)
@@ -324,7 +325,12 @@ def measure_ledgers(urls: dict[int, str], cluster_env: dict[str, str], nodes, re
                 continue
             for size, url in urls.items():
                 settings, led = point_runtime(url, cluster_env, adapter)
-                if mode == "watch":
+                if mode == "watch":  # the fleet view alone, as it was and as it is, turn about on the same board
+                    ports = RunPorts()
+                    board = history.load_board(led, settings.breaker, settings.budget, datetime.now(UTC))
+                    for _ in range(3):
+                        out[size]["view:before"] += timed(lambda p=ports, b=board: fleet_view_before(p, b), 1)
+                        out[size]["view:after"] += timed(lambda p=ports, b=board: procedure.fleet_view(p, b), 1)
                     out[size]["board"] += timed(lambda led=led, settings=settings: history.spare_claims(
                         led, history.load_board(led, settings.breaker, settings.budget,
                                                 datetime.now(UTC))), 4)
@@ -586,6 +592,10 @@ def main() -> None:
         a, b = med(g["gate:watch-before"]), med(g["gate:watch"])
         print(f"{where:<16}{'gate decision, end to end':<40}{fmt(a):>14}{fmt(b):>14}{a / b:>8.1f}×"
               f"{len(g['gate:watch']):>5}")
+        if g.get("view:after"):
+            a, b = med(g["view:before"]), med(g["view:after"])
+            print(f"{'':<16}{'of which the fleet view (nodes + ledger)':<40}{fmt(a):>14}{fmt(b):>14}{a / b:>8.1f}×"
+                  f"{len(g['view:after']):>5}")
     for where, g in gates.items():
         b = med(g["gate:watch"])
         print(f"gate decision at {args.nodes:,} nodes within 150 ms ({where}): {'OK' if b <= 0.150 else 'OVER TARGET'} "
