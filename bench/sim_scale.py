@@ -215,44 +215,6 @@ def whole_history_board(led, settings):
     return BreakerBoard.rebuild(decisions, transitions, outcomes, settings.breaker, settings.budget)
 
 
-def fleet_view_before(ports, board, now=None):
-    """The gate's fleet view as it was before it was sorted in one pass (remedy.safety.procedure.fleet_view before
-    2026-11-28): five Python passes over the node list, then scope sizes counted per node by Topology value. Kept
-    here as the baseline the bench measures the current one against, in the same run ("gate:watch-before")."""
-    from remedy.domain.model import NodeState
-    from remedy.safety import history
-    from remedy.safety.scopes import FleetView, scope_key, scopes_of
-    from remedy.spares.lemons import lemon_candidates
-    from remedy.spares.selection import validated_for_work
-
-    led = ports.ledger
-    nodes = ports.gpu_nodes()
-    serving = [n for n in nodes if n.state not in (NodeState.SPARE, NodeState.BURN_IN, NodeState.RETIRED)]
-    now = now or datetime.now(UTC)
-    validated = {r.name: r.validated_at for r in led.nodes(NodeState.SPARE)}
-    lemons = lemon_candidates(led)
-    ready_spares = sum(1 for n in nodes if n.state is NodeState.SPARE and n.ready and n.name not in lemons
-                       and validated_for_work(validated.get(n.name), now, ports.settings.spares))
-    in_remediation = {n.name for n in nodes if n.state is NodeState.QUARANTINED}
-    out_of_service = {n.name: n.state.value for n in nodes if n.state in (NodeState.REPAIR, NodeState.RETIRED)}
-    open_incidents = {i.node for i in led.incidents(status="open", severity="critical")}
-    counts: dict[str, int] = {}
-    seen: set[str] = set()
-    per_topology: dict = {}
-    for node in serving:
-        if node.name in seen:
-            raise ValueError(f"node {node.name} listed twice in the fleet")
-        seen.add(node.name)
-        per_topology[node.topology] = per_topology.get(node.topology, 0) + 1
-    for topology, n in per_topology.items():
-        for key in scopes_of(topology):
-            counts[key] = counts.get(key, 0) + n
-    counts.setdefault(scope_key("cluster", "cluster"), 0)
-    return FleetView(nodes_in_scope=counts, ready_spares=ready_spares,
-                     in_remediation=frozenset(in_remediation - set(board.active)), flagged=frozenset(open_incidents),
-                     spare_claims=frozenset(history.spare_claims(led, board)), out_of_service=out_of_service)
-
-
 _ADAPTER: dict[str, object] = {}
 
 
@@ -312,8 +274,7 @@ def measure_ledgers(urls: dict[int, str], cluster_env: dict[str, str], nodes, re
         _, led = point_runtime(url, cluster_env)
         incidents[size] = [led.open_incident(Incident(n.name, "xid", gpu=0, xid=79), window_seconds=600)[0]
                            for n in picks]
-        out[size].update({"board": [], "triage": [], "view:before": [], "view:after": [],
-                          **{f"gate:{m}": [] for m in adapters}})
+        out[size].update({"board": [], "triage": [], "view": [], **{f"gate:{m}": [] for m in adapters}})
         if whole:
             settings = point_runtime(url, cluster_env)[0]
             out[size]["whole"] = timed(lambda led=led, settings=settings: whole_history_board(led, settings), 1)
@@ -325,25 +286,17 @@ def measure_ledgers(urls: dict[int, str], cluster_env: dict[str, str], nodes, re
                 continue
             for size, url in urls.items():
                 settings, led = point_runtime(url, cluster_env, adapter)
-                if mode == "watch":  # the fleet view alone, as it was and as it is, turn about on the same board
+                if mode == "watch":  # where a decision's time goes: the fleet view (the cached nodes + ledger reads)
                     ports = RunPorts()
                     board = history.load_board(led, settings.breaker, settings.budget, datetime.now(UTC))
-                    for _ in range(3):
-                        out[size]["view:before"] += timed(lambda p=ports, b=board: fleet_view_before(p, b), 1)
-                        out[size]["view:after"] += timed(lambda p=ports, b=board: procedure.fleet_view(p, b), 1)
+                    out[size]["view"] += timed(lambda p=ports, b=board: procedure.fleet_view(p, b), 3)
                     out[size]["board"] += timed(lambda led=led, settings=settings: history.spare_claims(
                         led, history.load_board(led, settings.breaker, settings.budget,
                                                 datetime.now(UTC))), 4)
                 inc = incidents[size][k]
-                current = procedure.fleet_view
-                if mode == "watch-before":  # the same adapter and ledger, the fleet view as it was
-                    procedure.fleet_view = fleet_view_before  # type: ignore[assignment]
-                try:
-                    t = time.perf_counter()
-                    check_breaker.fn(inc.node, inc.id, "xid", utcnow().isoformat(), False)
-                    out[size][f"gate:{mode}"].append(time.perf_counter() - t)
-                finally:
-                    procedure.fleet_view = current  # type: ignore[assignment]
+                t = time.perf_counter()
+                check_breaker.fn(inc.node, inc.id, "xid", utcnow().isoformat(), False)
+                out[size][f"gate:{mode}"].append(time.perf_counter() - t)
                 if mode == "watch":
                     t = time.perf_counter()
                     facts = read_incident.fn(inc.id, 168.0)
@@ -519,7 +472,7 @@ def main() -> None:
             urls[name] = {size: url_of(size) for size in (args.small, args.actions)}
             got = seed_ledgers(urls[name], nodes)
             got = measure_ledgers(urls[name], sim_env, nodes, args.repeat, not args.no_whole_history,
-                                  {"poll": poll, "watch-before": watch, "watch": watch}, got, args.poll_repeat)
+                                  {"poll": poll, "watch": watch}, got, args.poll_repeat)
             ledgers.update({(name, size): v for size, v in got.items()})
         poll.close()
         watch.close()
@@ -538,7 +491,7 @@ def main() -> None:
             real_env = {"REMEDY_CLUSTER__MODE": "kubeconfig", "REMEDY_CLUSTER__KUBECONFIG": real.conf["KUBECONFIG"]}
             clusters["real v1.36.2"], rpoll, rwatch = measure_cluster("real", real_settings, args.repeat)
             big = {args.actions: urls["sqlite"][args.actions]}
-            real_gate = measure_ledgers(big, real_env, nodes, args.repeat, False, {"poll": rpoll, "watch-before": rwatch, "watch": rwatch},
+            real_gate = measure_ledgers(big, real_env, nodes, args.repeat, False, {"poll": rpoll, "watch": rwatch},
                                         {args.actions: {}}, args.poll_repeat)[args.actions]
             rpoll.close()
             rwatch.close()
@@ -585,17 +538,15 @@ def main() -> None:
         if g:
             a, b = med(g["gate:poll"]), med(g["gate:watch"])
             print(f"{'':<16}{'gate decision, end to end':<40}{fmt(a):>14}{fmt(b):>14}{a / b:>8.0f}×")
-    print("\nthe gate decision on the node cache: the fleet view as it was (five Python passes over the nodes, "
-          "scopes per node; before) vs sorted in C-speed passes (after), same run, turn about; medians\n")
-    print(f"{'cluster':<16}{'measurement':<40}{'before':>14}{'after':>14}{'ratio':>9}{'n':>5}")
+    print("\nwhere a gate decision on the node cache spends its time (same run; medians)\n")
+    print(f"{'cluster':<16}{'measurement':<52}{'median':>12}{'share':>8}{'n':>5}")
     for where, g in gates.items():
-        a, b = med(g["gate:watch-before"]), med(g["gate:watch"])
-        print(f"{where:<16}{'gate decision, end to end':<40}{fmt(a):>14}{fmt(b):>14}{a / b:>8.1f}×"
-              f"{len(g['gate:watch']):>5}")
-        if g.get("view:after"):
-            a, b = med(g["view:before"]), med(g["view:after"])
-            print(f"{'':<16}{'of which the fleet view (nodes + ledger)':<40}{fmt(a):>14}{fmt(b):>14}{a / b:>8.1f}×"
-                  f"{len(g['view:after']):>5}")
+        whole = med(g["gate:watch"])
+        print(f"{where:<16}{'gate decision, end to end':<52}{fmt(whole):>12}{'':>8}{len(g['gate:watch']):>5}")
+        for label, key in (("the fleet view: cached nodes + spare/lemon reads", "view"),
+                           ("the breaker board from the ledger (bounded reads)", "board")):
+            if g.get(key):
+                print(f"{'':<16}{label:<52}{fmt(med(g[key])):>12}{med(g[key]) / whole:>7.0%} {len(g[key]):>4}")
     for where, g in gates.items():
         b = med(g["gate:watch"])
         print(f"gate decision at {args.nodes:,} nodes within 150 ms ({where}): {'OK' if b <= 0.150 else 'OVER TARGET'} "

@@ -15,13 +15,11 @@ The decisions inside the loop (`next_step`, `answer_counts`) are pure functions 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from itertools import compress, repeat
-from operator import and_, attrgetter, is_, is_not
 from typing import TYPE_CHECKING, Any, Protocol
 
 from remedy.domain.durations import human_duration
@@ -220,48 +218,21 @@ def fleet_view(ports: GatePorts, board: BreakerBoard, now: datetime | None = Non
     from remedy.spares.selection import validated_for_work
 
     led = ports.ledger
-    fleet = _sort_fleet(ports.gpu_nodes())
+    nodes = ports.gpu_nodes()
+    # Scope sizes count every node that serves or is being remediated (repair included), so a storm that moves
+    # nodes to repair does not shrink the denominator of the percentage limits while it is going on.
+    serving = [n for n in nodes if n.state not in (NodeState.SPARE, NodeState.BURN_IN, NodeState.RETIRED)]
     now = now or datetime.now(UTC)
     validated = {r.name: r.validated_at for r in led.nodes(NodeState.SPARE)}
     lemons = lemon_candidates(led)
-    ready_spares = sum(1 for n in fleet.spares if n.ready and n.name not in lemons
+    ready_spares = sum(1 for n in nodes if n.state is NodeState.SPARE and n.ready and n.name not in lemons
                        and validated_for_work(validated.get(n.name), now, ports.settings.spares))
+    in_remediation = {n.name for n in nodes if n.state is NodeState.QUARANTINED}
+    out_of_service = {n.name: n.state.value for n in nodes if n.state in (NodeState.REPAIR, NodeState.RETIRED)}
     open_incidents = {i.node for i in led.incidents(status="open", severity="critical")}
-    return FleetView.from_nodes(fleet.serving, ready_spares=ready_spares,
-                                in_remediation=fleet.quarantined - set(board.active), flagged=open_incidents,
-                                spare_claims=history.spare_claims(led, board), out_of_service=fleet.out_of_service)
-
-
-_STATE = attrgetter("state")
-
-
-@dataclass(frozen=True)
-class _Fleet:
-    serving: list[Node]
-    spares: list[Node]
-    quarantined: set[str]
-    out_of_service: dict[str, str]
-
-
-def _sort_fleet(nodes: Sequence[Node]) -> _Fleet:
-    """The node list sorted by lifecycle state: a gate decision reads all 12,500 nodes, and Python loops over them
-    (comparing enums, whose hash is Python code) were most of its time. So each pass here runs in C: map, compress
-    and identity tests over the states; only the few nodes out of service are looped over in Python.
-
-    Scope sizes count every node that serves or is being remediated (repair included), so a storm that moves nodes
-    to repair does not shrink the denominator of the percentage limits while it is going on."""
-    states = list(map(_STATE, nodes))
-
-    def having(state: NodeState) -> list[Node]:
-        return list(compress(nodes, map(is_, states, repeat(state))))
-
-    def lacking(state: NodeState) -> Iterator[bool]:
-        return map(is_not, states, repeat(state))
-
-    serving = list(compress(nodes, map(and_, map(and_, lacking(NodeState.SPARE), lacking(NodeState.BURN_IN)),
-                                       lacking(NodeState.RETIRED))))
-    out = {n.name: n.state.value for n in (*having(NodeState.REPAIR), *having(NodeState.RETIRED)) if n.state}
-    return _Fleet(serving, having(NodeState.SPARE), {n.name for n in having(NodeState.QUARANTINED)}, out)
+    return FleetView.from_nodes(serving, ready_spares=ready_spares, in_remediation=in_remediation - set(board.active),
+                                flagged=open_incidents, spare_claims=history.spare_claims(led, board),
+                                out_of_service=out_of_service)
 
 
 def held_on(ports: BoardPorts, token: str, within_hours: float = 24.0) -> list[str]:

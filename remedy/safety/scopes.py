@@ -6,13 +6,10 @@ read these records without importing the board.
 
 from __future__ import annotations
 
-import functools
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from operator import attrgetter
 
 from remedy.domain.model import Node, Topology
 
@@ -31,7 +28,6 @@ def scope_key(kind: str, name: str) -> str:
     return f"{kind}:{name}"
 
 
-@functools.lru_cache(maxsize=1 << 16)  # every gate decision checks its few thousand scope keys
 def split_key(key: str) -> tuple[str, str]:
     kind, sep, name = key.partition(":")
     if not sep or kind not in SCOPE_KINDS or not name:
@@ -43,15 +39,6 @@ def scopes_of(topology: Topology) -> list[str]:
     """Scope keys a node belongs to: its rack, switch and PDU (when labelled), then the cluster."""
     found = topology.scopes()
     return [scope_key(k, found[k]) for k in DOMAIN_KINDS if k in found] + [scope_key("cluster", "cluster")]
-
-
-_NAME, _TOPOLOGY = attrgetter("name"), attrgetter("topology")
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _scope_keys(topology: Topology) -> tuple[str, ...]:
-    """`scopes_of`, remembered: a fleet has a few thousand topologies and every gate decision scopes them all."""
-    return tuple(scopes_of(topology))
 
 
 def require_aware(when: datetime, what: str) -> datetime:
@@ -129,18 +116,15 @@ class FleetView:
         out_of_service: Mapping[str, str] | None = None,
     ) -> FleetView:
         counts: dict[str, int] = {}
-        nodes = list(nodes)
-        names = list(map(_NAME, nodes))
-        if len(set(names)) != len(names):
-            twice = next(name for i, name in enumerate(names) if name in names[:i])
-            raise ValueError(f"node {twice} listed twice in the fleet")
-        # 12,500 nodes share a few thousand topologies: count them by object (an int hash, counted in C; a
-        # Topology's hash is Python code), then scope each topology once (the node cache shares one object per
-        # topology; without it each node's is its own and this is no slower than counting by value)
-        topologies = list(map(_TOPOLOGY, nodes))
-        by_id = dict(zip(map(id, topologies), topologies))
-        for ident, n in Counter(map(id, topologies)).items():
-            for key in _scope_keys(by_id[ident]):
+        seen: set[str] = set()
+        per_topology: dict[Topology, int] = {}  # 12,500 nodes share a few hundred topologies: scope them once each
+        for node in nodes:
+            if node.name in seen:
+                raise ValueError(f"node {node.name} listed twice in the fleet")
+            seen.add(node.name)
+            per_topology[node.topology] = per_topology.get(node.topology, 0) + 1
+        for topology, n in per_topology.items():
+            for key in scopes_of(topology):
                 counts[key] = counts.get(key, 0) + n
         counts.setdefault(scope_key("cluster", "cluster"), 0)
         return cls(
