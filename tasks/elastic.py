@@ -18,6 +18,7 @@ from remedy.elastic import (
     FULL_SIZE,
     HOT,
     SPARE_ROLE,
+    Continuation,
     ContinuationChoice,
     Elasticity,
     checkpoint_on_failure,
@@ -25,6 +26,7 @@ from remedy.elastic import (
     grow_back_to,
     restart_minutes,
 )
+from remedy.errors import ObjectNotFound
 from remedy.remediate.choice import Durations
 from remedy.spares.hot import HotPoolSizing, size_hot_pool
 from tasks.ledger import act
@@ -56,8 +58,13 @@ def _elasticity(failed: str) -> tuple[Elasticity, list[Node]]:
 
 @task(name="weigh_continuation", task_run_name="weigh-continuation-{node}", timeout_seconds=120, **RETRY)
 def weigh_continuation(node: str) -> ContinuationChoice:
-    """Hot swap, shrink to the survivors, or stop and replace (remedy.elastic.choose_continuation)."""
-    choice = choose_continuation(_elasticity(node)[0])
+    """Hot swap, shrink to the survivors, or stop and replace (remedy.elastic.choose_continuation). A workload that
+    is not there (yet) has nothing to continue: stop and replace, as for any gang."""
+    try:
+        facts = _elasticity(node)[0]
+    except ObjectNotFound as exc:
+        return ContinuationChoice(Continuation.STOP_AND_REPLACE, {}, f"stop and replace: {exc}")
+    choice = choose_continuation(facts)
     say("%s failed: %s", node, choice.why)
     return choice
 
@@ -77,7 +84,10 @@ def checkpoint_before_teardown(namespace: str, job: str, node: str, dry_run: boo
     tasks.cluster.wait_for_checkpoint) and waited for, at most its declared bound; the drain goes on either way."""
     from tasks.cluster import wait_for_checkpoint
 
-    declared = checkpoint_on_failure(runtime.cluster().workload(namespace, job).annotations())
+    try:
+        declared = checkpoint_on_failure(runtime.cluster().workload(namespace, job).annotations())
+    except ObjectNotFound as exc:
+        return CheckpointAnswer(False, why=str(exc))
     if not declared.asked:
         return CheckpointAnswer(False, why=declared.why)
     got = wait_for_checkpoint(namespace, job, node, ask=True, timeout_seconds=declared.wait_seconds,
