@@ -321,7 +321,7 @@ def _short(run: Run, plan: ContinuationChoice, why: str) -> RunEnds:
                         detail=f"no spare; job continues with {plan.shrink_to} nodes (of {plan.grow_to})")
     post_notice(f":warning: gpu-remedy: {run.node} failed; the job continues with {plan.shrink_to} of "
                 f"{plan.grow_to} nodes and no spare can join.\n{why}")
-    return run.end(status="shrunk", why=why, job_nodes=plan.shrink_to)
+    return run.end(status=Outcome.SHRUNK.value, why=why, job_nodes=plan.shrink_to)
 
 
 def _to_repair(run: Run, spare: str) -> None:

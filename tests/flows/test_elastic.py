@@ -9,6 +9,7 @@ import time
 import pytest
 from kubernetes import client as k8s
 
+from remedy.domain.outcome import Outcome
 from remedy.elastic import (
     CHECKPOINT_ON_FAILURE,
     ELASTIC_NODES,
@@ -18,7 +19,7 @@ from remedy.elastic import (
     SPARE_ROLE,
 )
 from tests.approvals.helpers import remedy_env  # noqa: F401 - a fixture
-from tests.fixtures.prefect import run_to_state_result
+from tests.fixtures.prefect import run_to_state, run_to_state_result
 from tests.fixtures.workloads import pytorchjob
 from tests.flows.test_workload_kinds import PT, start_with
 
@@ -102,9 +103,9 @@ def test_an_elastic_pytorchjob_continues_one_node_short_and_grows_back_onto_the_
     adopt_validated(runtime)
     warm = spares(runtime)
     inject(server.cluster, "xid", "gpu003", gpu=0, code=79)
-    out = run_to_state_result(replace_node, node="gpu003", cause="XID 79", xid=79, gpu=0)
+    state, out = run_to_state(replace_node, node="gpu003", cause="XID 79", xid=79, gpu=0)
 
-    assert out["status"] == "replaced", out
+    assert state.is_completed() and out["status"] == Outcome.REPLACED.value, out
     plan = out["continuation"]
     assert plan["choice"] == "shrink" and plan["shrink_to"] == 15 and plan["grow_to"] == 16, plan
     assert plan["costs"] == {"stop-and-replace": 560.0, "shrink": 35.0}
@@ -202,3 +203,20 @@ def test_an_elastic_indexed_job_shrinks_completions_and_parallelism_together_and
     assert spec.parallelism == spec.completions == 16
     wait_size(runtime, "llm-pretrain", (16, 16))
     assert out["replacement"] in runtime.cluster().workload_nodes(NS, "llm-pretrain")
+
+
+def test_a_dry_run_weighs_the_shrink_but_leaves_the_job_as_it_is(prefect_server, sim_factory, remedy_env):
+    from flows.replace_node import replace_node
+    from remedy.sim.faults import inject
+
+    server = start_job(sim_factory, elastic_indexed_job(16, 12, **{ELASTIC_RESTART: "60"}), nodes=18, spares=2)
+    runtime = remedy_env(sim=server, WORKLOAD__JOB="llm-pretrain")
+    adopt_validated(runtime)
+    inject(server.cluster, "xid", "gpu003", gpu=0, code=79)
+    out = run_to_state_result(replace_node, node="gpu003", cause="XID 79", xid=79, gpu=0, dry_run=True)
+    assert out["dry_run"] and out["continuation"]["choice"] == "shrink", out
+    assert out["grown"]["changed"] is False  # nothing was shrunk, so nothing grows
+    job = k8s.BatchV1Api(runtime.cluster().api).read_namespaced_job("llm-pretrain", NS)
+    assert job.spec.parallelism == job.spec.completions == 16
+    assert FULL_SIZE not in (job.metadata.annotations or {})
+    assert "gpu003" in runtime.cluster().workload_nodes(NS, "llm-pretrain")
