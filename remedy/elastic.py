@@ -184,18 +184,31 @@ def _why_not_shrink(e: Elasticity) -> str | None:
     return None
 
 
-def grow_back_to(annotations: dict[str, str] | None, desired: int, elastic: tuple[int, int] | None) -> int | None:
-    """The size a shrunk job returns to (its `remedy.io/full-size`, inside its range); None: nothing to grow."""
+def noted_full_size(annotations: dict[str, str] | None) -> int | None:
     try:
-        full = int((annotations or {}).get(FULL_SIZE, ""))
+        return int((annotations or {}).get(FULL_SIZE, ""))
     except ValueError:
+        return None
+
+
+def full_size_to_note(annotations: dict[str, str] | None, full: int) -> int:
+    """A job shrunk again before it grew back (a second failure) keeps the first full size."""
+    return max(full, noted_full_size(annotations) or 0)
+
+
+def grow_back_to(annotations: dict[str, str] | None, desired: int, elastic: tuple[int, int] | None) -> int | None:
+    """The size a shrunk job returns to when one spare has joined: one node more, up to its `remedy.io/full-size`
+    and its range (two failures, two spares: each grow-back adds the node its spare brought); None: nothing to
+    grow."""
+    full = noted_full_size(annotations)
+    if full is None:
         return None
     if elastic is not None:
         full = min(full, elastic[1])
-    return full if full > desired else None
+    return min(full, desired + 1) if full > desired else None
 
 
 __all__ = ["CHECKPOINT_ON_FAILURE", "CHECKPOINT_ON_FAILURE_WAIT", "ELASTIC_NODES", "ELASTIC_RESTART", "FULL_SIZE",
            "HOT", "SPARE_ROLE", "CheckpointOnFailure", "Continuation", "ContinuationChoice", "Elasticity",
-           "checkpoint_on_failure", "choose_continuation", "grow_back_to", "parse_elastic_nodes",
+           "checkpoint_on_failure", "choose_continuation", "full_size_to_note", "grow_back_to", "parse_elastic_nodes",
            "restart_minutes"]

@@ -23,6 +23,7 @@ from remedy.elastic import (
     Elasticity,
     checkpoint_on_failure,
     choose_continuation,
+    full_size_to_note,
     grow_back_to,
     restart_minutes,
 )
@@ -106,8 +107,9 @@ def shrink_workload(namespace: str, job: str, nodes: int, full: int, dry_run: bo
     """Note the full size on the workload (a re-run or another process grows it back from there), then resize it
     to the survivors through its controller; a size the controller refuses is reported under "refused"."""
     def shrink() -> dict:
-        _annotate(namespace, job, {FULL_SIZE: str(full)}, f"shrunk from {full} nodes; grows back when a spare joins",
-                  dry_run)
+        noted = full_size_to_note(runtime.cluster().workload(namespace, job).annotations(), full)
+        _annotate(namespace, job, {FULL_SIZE: str(noted)}, f"shrunk from {full} nodes; grows back to {noted} as "
+                  "spares join", dry_run)
         return runtime.cluster(dry_run).resize_workload(namespace, job, nodes)
 
     out = act("shrink_workload", f"{namespace}/{job}", shrink, incident_id=incident_id, dry_run=dry_run)
@@ -127,7 +129,7 @@ def grow_workload(namespace: str, job: str, dry_run: bool, incident_id: int | No
             return {"job": f"{namespace}/{job}", "nodes": state.desired, "changed": False,
                     "why": "not shrunk (no remedy.io/full-size above its size)"}
         out = runtime.cluster(dry_run).resize_workload(namespace, job, to)
-        if not out.get("refused"):
+        if not out.get("refused") and grow_back_to(workload.annotations(), to, state.elastic) is None:
             _annotate(namespace, job, {FULL_SIZE: None}, f"grown back to {to} nodes", dry_run)
         return out
 

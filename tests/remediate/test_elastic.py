@@ -14,6 +14,7 @@ from remedy.elastic import (
     Elasticity,
     checkpoint_on_failure,
     choose_continuation,
+    full_size_to_note,
     grow_back_to,
     parse_elastic_nodes,
     restart_minutes,
@@ -103,6 +104,9 @@ def test_checkpoint_on_failure_contract():
 
 def test_grow_back_to_the_noted_size_inside_the_range():
     assert grow_back_to({FULL_SIZE: "16"}, 15, (12, 16)) == 16
+    # two failures, two shrinks: each spare that joins brings one node back; the second failure keeps the note
+    assert full_size_to_note({FULL_SIZE: "16"}, 15) == 16 and full_size_to_note({}, 15) == 15
+    assert grow_back_to({FULL_SIZE: "16"}, 14, (12, 16)) == 15
     assert grow_back_to({FULL_SIZE: "20"}, 15, (12, 16)) == 16  # never above the controller's maximum
     assert grow_back_to({FULL_SIZE: "16"}, 16, (12, 16)) is None  # grown already
     assert grow_back_to({}, 15, (12, 16)) is None
