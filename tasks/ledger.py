@@ -255,13 +255,20 @@ def claim_remediation(incident_id: int, by_person: bool = False) -> dict[str, An
     """
     from prefect.runtime import flow_run
 
+    from tasks.leases import hold_incident_node
+
     led = runtime.ledger()
     me = str(flow_run.id) if flow_run.id else requester()
+    # the flow's own dry_run parameter (None: the configured default): a dry run writes no fence either
+    dry = (flow_run.parameters or {}).get("dry_run") if flow_run.id else None
+    dry = runtime.settings().dry_run if dry is None else bool(dry)
     claim = led.claim(incident_id, me)
     if claim.claimed:
+        hold_incident_node(incident_id, dry)  # this run's fence on the node at once (remedy.safety.fence)
         return {"claimed": True, "holder": me} | (took_over(claim, incident_id) if claim.took_over_from else {})
     holder = claim.holder
     if holder and _is_us_or_ancestor(holder, me):
+        hold_incident_node(incident_id, dry)
         return {"claimed": True, "holder": holder}
     if claim.status in SETTLED and not by_person:
         return {"claimed": False, "holder": holder, "settled": claim.status.value}
@@ -276,5 +283,6 @@ def claim_remediation(incident_id: int, by_person: bool = False) -> dict[str, An
                                    holder_over=state in FINAL_STATES or not holder)
     if not taken.claimed:  # another run took it between our reads: it is at work now
         return {"claimed": False, "holder": taken.holder, "holder_state": "just claimed"}
+    hold_incident_node(incident_id, dry)
     return {"claimed": True, "holder": me, "took_over_from": holder, "holder_state": state,
             "abandoned": list(taken.abandoned)}

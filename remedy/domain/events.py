@@ -17,6 +17,8 @@ FORCE_DELETE = "RemedyForceDelete"
 PREEMPT = "RemedyPreempt"
 RESTART_APP = "RemedyRestartApp"
 RESTART_REFUSED = "RemedyRestartRefused"
+# a fenced call refused: another run holds the incident now (remedy.safety.fence)
+STOOD_DOWN = "RemedyStoodDown"
 
 # Why a run stopped short of fixing the node (remedy.domain.outcome.node_event; tasks.cluster.note_on_node)
 HELD = "RemedyHeld"
