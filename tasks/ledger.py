@@ -147,12 +147,12 @@ def set_node_state(node: str, state: str, reason: str, dry_run: bool, incident_i
             current = led.get_node(node).state
             return {"node": node, "from": current.value if current else None, "to": target.value, "dry_run": True,
                     "replaces": replaces}
-        from tasks.leases import fence
+        from tasks.leases import fence, node_fence
 
         # fenced like the action row around it: a run taken over between the two moves nothing
         rec = led.transition(node, target, reason=reason, requested_by=requester(), incident_id=incident_id,
                              fence=fence(incident_id))
-        runtime.cluster(dry_run).set_labels(node, {settings.labels.pool: target.value})
+        runtime.cluster(dry_run).set_labels(node, {settings.labels.pool: target.value}, node_fence(incident_id))
         return {"node": node, "from": rec.from_state.value if rec.from_state else None, "to": target.value,
                 "replaces": replaces}
 

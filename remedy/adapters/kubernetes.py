@@ -519,6 +519,7 @@ class KubernetesCluster:
         start = time.monotonic()
         report = DrainReport(node=name, dry_run=self.dry_run)
         down = not self._read_node(name).ready  # NodeNotFound early, before listing pods
+        self.fence_node(name, fence)  # the incident's fence first, even with nothing left to evict
         to_evict: list[dict] = []
         for pod in self.pods_on_node(name):
             key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
@@ -531,8 +532,15 @@ class KubernetesCluster:
             report.evicted = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in to_evict]
             return report
         keys = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in to_evict]
+        rounds = [0]
+
+        def again() -> None:  # the fence again before each later round of evictions (they can span minutes)
+            rounds[0] += 1
+            if rounds[0] > 1:
+                self.fence_node(name, fence)
+
         report.evicted, report.not_evicted, report.blocked_retries, report.refused = self._evict(
-            keys, grace_period_seconds, start, deadline_seconds, guard=lambda: self.fence_node(name, fence))
+            keys, grace_period_seconds, start, deadline_seconds, guard=again)
         if down and self.settings.drain.force_delete_when_not_ready:
             # no kubelet to confirm their end: waiting out the grace period would only delay the job's move
             self._release_stuck(name, self.pods_on_node(name), report, at_once=True, fence=fence)
