@@ -69,8 +69,8 @@ STEPS: dict[str, tuple[str, str, Any]] = {
     "fix-release-uncordon": ("fix", "uncordon", _failed),
     "fix-back-to-active-label": ("fix", "set_labels", _labels("active")),
 }
-# kept in the normal tiers; the rest run in the slow tier (tests/slow.py)
-REPRESENTATIVE = ("replace-drain", "replace-promote-label", "fix-reboot")
+# fix-reboot (the case) and replace-promote-label run in the normal tiers, the rest in the slow tier
+# (tests/slow.py): each case runs two flows on the test Prefect server
 
 
 class Freeze:
