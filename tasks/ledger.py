@@ -63,7 +63,10 @@ def act(kind: str, node: str, fn: Callable[[], dict[str, Any]], *, incident_id: 
     try:
         result = fn()
     except Exception as exc:
-        led.finish_action(record.id, ActionOutcome.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000])
+        try:
+            led.finish_action(record.id, ActionOutcome.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000])
+        except LedgerConflict:  # a takeover settled the row meanwhile (abandoned): the ledger keeps its first word,
+            pass  # and the run hears what stopped it (a fenced call refused is LeaseLost: the flows stop on it)
         raise
     try:
         led.finish_action(record.id, ActionOutcome.PLANNED if dry_run else ActionOutcome.SUCCEEDED, detail=result)

@@ -15,6 +15,7 @@ Real parts: a Prefect server (test harness), the cluster simulator over HTTP, a 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -165,4 +166,81 @@ def test_a_run_frozen_at_a_step_and_resumed_after_a_takeover_changes_nothing(pre
     acted_on = {n for n, (*_, annotations, _) in taken["nodes"].items() if dict(annotations).get(ANN_FENCE)}
     stood = [e for n in acted_on for e in cluster.node_events(n) if e["reason"] == events.STOOD_DOWN]
     assert len(stood) == 1 and stood[0]["message"].startswith(STOOD_DOWN) and stalled in stood[0]["message"], stood
+    assert led.get_incident(incident.id).status is IncidentStatus.RESOLVED
+
+
+@pytest.mark.parametrize("flow", ["fix-in-place", "replace-node"])
+def test_a_stopped_process_continued_after_a_takeover_changes_nothing(prefect_server, sim_factory, remedy_env,
+                                                                      tmp_path, flow):
+    """The same with a real freeze: the flow runs in a process of its own, SIGSTOPped as the ledger shows the reboot
+    Job's row (fix-in-place; the issue's case) or the spare's promotion (replace-node) — the call right after it;
+    its lease runs out, a person's run takes over and finishes; SIGCONT: the cluster is left as the new run left it."""
+    import signal
+    import subprocess
+
+    from flows.fix_in_place import fix_in_place
+    from flows.replace_node import replace_node
+    from remedy.demo import _spares_validated_at_build
+    from remedy.domain.model import ActionOutcome, Incident
+    from tests.fixtures.prefect import run_to_state_result
+    from tests.flows.test_takeover import LEASES as KILL_LEASES
+    from tests.flows.test_takeover import WarmFlowProcesses, _acts, _stop_outside_a_write, go, lease_runs_out
+
+    sim = sim_factory(nodes=16, spares=2, time_scale=0.05)
+    runtime = remedy_env(sim=sim, LADDER__REPLACE_FIRST="false", **KILL_LEASES)
+    _spares_validated_at_build(runtime)
+    led = runtime.ledger()
+    warm = WarmFlowProcesses(tmp_path)
+    log = tmp_path / "flow.log"
+    try:
+        if flow == "fix-in-place":
+            inject(sim.cluster, "xid", FAILED, gpu=3, code=145)
+            inject(sim.cluster, "reset-fails", FAILED, gpu=3)  # the reset does not hold: the reboot rung
+            incident, _ = led.open_incident(Incident(node=FAILED, signal="xid", gpu=3, xid=145), window_seconds=600)
+            proc = warm.start(f"fix_in_place(node='{FAILED}', xid=145, gpu=3, incident_id=incident_id, "
+                              "return_state=True)", log)
+
+            def at_step():
+                return _acts(led, incident.id, "job_reboot", ActionOutcome.RUNNING)
+
+            def takeover():
+                return run_to_state_result(fix_in_place, node=FAILED, xid=145, gpu=3, incident_id=incident.id)
+        else:
+            incident, _ = led.open_incident(Incident(node=FAILED, signal="row-remap-failure", gpu=4),
+                                            window_seconds=600)
+            proc = warm.start(f"replace_node(node='{FAILED}', cause='row remap failed', signal='row-remap-failure', "
+                              "gpu=4, incident_id=incident_id, return_state=True)", log)
+
+            def at_step():
+                return _acts(led, incident.id, "untaint_node", ActionOutcome.RUNNING, not_node=FAILED)
+
+            def takeover():
+                return run_to_state_result(replace_node, node=FAILED, cause="row remap failed",
+                                           signal="row-remap-failure", gpu=4, incident_id=incident.id)
+        go(proc, incident.id)
+        deadline = time.monotonic() + 240
+        while not at_step():
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.002)
+        _stop_outside_a_write(proc, runtime.settings().db_url)
+        try:
+            stalled = led.get_incident(incident.id).flow_run_id
+            lease_runs_out(led, stalled, "the stopped run's lease to run out")
+            out = takeover()
+            assert out["status"] in ("fixed", "replaced"), out
+            cluster = runtime.cluster()
+            taken = _cluster_state(cluster)
+        finally:
+            proc.send_signal(signal.SIGCONT)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            pytest.fail(f"the continued run did not stop:\n{log.read_text()[-3000:]}")
+    finally:
+        warm.close()
+    said = log.read_text()
+    assert "it stops here" in said, said[-3000:]
+    assert _cluster_state(cluster) == taken  # nothing changed on the cluster after the continued run woke
     assert led.get_incident(incident.id).status is IncidentStatus.RESOLVED
