@@ -43,8 +43,9 @@ def _spare(node: str, _args: tuple, _kw: dict) -> bool:
     return node != FAILED
 
 
-def _job(check: str):
-    return lambda spec, _args, _kw: spec.node == FAILED and spec.check == check
+def _job(prefix: str):
+    """The fix's own Job (`remedy-<check>-<node>-<attempt>`), not the read-only reconfirm probe before the ladder."""
+    return lambda spec, _args, _kw: spec.node == FAILED and spec.name.startswith(prefix)
 
 
 def _labels(pool: str, on_failed: bool = True):
@@ -63,9 +64,9 @@ STEPS: dict[str, tuple[str, str, Any]] = {
     "fix-cordon": ("fix", "cordon", _failed),
     "fix-quarantine-taint": ("fix", "set_taints", _failed),
     "fix-drain": ("fix", "drain", _failed),
-    "fix-reset": ("fix", "run_node_job", _job("gpu-reset")),
-    "fix-verify": ("fix", "run_node_job", _job("nvml-probe")),
-    "fix-reboot": ("fix", "run_node_job", _job("reboot")),
+    "fix-reset": ("fix", "run_node_job", _job("remedy-gpu-reset")),
+    "fix-verify": ("fix", "run_node_job", _job("remedy-nvml-probe")),
+    "fix-reboot": ("fix", "run_node_job", _job("remedy-reboot")),
     "fix-release-untaint": ("fix", "set_taints", lambda n, a, kw: n == FAILED and kw.get("remove")),
     "fix-release-uncordon": ("fix", "uncordon", _failed),
     "fix-back-to-active-label": ("fix", "set_labels", _labels("active")),
