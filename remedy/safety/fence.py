@@ -26,7 +26,10 @@ new run had fixed. So every destructive call made for an incident is also fenced
   verifies the node before returning it to service.
 
 A refusal is one log line and a Kubernetes Event on the Node (reason `RemedyStoodDown`): "stood down: another run
-holds this incident now". Writes with no incident (the operator's CLI, the spare cycle, burn-in) carry no fence.
+holds this incident now". Writes with no incident (the operator's CLI, the spare cycle, burn-in) carry no fence,
+nor do read-only Jobs (the reconfirm's NVML probe, health checks: they change nothing on the node). Not fenced yet:
+preempting another workload for a spare (tasks/preemption.py) and fault isolation's batch taints and labels
+(tasks/isolation.py), which act on other nodes' work.
 """
 
 from __future__ import annotations
