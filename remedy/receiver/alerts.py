@@ -457,7 +457,7 @@ def _unhandled(alert) -> str:
     if reading.kind is not None:
         return ""
     name = alert.labels.get("alertname", "") or "an alert without a name"
-    return f"{name[:80]}: not a fault gpu-remedy handles" + (f" ({reading.by[:120]})" if reading.by else "")
+    return f"{name[:80]}: not a fault gpu-remedy handles" + (f" ({reading.by[:300]})" if reading.by else "")
 
 
 def _from_xid_gauge(s: Signal) -> bool:
