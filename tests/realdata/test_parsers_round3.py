@@ -189,3 +189,45 @@ def test_nvlink5_subcodes_through_the_cli(capsys) -> None:
     assert rc == 0 and paths == ["reset-gpu", "watch"]  # subcode 37 RESET_GPU; 38 IGNORE although it says Fatal
     rc, d = signals(capsys, "gpud_pr1174_nvlink5_kmsg.log")
     assert [r["verdict"]["path"] for r in d["signals"]] == ["reset-gpu", "reset-gpu", "watch"]  # 149.0, 149.37, 145 RLW_RXPIPE 0x8
+
+
+def test_dcgm_json_cut_anywhere_is_incomplete_never_bad_input(capsys, tmp_path) -> None:
+    """`dcgmi diag -j` cut mid-way (a truncated Job log, a paste) is incomplete (exit 1, says where it was cut), like
+    the table form, not bad input (exit 2); a failure already visible before the cut keeps the verdict FAIL."""
+    passing = SAMPLES / "dcgm3_real_output_with_nulls.txt"  # banner + DCGM 3.x JSON, every test PASS
+    failing = SAMPLES / "dcgm3_per_gpu_diagmanager.json"  # sm_stress FAIL on GPU 0, 2, 3, then targeted_stress
+    rc, out = run(capsys, "health", "parse", "dcgm-diag", str(passing))
+    assert rc == 0 and out.splitlines()[0] == "dcgm-diag: PASS"
+
+    def parse_cut(src: Path, keep: int) -> tuple[int, dict]:
+        p = tmp_path / f"cut_{keep}_{src.name}"
+        p.write_text(src.read_text()[:keep])
+        rc, out = run(capsys, "health", "parse", "dcgm-diag", str(p), "--json")
+        return rc, json.loads(out)
+
+    text = passing.read_text()
+    for keep in range(text.index("{") + 1, len(text.rstrip()), 23):  # cuts all through the JSON
+        rc, d = parse_cut(passing, keep)
+        assert rc == 1 and d["status"] == "incomplete", (keep, d["reasons"])
+        (missing,) = d["incomplete"]
+        assert missing.startswith("the JSON report is cut short") and "missing" in missing, (keep, missing)
+    # a cut in the middle names the last test it saw
+    rc, d = parse_cut(passing, 1500)
+    assert d["incomplete"] == ["the JSON report is cut short after test 'Graphics Processes' (8 bracket(s) never "
+                               "closed): the rest of the run is missing"]
+    # cut after the sm_stress failures in NVIDIA's per-GPU sample: the verdict stays FAIL and the missing rest (two
+    # more stress tests) is listed with it
+    raw = failing.read_text()
+    rc, d = parse_cut(failing, raw.index('"targeted_stress"'))
+    assert rc == 1 and d["status"] == "fail" and d["measurements"]["failed_entities"] == ["GPU 0", "GPU 2", "GPU 3"]
+    assert d["incomplete"] and d["incomplete"][0].startswith("the JSON report is cut short after test")
+
+
+def test_dcgm_json_that_is_not_a_cut_is_still_bad_input(capsys, tmp_path) -> None:
+    for name, body in (("wrong_bracket", '{"DCGM GPU Diagnostic": {"version": "3.1.0", "test_categories": [}}'),
+                       ("missing_comma", '{"DCGM GPU Diagnostic": {"version": "3.1.0" "test_categories": [')):
+        p = tmp_path / f"{name}.json"
+        p.write_text(body)
+        code = main(["health", "parse", "dcgm-diag", str(p)])
+        _, err = capsys.readouterr()
+        assert code == 2 and "not valid JSON" in err and "Traceback" not in err, (name, err)
