@@ -89,23 +89,27 @@ def fold_port_alert(ledger, signal: Signal, thresholds: SignalThresholds, *, now
         spans = [(s.timestamp(), None if e is None else e.timestamp()) for s, e in conn.execute(
             select(o.started_at, o.ended_at).where(mine, o.started_at <= at, or_(o.ended_at.is_(None), o.ended_at > lo)))]
         total, n = window_downtime(spans, at.timestamp(), window)
-        state = conn.execute(select(p.cumulative_tripped).where(p.node == signal.node, p.port == port)).first()
+        state = conn.execute(select(p.cumulative_tripped, p.tripped_by)
+                             .where(p.node == signal.node, p.port == port)).first()
         was_tripped = bool(state[0]) if state is not None else False
+        tripped_by = state[1] if state is not None else None
         tripped: Signal | None = None
         if total < thresholds.ib_cumulative_seconds:
-            now_tripped = False  # re-armed: the window's total fell back below budget
-        elif n >= 2 and not was_tripped:
-            # one outage alone is the single-outage rule's business (seed 001); the budget is about several
-            now_tripped = True
+            now_tripped, tripped_by = False, None  # re-armed: the window's total fell back below budget
+        elif n >= 2 and (not was_tripped or tripped_by == start):
+            # one outage alone is the single-outage rule's business (seed 001); the budget is about several. The
+            # alert that crossed it, sent again (a re-send after the incident could not be written, the other
+            # receiver of an HA pair), yields the same escalation again: the ledger records it once.
+            now_tripped, tripped_by = True, start
             tripped = cumulative_signal(signal.node, port, total, n, at, window)
         else:
             now_tripped = was_tripped
         if state is None:
-            conn.execute(schema.ib_ports.insert().values(node=signal.node, port=port,
-                                                         cumulative_tripped=now_tripped, updated_at=now))
-        elif now_tripped != was_tripped:
+            conn.execute(schema.ib_ports.insert().values(node=signal.node, port=port, cumulative_tripped=now_tripped,
+                                                         tripped_by=tripped_by, updated_at=now))
+        elif now_tripped != was_tripped or tripped_by != state[1]:
             conn.execute(update(schema.ib_ports).where(p.node == signal.node, p.port == port)
-                         .values(cumulative_tripped=now_tripped, updated_at=now))
+                         .values(cumulative_tripped=now_tripped, tripped_by=tripped_by, updated_at=now))
         conn.execute(delete(schema.ib_port_outages).where(
             mine, o.ended_at.is_not(None), o.ended_at < at - timedelta(seconds=_KEEP_WINDOWS * window)))
     return IbFold(signal.node, port, at, round(total, 6), n, tripped)

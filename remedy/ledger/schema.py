@@ -253,6 +253,7 @@ ib_ports = Table(
     Column("node", String, nullable=False),
     Column("port", String, nullable=False),
     Column("cumulative_tripped", Boolean, nullable=False, default=False),
+    Column("tripped_by", UTCDateTime, nullable=True),  # start of the outage whose alert crossed the budget
     Column("updated_at", UTCDateTime, nullable=False),
     PrimaryKeyConstraint("node", "port"),
 )

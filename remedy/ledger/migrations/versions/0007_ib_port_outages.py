@@ -39,6 +39,7 @@ def upgrade() -> None:
         sa.Column("node", sa.String(), nullable=False),
         sa.Column("port", sa.String(), nullable=False),
         sa.Column("cumulative_tripped", sa.Boolean(), nullable=False),
+        sa.Column("tripped_by", UTCDateTime(), nullable=True),
         sa.Column("updated_at", UTCDateTime(), nullable=False),
         sa.PrimaryKeyConstraint("node", "port", name=op.f("pk_ib_ports")),
     )
