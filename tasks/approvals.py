@@ -199,8 +199,7 @@ def _nudge_later(notifier, led, approval_id: int, title: str, timeout_seconds: f
 def _approver_ok(answer: ApprovalInput) -> bool:
     from remedy.approvals.model import may_answer
 
-    settings = runtime.settings()
-    return may_answer(answer.approver, settings.approvals.approvers, settings.slack.approvers)
+    return may_answer(answer.approver, runtime.settings().approvals.approvers)  # Slack ids only through Slack
 
 
 def _refuse(led, approval_id: int, answer: ApprovalInput, node: str | None, incident_id: int | None) -> None:
