@@ -17,6 +17,7 @@ FORCE_DELETE = "RemedyForceDelete"
 PREEMPT = "RemedyPreempt"
 RESTART_APP = "RemedyRestartApp"
 RESTART_REFUSED = "RemedyRestartRefused"
+KEPT_OPERATOR_CORDON = "RemedyKeptOperatorCordon"  # a person's cordon from before gpu-remedy acted, left in place
 
 # Why a run stopped short of fixing the node (remedy.domain.outcome.node_event; tasks.cluster.note_on_node)
 HELD = "RemedyHeld"
