@@ -50,9 +50,13 @@ def process_label() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+MAX_TTL_SECONDS = 86400.0  # as settings.leases.ttl_seconds allows: an endless lease is a run never taken over
+
+
 def _ttl(seconds: float) -> timedelta:
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
-        raise ValueError(f"lease ttl_seconds must be a number > 0, got {seconds!r}")
+    if (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+            or not 0 < seconds <= MAX_TTL_SECONDS):  # NaN fails both comparisons
+        raise ValueError(f"lease ttl_seconds must be a number > 0 and at most {MAX_TTL_SECONDS:g}, got {seconds!r}")
     return timedelta(seconds=seconds)
 
 
