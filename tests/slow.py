@@ -22,6 +22,11 @@ SLOW: dict[str, str] = {
     "tests/flows/test_recovery_takeover.py::test_a_killed_background_repair_is_taken_over":
         "a triage process of its own (replace first, then the background repair), killed mid-reboot; the watchdog "
         "re-announces and a second triage run carries the repair through burn-in",
+    "tests/flows/test_cleared_keeps_operator_cordon.py::test_a_persons_cordon_before_a_cleared_recheck_stays":
+        "a replace-node run on the simulator through its real re-check (a node Job probing the GPUs); 22 s at load",
+    "tests/safety/test_private_files.py::test_the_prefect_server_gpu_remedy_starts_keeps_its_database_private":
+        "starts the Prefect server `remedy up` starts (its own, to see the files it creates; 22 s on a quiet "
+        "machine, 110 s at load)",
     # 44 s in the reviewer's run (issue 28)
     "tests/flows/test_replace_node.py::test_crash_and_rerun_gives_one_replacement":
         "kills a flow process of its own mid-replacement and runs it again",
