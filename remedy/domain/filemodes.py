@@ -11,7 +11,7 @@ reports quote alert labels. None is for other local users. One rule, applied in 
 - `private_dir(path)` for directories gpu-remedy makes (the Prefect home): 0700;
 - `private_file(path)` before a file is opened for writing by a library that would create it under the process
   umask (the Prefect server's log); the Prefect server gpu-remedy starts runs under PRIVATE_UMASK itself
-  (`remedy.prefect_server.start_server`), so its database and its -wal/-shm are 0600 whoever called it.
+  (`remedy.platform.prefect_server.start_server`), so its database and its -wal/-shm are 0600 whoever called it.
 
 SQLite creates a database's -wal and -shm files with the database file's own mode, so a 0600 ledger keeps them
 0600 (tests/safety/test_private_files.py checks both, on the ledger and on the Prefect server's database).

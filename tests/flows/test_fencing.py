@@ -121,7 +121,7 @@ def test_a_run_frozen_at_a_step_and_resumed_after_a_takeover_changes_nothing(pre
                                                                             monkeypatch, step):
     from flows.fix_in_place import fix_in_place
     from flows.replace_node import replace_node
-    from remedy.demo import _spares_validated_at_build
+    from remedy.platform.demo import _spares_validated_at_build
     from remedy.domain.model import Incident
 
     flow, method, match = STEPS[step]
@@ -181,7 +181,7 @@ def test_a_stopped_process_continued_after_a_takeover_changes_nothing(prefect_se
 
     from flows.fix_in_place import fix_in_place
     from flows.replace_node import replace_node
-    from remedy.demo import _spares_validated_at_build
+    from remedy.platform.demo import _spares_validated_at_build
     from remedy.domain.model import ActionOutcome, Incident
     from tests.fixtures.prefect import run_to_state_result
     from tests.flows.test_takeover import LEASES as KILL_LEASES
