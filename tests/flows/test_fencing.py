@@ -121,8 +121,8 @@ def test_a_run_frozen_at_a_step_and_resumed_after_a_takeover_changes_nothing(pre
                                                                             monkeypatch, step):
     from flows.fix_in_place import fix_in_place
     from flows.replace_node import replace_node
-    from remedy.platform.demo import _spares_validated_at_build
     from remedy.domain.model import Incident
+    from remedy.platform.demo import _spares_validated_at_build
 
     flow, method, match = STEPS[step]
     sim = sim_factory(nodes=16, spares=2, time_scale=0.05)
@@ -181,8 +181,8 @@ def test_a_stopped_process_continued_after_a_takeover_changes_nothing(prefect_se
 
     from flows.fix_in_place import fix_in_place
     from flows.replace_node import replace_node
-    from remedy.platform.demo import _spares_validated_at_build
     from remedy.domain.model import ActionOutcome, Incident
+    from remedy.platform.demo import _spares_validated_at_build
     from tests.fixtures.prefect import run_to_state_result
     from tests.flows.test_takeover import LEASES as KILL_LEASES
     from tests.flows.test_takeover import WarmFlowProcesses, _acts, _stop_outside_a_write, go, lease_runs_out

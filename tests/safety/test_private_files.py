@@ -43,7 +43,7 @@ def test_the_ledger_and_its_wal_and_shm_are_0600_under_umask_022(tmp_path: Path)
 
 @pytest.mark.prefect
 def test_the_prefect_server_gpu_remedy_starts_keeps_its_database_private(tmp_path: Path, monkeypatch) -> None:
-    from remedy.prefect_server import start_server, stop_server
+    from remedy.platform.prefect_server import start_server, stop_server
     from tests.fixtures.prefect import _free_port, clean_env
 
     for k in list(os.environ):  # this session's Prefect settings (its test server, its database) are not ours
