@@ -56,6 +56,7 @@ from remedy.adapters.workloads import (
     SUSPENDABLE,
     TrainingWorkload,
     WorkloadRefused,
+    _ignores_disruptions,
     _ready,
     open_workload,
     workload_of_pod,
@@ -74,6 +75,7 @@ from remedy.errors import (
 from remedy.safety.disruption import BudgetView, PodBudgets
 from remedy.spares.preemption import Workload
 
+JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"  # k8s.io/api/batch/v1 JobTrackingFinalizer
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -493,6 +495,7 @@ class KubernetesCluster:
         refused: dict[str, str] = {}
         blocked = 0
         pending = list(keys)
+        exempt = self._job_backoff_exempt(keys)  # read before evicting: after it, only one write is left to race
 
         def one_round() -> list[str]:
             nonlocal blocked
@@ -505,6 +508,8 @@ class KubernetesCluster:
                 try:
                     self._call(f"evict {key}", self.core.create_namespaced_pod_eviction, pod_name, ns, body)
                     evicted.append(key)
+                    if key in exempt:
+                        self._leave_job_backoff(ns, pod_name)
                 except ObjectNotFound:  # already gone: the goal is reached
                     evicted.append(key)
                 except DisruptionRefused as exc:  # the budget may allow it later: keep it pending
@@ -532,6 +537,60 @@ class KubernetesCluster:
         for key in evicted:
             not_evicted.pop(key, None)
         return evicted, not_evicted, blocked, refused
+
+    def _job_backoff_exempt(self, keys: list[str]) -> set[str]:
+        """The "namespace/name" pods among `keys` whose eviction should not delay their Job's next pod: pods of a
+        batch/v1 Job whose podFailurePolicy ignores DisruptionTarget, still carrying the job-tracking finalizer.
+
+        Why: the Job controller waits 10 s x 2^(n-1), capped at 10 min, after the n-th pod failure since the Job's
+        last success before it creates a pod (pkg/controller/job/job_controller.go v1.36.2, manageJob →
+        backoffRecord.getRemainingTime; backoff_utils.go newBackoffRecord, getRemainingTimeForFailuresCount). The
+        failures are every pod getNewFinishedPods finds isPodFailed — an evicted pod its policy Ignores included —
+        and only a succeeded pod, or the Job's deletion or end, resets them; a training gang never succeeds, so from
+        the 7th drain in its life every replacement waited 10 min. getValidPodsWithFilter looks only at pods that
+        still carry `batch.kubernetes.io/job-tracking`, and deleteJobPods removes it before it deletes a pod, which
+        is why the controller's own deletions (suspend, scale-down) never count; `_leave_job_backoff` does the same
+        once such a pod is evicted. A Job without that Ignore rule is left alone: there a drained pod is a failure
+        by the Job's own rules. Best effort: a pod or Job that cannot be read is simply not exempt."""
+        exempt: set[str] = set()
+        jobs: dict[tuple[str, str], dict | None] = {}
+        for key in keys:
+            ns, name = key.split("/", 1)
+            try:
+                meta = self._json(f"read pod {key}", self.core.read_namespaced_pod, name, ns).get("metadata") or {}
+            except RemedyError:
+                continue
+            owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+            if JOB_TRACKING_FINALIZER not in (meta.get("finalizers") or []) or not owner \
+                    or owner.get("kind") != "Job" or not str(owner.get("apiVersion", "")).startswith("batch/"):
+                continue
+            if (ns, owner["name"]) not in jobs:
+                try:
+                    jobs[(ns, owner["name"])] = self._json(f"read job {ns}/{owner['name']}",
+                                                           self.batch.read_namespaced_job, owner["name"], ns)
+                except RemedyError:
+                    jobs[(ns, owner["name"])] = None
+            job = jobs[(ns, owner["name"])]
+            if job and job["metadata"].get("uid") == owner.get("uid") and _ignores_disruptions(job.get("spec") or {}):
+                exempt.add(key)
+        return exempt
+
+    def _leave_job_backoff(self, namespace: str, pod_name: str) -> None:
+        """Take an evicted pod's job-tracking finalizer off while it terminates (see `_job_backoff_exempt`), as the
+        Job controller's deleteJobPods does: its end is then never counted, so the Job's next pod does not wait out
+        the failure back-off. A failed patch leaves the pod evicted and only costs that wait."""
+        try:
+            self._call(f"release {namespace}/{pod_name} from its Job's failure back-off",
+                       self.core.patch_namespaced_pod, pod_name, namespace,
+                       {"metadata": {"$deleteFromPrimitiveList/finalizers": [JOB_TRACKING_FINALIZER]}},
+                       _content_type="application/strategic-merge-patch+json")
+            log.info("evicted %s/%s: job-tracking finalizer removed (its Job's podFailurePolicy ignores the "
+                     "disruption; no failure back-off)", namespace, pod_name)
+        except ObjectNotFound:
+            pass
+        except RemedyError as exc:
+            log.warning("evicted %s/%s but could not remove its job-tracking finalizer (the Job's next pod may wait "
+                        "out its failure back-off): %s", namespace, pod_name, exc)
 
     def pod_budgets(self, node: str) -> list[PodBudgets]:
         """The pods a drain of `node` would evict, each with the PodDisruptionBudgets over it (spec and the disruption

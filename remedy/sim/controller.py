@@ -515,6 +515,9 @@ def _schedule_bare_pod(cluster: Cluster, pod: dict) -> None:
 
 
 # ---------------------------------------------------------------- jobs
+JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
+
+
 def new_job_pod(job: dict, index: int | None = None, node: str | None = None) -> dict:
     """A pod from the Job's template, with the labels and owner reference the Job controller sets."""
     meta = job["metadata"]
@@ -537,7 +540,10 @@ def new_job_pod(job: dict, index: int | None = None, node: str | None = None) ->
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": f"{meta['name']}-{random_suffix()}", "namespace": meta.get("namespace", "default"),
                      "labels": labels, "annotations": annotations,
-                     "ownerReferences": [owner_ref("Job", meta["name"], uid, "batch/v1")]},
+                     "ownerReferences": [owner_ref("Job", meta["name"], uid, "batch/v1")],
+                     # job_controller.go (appendJobCompletionFinalizerIfNotFound): the controller counts a pod's
+                     # end only while the pod carries it (remedy.sim.jobs._count)
+                     "finalizers": [JOB_TRACKING_FINALIZER]},
         "spec": spec,
         "status": {"phase": "Pending"},
     }
