@@ -281,13 +281,14 @@ class KubernetesCluster:
         work = self.settings.workload
         if namespace == work.namespace:
             return list(self.workload(namespace, work.job).restart(node).pods)
-        names = [p["metadata"]["name"] for p in self.pods_on_node(node)
-                 if p["metadata"].get("namespace") == namespace and not _skip_reason(p)]
+        pods = [p for p in self.pods_on_node(node)
+                if p["metadata"].get("namespace") == namespace and not _skip_reason(p)]
+        names = [p["metadata"]["name"] for p in pods]
         if self.dry_run:
             return names
         deadline = min(60.0, self.settings.drain.eviction_deadline_seconds)
         evicted, not_evicted, _, _ = self._evict([f"{namespace}/{n}" for n in names], None, time.monotonic(),
-                                                 deadline)
+                                                 deadline, self._job_backoff_exempt(pods))
         for key, why in sorted(not_evicted.items()):
             self.record_event(node, reason="RemedyRestartRefused", type="Warning",
                               message=f"Cannot restart {key}: {why}")
@@ -465,7 +466,7 @@ class KubernetesCluster:
             return report
         keys = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in to_evict]
         report.evicted, report.not_evicted, report.blocked_retries, report.refused = self._evict(
-            keys, grace_period_seconds, start, deadline_seconds)
+            keys, grace_period_seconds, start, deadline_seconds, self._job_backoff_exempt(to_evict))
         if down and self.settings.drain.force_delete_when_not_ready:
             # no kubelet to confirm their end: waiting out the grace period would only delay the job's move
             self._release_stuck(name, self.pods_on_node(name), report, at_once=True)
@@ -484,18 +485,20 @@ class KubernetesCluster:
         )
         return report
 
-    def _evict(self, keys: list[str], grace_period_seconds: int | None, start: float, deadline_seconds: float
+    def _evict(self, keys: list[str], grace_period_seconds: int | None, start: float, deadline_seconds: float,
+               exempt: set[str] | frozenset[str] = frozenset()
                ) -> tuple[list[str], dict[str, str], int, dict[str, str]]:
         """Evict "namespace/name" pods through the Eviction API. A PodDisruptionBudget's 429 is retried with back-off
         (`drain.pdb_backoff_seconds`, doubling to 30 s) until the deadline, then reported; a pod under more than one
         budget is refused by the API on every attempt, so it is reported at once with the budgets' names, never
-        retried. Returns (evicted, not evicted with why, 429s seen, refused with why)."""
+        retried. `exempt` ("namespace/name", from `_job_backoff_exempt`): pods taken out of their Job's failure
+        back-off right after their eviction is accepted. Returns (evicted, not evicted with why, 429s seen, refused
+        with why)."""
         evicted: list[str] = []
         not_evicted: dict[str, str] = {}
         refused: dict[str, str] = {}
         blocked = 0
         pending = list(keys)
-        exempt = self._job_backoff_exempt(keys)  # read before evicting: after it, only one write is left to race
 
         def one_round() -> list[str]:
             nonlocal blocked
@@ -538,7 +541,7 @@ class KubernetesCluster:
             not_evicted.pop(key, None)
         return evicted, not_evicted, blocked, refused
 
-    def _job_backoff_exempt(self, keys: list[str]) -> set[str]:
+    def _job_backoff_exempt(self, pods: list[dict]) -> set[str]:
         """The "namespace/name" pods among `keys` whose eviction should not delay their Job's next pod: pods of a
         batch/v1 Job whose podFailurePolicy ignores DisruptionTarget, still carrying the job-tracking finalizer.
 
@@ -551,15 +554,14 @@ class KubernetesCluster:
         still carry `batch.kubernetes.io/job-tracking`, and deleteJobPods removes it before it deletes a pod, which
         is why the controller's own deletions (suspend, scale-down) never count; `_leave_job_backoff` does the same
         once such a pod is evicted. A Job without that Ignore rule is left alone: there a drained pod is a failure
-        by the Job's own rules. Best effort: a pod or Job that cannot be read is simply not exempt."""
+        by the Job's own rules. Read before evicting (the pods as listed, their Jobs once each), so after an eviction
+        only one write is left to race the pod's end. Best effort: a Job that cannot be read exempts nothing."""
         exempt: set[str] = set()
         jobs: dict[tuple[str, str], dict | None] = {}
-        for key in keys:
-            ns, name = key.split("/", 1)
-            try:
-                meta = self._json(f"read pod {key}", self.core.read_namespaced_pod, name, ns).get("metadata") or {}
-            except RemedyError:
-                continue
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            ns = meta.get("namespace", "")
+            key = f"{ns}/{meta.get('name', '')}"
             owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
             if JOB_TRACKING_FINALIZER not in (meta.get("finalizers") or []) or not owner \
                     or owner.get("kind") != "Job" or not str(owner.get("apiVersion", "")).startswith("batch/"):

@@ -9,8 +9,8 @@ v1.36.2). It makes one pass every gcCheckPeriod (20 s); each pass:
   first pass that sees it; the first pass after that, if the node is still gone, marks the pod Failed with
   DisruptionTarget (DeletionByPodGC, "PodGC: node no longer exists") and deletes it: 40-60 s after the node went.
 
-Passes fall every 20 simulated seconds from the cluster's boot. Seen on the real lane: the orphan delay is beyond
-what a test there can wait for; tests/sim/conformance/test_pods.py pins both in scaled time on the simulator,
+Passes fall every 20 simulated seconds from the cluster's boot. The orphan delay is beyond
+what a test on the real lane can wait for; tests/sim/conformance/test_pods.py pins both in scaled time on the simulator,
 and the out-of-service pass on the real server too.
 """
 
