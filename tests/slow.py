@@ -53,6 +53,8 @@ SLOW: dict[str, str] = {
     # issue 31: the real control plane's PodGC passes every 20 s (gc_controller.go gcCheckPeriod)
     "tests/sim/conformance/test_pods.py::test_pod_gc_takes_a_terminating_pod_on_an_out_of_service_node_at_its_next_pass[real]":
         "waits for the real kube-controller-manager's next PodGC pass (every 20 s)",
+    "tests/sim/conformance/test_jobs.py::test_a_policy_that_ignores_disruption_keeps_evictions_off_the_count[real]":
+        "three raw evictions in a row wait out the real Job controller's failure back-off (10 s + 20 s + 40 s)",
 }
 
 
