@@ -34,9 +34,9 @@ pods (no scheduler: it binds first-fit).
 (`bash ../shared/tools/kube-control-plane/unpack.sh` prints the two variables.) Acceptance: the 10th replacement
 no slower than 2x the 1st.
 
-Measured 2026-11-28 (2 cores shared, load average 26), --disruptions 10 --baseline 4: plain eviction 31.9 s,
-29.0 s, 48.4 s, 84.2 s (an earlier run: 14.3, 27.8, 53.3, 86.8 s); the adapter's drain 8.7, 4.6, 6.4, 8.5, 6.0,
-3.3, 3.4, 4.0, 4.4, 4.2 s: last/first 0.48x, median 4.5 s. The table: docs/real-cluster.md.
+Measured 2026-11-28 (2 cores shared, load average 20-37), --disruptions 10 --baseline 4, 220 s: plain eviction
+12.2, 21.6, 42.7, 81.8 s (6.70x); the adapter's drain 2.5, 2.6, 2.8, 2.7, 2.4, 2.7, 3.3, 2.5, 3.1, 3.3 s: last/first
+1.32x, median 2.7 s. The table: docs/real-cluster.md.
 """
 
 from __future__ import annotations
