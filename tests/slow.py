@@ -55,6 +55,11 @@ SLOW: dict[str, str] = {
         "each documented `remedy deploy` step as a CLI process (imports the adapter and Prefect's worker code)",
     "tests/flows/test_story_logs.py":
         "a replacement on the test Prefect server, its logs read back through the API",
+    # issue 31: the real control plane's PodGC passes every 20 s (gc_controller.go gcCheckPeriod)
+    "tests/sim/conformance/test_pods.py::test_pod_gc_takes_a_terminating_pod_on_an_out_of_service_node_at_its_next_pass[real]":
+        "waits for the real kube-controller-manager's next PodGC pass (every 20 s)",
+    "tests/sim/conformance/test_jobs.py::test_a_policy_that_ignores_disruption_keeps_evictions_off_the_count[real]":
+        "three raw evictions in a row wait out the real Job controller's failure back-off (10 s + 20 s + 40 s)",
 }
 # issue 32: a run frozen at each destructive step, resumed after a takeover (13-32 s each at load ~10); the normal
 # tiers keep fix-reboot (the issue's own case) and replace-promote-label

@@ -56,6 +56,7 @@ from remedy.adapters.workloads import (
     SUSPENDABLE,
     TrainingWorkload,
     WorkloadRefused,
+    _ignores_disruptions,
     _ready,
     open_workload,
     workload_of_pod,
@@ -77,6 +78,7 @@ from remedy.safety.disruption import BudgetView, PodBudgets
 from remedy.safety.fence import ANN_FENCE, FenceLost, NodeFence, stood_down_line
 from remedy.spares.preemption import Workload
 
+JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"  # k8s.io/api/batch/v1 JobTrackingFinalizer
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -283,13 +285,14 @@ class KubernetesCluster:
         self.fence_node(node, fence)  # the incident's fence, right before the restart (remedy.safety.fence)
         if namespace == work.namespace:
             return list(self.workload(namespace, work.job).restart(node).pods)
-        names = [p["metadata"]["name"] for p in self.pods_on_node(node)
-                 if p["metadata"].get("namespace") == namespace and not _skip_reason(p)]
+        pods = [p for p in self.pods_on_node(node)
+                if p["metadata"].get("namespace") == namespace and not _skip_reason(p)]
+        names = [p["metadata"]["name"] for p in pods]
         if self.dry_run:
             return names
         deadline = min(60.0, self.settings.drain.eviction_deadline_seconds)
         evicted, not_evicted, _, _ = self._evict([f"{namespace}/{n}" for n in names], None, time.monotonic(),
-                                                 deadline)
+                                                 deadline, self._job_backoff_exempt(pods))
         for key, why in sorted(not_evicted.items()):
             self.record_event(node, reason="RemedyRestartRefused", type="Warning",
                               message=f"Cannot restart {key}: {why}")
@@ -540,7 +543,7 @@ class KubernetesCluster:
                 self.fence_node(name, fence)
 
         report.evicted, report.not_evicted, report.blocked_retries, report.refused = self._evict(
-            keys, grace_period_seconds, start, deadline_seconds, guard=again)
+            keys, grace_period_seconds, start, deadline_seconds, self._job_backoff_exempt(to_evict), guard=again)
         if down and self.settings.drain.force_delete_when_not_ready:
             # no kubelet to confirm their end: waiting out the grace period would only delay the job's move
             self._release_stuck(name, self.pods_on_node(name), report, at_once=True, fence=fence)
@@ -560,11 +563,14 @@ class KubernetesCluster:
         return report
 
     def _evict(self, keys: list[str], grace_period_seconds: int | None, start: float, deadline_seconds: float,
-               guard: Callable[[], None] | None = None) -> tuple[list[str], dict[str, str], int, dict[str, str]]:
+               exempt: set[str] | frozenset[str] = frozenset(), guard: Callable[[], None] | None = None
+               ) -> tuple[list[str], dict[str, str], int, dict[str, str]]:
         """Evict "namespace/name" pods through the Eviction API. A PodDisruptionBudget's 429 is retried with back-off
         (`drain.pdb_backoff_seconds`, doubling to 30 s) until the deadline, then reported; a pod under more than one
         budget is refused by the API on every attempt, so it is reported at once with the budgets' names, never
-        retried. Returns (evicted, not evicted with why, 429s seen, refused with why)."""
+        retried. `exempt` ("namespace/name", from `_job_backoff_exempt`): pods taken out of their Job's failure
+        back-off right after their eviction is accepted. Returns (evicted, not evicted with why, 429s seen, refused
+        with why)."""
         evicted: list[str] = []
         not_evicted: dict[str, str] = {}
         refused: dict[str, str] = {}
@@ -584,6 +590,8 @@ class KubernetesCluster:
                 try:
                     self._call(f"evict {key}", self.core.create_namespaced_pod_eviction, pod_name, ns, body)
                     evicted.append(key)
+                    if key in exempt:
+                        self._leave_job_backoff(ns, pod_name)
                 except ObjectNotFound:  # already gone: the goal is reached
                     evicted.append(key)
                 except DisruptionRefused as exc:  # the budget may allow it later: keep it pending
@@ -611,6 +619,59 @@ class KubernetesCluster:
         for key in evicted:
             not_evicted.pop(key, None)
         return evicted, not_evicted, blocked, refused
+
+    def _job_backoff_exempt(self, pods: list[dict]) -> set[str]:
+        """The "namespace/name" pods among `keys` whose eviction should not delay their Job's next pod: pods of a
+        batch/v1 Job whose podFailurePolicy ignores DisruptionTarget, still carrying the job-tracking finalizer.
+
+        Why: the Job controller waits 10 s x 2^(n-1), capped at 10 min, after the n-th pod failure since the Job's
+        last success before it creates a pod (pkg/controller/job/job_controller.go v1.36.2, manageJob →
+        backoffRecord.getRemainingTime; backoff_utils.go newBackoffRecord, getRemainingTimeForFailuresCount). The
+        failures are every pod getNewFinishedPods finds isPodFailed — an evicted pod its policy Ignores included —
+        and only a succeeded pod, or the Job's deletion or end, resets them; a training gang never succeeds, so from
+        the 7th drain in its life every replacement waited 10 min. getValidPodsWithFilter looks only at pods that
+        still carry `batch.kubernetes.io/job-tracking`, and deleteJobPods removes it before it deletes a pod, which
+        is why the controller's own deletions (suspend, scale-down) never count; `_leave_job_backoff` does the same
+        once such a pod is evicted. A Job without that Ignore rule is left alone: there a drained pod is a failure
+        by the Job's own rules. Read before evicting (the pods as listed, their Jobs once each), so after an eviction
+        only one write is left to race the pod's end. Best effort: a Job that cannot be read exempts nothing."""
+        exempt: set[str] = set()
+        jobs: dict[tuple[str, str], dict | None] = {}
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            ns = meta.get("namespace", "")
+            key = f"{ns}/{meta.get('name', '')}"
+            owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+            if JOB_TRACKING_FINALIZER not in (meta.get("finalizers") or []) or not owner \
+                    or owner.get("kind") != "Job" or not str(owner.get("apiVersion", "")).startswith("batch/"):
+                continue
+            if (ns, owner["name"]) not in jobs:
+                try:
+                    jobs[(ns, owner["name"])] = self._json(f"read job {ns}/{owner['name']}",
+                                                           self.batch.read_namespaced_job, owner["name"], ns)
+                except RemedyError:
+                    jobs[(ns, owner["name"])] = None
+            job = jobs[(ns, owner["name"])]
+            if job and job["metadata"].get("uid") == owner.get("uid") and _ignores_disruptions(job.get("spec") or {}):
+                exempt.add(key)
+        return exempt
+
+    def _leave_job_backoff(self, namespace: str, pod_name: str) -> None:
+        """Take an evicted pod's job-tracking finalizer off while it terminates (see `_job_backoff_exempt`), as the
+        Job controller's deleteJobPods does: its end is then never counted, so the Job's next pod does not wait out
+        the failure back-off. A failed patch leaves the pod evicted and only costs that wait."""
+        try:
+            self._call(f"release {namespace}/{pod_name} from its Job's failure back-off",
+                       self.core.patch_namespaced_pod, pod_name, namespace,
+                       {"metadata": {"$deleteFromPrimitiveList/finalizers": [JOB_TRACKING_FINALIZER]}},
+                       _content_type="application/strategic-merge-patch+json")
+            log.info("evicted %s/%s: job-tracking finalizer removed (its Job's podFailurePolicy ignores the "
+                     "disruption; no failure back-off)", namespace, pod_name)
+        except ObjectNotFound:
+            pass
+        except RemedyError as exc:
+            log.warning("evicted %s/%s but could not remove its job-tracking finalizer (the Job's next pod may wait "
+                        "out its failure back-off): %s", namespace, pod_name, exc)
 
     def pod_budgets(self, node: str) -> list[PodBudgets]:
         """The pods a drain of `node` would evict, each with the PodDisruptionBudgets over it (spec and the disruption

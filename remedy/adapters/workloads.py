@@ -285,16 +285,19 @@ class _Workload:
         pods = self.cluster._list(f"list pods of {self.key} on {node}", self.cluster.core.list_namespaced_pod,
                                   self.namespace, label_selector=self.pod_selector(),
                                   field_selector=f"spec.nodeName={node}")
-        names = tuple(p["metadata"]["name"] for p in pods
-                      if not p["metadata"].get("deletionTimestamp")
-                      and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")
+                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+        names = tuple(p["metadata"]["name"] for p in live)
         if not names:
             return self._change("restart", False, detail=f"no pod of {self.key} on {node}")
         if self.cluster.dry_run:
             return self._change("restart", True, pods=names, detail=f"would evict {len(names)} pod(s) on {node}")
         deadline = min(60.0, self.cluster.settings.drain.eviction_deadline_seconds)
+        # a Job whose podFailurePolicy ignores the eviction: its pods leave the Job controller's failure back-off
+        # too (KubernetesCluster._job_backoff_exempt), so a restart does not delay the next one
         evicted, not_evicted, _, _ = self.cluster._evict([f"{self.namespace}/{n}" for n in names], None,
-                                                         time.monotonic(), deadline)
+                                                         time.monotonic(), deadline,
+                                                         self.cluster._job_backoff_exempt(live))
         for key, why in sorted(not_evicted.items()):
             self.cluster.record_event(node, reason=events.RESTART_REFUSED, type="Warning",
                                       message=f"Cannot restart {key}: {why}")
