@@ -274,7 +274,7 @@ def replay_ratio(rows: list[tuple]) -> list[tuple]:
 
 
 def _flow_rows(api: str, samples: int, only: str, db: str, pg: dict) -> list[tuple]:
-    from remedy.stack import start_stack
+    from remedy.platform.stack import start_stack
 
     def overrides() -> dict:
         ledger = {"REMEDY_DB_URL": pg["ledger"].create_database()} if pg else {}
@@ -341,7 +341,7 @@ def bare_prefect_rounds(stack, nodes: list[str]) -> dict[str, list[float]]:
     """Point the stack's incident announcer at a bare Prefect flow for a while: same receiver, same Prefect server,
     same run creation and dispatcher; the flow only cordons. The baseline for (a) in the same run."""
     from remedy.deployments import INCIDENT_TRIGGER
-    from remedy.receiver.dispatcher import DirectTriageSink
+    from remedy.platform.dispatcher import DirectTriageSink
 
     dep_id = bare_cordon.to_deployment(name="bare-cordon").apply()
     stack.dispatcher.flows[dep_id] = bare_cordon
@@ -357,7 +357,7 @@ def bare_prefect_rounds(stack, nodes: list[str]) -> dict[str, list[float]]:
 
 
 def bench_prometheus(api: str, work: Path, samples: int, db: str, overrides: dict) -> list[tuple]:
-    from remedy.stack import start_stack
+    from remedy.platform.stack import start_stack
     from tests.fixtures.prometheus import run_alert_pipeline
 
     deploy = Path(__file__).resolve().parents[1] / "deployments"

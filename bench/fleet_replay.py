@@ -267,7 +267,7 @@ def run_stack(sc, trace, args) -> dict:
     work = Path(tempfile.mkdtemp(prefix="fleet-replay-"))
     with prefect_server_process(work / "prefect") as api:
         os.environ["PREFECT_API_URL"] = api
-        from remedy.stack import start_stack
+        from remedy.platform.stack import start_stack
 
         t = time.monotonic()
         # The flows wait in real seconds for the job to come back after a restart; on the compressed clock that

@@ -1,5 +1,5 @@
 """Prefect on SQLite under concurrent writers: plain `prefect server start` against remedy's server (one API writer at
-a time + 503 replay, remedy/prefect_server.py). Prints one table.
+a time + 503 replay, remedy/platform/prefect_server.py). Prints one table.
 
 Each operation is what starting a flow run costs the API: create the run, set it RUNNING, create a task run, sent
 through Prefect's own client (`SyncPrefectClient`, so its 503 back-off of 2, 4, 8 … s applies), from N threads at

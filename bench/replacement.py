@@ -54,7 +54,7 @@ def main() -> None:
 def main_with(args) -> float:
     """Run the replacements, print the table; returns the median total."""
     work = Path(tempfile.mkdtemp(prefix="bench-replacement-"))
-    from remedy.prefect_server import ensure_server, offline_env
+    from remedy.platform.prefect_server import ensure_server, offline_env
 
     if not os.environ.get("PREFECT_API_URL"):
         os.environ.update(offline_env(work / "prefect"))

@@ -263,8 +263,8 @@ def measure_ledgers(urls: dict[int, str], cluster_env: dict[str, str], nodes, re
     machine's load while the bench runs falls on every size and adapter alike."""
     from remedy.domain.model import Incident, NodeState, utcnow
     from remedy.receiver.triage_policy import decide as triage_decide
-    from remedy.safety import history
-    from tasks.gate import check_breaker
+    from remedy.safety import history, procedure
+    from tasks.gate import RunPorts, check_breaker
     from tasks.triage import choose_remediation, read_incident
 
     serving = [n for n in nodes if n.state is NodeState.ACTIVE]
@@ -274,7 +274,7 @@ def measure_ledgers(urls: dict[int, str], cluster_env: dict[str, str], nodes, re
         _, led = point_runtime(url, cluster_env)
         incidents[size] = [led.open_incident(Incident(n.name, "xid", gpu=0, xid=79), window_seconds=600)[0]
                            for n in picks]
-        out[size].update({"board": [], "triage": [], **{f"gate:{m}": [] for m in adapters}})
+        out[size].update({"board": [], "triage": [], "view": [], **{f"gate:{m}": [] for m in adapters}})
         if whole:
             settings = point_runtime(url, cluster_env)[0]
             out[size]["whole"] = timed(lambda led=led, settings=settings: whole_history_board(led, settings), 1)
@@ -286,7 +286,10 @@ def measure_ledgers(urls: dict[int, str], cluster_env: dict[str, str], nodes, re
                 continue
             for size, url in urls.items():
                 settings, led = point_runtime(url, cluster_env, adapter)
-                if mode == "watch":
+                if mode == "watch":  # where a decision's time goes: the fleet view (the cached nodes + ledger reads)
+                    ports = RunPorts()
+                    board = history.load_board(led, settings.breaker, settings.budget, datetime.now(UTC))
+                    out[size]["view"] += timed(lambda p=ports, b=board: procedure.fleet_view(p, b), 3)
                     out[size]["board"] += timed(lambda led=led, settings=settings: history.spare_claims(
                         led, history.load_board(led, settings.breaker, settings.budget,
                                                 datetime.now(UTC))), 4)
@@ -297,8 +300,8 @@ def measure_ledgers(urls: dict[int, str], cluster_env: dict[str, str], nodes, re
                 if mode == "watch":
                     t = time.perf_counter()
                     facts = read_incident.fn(inc.id, 168.0)
-                    triage_decide(facts["incident"], recurrences=facts["recurrences"],
-                                  node_state=facts["node_state"], now=utcnow(), detected_at=inc.first_seen,
+                    triage_decide(facts.incident, recurrences=facts.recurrences,
+                                  node_state=facts.node_state, now=utcnow(), detected_at=inc.first_seen,
                                   max_age_seconds=300, live_node={}, thresholds=settings.signals)
                     choose_remediation.fn(inc.node, 79, inc.id)
                     out[size]["triage"].append(time.perf_counter() - t)
@@ -535,6 +538,15 @@ def main() -> None:
         if g:
             a, b = med(g["gate:poll"]), med(g["gate:watch"])
             print(f"{'':<16}{'gate decision, end to end':<40}{fmt(a):>14}{fmt(b):>14}{a / b:>8.0f}×")
+    print("\nwhere a gate decision on the node cache spends its time (same run; medians)\n")
+    print(f"{'cluster':<16}{'measurement':<52}{'median':>12}{'share':>8}{'n':>5}")
+    for where, g in gates.items():
+        whole = med(g["gate:watch"])
+        print(f"{where:<16}{'gate decision, end to end':<52}{fmt(whole):>12}{'':>8}{len(g['gate:watch']):>5}")
+        for label, key in (("the fleet view: cached nodes + spare/lemon reads", "view"),
+                           ("the breaker board from the ledger (bounded reads)", "board")):
+            if g.get(key):
+                print(f"{'':<16}{label:<52}{fmt(med(g[key])):>12}{med(g[key]) / whole:>7.0%} {len(g[key]):>4}")
     for where, g in gates.items():
         b = med(g["gate:watch"])
         print(f"gate decision at {args.nodes:,} nodes within 150 ms ({where}): {'OK' if b <= 0.150 else 'OVER TARGET'} "

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 # top-level command → the module that registers it (one module may register several)
 COMMANDS = {
-    "demo": "remedy.demo",
+    "demo": "remedy.platform.demo",
     "sim": "remedy.sim.cli",
     "ledger": "remedy.ledger.cli",
     "xid": "remedy.detect.cli",
@@ -29,9 +29,9 @@ COMMANDS = {
     "checkpoint": "remedy.audit.cli",
     "goodput": "remedy.goodput.cli",
     "simulate": "remedy.goodput.cli",
-    "up": "remedy.stack",
-    "down": "remedy.stack",
-    "receiver": "remedy.stack",
+    "up": "remedy.platform.stack",
+    "down": "remedy.platform.stack",
+    "receiver": "remedy.platform.stack",
     "deploy": "remedy.production",
     "breaker": "remedy.safety.cli",
     "lemon": "remedy.lemon.cli",

@@ -32,7 +32,7 @@ def tag_this_run(node: str, *, stage: str, xid: int | None = None, dry_run: bool
     the CLI, a parent flow): an operator filters runs by node or rack in the UI. Best effort.
 
     The run's tags as created come from the run context, not the API: a triage run the receiver created
-    (remedy.receiver.dispatcher) already carries them, and then this costs no round trip on the way to the cordon;
+    (remedy.platform.dispatcher) already carries them, and then this costs no round trip on the way to the cordon;
     otherwise one write. Prefer this to `tagged()` for a flow's own run: tags in a context reach every task run,
     and Prefect asks the server for a concurrency slot for each tagged task run."""
     from prefect.context import FlowRunContext

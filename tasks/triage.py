@@ -93,7 +93,7 @@ def close_incident(incident_id: int, status: str, detail: str, only_if_acting: b
     rec = led.get_incident(incident_id)
     holder = rec.flow_run_id
     lease = led.get_lease(holder) if holder and holder != str(flow_run.id or "") else None
-    taken = lease is not None and lease.live(utcnow())
+    taken = lease is not None and led.run_gone(holder) is None  # judged on the ledger's lease clock
     if not (only_if_acting and (rec.status is not IncidentStatus.ACTING or taken)):
         try:  # fenced: decided inside the write whether this run still speaks for the incident
             rec = led.set_incident_status(incident_id, IncidentStatus(status), detail=detail[:2000],

@@ -175,7 +175,7 @@ def answer_after_close(key: str, by: str, *, say=print) -> list[Decided]:
             say(f"{len(waiting)} approval(s) wait on {key}, but no Prefect API is known (set PREFECT_API_URL): "
                 "answer them in the Prefect UI")
             return []
-        from remedy.prefect_server import point_clients_at
+        from remedy.platform.prefect_server import point_clients_at
 
         point_clients_at(api)
     done = answer_breaker_waiters(led, key, by=by)
@@ -186,8 +186,8 @@ def answer_after_close(key: str, by: str, *, say=print) -> list[Decided]:
 
 
 def _remedys_own_api() -> str | None:
-    from remedy import processes
-    from remedy.prefect_server import ROLE, healthy
+    from remedy.platform import processes
+    from remedy.platform.prefect_server import ROLE, healthy
 
     for workdir in processes.DEFAULT_WORKDIRS:
         record = processes.read_state(workdir).get(ROLE)

@@ -1,7 +1,7 @@
 """Named demo scenarios for `remedy demo --scenario NAME` (each module owns its scenarios).
 
 A scenario module defines `SCENARIOS: list[Scenario]`. `Scenario.run(ctx)` injects its faults into the simulator
-behind `ctx`, runs the flows, and returns an outcome dict; `remedy.demo` adds the ledger's incidents, actions,
+behind `ctx`, runs the flows, and returns an outcome dict; `remedy.platform.demo` adds the ledger's incidents, actions,
 breaker transitions and approvals to it, so every scenario reports the same shape.
 
 A fault scenario tells production's story, not its own: it records the incident as the alert receiver does and

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
-from remedy.sim import admission, crds, discovery, paging, validation
+from remedy.sim import admission, crds, discovery, paging, podgc, validation
 from remedy.sim.cluster import Cluster
-from remedy.sim.controller import BY_POD_GC, delete_pod, start_bound_pod
+from remedy.sim.controller import delete_pod, start_bound_pod
 from remedy.sim.disruption import evict
 from remedy.sim.logs import pod_log
 from remedy.sim.objects import random_suffix
@@ -409,9 +409,8 @@ def _delete(cluster: Cluster, res, ns: str, name: str, query, body: bytes, dry_r
                 else:
                     cluster.store.mutate("Pod", *key, lambda p: p["metadata"].pop("ownerReferences", None))
             cluster.job_targets.pop(uid, None)
-        elif res.kind == "Node":  # PodGC: the node's pods go at once, marked as disrupted
-            for pod in cluster.index.on_node(name):
-                delete_pod(cluster, pod["metadata"]["namespace"], pod["metadata"]["name"], 0, disruption=BY_POD_GC)
+        elif res.kind == "Node":  # PodGC: the node's pods go 40-60 s later, marked as disrupted (remedy.sim.podgc)
+            podgc.node_deleted(cluster, name)
         elif res.kind in crds.KINDS:  # custom resources: background garbage collection of what they own
             crds.collect(cluster, current, grace)
         elif res.kind == "Namespace":

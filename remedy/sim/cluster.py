@@ -89,6 +89,7 @@ class Cluster:
         self.pod_failure_backoff = True
         self.job_backoff: dict[str, tuple[int, float]] = {}  # Job uid -> (failures since last success, when: monotonic)
         self.job_backoff_wake: set[str] = set()  # Job uids with a timer set for the end of their back-off
+        self.podgc_seen: dict[tuple[str, str], float] = {}  # pod key -> when PodGC's gcTerminating first could take it
         self.checkpoint_cadence: set[str] = set()  # training Job uids whose checkpoint cadence runs (remedy.sim.checkpoints)
         self.checkpoint_asked: set[str] = set()  # training Job uids with a requested checkpoint under way
         self._pod_ips = itertools.count(1)

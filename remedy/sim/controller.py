@@ -12,6 +12,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from remedy.sim import podgc
 from remedy.sim.index import gpu_request
 from remedy.sim.objects import owner_ref, random_suffix
 from remedy.sim.store import deep_copy, now_iso, parse_iso
@@ -356,7 +357,8 @@ def _finish_deletions(cluster: Cluster) -> None:
     """Terminating pods go once their grace period is over, but only if their kubelet can confirm it: on a
     NotReady node they stay Terminating until it is back, a force delete (grace 0), or — PodGC's gcTerminating
     (pkg/controller/podgc/gc_controller.go, non-graceful node shutdown) — the node is tainted
-    `node.kubernetes.io/out-of-service`: then they are marked Failed and deleted, as on a real cluster."""
+    `node.kubernetes.io/out-of-service`: then they are marked Failed and deleted at PodGC's next pass (every 20 s,
+    remedy.sim.podgc), as on a real cluster."""
     now = time.monotonic()
     for key, due in list(cluster.deletions.items()):
         pod = cluster.store.get("Pod", *key)
@@ -364,7 +366,8 @@ def _finish_deletions(cluster: Cluster) -> None:
         node = cluster.store.get("Node", "", node_name) if node_name else None
         down = bool(node and node_name in cluster.health and not cluster.node_ready(node_name))
         if down and any(t.get("key") == OUT_OF_SERVICE for t in node.get("spec", {}).get("taints") or []):
-            _remove_pod(cluster, *key)  # PodGC does not wait for the grace period
+            if podgc.terminating_collected(cluster, key):  # PodGC's next pass, not the grace period
+                _remove_pod(cluster, *key)
             continue
         if due > now or down:
             continue
@@ -515,6 +518,9 @@ def _schedule_bare_pod(cluster: Cluster, pod: dict) -> None:
 
 
 # ---------------------------------------------------------------- jobs
+JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
+
+
 def new_job_pod(job: dict, index: int | None = None, node: str | None = None) -> dict:
     """A pod from the Job's template, with the labels and owner reference the Job controller sets."""
     meta = job["metadata"]
@@ -537,7 +543,10 @@ def new_job_pod(job: dict, index: int | None = None, node: str | None = None) ->
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": f"{meta['name']}-{random_suffix()}", "namespace": meta.get("namespace", "default"),
                      "labels": labels, "annotations": annotations,
-                     "ownerReferences": [owner_ref("Job", meta["name"], uid, "batch/v1")]},
+                     "ownerReferences": [owner_ref("Job", meta["name"], uid, "batch/v1")],
+                     # job_controller.go (appendJobCompletionFinalizerIfNotFound): the controller counts a pod's
+                     # end only while the pod carries it (remedy.sim.jobs._count)
+                     "finalizers": [JOB_TRACKING_FINALIZER]},
         "spec": spec,
         "status": {"phase": "Pending"},
     }

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from remedy.sim.cluster import CHECK_LABEL, WORKLOAD_ANNOTATION, PodRun
 from remedy.sim.controller import (
+    JOB_TRACKING_FINALIZER,
     _bind,
     _candidates,
     _pending_status,
@@ -165,7 +166,12 @@ def _record_outcome(cluster: Cluster, job_uid: str, succeeded: bool) -> None:
 
 
 def _count(cluster: Cluster, job: dict, pod: dict) -> None:
-    """Count a failed pod once (the real controller's tracking finalizer makes it see each pod's end once)."""
+    """Count a failed pod once (the real controller's tracking finalizer makes it see each pod's end once). A pod
+    without the finalizer is not counted at all — neither toward backoffLimit nor the back-off (job_controller.go
+    getValidPodsWithFilter skips it): what deleteJobPods relies on, and what the adapter does for an evicted pod
+    its Job's policy ignores."""
+    if JOB_TRACKING_FINALIZER not in (pod["metadata"].get("finalizers") or []):
+        return
     uid, pod_uid = job["metadata"]["uid"], pod["metadata"].get("uid", pod["metadata"]["name"])
     seen = cluster.job_counted.setdefault(uid, set())
     if pod_uid in seen:

@@ -8,7 +8,12 @@
   wrapped by storage.ValidateListOptions); the token is unpadded base64url, and padding is malformed.
 - A token whose revision was compacted is a 410 `Expired` whose Status carries a fresh token with rv -1 that would
   continue the list at the latest revision, inconsistently (etcd3/errors.go, `handleCompactedErrorForPaging`).
-  etcd compacts every 5 minutes by default; here `ObjectStore.compact()` does it when a test says so.
+  etcd compacts every 5 minutes by default; here `ObjectStore.compact()` does it when a test says so. On a real
+  v1.36 server the token is first served from the watch cache's snapshot at its revision (cacher.go
+  ShouldDelegateContinue → shouldDelegateExactRV, ListFromCacheSnapshot): 200 after etcd's compaction until the
+  cache learns it through `compact_rev_key` (within its 15 s poll, cacher/compactor.go), then 410; a compaction
+  that skips that key (`etcdctl compact`) never makes a token expire while the cache holds its snapshot
+  (`compact(recorded=False)`, tests/sim/conformance/test_paging.py).
 - `remainingItemCount` is set only for a list without label or field selector (etcd3/store.go counts what is
   left under the key range; it cannot know how many of those a selector would keep).
 

@@ -245,9 +245,20 @@ class ObjectStore:
     def _bucket(self, kind: str) -> dict[Key, Stored]:
         return self._kinds.setdefault(kind, {})
 
-    def compact(self) -> int:
-        """Forget every revision up to now, as etcd's periodic compaction does; returns the compacted revision."""
+    def compact(self, recorded: bool = True) -> int:
+        """Forget every revision up to now, as etcd's periodic compaction does; returns the compacted revision.
+
+        `recorded`: as the API server's own compactor does it (staging/src/k8s.io/apiserver/pkg/storage/etcd3/
+        compact.go Compact: the revision put under `compact_rev_key`, then etcd compacted), which its watch cache
+        learns (compactor.go runWatchLoop; cacher/compactor.go polls it every 15 s, compactorPollPeriod, and drops
+        the list snapshots before it): from then on a continue token from before is delegated to etcd and is a
+        410. Here the cache has learned it at once. False: etcd compacted behind the API server's back (`etcdctl
+        compact`): the cache never learns it and keeps serving continue tokens from its snapshots
+        (cacher/cacher.go ShouldDelegateContinue, ListFromCacheSnapshot, on by default since 1.34), so nothing a
+        client sees changes — checked on v1.36.2."""
         with self.lock:
+            if not recorded:
+                return self.resource_version
             self.compacted = self.resource_version + 1
             self.resource_version += 1  # the next list is at a revision after the compaction
             self.watch_floor = self.compacted

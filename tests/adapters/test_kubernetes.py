@@ -460,16 +460,9 @@ def test_every_check_job_is_accepted_and_kept_as_rendered(cluster, sim):
 
 # ---------------------------------------------------------------------- the watch-fed node cache
 def _watching(sim):
-    """Settings that reach the API server directly: a watch must stream (the real lane's loopback proxy hands an
-    answer over only once it is complete, so through it the cache is never established and is not used)."""
-    state = getattr(sim, "state_dir", None)
-    if state is None:
-        return settings_for(sim)
-    conf = dict(line.split("=", 1) for line in (state / "env").read_text().splitlines() if "=" in line)
-    from remedy.config import load_settings
-
-    return load_settings(cluster={"mode": "kubeconfig", "kubeconfig": conf["KUBECONFIG"], "api_retries": 1,
-                                  "request_timeout_seconds": 5})
+    """Settings for an adapter whose node cache watches: on the real lane through its loopback proxy, which passes
+    a watch's chunks on as they arrive (tests/fixtures/real_k8s.py), so the cache streams as from the apiserver."""
+    return settings_for(sim)
 
 
 def _until(predicate, timeout: float = 10.0):
@@ -500,7 +493,6 @@ def test_gpu_nodes_are_listed_once_then_kept_current_by_the_watch(sim):
         assert _until(lambda: next(n for n in watching.list_gpu_nodes() if n.name == "gpu003").state is None)
 
 
-@pytest.mark.simulator_only("the real lane's proxy buffers a watch whole, so a cache there never streams")
 def test_node_addresses_come_from_the_watch_fed_cache(sim):
     """The receiver resolves an exporter's `instance` (node IP:port) to its node per alert: once the cache is
     fresh, `node_addresses` answers from it (no list per alert), and an address a node reports anew arrives by

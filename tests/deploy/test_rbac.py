@@ -78,6 +78,8 @@ def test_cluster_role_is_only_cluster_wide_needs(docs):
         Permission("", "pods", "list"), Permission("", "pods/eviction", "create"),
         # a drain evicts in every namespace, so reading a refused pod's labels (to name its budgets) is too
         Permission("", "pods", "get"),
+        # an evicted pod of a Job that ignores disruptions loses its job-tracking finalizer (no failure back-off)
+        Permission("", "pods", "patch"),
         # preemption suspends a lower-priority Job, JobSet or PyTorchJob wherever it runs (a Kueue-managed one
         # through its Kueue Workload), reading it first
         Permission("batch", "jobs", "get"), Permission("batch", "jobs", "patch"),

@@ -95,7 +95,7 @@ def test_xid145_gpu_reset_succeeds_and_node_returns(prefect_server, sim, remedy_
 
 
 def test_reset_fails_then_reboot_then_replace(prefect_server, sim, remedy_env):
-    from remedy.demo import _spares_validated_at_build
+    from remedy.platform.demo import _spares_validated_at_build
 
     runtime = remedy_env(sim=sim, LADDER__REPLACE_FIRST="false")  # the catalog ladder, every rung on the job's path
     _spares_validated_at_build(runtime)
@@ -154,7 +154,7 @@ def test_duplicate_triggers_fix_once(prefect_server, sim, remedy_env):
     runtime = remedy_env(sim=sim)
     inject(sim.cluster, "xid", "gpu009", gpu=4, code=145)
     led = runtime.ledger()
-    from remedy.demo import _spares_validated_at_build
+    from remedy.platform.demo import _spares_validated_at_build
 
     _spares_validated_at_build(runtime)  # the ledger knows the fleet (as the receiver's sync would)
     incident, _ = led.open_incident(Incident(node="gpu009", signal="xid", gpu=4, xid=145), window_seconds=600)
@@ -207,7 +207,7 @@ def test_a_restart_the_job_cannot_come_back_from_is_a_failed_rung_then_replace_f
     """The restart reported "restarted" and closed the incident while the gang job stayed short (seen in the
     real-stack replay). Now it is a failed rung, and the shared choose() picks the ready spare over the next rung;
     the failed node is then reset off the critical path, burned in, and returned to the spare pool."""
-    from remedy.demo import _spares_validated_at_build
+    from remedy.platform.demo import _spares_validated_at_build
 
     runtime = remedy_env(sim=sim, WORKLOAD__RESUME_TIMEOUT_SECONDS="3")
     _spares_validated_at_build(runtime)
@@ -238,7 +238,7 @@ def test_a_failed_restart_climbs_to_the_reset_when_no_spare_is_ready(prefect_ser
 
     runtime = remedy_env(sim=sim)  # the default 600-s resume timeout: the GPU out of allocatable says it at once
     led = runtime.ledger()
-    from remedy.demo import _spares_validated_at_build
+    from remedy.platform.demo import _spares_validated_at_build
 
     _spares_validated_at_build(runtime)
     for n in led.nodes(NodeState.SPARE):  # the spares are out for maintenance

@@ -106,7 +106,7 @@ def test_dashboard_flow_publishes_the_fleet(prefect_server, remedy_on_sim):
 
     from flows.fleet_dashboard import fleet_dashboard
     from remedy import runtime
-    from remedy.stack import _adopt_fleet
+    from remedy.platform.stack import _adopt_fleet
 
     _adopt_fleet(runtime)
     led = runtime.ledger()
@@ -166,7 +166,7 @@ def test_dashboard_still_publishes_when_the_cluster_is_down(prefect_server, reme
 
     from flows.fleet_dashboard import fleet_dashboard
     from remedy import runtime
-    from remedy.stack import _adopt_fleet
+    from remedy.platform.stack import _adopt_fleet
 
     _adopt_fleet(runtime)
     with socket.socket() as s:  # a port nobody listens on

@@ -72,7 +72,7 @@ def _operator(runtime, ready: Callable, monkeypatch) -> list:
 @pytest.mark.parametrize("step", list(STEPS))
 def test_an_uncordon_at_each_step_stands_the_run_down(prefect_server, sim_factory, remedy_env, monkeypatch, step):
     from flows.replace_node import replace_node
-    from remedy.demo import _spares_validated_at_build
+    from remedy.platform.demo import _spares_validated_at_build
 
     sim = sim_factory(nodes=16, spares=1, time_scale=0.05)  # one spare: a released one is the only one there is
     stale = step == "after the spare claim"

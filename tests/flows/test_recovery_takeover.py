@@ -36,9 +36,9 @@ pytestmark = pytest.mark.prefect
 @pytest.mark.parametrize("ledger_db", ["sqlite", "postgresql"], indirect=True)
 def test_a_killed_background_repair_is_taken_over(prefect_server, sim, remedy_env, ledger_db, tmp_path):
     from flows.triage import triage
-    from remedy.demo import _spares_validated_at_build
     from remedy.deployments import INCIDENT_TRIGGER, trigger_parameters
     from remedy.domain.model import Incident
+    from remedy.platform.demo import _spares_validated_at_build
     from remedy.receiver.watchdog import LeaseWatchdog
 
     runtime = remedy_env(sim=sim, **ledger_db)

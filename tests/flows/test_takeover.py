@@ -246,8 +246,8 @@ def test_replace_node_killed_at_each_step_is_taken_over(prefect_server, sim, rem
     """`rerun`: the killed process ran replace-node by hand, a person runs it again; `watchdog`: it ran triage (as
     the trigger does), the watchdog re-announces, and triage runs again with the trigger's parameters."""
     from flows.replace_node import replace_node
-    from remedy.demo import _spares_validated_at_build
     from remedy.domain.model import Incident
+    from remedy.platform.demo import _spares_validated_at_build
 
     runtime = remedy_env(sim=sim, **ledger_db)
     node, signal_kind = "gpu007", "row-remap-failure"  # triage's path for it is replace
@@ -298,8 +298,8 @@ def test_fix_in_place_killed_at_each_step_is_taken_over(prefect_server, sim, rem
     """The rung the dead run was on is tried again (its abandoned attempt says nothing about the fix): the node is
     fixed in place, no spare is spent."""
     from flows.fix_in_place import fix_in_place
-    from remedy.demo import _spares_validated_at_build
     from remedy.domain.model import Incident
+    from remedy.platform.demo import _spares_validated_at_build
 
     rung, during = FIX_STEPS[step]
     # fixed in place, not replaced first (triage would give the job a spare and fix the node off the critical path)
@@ -338,8 +338,8 @@ def test_a_late_approval_for_a_killed_run_says_so_and_the_incident_is_reannounce
     from prefect.settings import PREFECT_API_URL
 
     from remedy.approvals.signing import click_payload, form_body, signed_headers
-    from remedy.demo import _spares_validated_at_build
     from remedy.domain.model import Incident
+    from remedy.platform.demo import _spares_validated_at_build
     from remedy.receiver.server import ReceiverServer, build_receiver
     from tests.approvals.helpers import APPROVER, SECRET, wait_paused_approval
 
@@ -390,8 +390,8 @@ def test_a_run_that_lost_its_lease_stops_acting(prefect_server, sim_factory, rem
     `incident handed over`: its lease is still live (its own process sees nothing wrong), only the incident changed
     hands: the ledger's fence inside the next write is what stops it."""
     from flows.replace_node import replace_node
-    from remedy.demo import _spares_validated_at_build
     from remedy.domain.model import Incident
+    from remedy.platform.demo import _spares_validated_at_build
     from tests.approvals.helpers import FlowThread
     from tests.fixtures.prefect import run_to_state
 
@@ -453,8 +453,8 @@ def test_a_stopped_run_taken_over_meanwhile_is_refused_when_it_continues(prefect
     out, a person's run takes the incident over and replaces the node. SIGCONT: the stopped run wakes up mid-drain
     and is refused at its next write: it claims no spare, promotes nothing, writes no status. Exactly one spare."""
     from flows.replace_node import replace_node
-    from remedy.demo import _spares_validated_at_build
     from remedy.domain.model import Incident
+    from remedy.platform.demo import _spares_validated_at_build
 
     sim = sim_factory(nodes=16, spares=2, time_scale=0.05)  # the 30 s drain grace lasts 1.5 s: time to stop it
     real = "DB_URL" in ledger_db  # PostgreSQL: the lease runs out on the wall clock

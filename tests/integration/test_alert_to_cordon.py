@@ -29,7 +29,7 @@ def stack(prefect_server, tmp_path_factory):
     from prefect.settings import PREFECT_API_URL
 
     from remedy import runtime
-    from remedy.stack import start_stack
+    from remedy.platform.stack import start_stack
 
     keys = ("PREFECT_API_URL", "REMEDY_CLUSTER__MODE", "REMEDY_CLUSTER__SIMULATOR_URL", "REMEDY_DB_URL",
             "REMEDY_RECEIVER__TOKEN", "REMEDY_BREAKER__SPARE_RESERVE")

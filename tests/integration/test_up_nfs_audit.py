@@ -16,7 +16,7 @@ import pytest
 
 from tests.fixtures.prefect import clean_env
 from tests.fixtures.prometheus import require_binary
-from tests.test_own_servers import ROOT, _running, remedy
+from tests.platform.test_own_servers import ROOT, _running, remedy
 
 pytestmark = [pytest.mark.prefect, pytest.mark.servers]
 

@@ -131,8 +131,8 @@ def test_a_killed_replacement_is_taken_over_on_postgres(prefect_on_postgres, fre
     (SIGKILL) during the drain; once its lease runs out a new run takes the incident over: one spare, settled."""
     import signal
 
-    from remedy.demo import _spares_validated_at_build
     from remedy.domain.model import ActionOutcome, Incident, IncidentStatus, NodeState
+    from remedy.platform.demo import _spares_validated_at_build
     from tests.approvals.helpers import wait_for
 
     api, _ = prefect_on_postgres

@@ -13,7 +13,7 @@ import pytest
 
 from remedy.domain.model import Incident
 from remedy.ledger import Ledger
-from remedy.receiver.dispatcher import DirectTriageSink, triage_key
+from remedy.platform.dispatcher import DirectTriageSink, triage_key
 from remedy.receiver.events import IncidentAnnouncer
 from remedy.receiver.metrics import ReceiverMetrics
 from remedy.receiver.outbox import RECEIVER_MARK

@@ -114,8 +114,8 @@ def test_the_embedded_stack_generates_tokens_and_wires_the_simulator(prefect_ser
     from prefect.settings import PREFECT_API_URL
 
     from remedy import runtime
+    from remedy.platform.stack import start_stack
     from remedy.sim.faults import inject
-    from remedy.stack import start_stack
 
     saved = dict(os.environ)  # the stack configures itself through the environment: restore all of it afterwards
     for key in ("REMEDY_RECEIVER__TOKEN", "REMEDY_RECEIVER__EXECUTE_TOKEN", "REMEDY_CONFIG"):

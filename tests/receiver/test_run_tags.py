@@ -1,5 +1,5 @@
 """The receiver creates each triage run already tagged as the flows tag their runs (node, stage, rack, XID), so the
-run spends no API round trip tagging itself before the cordon (remedy.receiver.dispatcher._run_tags)."""
+run spends no API round trip tagging itself before the cordon (remedy.platform.dispatcher._run_tags)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timezone
 from remedy.domain.model import IncidentStatus
 from remedy.domain.run_tags import run_tags
 from remedy.ledger.records import IncidentRecord
-from remedy.receiver.dispatcher import _run_tags
+from remedy.platform.dispatcher import _run_tags
 from remedy.receiver.events import incident_event
 
 

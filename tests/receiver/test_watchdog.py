@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from remedy.config import load_settings
 from remedy.domain.model import Incident, IncidentStatus, utcnow
-from remedy.receiver.dispatcher import triage_key
+from remedy.platform.dispatcher import triage_key
 from remedy.receiver.events import PrefectEventSink, event_id
 from remedy.receiver.server import build_receiver
 from remedy.receiver.watchdog import LeaseWatchdog

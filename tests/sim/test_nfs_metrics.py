@@ -1,5 +1,5 @@
 """The simulator's nodes export NFS mountstats as node_exporter does, and a real Prometheus started the way
-`remedy up` starts it (remedy.stack_prometheus) feeds the NFS audit: healthy mounts, and one starved of RPC slots
+`remedy up` starts it (remedy.platform.prometheus) feeds the NFS audit: healthy mounts, and one starved of RPC slots
 once `nfs-slot-starvation` is injected."""
 
 from __future__ import annotations
@@ -50,10 +50,10 @@ def test_the_simulator_exports_its_nfs_mounts_as_node_exporter_does(sim, tmp_pat
 
 
 def test_prometheus_started_as_remedy_up_does_feeds_the_nfs_audit(sim, tmp_path):
-    from remedy import processes
     from remedy.audit.fleet import audits_from_prometheus
     from remedy.audit.prometheus import PrometheusSource
-    from remedy.stack_prometheus import ROLE, start_prometheus
+    from remedy.platform import processes
+    from remedy.platform.prometheus import ROLE, start_prometheus
 
     inject(sim.cluster, "nfs-slot-starvation", "gpu003")
     prom = start_prometheus(tmp_path, 0, sim.url, interval="1s")
@@ -83,7 +83,7 @@ def test_a_stack_prometheus_that_is_not_ready_in_time_is_started_once_more_on_an
     port chosen at run time the stack starts it once more; on a port the operator named it says why and stops."""
     import pytest
 
-    from remedy import stack_prometheus as sp
+    from remedy.platform import prometheus as sp
 
     calls = []
 

@@ -138,7 +138,7 @@ def wait_until(what: str, fn, timeout: float = 60.0, every: float = 0.25):
 
 
 # -------------------------------------------------------------------------------------------------- the flows
-_ADOPT_SPARES = ("from remedy import runtime; from remedy.demo import _spares_validated_at_build; "
+_ADOPT_SPARES = ("from remedy import runtime; from remedy.platform.demo import _spares_validated_at_build; "
                  "_spares_validated_at_build(runtime); ")
 
 

@@ -188,6 +188,36 @@ def test_the_back_off_doubles_with_each_failure_since_the_last_success(sim, api_
     assert not j.status.failed and not condition(j, "Failed")  # ignored by the policy: never counted
 
 
+def test_a_pod_without_its_tracking_finalizer_neither_counts_nor_delays_the_next_one(sim, api_client):
+    """job_controller.go v1.36.2 (getNewFinishedPods → getValidPodsWithFilter: only pods that still carry
+    batch.kubernetes.io/job-tracking are new failures; deleteJobPods removes it before deleting a pod): an evicted
+    pod whose finalizer is taken off while it terminates is not a failure for the back-off record — three
+    evictions in a row, each replacement comes without the 10 s, 20 s, 40 s waits — nor for status.failed. What
+    the adapter's drain does for a Job whose podFailurePolicy ignores disruptions (remedy.adapters.kubernetes
+    _leave_job_backoff)."""
+    scale = 1.0 if on_real_server(sim) else 0.2
+    sim.cluster.time_scale = scale  # the simulator's back-off: 10 s last 2 s here; the real one is 10 s
+    raw(sim, "POST", JOBS, job("released", backoff=0, policy=IGNORE_DISRUPTIONS))
+    seen: set[str] = set()
+    pod = running_pod(sim, api_client, "released")
+    assert pod.metadata.finalizers == ["batch.kubernetes.io/job-tracking"]  # the Job controller's, on every pod
+    waits = []
+    for _ in range(3):
+        seen.add(pod.metadata.name)
+        start = time.monotonic()
+        assert evict(sim, pod.metadata.name, grace=2) == 201  # 2 s to take the finalizer off before it ends
+        code, _, body = raw(sim, "PATCH", f"/api/v1/namespaces/gpu-remedy/pods/{pod.metadata.name}", {
+            "metadata": {"$deleteFromPrimitiveList/finalizers": ["batch.kubernetes.io/job-tracking"]}}, SMP)
+        assert code == 200 and "batch.kubernetes.io/job-tracking" not in (json.loads(body)["metadata"].get(
+            "finalizers") or []), body
+        pod = running_pod(sim, api_client, "released", seen)
+        waits.append(time.monotonic() - start)
+    # the grace period, then a sync: never the back-off, which would be 10 s x scale, then 20 s, 40 s
+    assert max(waits) < 10 * scale - (1.0 if scale == 1.0 else 0.3), waits
+    j = read_job(sim, api_client, "released")
+    assert not j.status.failed and not condition(j, "Failed")
+
+
 def test_suspending_a_job_deletes_its_pods_without_counting_them(sim, api_client):
     """job_controller.go (manageJob: jobSuspended → deleteJobPods, which removes the tracking finalizer first, so
     the pods are not counted) and the Suspended condition (JobSuspended / JobResumed)."""

@@ -336,3 +336,69 @@ def test_a_pod_created_with_a_node_name_runs_on_that_node(sim, api_client):
     assert {c.type: c.status for c in pod.status.conditions}["Ready"] == "True"
     (container,) = pod.status.container_statuses
     assert container.name == "c" and container.ready and container.state.running is not None
+
+
+# ---------------------------------------------------------------------- PodGC (kube-controller-manager)
+@pytest.mark.simulator_only("on a real server PodGC takes a deleted node's pods 40-60 s after the node went "
+                            "(quarantineTime + gcCheckPeriod): beyond what a test on the real lane can wait for")
+def test_pod_gc_takes_a_deleted_nodes_pods_after_its_quarantine(sim, api_client):
+    """pkg/controller/podgc/gc_controller.go v1.36.2 (gcOrphaned): a pass every gcCheckPeriod (20 s) queues the
+    missing node for quarantineTime (40 s); the pass after that marks its pods Failed with DisruptionTarget
+    (DeletionByPodGC) and deletes them. Simulated seconds: 20 s last 0.4 s here."""
+    scale = 0.02
+    sim.cluster.time_scale = scale
+    pod = _training_pod_on(sim, api_client, "gpu005")
+    start = time.monotonic()
+    assert raw(sim, "DELETE", "/api/v1/nodes/gpu005")[0] == 200
+    path = f"{TRAINING}/pods/{pod.metadata.name}"
+    time.sleep(30 * scale)  # past any pass that could come first: still there, bound to a node that is gone
+    assert raw(sim, "GET", path)[0] == 200
+    wait_for(lambda: raw(sim, "GET", path)[0] == 404, timeout=5)
+    waited = time.monotonic() - start
+    assert 40 * scale - 0.05 <= waited <= 60 * scale + 0.5, waited
+    job = strict(api_client, "V1Job", raw(sim, "GET", "/apis/batch/v1/namespaces/training/jobs/llm-pretrain")[2])
+    assert not job.status.failed  # DisruptionTarget: the training Job's policy ignores it
+
+
+def _not_ready(sim, node: str) -> None:
+    """The node's kubelet gone: in the simulator a fault; on the real lane its Ready condition reported False,
+    which the stand-in kubelet then leaves alone (it starts and ends nothing on such a node)."""
+    if not hasattr(sim, "kubelet"):
+        from remedy.sim.faults import inject
+
+        inject(sim.cluster, "not-ready", node)
+        return
+    ts = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    code, _, body = raw(sim, "PATCH", f"/api/v1/nodes/{node}/status", {"status": {"conditions": [
+        {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "kubelet stopped",
+         "lastHeartbeatTime": ts, "lastTransitionTime": ts}]}}, "application/strategic-merge-patch+json")
+    assert code == 200, body
+
+
+def test_pod_gc_takes_a_terminating_pod_on_an_out_of_service_node_at_its_next_pass(sim, api_client):
+    """gc_controller.go (gcTerminating): a terminating pod on a NotReady node tainted node.kubernetes.io/
+    out-of-service is marked Failed and deleted at PodGC's next pass (every 20 s), not at once and not after its
+    grace period (no kubelet confirms it). Simulated seconds in the simulator (20 s last 0.4 s), where the pass is
+    known and "not at once" is checked too; on a real server within one period."""
+    from remedy.sim import podgc
+
+    real = hasattr(sim, "kubelet")
+    scale = 1.0 if real else 0.02
+    sim.cluster.time_scale = scale
+    pod = _training_pod_on(sim, api_client, "gpu007")
+    path = f"{TRAINING}/pods/{pod.metadata.name}"
+    _not_ready(sim, "gpu007")
+    assert raw(sim, "DELETE", path, {"gracePeriodSeconds": 3600})[0] == 200  # no kubelet to end it
+    if not real:  # right after a pass: the next one is almost a whole period away
+        time.sleep(podgc.until_next_pass(sim.cluster) * scale + 0.02)
+    assert raw(sim, "PATCH", "/api/v1/nodes/gpu007", {"spec": {"taints": [
+        {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}]}},
+        "application/strategic-merge-patch+json")[0] == 200
+    start = time.monotonic()
+    if not real:
+        time.sleep(10 * scale)
+        assert raw(sim, "GET", path)[0] == 200  # not at once
+    deadline = start + 20 * scale + (8 if real else 0.3)  # one pass, and the informers' lag on a loaded server
+    while raw(sim, "GET", path)[0] != 404:
+        assert time.monotonic() < deadline, "PodGC did not take the pod within one pass"
+        time.sleep(0.05)

@@ -3,7 +3,7 @@ moment later) and idles between alerts, so its polling does not compete with the
 
 from __future__ import annotations
 
-from remedy.receiver import dispatcher as d
+from remedy.platform import dispatcher as d
 
 
 def test_brisk_after_a_wake_then_idle(monkeypatch):

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from remedy.prefect_server import port_in_use
+from remedy.platform.prefect_server import port_in_use
 from tests.fixtures.prefect import clean_env
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _time_wait_port() -> int:

@@ -36,7 +36,7 @@ from remedy.domain.durations import human_duration
 from remedy.errors import RemedyError
 
 log = logging.getLogger(__name__)
-UP_ROLE = "remedy-up"  # its record in <workdir>/running.json (remedy.processes)
+UP_ROLE = "remedy-up"  # its record in <workdir>/running.json (remedy.platform.processes)
 
 
 def add_prefect_arguments(p: argparse.ArgumentParser) -> None:
@@ -89,7 +89,7 @@ class Stack:
     deployment_ids: dict[str, Any]
     ledger: Any
     parts: list[Any] = field(default_factory=list)
-    prometheus: Any = None  # remedy.stack_prometheus.StackPrometheus, when the stack started one
+    prometheus: Any = None  # remedy.platform.prometheus.StackPrometheus, when the stack started one
     workdir: Path | None = None
     previous_ledger: Path | None = None  # the last session's ledger, kept when this one started fresh
     approvers: tuple[list[str], bool] = ([], False)  # who answers in the form, and whether it is the local user
@@ -165,7 +165,7 @@ def cancel_left_runs(entry: dict[str, Any]) -> list[str]:
     from datetime import datetime
 
     api_url, since, deployments = entry.get("api_url"), entry.get("since"), entry.get("deployments") or []
-    from remedy.prefect_server import healthy
+    from remedy.platform.prefect_server import healthy
 
     if not (api_url and since and deployments) or not healthy(api_url):  # no server left: no run left open in it
         return []
@@ -208,15 +208,15 @@ def start_stack(*, workdir: Path, api_url: str, nodes: int = 63, spares: int = 3
 
     start_triage: "direct" (default) — the stack creates each incident's triage run itself right after Prefect took
     the event (the trigger is applied disabled); "trigger" — Prefect's event trigger creates it (production's path,
-    seconds slower here: see remedy.receiver.dispatcher.DirectTriageSink).
+    seconds slower here: see remedy.platform.dispatcher.DirectTriageSink).
     prometheus_port: start a Prometheus scraping the simulator's NFS mountstats on this port (0 = free) and point
-    nfs.prometheus_url at it, unless the settings name one already; None: none (remedy.stack_prometheus).
+    nfs.prometheus_url at it, unless the settings name one already; None: none (remedy.platform.prometheus).
     """
     if start_triage not in ("direct", "trigger"):
         raise RemedyError(f"start_triage must be 'direct' or 'trigger', got {start_triage!r}")
     from remedy import runtime
-    from remedy.prefect_server import point_clients_at
-    from remedy.receiver.dispatcher import Dispatcher
+    from remedy.platform.dispatcher import Dispatcher
+    from remedy.platform.prefect_server import point_clients_at
     from remedy.receiver.server import ReceiverServer, build_receiver
     from remedy.settings.triage import triage_settings
     from remedy.sim.cluster import build_cluster
@@ -261,7 +261,7 @@ def start_stack(*, workdir: Path, api_url: str, nodes: int = 63, spares: int = 3
                                   node_lister=lambda: runtime.cluster().list_gpu_nodes(), cluster=runtime.cluster)
         if start_triage == "direct" and receiver.announcer is not None:
             from remedy.deployments import INCIDENT_TRIGGER
-            from remedy.receiver.dispatcher import DirectTriageSink
+            from remedy.platform.dispatcher import DirectTriageSink
 
             announcer = receiver.announcer
             announcer.sink = DirectTriageSink(announcer.sink, ids["triage"], INCIDENT_TRIGGER, dispatcher)
@@ -302,7 +302,7 @@ def start_ledger_fresh(ledger_file: Path) -> Path | None:
 def _start_prometheus(workdir: Path, port: int, sim_url: str, settings) -> Any:
     """The stack's Prometheus for the NFS audit, and nfs.prometheus_url pointed at it. None when the settings name a
     Prometheus already (config or REMEDY_NFS__PROMETHEUS_URL) or no `prometheus` binary is installed (said at start)."""
-    from remedy.stack_prometheus import URL_ENV, PrometheusNotInstalled, start_prometheus
+    from remedy.platform.prometheus import URL_ENV, PrometheusNotInstalled, start_prometheus
 
     default = type(settings.nfs).model_fields["prometheus_url"].default
     if os.environ.get(URL_ENV) or settings.nfs.prometheus_url != default:  # the operator named one
@@ -363,9 +363,9 @@ def _adopt_fleet(runtime) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from remedy import processes
     from remedy.config import load_settings
-    from remedy.prefect_server import (
+    from remedy.platform import processes
+    from remedy.platform.prefect_server import (
         offline_env,
         point_clients_at,
         port_in_use,
@@ -512,8 +512,8 @@ def part_down(stack: Stack, server, timeout: float = 5.0) -> str | None:
     (at once), or when it does not answer; the simulator when its thread ended or it does not answer."""
     import httpx
 
-    from remedy import processes
-    from remedy.prefect_server import ROLE, healthy
+    from remedy.platform import processes
+    from remedy.platform.prefect_server import ROLE, healthy
 
     if server.owned:
         record = processes.read_state(stack_workdir(stack)).get(ROLE) if stack_workdir(stack) else None
@@ -573,8 +573,8 @@ def _wait_for_interrupt() -> None:
 
 def _down(args: argparse.Namespace) -> int:
     """Stop what `remedy up` / `remedy demo` recorded in their workdirs' running.json; nothing else is signalled."""
-    from remedy import processes
-    from remedy.prefect_server import ROLE, stop_server
+    from remedy.platform import processes
+    from remedy.platform.prefect_server import ROLE, stop_server
 
     workdirs = [Path(w) for w in args.workdir] if args.workdir else list(processes.DEFAULT_WORKDIRS)
     stopped: list[str] = []

@@ -3,7 +3,7 @@ progress on stderr; a dry run's timeline says what would happen."""
 
 from __future__ import annotations
 
-from remedy.demo import _print_outcome
+from remedy.platform.demo import _print_outcome
 
 
 def _outcome(**extra):
@@ -43,7 +43,7 @@ def test_the_local_user_is_the_approver_when_none_is_configured(monkeypatch):
 
     from remedy import runtime
     from remedy.approvals.model import APPROVERS_ENV, approvers_note
-    from remedy.demo import use_default_approver
+    from remedy.platform.demo import use_default_approver
 
     monkeypatch.delenv(APPROVERS_ENV, raising=False)
     monkeypatch.delenv("REMEDY_CONFIG", raising=False)

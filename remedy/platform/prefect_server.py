@@ -42,9 +42,9 @@ DEFAULT_PORT = 4200
 PORT_ENV = "REMEDY_PREFECT_PORT"  # the port remedy's own server takes when --prefect-port is not given
 NONCE_ENV = "REMEDY_PREFECT_SERVER_NONCE"  # handed to the server it starts; proves it is ours (OwnerProof)
 OWNER_PATH = "/remedy/owner"
-ROLE = "prefect-server"  # its record in the workdir's running.json (remedy.processes)
+ROLE = "prefect-server"  # its record in the workdir's running.json (remedy.platform.processes)
 REPLAYS_HEADER = "remedy-replays"  # on a response that needed replays: how many
-log = logging.getLogger("remedy.prefect_server")
+log = logging.getLogger("remedy.platform.prefect_server")
 
 
 class ReplayRetryable:
@@ -177,13 +177,13 @@ def serve(host: str, port: int) -> None:
     nonce = os.environ.pop(NONCE_ENV, "")  # out of the environment: Prefect's subprocesses need not see it
     if nonce:
         app = OwnerProof(app, nonce)
-    print(f"Prefect server (remedy/prefect_server.py) on http://{host}:{port} — API /api, UI /; "
+    print(f"Prefect server (remedy/platform/prefect_server.py) on http://{host}:{port} — API /api, UI /; "
           f"{'SQLite: one API writer at a time, ' if sqlite else ''}503s replayed in the server", flush=True)
     uvicorn.run(app, host=host, port=port, log_level=PREFECT_SERVER_LOGGING_LEVEL.value().lower())
 
 
 def server_command(port: int, host: str = "127.0.0.1") -> list[str]:
-    return [sys.executable, "-m", "remedy.prefect_server", "--host", host, "--port", str(port)]
+    return [sys.executable, "-m", "remedy.platform.prefect_server", "--host", host, "--port", str(port)]
 
 
 def healthy(api_url: str, timeout: float = 2.0) -> bool:
@@ -266,7 +266,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def port_taken_message(port: int, flag: str, env: str | None = None) -> str:
     """One line: which port, that nothing was written to it, and how to choose another."""
-    from remedy import processes
+    from remedy.platform import processes
 
     for workdir in processes.DEFAULT_WORKDIRS:  # remedy's own server for the other workdir (up vs demo)?
         record = processes.read_state(workdir).get(ROLE)
@@ -292,7 +292,7 @@ def use_server(workdir: Path, *, port: int | None = None, named_url: str | None 
     - else a new one on `port` (default $REMEDY_PREFECT_PORT, else 4200; 0 = any free port). A port in use is one
       clear line naming the port and the flag, at once: remedy never writes into a server it did not start.
     """
-    from remedy import processes
+    from remedy.platform import processes
 
     if not named_url and os.environ.get("PREFECT_API_URL"):
         named_url, named_by = os.environ["PREFECT_API_URL"], "PREFECT_API_URL"
@@ -340,11 +340,11 @@ def configured_port() -> int:
 def start_server(workdir: Path, port: int, timeout: float = 150.0) -> PrefectServer:
     """Start remedy's Prefect server on 127.0.0.1:port (detached: it outlives the demo so its runs stay visible),
     record it in workdir's state file, and return once it answers AND proves it is the process we started."""
-    from remedy import processes
+    from remedy.platform import processes
 
     api_url = f"http://127.0.0.1:{port}/api"
     home = workdir / "prefect"
-    from remedy.domain.filemodes import private_dir
+    from remedy.domain.filemodes import PRIVATE_UMASK, private_dir, private_file
 
     private_dir(home)  # Prefect's database and settings live here: 0700
     nonce = secrets.token_hex(32)
@@ -352,10 +352,10 @@ def start_server(workdir: Path, port: int, timeout: float = 150.0) -> PrefectSer
     env.pop("PREFECT_API_URL", None)
     env["PREFECT_UI_API_URL"] = api_url  # the UI calls the API on this URL, not on --port
     env[NONCE_ENV] = nonce
-    log_path = home / "server.log"
+    log_path = private_file(home / "server.log")
     with open(log_path, "ab") as log_file:
-        proc = subprocess.Popen(
-            server_command(port),
+        proc = subprocess.Popen(  # its database (and -wal/-shm) born 0600, whatever our caller's umask
+            server_command(port), umask=PRIVATE_UMASK,
             env=env, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
         )
     entry = processes.record(workdir, ROLE, proc.pid, port=port, api_url=api_url, nonce=nonce, log=str(log_path))
@@ -396,7 +396,7 @@ def ensure_server(workdir: Path, port: int = DEFAULT_PORT, timeout: float = 150.
 
 def stop_server(workdir: Path) -> dict | None:
     """Stop the Prefect server remedy started for workdir (never any other). Its record, or None if none ran."""
-    from remedy import processes
+    from remedy.platform import processes
 
     record = processes.read_state(workdir).get(ROLE)
     if not record:
@@ -407,7 +407,7 @@ def stop_server(workdir: Path) -> dict | None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m remedy.prefect_server",
+    parser = argparse.ArgumentParser(prog="python -m remedy.platform.prefect_server",
                                      description="Prefect's server (API, UI, services) with 503 replay")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)

@@ -21,7 +21,7 @@ import pytest
 
 from tests.fixtures.prefect import clean_env
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Foreign:
@@ -100,7 +100,7 @@ def test_a_real_prefect_server_start_on_4200_gets_nothing_from_the_demo(tmp_path
     """Someone else's `prefect server start` on its default port 4200 (or, when 4200 is taken on this machine, on the
     port REMEDY_PREFECT_PORT names: the same code path): `remedy demo` writes no run, deployment or automation into
     it, and says so in one line."""
-    from remedy.prefect_server import DEFAULT_PORT, port_in_use
+    from remedy.platform.prefect_server import DEFAULT_PORT, port_in_use
     from tests.fixtures.prefect import prefect_server_process
 
     port = None if port_in_use(DEFAULT_PORT) else DEFAULT_PORT
@@ -148,9 +148,9 @@ def test_a_record_pointing_at_a_server_that_cannot_prove_it_is_ours_is_not_trust
     """A stale running.json (remedy's server gone, its pid alive as something else, its port taken by another
     server that answers the owner check wrongly): use_server does not reuse it, forgets it, and says the port is
     taken."""
-    from remedy import processes
     from remedy.errors import RemedyError
-    from remedy.prefect_server import ROLE, use_server
+    from remedy.platform import processes
+    from remedy.platform.prefect_server import ROLE, use_server
 
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     monkeypatch.delenv("REMEDY_PREFECT_PORT", raising=False)
@@ -175,7 +175,7 @@ def test_a_named_server_that_does_not_answer_is_one_line(tmp_path):
 
 def test_down_with_nothing_running_says_so_and_signals_nothing(tmp_path):
     """A record whose pid now belongs to another process (start time differs) is not signalled."""
-    from remedy import processes
+    from remedy.platform import processes
 
     sleeper = subprocess.Popen(["sleep", "60"])
     try:

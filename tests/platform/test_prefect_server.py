@@ -1,4 +1,4 @@
-"""The 503 replay in front of Prefect's server (remedy/prefect_server.py): a request Prefect answers 503 (SQLite
+"""The 503 replay in front of Prefect's server (remedy/platform/prefect_server.py): a request Prefect answers 503 (SQLite
 write race, rolled back) is run again in the server with its body intact, and the client sees the real answer.
 
 Driven over ASGI against small apps that behave like Prefect's 503 handler; the launcher serving Prefect itself is
@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from remedy.prefect_server import REPLAYS_HEADER, ReplayRetryable
+from remedy.platform.prefect_server import REPLAYS_HEADER, ReplayRetryable
 
 
 def call(app, *, method="POST", body=b"", chunks=None, scope_type="http"):
@@ -225,7 +225,7 @@ def test_non_http_traffic_is_not_touched(scope_type):
 
 @pytest.mark.prefect
 def test_the_server_remedy_up_starts_takes_concurrent_writes_without_a_single_503(tmp_path):
-    """The real launcher (python -m remedy.prefect_server) on SQLite: API, UI, and 16 writers at once all answered
+    """The real launcher (python -m remedy.platform.prefect_server) on SQLite: API, UI, and 16 writers at once all answered
     with what they asked for. Plain `prefect server start` answered about half of these with 503 here
     (bench/prefect_sqlite_writes.py); an earlier cut of the wrapper turned them into 500s and 404s."""
     from concurrent.futures import ThreadPoolExecutor
@@ -259,13 +259,13 @@ def test_the_server_remedy_up_starts_takes_concurrent_writes_without_a_single_50
 
 def test_a_taken_port_is_one_line_naming_the_port_and_the_flag_before_anything_starts(tmp_path, monkeypatch):
     """Something else (not a Prefect server) holds the port: ensure_server says so at once, naming the port and
-    the flag, instead of starting a server that exits, or waiting out its timeout (tests/test_own_servers.py has
+    the flag, instead of starting a server that exits, or waiting out its timeout (tests/platform/test_own_servers.py has
     the CLI's side)."""
     import socket
     import time
 
     from remedy.errors import RemedyError
-    from remedy.prefect_server import ensure_server
+    from remedy.platform.prefect_server import ensure_server
 
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     with socket.socket() as squatter:

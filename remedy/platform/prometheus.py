@@ -21,7 +21,7 @@ import yaml
 from remedy.domain.durations import human_duration
 from remedy.errors import RemedyError
 
-ROLE = "prometheus"  # its record in the workdir's running.json (remedy.processes)
+ROLE = "prometheus"  # its record in the workdir's running.json (remedy.platform.processes)
 BINARY = "prometheus"  # Debian package `prometheus`
 URL_ENV = "REMEDY_NFS__PROMETHEUS_URL"  # nfs.prometheus_url, which the stack points here
 SCRAPE_INTERVAL = "5s"  # the audit's 5 min rate window holds 60 samples
@@ -39,7 +39,7 @@ class StackPrometheus:
     proc: subprocess.Popen | None = None
 
     def stop(self) -> None:
-        from remedy import processes
+        from remedy.platform import processes
 
         entry = processes.read_state(self.workdir).get(ROLE)
         if entry and entry.get("pid") == self.pid:
@@ -82,8 +82,8 @@ def start_prometheus(workdir: Path, port: int, sim_url: str, timeout: float = 30
 
 
 def _start_prometheus(workdir: Path, port: int, sim_url: str, timeout: float, interval: str) -> StackPrometheus:
-    from remedy import processes
-    from remedy.prefect_server import free_port, port_in_use, port_taken_message
+    from remedy.platform import processes
+    from remedy.platform.prefect_server import free_port, port_in_use, port_taken_message
 
     binary = shutil.which(BINARY)
     if binary is None:

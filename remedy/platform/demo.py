@@ -1,7 +1,7 @@
 """`remedy demo`: the whole system on one laptop.
 
 Starts the cluster simulator (63 nodes: 60 active in 8 racks, 3 spares) and remedy's own Prefect server (SQLite;
-never one that merely answers on the port: see remedy.prefect_server.use_server; PREFECT_API_URL or --prefect-url
+never one that merely answers on the port: see remedy.platform.prefect_server.use_server; PREFECT_API_URL or --prefect-url
 names another), runs a named scenario (`remedy.scenarios`) against the
 simulator through the real Kubernetes client, and prints what happened; `--json` prints the same as JSON.
 """
@@ -24,7 +24,7 @@ from remedy.scenarios import DemoContext, Scenario, all_scenarios
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from remedy.stack import add_prefect_arguments
+    from remedy.platform.stack import add_prefect_arguments
 
     p = sub.add_parser("demo", help="run a fault → remediation scenario on the embedded simulator")
     p.add_argument("--scenario", default="xid79", help="which scenario (default xid79; --list shows all)")
@@ -68,8 +68,8 @@ def _main(args: argparse.Namespace) -> int:
 def run_demo(scenario: Scenario, *, workdir: Path, prefect_port: int | None = None, prefect_url: str | None = None,
              dry_run: bool = False, time_scale: float = 0.05, quiet: bool = False, approve: bool | None = None,
              options: dict[str, Any] | None = None) -> dict[str, Any]:
-    from remedy import processes
-    from remedy.prefect_server import offline_env, point_clients_at, use_server
+    from remedy.platform import processes
+    from remedy.platform.prefect_server import offline_env, point_clients_at, use_server
 
     workdir.mkdir(parents=True, exist_ok=True)
     ledger_file = workdir / "ledger.db"

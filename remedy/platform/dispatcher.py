@@ -8,6 +8,11 @@ incident event) it asks the API for SCHEDULED runs of the registered deployments
 for each (the server's orchestration rules let only one proposer win, so two dispatchers never run one run
 twice), and runs the flow with Prefect's own engine (`prefect.flow_engine.run_flow`) in a worker thread. The runs
 stay ordinary deployment runs: visible in the UI with logs, artifacts, subflows; retryable and cancellable.
+
+Slots: at most `max_workers` runs work at once. A run paused for an approval waits for a person, maybe an hour; it
+keeps its thread but gives its slot back, so runs waiting for approvals can never starve a new incident's triage.
+Paused runs have their own budget (`max_waiting`). A run that is full is not claimed: it stays Scheduled and starts
+when a slot frees (every finished run wakes the poll).
 """
 
 from __future__ import annotations
@@ -27,14 +32,17 @@ BURST_POLL_SECONDS = 0.2
 
 class Dispatcher:
     def __init__(self, flows: dict[UUID, Any], *, poll_seconds: float = 0.2, max_workers: int = 8,
-                 heartbeat: bool = False) -> None:
+                 max_waiting: int = 64, heartbeat: bool = False) -> None:
         self.flows = dict(flows)  # deployment id → flow object
         self.poll_seconds = poll_seconds
         self.heartbeat = heartbeat
+        self.max_workers = max_workers  # runs working at once
+        self.max_waiting = max_waiting  # runs paused for an approval at once, on top of those
         # Daemon threads, not a pool: a run paused for approval may hold its thread for an hour, and must not keep
         # the process alive after Ctrl-C (stop() marks such runs crashed, so they show up as retryable).
-        self._slots = threading.BoundedSemaphore(max_workers)
-        self._inflight: set[UUID] = set()
+        self._inflight: set[UUID] = set()  # claimed here and not finished, paused or not
+        self._waiting: set[UUID] = set()  # of those, paused at the last look (`_look_for_paused`)
+        self._looked_at = -1e9  # monotonic time of the last look
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -124,6 +132,8 @@ class Dispatcher:
 
         if run.deployment_id not in self.flows:
             return False
+        if not self.has_room(client):
+            return False  # stays Scheduled: the poll starts it when a slot frees
         with self._lock:
             if run.id in self._inflight:
                 return False
@@ -140,9 +150,51 @@ class Dispatcher:
                 self._inflight.discard(run.id)
             return False
         self.started_runs.append((run.id, time.monotonic()))
-        self._slots.acquire()
         threading.Thread(target=self._run, args=(run,), name=f"flow-run-{run.id}", daemon=True).start()
         return True
+
+    def working(self) -> int:
+        """Runs started here that are not paused for an approval (at the last look)."""
+        with self._lock:
+            return len(self._inflight - self._waiting)
+
+    def has_room(self, client) -> bool:
+        """Whether one more run may start now: a slot among `max_workers` that is not held by a paused run, and
+        room in the paused runs' own budget. Asks the API which runs are paused only when the count says full."""
+        with self._lock:
+            if len(self._inflight) < self.max_workers:
+                return True
+        try:
+            self._look_for_paused(client)
+        except Exception:  # API blip: judge by the last look; the poll asks again
+            log.warning("could not read which runs are paused; judging by the last look", exc_info=True)
+        with self._lock:
+            working = len(self._inflight - self._waiting)
+            return working < self.max_workers and len(self._inflight) < self.max_workers + self.max_waiting
+
+    def _look_for_paused(self, client, *, every: float = 0.5) -> None:
+        """Which of our runs are paused now (one query, at most every `every` seconds): a paused run's state is on
+        the server (`pause_flow_run` set it), its thread only polls for the answer. A run resumed since then counts
+        as working again at the next look."""
+        from prefect.client.schemas.filters import (
+            FlowRunFilter,
+            FlowRunFilterId,
+            FlowRunFilterState,
+            FlowRunFilterStateType,
+        )
+        from prefect.client.schemas.objects import StateType
+
+        now = time.monotonic()
+        with self._lock:
+            if now - self._looked_at < every:
+                return
+            self._looked_at = now
+            ids = list(self._inflight)
+        paused = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            id=FlowRunFilterId(any_=ids),
+            state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED]))), limit=len(ids))
+        with self._lock:
+            self._waiting = {r.id for r in paused} & self._inflight
 
     def _run_settings(self):
         """The settings every run gets: the heartbeat thread adds ~1 s to every flow and subflow
@@ -153,7 +205,7 @@ class Dispatcher:
         ctx = prefect.context.get_settings_context()
         with self._lock:
             if self._settings_base is not ctx.settings:
-                updates = {} if self.heartbeat else {"flows.heartbeat_frequency": None}
+                updates: dict[Any, Any] = {} if self.heartbeat else {"flows.heartbeat_frequency": None}
                 self._settings_base, self._settings = ctx.settings, ctx.settings.copy_with_update(updates=updates)
             settings = self._settings
         return prefect.context.SettingsContext(profile=ctx.profile, settings=settings)
@@ -168,9 +220,10 @@ class Dispatcher:
         except BaseException:  # the engine already recorded the failure on the run; never kill the pool thread
             log.exception("flow run %s raised outside the engine", run.id)
         finally:
-            self._slots.release()
             with self._lock:
                 self._inflight.discard(run.id)
+                self._waiting.discard(run.id)
+            self._wake.set()  # a slot is free: a run left Scheduled for lack of one starts now
 
 
 def triage_key(payload: dict[str, Any]) -> str:
@@ -206,7 +259,7 @@ class DirectTriageSink:
 
     def __init__(self, inner, deployment_id: UUID, trigger, dispatcher: Dispatcher | None = None) -> None:
         self.inner, self.deployment_id, self.trigger, self.dispatcher = inner, deployment_id, trigger, dispatcher
-        self._client = None
+        self._client: Any = None
 
     def send(self, events: list[dict[str, Any]]) -> None:
         from prefect.client.orchestration import get_client
