@@ -149,8 +149,8 @@ def _swap_in_spare(node: str, reason: str, dry_run: bool) -> dict[str, Any]:
         incident_id = open_incident(node, PLANNED_RETIREMENT_SIGNAL, detail=f"lemon retirement: {reason}"[:500],
                                     severity="warning")["id"]
         claim = claim_remediation(incident_id)
-        if not claim["claimed"]:
-            return {"incident_id": incident_id, "why_not": claim_taken_why(node, claim["holder"])}
+        if not claim.claimed:
+            return {"incident_id": incident_id, "why_not": claim_taken_why(node, claim.holder)}
     out: dict[str, Any] = {"incident_id": incident_id}
     choice = select_spare(node, incident_id=incident_id, dry_run=dry_run)
     if not choice["spare"]:

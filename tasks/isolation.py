@@ -17,7 +17,9 @@ import re
 import threading
 import time
 import uuid
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import asdict, replace
+from functools import partial
 from typing import Any
 
 from prefect import get_run_logger, task
@@ -27,11 +29,11 @@ from remedy import runtime
 from remedy.adapters.cluster import NodeJobSpec, Taint
 from remedy.errors import RemedyError
 from tasks.ledger import act
-from tasks.retry import transient_only
+from tasks.retry import retrying
 
 BATCH_LABEL = "divergence-job-id"  # seed 004: "Label Batch A nodes with divergence-job-id: <uuid-a>"
 SLOT = "<batch>"  # placeholder value of the node-selector slot in a template
-RETRY = dict(retries=3, retry_delay_seconds=[1, 2, 4], retry_condition_fn=transient_only, cache_policy=NO_CACHE)
+RETRY = retrying(1, 2, 4)
 
 
 class SmokeTestTemplateError(RemedyError):
@@ -48,8 +50,10 @@ def default_smoke_test(steps: int = 5, step_seconds: float = 2.0, image: str | N
     spec = NodeJobSpec(
         name="smoke-test", node=SLOT.strip("<>"), check="smoke-test",
         env=(("STEPS", str(steps)), ("STEP_SECONDS", f"{step_seconds:g}")),
-        node_selector=((BATCH_LABEL, SLOT),), **({"image": image} if image else {}),
+        node_selector=((BATCH_LABEL, SLOT),),
     )
+    if image:
+        spec = replace(spec, image=image)
     return runtime.cluster().render_node_job(spec)
 
 
@@ -115,6 +119,11 @@ def new_label_value() -> str:
     return uuid.uuid4().hex[:16]
 
 
+def _as_dict(change: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """One node change as the ledger records it (the node as the change left it)."""
+    return asdict(change(*args, **kwargs))
+
+
 # ---------------------------------------------------------------------------------------------- tasks
 @task(name="quarantine_pool", task_run_name="quarantine-{run_id}", timeout_seconds=300, **RETRY)
 def quarantine_pool(nodes: list[str], run_id: str, dry_run: bool, incident_id: int | None = None) -> dict:
@@ -127,7 +136,7 @@ def quarantine_pool(nodes: list[str], run_id: str, dry_run: bool, incident_id: i
         n = cluster.get_node(node)
         if n.has_taint(key) or n.unschedulable:
             already.append(node)  # someone else took it out: we leave it as we found it at the end
-        act("taint_node", node, lambda node=node: asdict(cluster.set_taints(node, add=[Taint(key)])),
+        act("taint_node", node, partial(_as_dict, cluster.set_taints, node, add=[Taint(key)]),
             incident_id=incident_id, dry_run=dry_run, key=f"isolate-{run_id}:quarantine:{node}")
     return {"quarantined": list(nodes), "already_out": already}
 
@@ -137,7 +146,7 @@ def label_batch(nodes: list[str], label_value: str, run_id: str, dry_run: bool,
                 incident_id: int | None = None) -> dict:
     cluster = runtime.cluster(dry_run)
     for node in nodes:
-        act("label_node", node, lambda node=node: asdict(cluster.set_labels(node, {BATCH_LABEL: label_value})),
+        act("label_node", node, partial(_as_dict, cluster.set_labels, node, {BATCH_LABEL: label_value}),
             incident_id=incident_id, dry_run=dry_run, key=f"isolate-{run_id}:label:{node}:{label_value}")
     return {"batch": label_value, "nodes": list(nodes)}
 
@@ -153,11 +162,11 @@ def release_nodes(nodes: list[str], why: str, run_id: str, dry_run: bool, keep_t
     for node in nodes:
         # One node that cannot be released (gone, API error) must not keep the others quarantined.
         try:
-            act("label_node", node, lambda node=node: asdict(cluster.set_labels(node, {BATCH_LABEL: None})),
+            act("label_node", node, partial(_as_dict, cluster.set_labels, node, {BATCH_LABEL: None}),
                 incident_id=incident_id, dry_run=dry_run, key=f"isolate-{run_id}:unlabel:{node}")
             if node not in keep:
                 act("untaint_node", node,
-                    lambda node=node: asdict(cluster.set_taints(node, remove=[settings.taints.quarantine])),
+                    partial(_as_dict, cluster.set_taints, node, remove=[settings.taints.quarantine]),
                     incident_id=incident_id, dry_run=dry_run, key=f"isolate-{run_id}:release:{node}")
         except Exception as exc:  # noqa: BLE001 — reported back, the flow says which nodes a person must release
             failed[node] = f"{type(exc).__name__}: {exc}"[:300]
