@@ -59,7 +59,9 @@ def _run_name() -> str:
     return f"burn-in {nodes[0] if nodes else '(no nodes)'}{more} {p.get('level', 'standard')}"
 
 
-@flow(name="burn-in", flow_run_name=_run_name, task_runner=ThreadPoolTaskRunner(max_workers=MAX_PARALLEL_NODES))
+# Prefect 3.9 types `task_runner` as TaskRunner[PrefectFuture] (invariant): its own thread-pool runner does not fit
+@flow(name="burn-in", flow_run_name=_run_name,
+      task_runner=ThreadPoolTaskRunner(max_workers=MAX_PARALLEL_NODES))  # type: ignore[arg-type]
 def burn_in(nodes: list[str], level: str = "standard", dry_run: bool | None = None) -> dict[str, Any]:
     settings = runtime.settings()
     dry_run = settings.dry_run if dry_run is None else dry_run
