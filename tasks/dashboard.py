@@ -28,7 +28,7 @@ def pool_counts(ledger_states: dict[str, str | None], live_labels: dict[str, str
     them disagree (drift). `live_labels` None = the cluster could not be read."""
     led = Counter(s or UNMANAGED for s in ledger_states.values())
     live = Counter((live_labels or {}).get(n) or UNMANAGED for n in (live_labels or {}))
-    drift = Counter()
+    drift: Counter[str] = Counter()
     if live_labels is not None:
         for name in set(ledger_states) | set(live_labels):
             a, b = ledger_states.get(name) or UNMANAGED, live_labels.get(name) or UNMANAGED

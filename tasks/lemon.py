@@ -15,6 +15,7 @@ the Prefect tasks the flows call. What the ledger knows maps onto scoring's reco
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -67,7 +68,7 @@ def incident_record(i) -> IncidentRecord:
     )
 
 
-def node_histories(led, now: datetime, settings: LemonSettings, retired: set[str] = frozenset()) -> list[NodeHistory]:
+def node_histories(led, now: datetime, settings: LemonSettings, retired: AbstractSet[str] = frozenset()) -> list[NodeHistory]:
     """One NodeHistory per node the ledger knows, over the lookback window ending at `now`; `retired` nodes and
     nodes the ledger no longer lists come out of the fleet (in_fleet=False) but keep their GPUs' records."""
     since = now - timedelta(days=settings.lookback_days)
@@ -152,7 +153,7 @@ def score_lemons(as_of: str | None = None) -> dict[str, Any]:
     """Score every node the ledger knows (retired ones are out of the running); evidence as plain text."""
     now = _as_of(as_of)
     verdicts, retired = lemon_verdicts(runtime.ledger(), now, runtime.settings().lemon)
-    out = {"now": now.isoformat(), "verdicts": verdicts, "retired": sorted(retired)}
+    out: dict[str, Any] = {"now": now.isoformat(), "verdicts": verdicts, "retired": sorted(retired)}
     if verdicts:
         out["explain"] = {v.node: explain(v) for v in verdicts if v.candidate}
     return out

@@ -16,8 +16,11 @@ import logging
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
+
+if TYPE_CHECKING:
+    from prefect.client.orchestration import SyncPrefectClient
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +156,7 @@ class Dispatcher:
         ctx = prefect.context.get_settings_context()
         with self._lock:
             if self._settings_base is not ctx.settings:
-                updates = {} if self.heartbeat else {"flows.heartbeat_frequency": None}
+                updates: dict[Any, Any] = {} if self.heartbeat else {"flows.heartbeat_frequency": None}
                 self._settings_base, self._settings = ctx.settings, ctx.settings.copy_with_update(updates=updates)
             settings = self._settings
         return prefect.context.SettingsContext(profile=ctx.profile, settings=settings)
@@ -206,7 +209,7 @@ class DirectTriageSink:
 
     def __init__(self, inner, deployment_id: UUID, trigger, dispatcher: Dispatcher | None = None) -> None:
         self.inner, self.deployment_id, self.trigger, self.dispatcher = inner, deployment_id, trigger, dispatcher
-        self._client = None
+        self._client: SyncPrefectClient | None = None
 
     def send(self, events: list[dict[str, Any]]) -> None:
         from prefect.client.orchestration import get_client
