@@ -20,6 +20,7 @@ from remedy.errors import Conflict
 from remedy.ledger.errors import LeaseLost, LedgerConflict
 from remedy.ledger.leases import ABANDONED
 from remedy.ledger.records import Claim
+from remedy.ledger.results import FleetSynced
 from remedy.remediate.results import RemediationClaim
 from tasks.retry import transient_only
 
@@ -175,7 +176,7 @@ def set_incident_status(incident_id: int, status: str, detail: str = "") -> None
 
 @task(name="sync_fleet", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2,
       retry_condition_fn=transient_only)
-def sync_fleet() -> dict[str, int]:
+def sync_fleet() -> FleetSynced:
     """Make sure every GPU node the cluster has is known to the ledger (topology facts only)."""
     led = runtime.ledger()
     nodes = runtime.cluster().list_gpu_nodes()
@@ -189,7 +190,7 @@ def sync_fleet() -> dict[str, int]:
         if rec.state is None and n.state is not None:  # first sight: the pool label says where it is
             led.transition(n.name, n.state, reason="adopted from pool label", requested_by=requester())
             adopted += 1
-    return {"nodes": len(nodes), "adopted": adopted}
+    return FleetSynced(nodes=len(nodes), adopted=adopted)
 
 
 def _topology(node: str) -> Topology | None:
