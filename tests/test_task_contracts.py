@@ -43,7 +43,6 @@ NOT_YET_TYPED: frozenset[str] = frozenset({
     "tasks.fixes.wait_job_back",
     "tasks.health.validate_node", "tasks.health.reconfirm_fault",
     "tasks.ledger.open_incident", "tasks.ledger.set_node_state",
-    "tasks.lemon.score_lemons", "tasks.lemon.retirement_budget", "tasks.lemon.archive_rma_report",
     "tasks.preemption.preempt",
     "tasks.spares.select_spare",
     "tasks.triage.read_live_node",
