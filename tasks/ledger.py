@@ -20,7 +20,7 @@ from remedy.errors import Conflict
 from remedy.ledger.errors import LeaseLost, LedgerConflict
 from remedy.ledger.leases import ABANDONED
 from remedy.ledger.records import Claim
-from remedy.ledger.results import FleetSynced
+from remedy.ledger.results import FleetSynced, NodeMoved
 from remedy.remediate.results import RemediationClaim
 from tasks.retry import transient_only
 
@@ -140,7 +140,7 @@ def open_incident(node: str, signal: str, gpu: int | None = None, xid: int | Non
 @task(name="set_node_state", task_run_name="{node}-to-{state}", cache_policy=NO_CACHE, retries=3,
       retry_delay_seconds=[1, 2, 4], retry_condition_fn=transient_only)
 def set_node_state(node: str, state: str, reason: str, dry_run: bool, incident_id: int | None = None,
-                   replaces: str | None = None) -> dict:
+                   replaces: str | None = None) -> NodeMoved:
     """Move the node in the lifecycle (ledger, checked by the state machine) and mirror it on the pool label."""
     target = NodeState(state)
     settings = runtime.settings()
@@ -160,7 +160,8 @@ def set_node_state(node: str, state: str, reason: str, dry_run: bool, incident_i
         return {"node": node, "from": rec.from_state.value if rec.from_state else None, "to": target.value,
                 "replaces": replaces}
 
-    return act(f"set_state_{target.value}", node, change, incident_id=incident_id, dry_run=dry_run)
+    return NodeMoved.from_record(act(f"set_state_{target.value}", node, change, incident_id=incident_id,
+                                     dry_run=dry_run))
 
 
 @task(name="set_incident_status", task_run_name="incident-{incident_id}-{status}", cache_policy=NO_CACHE,

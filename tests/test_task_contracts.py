@@ -42,7 +42,7 @@ NOT_YET_TYPED: frozenset[str] = frozenset({
     "tasks.fixes.reset_gpu", "tasks.fixes.verify_gpus", "tasks.fixes.reboot_node", "tasks.fixes.wait_node_ready",
     "tasks.fixes.wait_job_back",
     "tasks.health.validate_node", "tasks.health.reconfirm_fault",
-    "tasks.ledger.open_incident", "tasks.ledger.set_node_state",
+    "tasks.ledger.open_incident",
     "tasks.preemption.preempt",
     "tasks.spares.select_spare",
     "tasks.triage.read_live_node",
@@ -103,3 +103,36 @@ def test_the_not_yet_typed_list_only_shrinks() -> None:
                                        "dicts; remove this marker when that list is empty")
 def test_at_most_three_tasks_return_dicts() -> None:
     assert len(_dict_returning()) <= 3
+
+
+# ---------------------------------------------------------------------- the typed results' own small logic
+def test_a_node_move_reads_its_recorded_detail_and_a_replay() -> None:
+    from remedy.ledger.results import NodeMoved
+
+    moved = NodeMoved.from_record({"node": "gpu007", "from": "active", "to": "quarantined", "replaces": None})
+    assert (moved.from_state, moved.to, moved.replaces, moved.dry_run, moved.replayed) == (
+        "active", "quarantined", None, False, False)
+    again = NodeMoved.from_record({"node": "gpu013", "from": None, "to": "active", "replaces": "gpu007",
+                                   "dry_run": True, "replayed": True})
+    assert (again.from_state, again.replaces, again.dry_run, again.replayed) == (None, "gpu007", True, True)
+
+
+def test_a_warning_held_for_its_detectors_record_is_not_swapped_and_says_why() -> None:
+    from remedy.remediate.choice import WarningAction
+    from remedy.remediate.results import WarningWeighed
+
+    acts = WarningWeighed("gpu007", WarningAction.AT_NEXT_CHECKPOINT, acts=True, why="swap pays", act_cost_minutes=3.0,
+                          wait_cost_minutes=9.0, markdown="| options |")
+    held = acts.held_for_record("Checking the detector first: 2 of 3 warnings judged")
+    assert (held.action, held.acts, held.checking) == (WarningAction.WAIT, False, True)
+    assert held.why == "not swapped: checking the detector first: 2 of 3 warnings judged"
+    assert held.markdown.endswith("**Checking the detector first: 2 of 3 warnings judged**")
+    shown = held.summary()  # what the triage run's result carries: no markdown, nothing unweighed
+    assert shown["action"] == "wait-for-failure" and "markdown" not in shown and "detector" not in shown
+
+
+def test_a_slack_notice_shows_only_what_it_says() -> None:
+    from remedy.audit.results import SlackNotice
+
+    assert SlackNotice(posted=True, ts="1700000000.000100").to_dict() == {"posted": True, "ts": "1700000000.000100"}
+    assert SlackNotice(posted=False, skip="notify off").to_dict() == {"posted": False, "skip": "notify off"}
