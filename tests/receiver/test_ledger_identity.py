@@ -91,6 +91,7 @@ def test_prefect_gives_a_reset_ledgers_incident_a_run_of_its_own(prefect_server,
     """On a real Prefect server: the embedded stack's sink creates one triage run per incident event. With the old
     key the second ledger's incident 1 got the first one's run back (same id) and was never triaged."""
     from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
 
     from remedy.deployments import INCIDENT_TRIGGER
 
@@ -109,8 +110,8 @@ def test_prefect_gives_a_reset_ledgers_incident_a_run_of_its_own(prefect_server,
         assert keep.events == [event]
         runs.append(event)
     with get_client(sync_client=True) as client:
-        made = client.read_flow_runs()
-        mine = [r for r in made if r.deployment_id == deployment]
+        # filtered on the server: the session's shared server holds more runs than one unfiltered page
+        mine = client.read_flow_runs(deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment])))
     assert len(mine) == 2, [r.idempotency_key for r in mine]
     assert {r.parameters["ledger"] for r in mine} == {e["payload"]["ledger"] for e in runs}
     assert all(r.parameters["incident_id"] == 1 for r in mine)

@@ -55,7 +55,8 @@ def test_rack_storm_waits_for_the_local_user_who_answers_in_the_form(tmp_path):
             if demo.poll() is not None:
                 raise RuntimeError(f"the demo ended before asking anyone:\n{err_path.read_text()[-3000:]}")
             runs = httpx.post(f"{api}/flow_runs/filter", json={}, timeout=30).json()
-            return [r for r in runs if r["state_type"] == "PAUSED"]
+            # PAUSED comes first, the form's schema a moment after (prefect/flow_runs.py pause with wait_for_input)
+            return [r for r in runs if r["state_type"] == "PAUSED" and _schema_saved(api, r)]
 
         run = ui.wait_until("a held run to pause for a person", paused, timeout=300)[0]
         # the server refuses a name that is not on the list: the form's schema lists the approvers
@@ -78,3 +79,9 @@ def test_rack_storm_waits_for_the_local_user_who_answers_in_the_form(tmp_path):
     assert demo.returncode == 0, out + err_path.read_text()[-3000:]
     assert re.search(rf"approval \d+ \([^)]*\): approve by {re.escape(me)}", out), out
     assert "breaker rack/rack-2" in out
+
+
+def _schema_saved(api: str, run: dict) -> bool:
+    keyset = (run.get("state") or {}).get("state_details", {}).get("run_input_keyset") or {}
+    return bool(keyset.get("schema")) and httpx.get(f"{api}/flow_runs/{run['id']}/input/{keyset['schema']}",
+                                                    timeout=30).status_code == 200
