@@ -2,6 +2,8 @@
 
     incident → breaker gate → cordon + quarantine → drain (grace period) → select spare → promote spare
              → validate it if stale → verify it joined → job back to full size → failed node to repair → report
+    elastic job → it saves from its survivors if it asks → hot swap, or shrink to the survivors while the spare
+             joins and grow back after, or stop and replace: by expected cost (remedy.elastic)
     early warning → claim a spare first (none: the node keeps working, watched) → gate (held: watched, nobody paged)
              → the same steps from the cordon on
     no spare → plan a preemption of lower-priority work → a person approves → preempt → the freed node joins
@@ -30,6 +32,7 @@ from remedy.domain.model import IncidentStatus, NodeState
 from remedy.domain.names import artifact_key
 from remedy.domain.outcome import Outcome, decision_sentence
 from remedy.domain.timeline import Timeline
+from remedy.elastic import ContinuationChoice
 from remedy.remediate import replace as decide
 from remedy.remediate.replace import Next, Verdict
 from tasks.approvals import propose_open_loop
@@ -46,6 +49,14 @@ from tasks.cluster import (
     uncordon_node,
     verify_joined,
     wait_for_workload,
+)
+from tasks.elastic import (
+    checkpoint_before_teardown,
+    grow_workload,
+    promote_hot_spare,
+    refill_hot_spares,
+    shrink_workload,
+    weigh_continuation,
 )
 from tasks.gate import pass_gate, record_remediation_outcome
 from tasks.health import reconfirm_fault
@@ -143,11 +154,12 @@ def _replace(node: str, cause: str, signal: str, xid: int | None, gpu: int | Non
         _cordon(run)  # 5. nothing new lands on the node
         _operator_wins(run, "before the drain")  # 6. a person's uncordon wins, here and before every later step
         _recheck(run)  # the drain stops the job: the fault must still hold
+        plan = _continue_elastic(run, early_warning)  # the job saves; hot swap, shrink or stop (remedy.elastic)
         _drain(run)  # 7. budgets first, then the drain; the job must be off the node
         _operator_wins(run, "after the drain")
-        spare = _spare(run, chosen)  # 8. same GPU model, validated, not a lemon, away from a correlated failure
+        spare = _spare(run, chosen, plan)  # 8. same GPU model, validated, not a lemon, away from a correlated failure
         _operator_wins(run, "before promoting the spare", spare_released=spare)
-        _promote(run, spare)  # 9. the spare joins, the job runs on it
+        _promote(run, spare, plan)  # 9. the spare joins, the job runs on it (a shrunk job grows back)
         _operator_wins(run, "before sending the node to repair")
         _to_repair(run, spare)  # 10. the failed node to repair; the outcome back to the breaker
     except RunEnds as done:
@@ -223,6 +235,27 @@ def _recheck(run: Run) -> None:
         raise RunEnds(not_needed)
 
 
+def _continue_elastic(run: Run, early_warning: bool) -> ContinuationChoice | None:
+    """A failed node of an elastic job, or one with a hot spare: the job need not wait for the spare. First it saves
+    from its surviving replicas if it asks to (bounded); then a hot swap, a shrink to the survivors, or the usual
+    stop and replace, whichever loses the least training. A warned node still works: none of this."""
+    if early_warning:
+        return None
+    work = run.settings.workload
+    run.outcome["checkpoint_on_failure"] = vars(checkpoint_before_teardown(work.namespace, work.job, run.node,
+                                                                          run.dry_run, run.incident_id))
+    plan = weigh_continuation(run.node)
+    run.outcome["continuation"] = plan.as_dict()
+    if plan.shrinks and plan.shrink_to is not None and plan.grow_to is not None:
+        resized = shrink_workload(work.namespace, work.job, plan.shrink_to, plan.grow_to, dry_run=run.dry_run,
+                                  incident_id=run.incident_id)
+        if resized.get("refused"):  # its controller says no: the usual stop and replace
+            run.outcome["continuation"]["refused"] = resized["refused"]
+            return None
+        run.timeline.mark("job shrunk")
+    return plan
+
+
 def _drain(run: Run) -> None:
     """Drain with a grace period so the job can checkpoint. First the budgets: one that can never allow an eviction
     stops the run before the drain (a person fixes the budget), and pods the drain could not move stop it after:
@@ -241,9 +274,16 @@ def _drain(run: Run) -> None:
         raise run.stop(verdict)
 
 
-def _spare(run: Run, chosen: dict[str, Any] | None) -> str:
-    """The spare claimed for this incident (a warned swap claimed it first), validated if its check is stale."""
+def _spare(run: Run, chosen: dict[str, Any] | None, plan: ContinuationChoice | None = None) -> str:
+    """The spare claimed for this incident (a warned swap claimed it first), validated if its check is stale; a hot
+    spare already carries the job."""
+    if plan is not None and plan.hot_spare:
+        run.outcome |= {"replacement": plan.hot_spare, "spare_choice": f"hot spare {plan.hot_spare}, already in "
+                        "the job's pool: the job moved onto it at the drain"}
+        return plan.hot_spare
     choice = chosen or select_spare(run.node, incident_id=run.incident_id, dry_run=run.dry_run)
+    if not choice["spare"] and plan is not None and plan.shrinks:
+        raise _short(run, plan, choice["why"])
     if not choice["spare"]:
         raise RunEnds(_no_spare(run.node, choice["why"], run.incident_id, run.dry_run, run.outcome, run.timeline))
     spare = choice["spare"]
@@ -255,14 +295,33 @@ def _spare(run: Run, chosen: dict[str, Any] | None) -> str:
     return spare
 
 
-def _promote(run: Run, spare: str) -> None:
-    """Untaint, label into the job's pool, check it really joined; then the job runs on it."""
+def _promote(run: Run, spare: str, plan: ContinuationChoice | None = None) -> None:
+    """Untaint, label into the job's pool, check it really joined; then the job runs on it. A hot spare only drops
+    its hot label (and a warm spare is made hot in its place); a shrunk job grows back onto the spare."""
     work = run.settings.workload
-    run.outcome["joined"] = promote_spare(spare, run.node, f"replaces {run.node}", run.incident_id, run.dry_run)
+    hot = plan is not None and plan.hot_spare == spare
+    run.outcome["joined"] = promote_hot_spare(spare, run.node, run.incident_id, run.dry_run) if hot else \
+        promote_spare(spare, run.node, f"replaces {run.node}", run.incident_id, run.dry_run)
     run.timeline.mark("spare ready")
+    if plan is not None and plan.shrinks:
+        run.outcome["grown"] = grow_workload(work.namespace, work.job, dry_run=run.dry_run,
+                                             incident_id=run.incident_id)
+        run.timeline.mark("job grown back")
     size = wait_for_workload(work.namespace, work.job, spare, work.resume_timeout_seconds, dry_run=run.dry_run)
     run.outcome["workload"] = size
     run.timeline.mark("job resumed" if size["full"] else "spare working")
+    if hot:
+        run.outcome["hot_spares"] = refill_hot_spares(run.node, run.incident_id, run.dry_run)
+
+
+def _short(run: Run, plan: ContinuationChoice, why: str) -> RunEnds:
+    """Shrunk and no spare to grow back onto: the job keeps training one node short; a person finds a node (the
+    grow-back is noted on the workload, remedy.io/full-size)."""
+    set_incident_status(run.incident_id, IncidentStatus.ESCALATED.value,
+                        detail=f"no spare; job continues with {plan.shrink_to} nodes (of {plan.grow_to})")
+    post_notice(f":warning: gpu-remedy: {run.node} failed; the job continues with {plan.shrink_to} of "
+                f"{plan.grow_to} nodes and no spare can join.\n{why}")
+    return run.end(status=Outcome.SHRUNK.value, why=why, job_nodes=plan.shrink_to)
 
 
 def _to_repair(run: Run, spare: str) -> None:

@@ -6,7 +6,8 @@ the way its controller defines them:
 
 - batch/v1 Job: suspend = `spec.suspend` (the Job controller deletes the pods); resize = `spec.parallelism` (and
   `completions` for an Indexed Job: elastic Indexed Jobs change both); restart = evict the pods, the Job controller
-  replaces them; budget = `status.failed` against `backoffLimit`.
+  replaces them; budget = `status.failed` against `backoffLimit`. Kubernetes knows no elastic range: an Indexed Job
+  with completions = parallelism declares one with `remedy.io/elastic-nodes: "MIN:MAX"` (torchrun's --nnodes).
 - JobSet jobset.x-k8s.io/v1alpha2: suspend = `spec.suspend` (passed to every child Job); resize =
   `replicatedJobs[].replicas`, refused by JobSet's webhook unless the controller has elastic JobSets (KEP-463);
   restart = evict the pods: without a podFailurePolicy ignoring DisruptionTarget the child Job fails and the
@@ -43,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from remedy.config import WorkloadKind
 from remedy.domain import events
 from remedy.domain.checkpoints import REQUESTED, Checkpoints
+from remedy.elastic import ELASTIC_NODES, parse_elastic_nodes
 from remedy.errors import Forbidden, RemedyError
 
 if TYPE_CHECKING:
@@ -118,6 +120,8 @@ class TrainingWorkload(Protocol):
     def restart(self, node: str) -> WorkloadChange: ...
     def checkpoints(self) -> Checkpoints: ...
     def request_checkpoint(self, at: datetime) -> WorkloadChange: ...
+    def annotations(self) -> dict[str, str]: ...
+    def annotate(self, values: dict[str, str | None], why: str) -> WorkloadChange: ...
 
 
 def open_workload(cluster: KubernetesCluster, kind: WorkloadKind | str, namespace: str, name: str
@@ -200,7 +204,19 @@ class _Workload:
 
     # -- the checkpoint handshake (remedy.domain.checkpoints): annotations on the workload object
     def checkpoints(self) -> Checkpoints:
-        return Checkpoints.from_annotations(self.read()["metadata"].get("annotations"))
+        return Checkpoints.from_annotations(self.annotations())
+
+    def annotations(self) -> dict[str, str]:
+        return dict(self.read()["metadata"].get("annotations") or {})
+
+    def annotate(self, values: dict[str, str | None], why: str) -> WorkloadChange:
+        """Set (None: remove) annotations on the workload object: gpu-remedy's notes to itself and to the job
+        (remedy.elastic), e.g. the size a shrunk job grows back to."""
+        via = f"metadata.annotations[{', '.join(sorted(values))}]"
+        if self.cluster.dry_run:
+            return self._change("annotate", True, via=via, detail=f"would note: {why}")
+        self._patch({"metadata": {"annotations": values}}, f"annotate {self.kind.value} {self.key}: {why}")
+        return self._change("annotate", True, via=via, detail=why)
 
     def request_checkpoint(self, at: datetime) -> WorkloadChange:
         """Ask the job for a checkpoint now; it answers by advancing its last-checkpoint annotation."""
@@ -320,8 +336,21 @@ class BatchJob(_Workload):
         ready = int(status["ready"] if status.get("ready") is not None else status.get("active") or 0)
         return WorkloadState(self.kind, self.key, ready, int(spec.get("parallelism") or 0), bool(spec.get("suspend")),
                              restarts=int(status.get("failed") or 0), restart_limit=int(spec.get("backoffLimit", 6)),
+                             elastic=self._elastic(obj),
                              kueue_queue=(obj["metadata"].get("labels") or {}).get(KUEUE_QUEUE, ""),
                              ignores_disruptions=_ignores_disruptions(spec))
+
+    @staticmethod
+    def _elastic(obj: dict) -> tuple[int, int] | None:
+        """The range the job declares (remedy.io/elastic-nodes), if the Job controller lets it be resized: an
+        Indexed Job only with completions = parallelism (both change together), a NonIndexed one always."""
+        spec = obj.get("spec") or {}
+        bounds = parse_elastic_nodes((obj["metadata"].get("annotations") or {}).get(ELASTIC_NODES))
+        if bounds is None:
+            return None
+        if spec.get("completionMode") == "Indexed" and spec.get("completions") != spec.get("parallelism"):
+            return None
+        return bounds
 
     def resize(self, nodes: int) -> WorkloadChange:
         """spec.parallelism; an Indexed Job is elastic only with completions == parallelism, changed together."""
@@ -329,6 +358,10 @@ class BatchJob(_Workload):
             raise WorkloadRefused(f"{self.key}: cannot run on {nodes} nodes")
         obj = self.read()
         spec = obj.get("spec") or {}
+        bounds = self._elastic(obj)
+        if bounds is not None and not bounds[0] <= nodes <= bounds[1]:
+            raise WorkloadRefused(f"{self.key}: {nodes} nodes is outside the range it declares "
+                                  f"({ELASTIC_NODES} {bounds[0]}:{bounds[1]})")
         body: dict = {"spec": {"parallelism": nodes}}
         if spec.get("completionMode") == "Indexed":
             body["spec"]["completions"] = nodes

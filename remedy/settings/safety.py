@@ -168,6 +168,12 @@ class SpareSettings(BaseModel):
         "spares with a clean record: a lemon passes the fix and the checks idle and fails again under load (seed 000; "
         "the same span as lemon.recurrence_gap_days). 0 = no preference.",
     )
+    hot_spares: int = Field(
+        0, ge=0,
+        description="At most this many warm spares are kept hot: in the elastic training job's pool, labelled "
+        "remedy.io/spare-role=hot, so a failure swaps in seconds (remedy.spares.hot sizes the pool by what a swap "
+        "saves against the idle node; their GPUs count in the job's goodput denominator). 0 = none.",
+    )
     preempt_when_no_spare: bool = Field(
         True,
         description="When no spare is ready for a failed node of the gang-scheduled job, plan to free a healthy node "
