@@ -147,7 +147,7 @@ def _notify(node: str, reason: str, incident_id: int | None, quarantined: bool, 
     if dry_run:
         return "dry-run: not posted"
     try:
-        notifier.post(f"Needs a human: {node}: {reason}"[:300],
+        notifier.post(messages.fallback_text(f"Needs a human: {node}: {reason}"),
                       messages.escalation_blocks(node=node, reason=reason, incident_id=incident_id,
                                                  quarantined=quarantined))
         return "posted"

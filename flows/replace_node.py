@@ -34,6 +34,7 @@ from remedy.domain.outcome import Outcome, decision_sentence
 from remedy.domain.timeline import Timeline
 from remedy.elastic import ContinuationChoice
 from remedy.remediate import replace as decide
+from remedy.remediate.operator import may_uncordon
 from remedy.remediate.replace import Next, Verdict
 from tasks.approvals import propose_open_loop
 from tasks.cluster import (
@@ -50,6 +51,7 @@ from tasks.cluster import (
     verify_joined,
     wait_for_workload,
 )
+from tasks.cordons import cordon_holder, keep_operator_cordon
 from tasks.elastic import (
     checkpoint_before_teardown,
     grow_workload,
@@ -349,7 +351,12 @@ def recheck_fault(node: str, incident_id: int, signal: str, dry_run: bool, outco
         return None
     get_run_logger().warning("%s: %s — not acting; the node goes back in service", node, verdict.why)
     taint_node(node, dry_run=dry_run, remove=[settings.taints.quarantine], incident_id=incident_id)
-    uncordon_node(node, reason=verdict.why, dry_run=dry_run, incident_id=incident_id)
+    # only gpu-remedy's own cordon is lifted: a person's from before this run stays (issue 32, item 3)
+    if may_uncordon(cordon_holder(node, dry_run=dry_run)):
+        uncordon_node(node, reason=verdict.why, dry_run=dry_run, incident_id=incident_id)
+    else:
+        outcome["kept_cordon"] = keep_operator_cordon(node, because=verdict.why, dry_run=dry_run,
+                                                      incident_id=incident_id)
     set_node_state(node, NodeState.ACTIVE.value, reason=verdict.why, dry_run=dry_run, incident_id=incident_id)
     status = verdict.outcome
     set_incident_status(incident_id, status.incident_status.value, detail=f"{status.label.lower()}: {verdict.why}")

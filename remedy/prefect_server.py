@@ -344,7 +344,7 @@ def start_server(workdir: Path, port: int, timeout: float = 150.0) -> PrefectSer
 
     api_url = f"http://127.0.0.1:{port}/api"
     home = workdir / "prefect"
-    from remedy.domain.filemodes import private_dir
+    from remedy.domain.filemodes import PRIVATE_UMASK, private_dir, private_file
 
     private_dir(home)  # Prefect's database and settings live here: 0700
     nonce = secrets.token_hex(32)
@@ -352,10 +352,10 @@ def start_server(workdir: Path, port: int, timeout: float = 150.0) -> PrefectSer
     env.pop("PREFECT_API_URL", None)
     env["PREFECT_UI_API_URL"] = api_url  # the UI calls the API on this URL, not on --port
     env[NONCE_ENV] = nonce
-    log_path = home / "server.log"
+    log_path = private_file(home / "server.log")
     with open(log_path, "ab") as log_file:
-        proc = subprocess.Popen(
-            server_command(port),
+        proc = subprocess.Popen(  # its database (and -wal/-shm) born 0600, whatever our caller's umask
+            server_command(port), umask=PRIVATE_UMASK,
             env=env, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
         )
     entry = processes.record(workdir, ROLE, proc.pid, port=port, api_url=api_url, nonce=nonce, log=str(log_path))

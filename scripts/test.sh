@@ -12,9 +12,14 @@ lint_ok=1
 bash scripts/lint.sh || lint_ok=0
 lint_secs=$(( $(date +%s) - t0 ))
 
-# The servers tier mostly waits (Prefect flow runs, real servers: load about 1 on 2 cores), so the slow tier runs
-# beside it, its output kept in a file and shown after; the fast tier (CPU-bound) runs first on its own.
-# Measured 2026-11-28 on a quiet machine: fast 648 s, servers 2,414 s, slow 1,004 s (the slow one beside servers).
+# Each tier runs on pytest-xdist workers (each worker starts its own session servers: Prefect, PostgreSQL, the
+# control plane, on free ports). The fast tier is CPU-bound: one worker per core. The servers tier mostly waits
+# (Prefect flow runs, real servers: load about 1 with one worker), so it gets more workers, whole files each (module
+# fixtures start once), and the slow tier runs beside it, its output kept in a file and shown after.
+# One worker each (REMEDY_TEST_WORKERS_*=0) took: fast 648 s, servers 2,414 s, slow 1,004 s (2026-11-28, quiet).
+fast_workers=${REMEDY_TEST_WORKERS_FAST:-2}
+servers_workers=${REMEDY_TEST_WORKERS_SERVERS:-3}
+slow_workers=${REMEDY_TEST_WORKERS_SLOW:-2}
 failed=0
 report=()
 if [ $lint_ok = 1 ]; then report+=("$(printf '%-8s %5d s  %s' lint "$lint_secs" passed)")
@@ -29,25 +34,27 @@ verdict() {  # pytest's exit code -> the tier's line; a tier with nothing in it 
   esac
 }
 
-tier() {  # name, marker expression, extra pytest arguments...
-  local name=$1 expr=$2
-  shift 2
-  echo "=== tier ${name}: pytest -m \"${expr}\" (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-  .venv/bin/python -m pytest -q -m "${expr}" "$@"
+tier() {  # name, marker expression, workers, xdist distribution, extra pytest arguments...
+  local name=$1 expr=$2 workers=$3 dist=$4
+  shift 4
+  local spread=()
+  [ "$workers" -gt 0 ] && spread=(-n "$workers" --dist "$dist")
+  echo "=== tier ${name}: pytest -m \"${expr}\" ${spread[*]} (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+  .venv/bin/python -m pytest -q -m "${expr}" "${spread[@]}" "$@"
 }
 
 t0=$(date +%s)
-tier fast "not servers and not slow" "$@"
+tier fast "not servers and not slow" "$fast_workers" load "$@"
 rc=$?
 report+=("$(printf '%-8s %5d s  %s' fast "$(( $(date +%s) - t0 ))" "$(verdict $rc)")")
 [ $rc = 0 ] || [ $rc = 5 ] || failed=1
 
 slow_log=$(mktemp)
 t_slow=$(date +%s)
-( tier slow "slow" "$@" >"$slow_log" 2>&1; echo $? >"$slow_log.rc"; echo $(( $(date +%s) - t_slow )) >"$slow_log.secs" ) &
+( tier slow "slow" "$slow_workers" load "$@" >"$slow_log" 2>&1; echo $? >"$slow_log.rc"; echo $(( $(date +%s) - t_slow )) >"$slow_log.secs" ) &
 slow_pid=$!
 t0=$(date +%s)
-tier servers "servers and not slow" "$@"
+tier servers "servers and not slow" "$servers_workers" loadfile "$@"
 rc=$?
 report+=("$(printf '%-8s %5d s  %s' servers "$(( $(date +%s) - t0 ))" "$(verdict $rc)")")
 [ $rc = 0 ] || [ $rc = 5 ] || failed=1

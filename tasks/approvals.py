@@ -95,7 +95,7 @@ def request_approval(*, kind: str, title: str, summary_markdown: str, incident_i
         blocks = messages.request_blocks(
             approval_id=rec.id, flow_run_id=str(flow_run.id), title=title, summary=summary_markdown,
             timeout_seconds=timeout_seconds, default_on_timeout=default_on_timeout, node=node, incident_id=incident_id)
-        ts = _slack(lambda: notifier.post(title, blocks), "post approval request", rec.id, node, incident_id)
+        ts = _slack(lambda: notifier.post(messages.fallback_text(title), blocks), "post approval request", rec.id, node, incident_id)
         if ts:
             led.set_approval_slack_ts(rec.id, ts)
 
@@ -121,7 +121,7 @@ def request_approval(*, kind: str, title: str, summary_markdown: str, incident_i
         blocks = messages.reminder_blocks(title=title, timeout_seconds=timeout_seconds,
                                           default_on_timeout=default_on_timeout, approval_id=rec.id,
                                           consequence=consequence)
-        _slack(lambda: notifier.post(f"Reminder: no answer to '{title}'; took the safe default", blocks),
+        _slack(lambda: notifier.post(messages.fallback_text(f"Reminder: no answer to '{title}'; took the safe default"), blocks),
                "post reminder", rec.id, node, incident_id)
     return outcome
 
@@ -187,7 +187,7 @@ def _nudge_later(notifier, led, approval_id: int, title: str, timeout_seconds: f
         blocks = messages.nudge_blocks(title=title, waited_seconds=phases[0], left_seconds=phases[1],
                                        default_on_timeout=default_on_timeout, approval_id=approval_id)
         try:
-            notifier.post(f"Still waiting: '{title}'", blocks)
+            notifier.post(messages.fallback_text(f"Still waiting: '{title}'"), blocks)
         except Exception as exc:  # noqa: BLE001 - a nudge is a courtesy; never fail the flow for it
             logging.getLogger(__name__).warning("Slack: nudge for approval %s not posted: %s", approval_id, exc)
 
@@ -200,8 +200,7 @@ def _nudge_later(notifier, led, approval_id: int, title: str, timeout_seconds: f
 def _approver_ok(answer: ApprovalInput) -> bool:
     from remedy.approvals.model import may_answer
 
-    settings = runtime.settings()
-    return may_answer(answer.approver, settings.approvals.approvers, settings.slack.approvers)
+    return may_answer(answer.approver, runtime.settings().approvals.approvers)  # Slack ids only through Slack
 
 
 def _refuse(led, approval_id: int, answer: ApprovalInput, node: str | None, incident_id: int | None) -> None:

@@ -18,6 +18,7 @@ from remedy import runtime
 from remedy.adapters.cluster import Taint
 from remedy.domain.model import Node
 from remedy.safety.disruption import BudgetBlock, drain_blockers
+from tasks.leases import node_fence
 from tasks.ledger import act
 from tasks.retry import transient_only
 from tasks.story import say
@@ -52,7 +53,8 @@ def cordon_node(node: str, reason: str, dry_run: bool, incident_id: int | None =
     # the receiver may have cordoned this node for the same incident already: this run takes that cordon over
     adopt = intake_owner(incident_id) if incident_id is not None else None
     out = act("cordon_node", node,
-              lambda: asdict(runtime.cluster(dry_run).cordon(node, reason=reason, by=requester(), adopt=adopt)),
+              lambda: asdict(runtime.cluster(dry_run).cordon(node, reason=reason, by=requester(), adopt=adopt,
+                                                             fence=node_fence(incident_id))),
               incident_id=incident_id, dry_run=dry_run)
     say("%s %s: %s", "would cordon" if dry_run else "cordoned", node, reason)
     return out
@@ -63,7 +65,8 @@ def uncordon_node(node: str, reason: str, dry_run: bool, incident_id: int | None
     from tasks.ledger import requester
 
     out = act("uncordon_node", node,
-              lambda: asdict(runtime.cluster(dry_run).uncordon(node, reason=reason, by=requester())),
+              lambda: asdict(runtime.cluster(dry_run).uncordon(node, reason=reason, by=requester(),
+                                                               fence=node_fence(incident_id))),
               incident_id=incident_id, dry_run=dry_run)
     say("%s %s: %s", "would uncordon" if dry_run else "uncordoned", node, reason)
     return out
@@ -92,7 +95,7 @@ def _release_intake_quarantine(node: str, incident_id: int, why: str, dry_run: b
         return {"released": False, "why": "taken over by a remediation, or uncordoned already"}
     change = act("uncordon_node", node,
                  lambda: asdict(cluster.uncordon(node, reason=f"quarantine at intake released: {why}"[:250],
-                                                 by=requester())),
+                                                 by=requester(), fence=node_fence(incident_id))),
                  incident_id=incident_id, dry_run=dry_run, key=f"incident-{incident_id}:release_quarantine:{node}")
     return {"released": True, "change": change}
 
@@ -104,13 +107,15 @@ def taint_node(node: str, dry_run: bool, add: list[str] | None = None, remove: l
     taints = [Taint(key=k, effect=effect) for k in add or []]
     kind = "taint_node" if add else "untaint_node"
     return act(kind, node,
-               lambda: asdict(runtime.cluster(dry_run).set_taints(node, add=taints, remove=list(remove or []))),
+               lambda: asdict(runtime.cluster(dry_run).set_taints(node, add=taints, remove=list(remove or []),
+                                                                  fence=node_fence(incident_id))),
                incident_id=incident_id, dry_run=dry_run)
 
 
 @task(name="label_node", task_run_name="label-{node}", timeout_seconds=60, **RETRY)
 def label_node(node: str, labels: dict[str, str | None], dry_run: bool, incident_id: int | None = None) -> dict:
-    return act("label_node", node, lambda: asdict(runtime.cluster(dry_run).set_labels(node, labels)),
+    return act("label_node", node, lambda: asdict(runtime.cluster(dry_run).set_labels(node, labels,
+                                                                                      node_fence(incident_id))),
                incident_id=incident_id, dry_run=dry_run)
 
 
@@ -119,8 +124,8 @@ def drain_node(node: str, grace_period_seconds: int, deadline_seconds: float, dr
                incident_id: int | None = None) -> dict:
     def drain() -> dict:
         report = runtime.cluster(dry_run).drain(
-            node, grace_period_seconds=grace_period_seconds, deadline_seconds=deadline_seconds
-        )
+            node, grace_period_seconds=grace_period_seconds, deadline_seconds=deadline_seconds,
+            fence=node_fence(incident_id))
         return asdict(report) | {"complete": report.complete}
 
     out = act("drain_node", node, drain, incident_id=incident_id, dry_run=dry_run)

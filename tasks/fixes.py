@@ -18,7 +18,7 @@ from remedy.adapters.cluster import NodeJobSpec, Taint
 from remedy.domain.model import NodeState
 from remedy.domain.names import object_name
 from remedy.safety.intake import intake_owner
-from tasks.leases import fence
+from tasks.leases import fence, node_fence
 from tasks.ledger import act, requester
 from tasks.retry import transient_only
 
@@ -36,7 +36,7 @@ def restart_app(node: str, namespace: str, attempt_id: int, dry_run: bool, incid
     cluster = runtime.cluster(dry_run)
 
     def restart() -> dict:
-        names = cluster.restart_pods(node, namespace)
+        names = cluster.restart_pods(node, namespace, fence=node_fence(incident_id))
         return {"node": node, "namespace": namespace, "restarted": names, "dry_run": cluster.dry_run}
 
     return act("restart_app", node, restart, incident_id=incident_id, dry_run=dry_run,
@@ -55,13 +55,15 @@ def quarantine_node(node: str, reason: str, attempt_id: int, dry_run: bool, inci
 
     def cordon() -> dict:
         before = _cordon_owner(cluster, node)
-        return asdict(cluster.cordon(node, reason=reason, by=requester(), adopt=adopt)) | {
+        return asdict(cluster.cordon(node, reason=reason, by=requester(), adopt=adopt,
+                                     fence=node_fence(incident_id))) | {
             "cordoned_before": before.value}
 
     out = {
         "cordon": act("cordon_node", node, cordon, key=_key(attempt_id, "cordon"), **kw),
         "taint": act("taint_node", node, lambda: asdict(cluster.set_taints(
-            node, add=[Taint(settings.taints.quarantine)])), key=_key(attempt_id, "taint"), **kw),
+            node, add=[Taint(settings.taints.quarantine)], fence=node_fence(incident_id))),
+            key=_key(attempt_id, "taint"), **kw),
     }
     out["state"] = _set_state(node, NodeState.QUARANTINED, reason, attempt_id, dry_run, incident_id)
     return out
@@ -78,11 +80,13 @@ def release_node(node: str, reason: str, attempt_id: int, dry_run: bool, inciden
     kw = dict(incident_id=incident_id, dry_run=dry_run)
     out = {
         "untaint": act("untaint_node", node, lambda: asdict(cluster.set_taints(
-            node, remove=[settings.taints.quarantine])), key=_key(attempt_id, "untaint"), **kw),
+            node, remove=[settings.taints.quarantine], fence=node_fence(incident_id))),
+            key=_key(attempt_id, "untaint"), **kw),
     }
     if may_uncordon(_cordon_owner(cluster, node)):
         out["uncordon"] = act("uncordon_node", node,
-                              lambda: asdict(cluster.uncordon(node, reason=reason, by=requester())),
+                              lambda: asdict(cluster.uncordon(node, reason=reason, by=requester(),
+                                                              fence=node_fence(incident_id))),
                               key=_key(attempt_id, "uncordon"), **kw)
     else:
         why = keep_cordon_why(node)
@@ -114,7 +118,7 @@ def _set_state(node: str, state: NodeState, reason: str, attempt_id: int, dry_ru
         rec = led.transition(node, state, reason=reason, requested_by=requester(),
                              idempotency_key=_key(attempt_id, f"state-{state.value}"),
                              incident_id=incident_id, fence=fence(incident_id))  # a run taken over moves nothing
-        runtime.cluster(dry_run).set_labels(node, {settings.labels.pool: state.value})
+        runtime.cluster(dry_run).set_labels(node, {settings.labels.pool: state.value}, node_fence(incident_id))
         return {"node": node, "from": rec.from_state.value if rec.from_state else None, "to": state.value}
 
     return act(f"set_state_{state.value}", node, change, incident_id=incident_id, dry_run=dry_run,
@@ -127,7 +131,8 @@ def drain_for_fix(node: str, attempt_id: int, dry_run: bool, incident_id: int | 
 
     def drain() -> dict:
         report = runtime.cluster(dry_run).drain(node, grace_period_seconds=settings.drain.grace_period_seconds,
-                                                deadline_seconds=settings.drain.eviction_deadline_seconds)
+                                                deadline_seconds=settings.drain.eviction_deadline_seconds,
+                                                fence=node_fence(incident_id))
         return asdict(report) | {"complete": report.complete}
 
     return act("drain_node", node, drain, incident_id=incident_id, dry_run=dry_run, key=_key(attempt_id, "drain"))
@@ -139,7 +144,8 @@ def _job(node: str, check: str, attempt_id: int, dry_run: bool, incident_id: int
     spec = spec or NodeJobSpec(name=object_name("remedy", check, node, attempt_id), node=node, check=check,
                                command=tuple(command), env=tuple(env), privileged=privileged,
                                timeout_seconds=timeout_seconds, **({"image": image} if image else {}))
-    return act(f"job_{check}", node, lambda: asdict(runtime.cluster(dry_run).run_node_job(spec)),
+    return act(f"job_{check}", node, lambda: asdict(runtime.cluster(dry_run).run_node_job(
+        spec, fence=node_fence(incident_id))),
                incident_id=incident_id, dry_run=dry_run, key=_key(attempt_id, f"job-{check}"))
 
 
@@ -188,7 +194,12 @@ def reboot_node(node: str, attempt_id: int, dry_run: bool, incident_id: int | No
     # The simulator's providerIDs are made up: rebooting "its" instance would reboot nothing.
     if instance and settings.cluster.mode is not ClusterMode.SIMULATOR:
         cloud = Ec2Nodes.from_settings(settings, dry_run=dry_run)
-        return act("reboot_instance", node, lambda: asdict(cloud.reboot(instance)) | {"via": "ec2"},
+
+        def reboot() -> dict:
+            runtime.cluster(dry_run).fence_node(node, node_fence(incident_id))  # right before (remedy.safety.fence)
+            return asdict(cloud.reboot(instance)) | {"via": "ec2"}
+
+        return act("reboot_instance", node, reboot,
                    incident_id=incident_id, dry_run=dry_run, key=_key(attempt_id, "reboot")) | {"boot_id_before": live.boot_id}
     # the host's systemd, from a privileged pod sharing the host's PID namespace (the template sets hostPID)
     job = _job(node, "reboot", attempt_id, dry_run, incident_id, privileged=True, timeout_seconds=300,

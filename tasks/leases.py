@@ -13,7 +13,8 @@ run leaves `acting` is then taken over at once by the next trigger or the watchd
 and the write). The ledger's own check is `fence(incident_id)`: passed to every acting write (action rows, gate
 decisions, spare claims, incident status, approval requests, node lifecycle transitions, validations, breaker
 events), it is checked inside that write's transaction
-(remedy.ledger.base.LedgerBase._fenced).
+(remedy.ledger.base.LedgerBase._fenced). The cluster's is `node_fence(incident_id)`: passed to every destructive
+cluster call, enforced by the API server (remedy.safety.fence).
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from remedy import runtime
+from remedy.ledger.errors import LeaseLost
 from remedy.ledger.leases import LeaseKeeper
 from remedy.ledger.records import Fence
+from remedy.safety.fence import NodeFence
 from remedy.settings.leases import lease_settings
 
 _keepers: dict[int, LeaseKeeper] = {}
@@ -158,3 +161,36 @@ def fence(incident_id: int | None) -> Fence | None:
     if not run_id or incident_id is None:
         return None
     return Fence.of(run_id, *ancestors(run_id))
+
+
+def node_fence(incident_id: int | None) -> NodeFence | None:
+    """The incident's fence at the cluster for this flow run's calls (remedy.safety.fence): the API server refuses
+    them once another run holds the incident; confirmed with the ledger exactly as this run's acting writes are.
+    None outside a flow run or without an incident."""
+    ledger_fence = fence(incident_id)
+    if ledger_fence is None or incident_id is None:
+        return None
+    led = runtime.ledger()
+    iid = incident_id
+    return NodeFence(iid, ledger_fence.run, confirm=lambda: led.check_fence(iid, ledger_fence))
+
+
+def hold_incident_node(incident_id: int | None, dry_run: bool) -> None:
+    """On claiming an incident: put this run's fence on the incident's node at once, so a run that held it before
+    (stopped, taken over) is refused by the API server from now on, even if this run never changes the node itself
+    (it escalates, or stands down for the operator). Best effort: every fenced call writes the fence again first."""
+    import logging
+
+    from remedy.errors import RemedyError
+
+    nf = node_fence(incident_id)
+    if nf is None or dry_run:
+        return
+    try:
+        node = runtime.ledger().get_incident(nf.incident_id).node
+        runtime.cluster(dry_run).fence_node(node, nf)
+    except LeaseLost:
+        raise
+    except RemedyError as exc:  # the API server is away: the next fenced call writes it
+        logging.getLogger(__name__).warning("incident %s: could not put this run's fence on its node: %s",
+                                            incident_id, exc)

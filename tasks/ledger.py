@@ -66,7 +66,10 @@ def act(kind: str, node: str, fn: Callable[[], dict[str, Any]], *, incident_id: 
     try:
         result = fn()
     except Exception as exc:
-        led.finish_action(record.id, ActionOutcome.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000])
+        try:
+            led.finish_action(record.id, ActionOutcome.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000])
+        except LedgerConflict:  # a takeover settled the row meanwhile (abandoned): the ledger keeps its first word,
+            pass  # and the run hears what stopped it (a fenced call refused is LeaseLost: the flows stop on it)
         raise
     try:
         led.finish_action(record.id, ActionOutcome.PLANNED if dry_run else ActionOutcome.SUCCEEDED, detail=result)
@@ -151,12 +154,12 @@ def set_node_state(node: str, state: str, reason: str, dry_run: bool, incident_i
             current = led.get_node(node).state
             return {"node": node, "from": current.value if current else None, "to": target.value, "dry_run": True,
                     "replaces": replaces}
-        from tasks.leases import fence
+        from tasks.leases import fence, node_fence
 
         # fenced like the action row around it: a run taken over between the two moves nothing
         rec = led.transition(node, target, reason=reason, requested_by=requester(), incident_id=incident_id,
                              fence=fence(incident_id))
-        runtime.cluster(dry_run).set_labels(node, {settings.labels.pool: target.value})
+        runtime.cluster(dry_run).set_labels(node, {settings.labels.pool: target.value}, node_fence(incident_id))
         return {"node": node, "from": rec.from_state.value if rec.from_state else None, "to": target.value,
                 "replaces": replaces}
 
@@ -260,15 +263,22 @@ def claim_remediation(incident_id: int, by_person: bool = False) -> RemediationC
     """
     from prefect.runtime import flow_run
 
+    from tasks.leases import hold_incident_node
+
     led = runtime.ledger()
     me = str(flow_run.id) if flow_run.id else requester()
+    # the flow's own dry_run parameter (None: the configured default): a dry run writes no fence either
+    dry = (flow_run.parameters or {}).get("dry_run") if flow_run.id else None
+    dry = runtime.settings().dry_run if dry is None else bool(dry)
     claim = led.claim(incident_id, me)
     if claim.claimed:
+        hold_incident_node(incident_id, dry)  # this run's fence on the node at once (remedy.safety.fence)
         if claim.took_over_from:
             took_over(claim, incident_id)
         return RemediationClaim(True, me, took_over_from=claim.took_over_from, abandoned=tuple(claim.abandoned))
     holder = claim.holder
     if holder and _is_us_or_ancestor(holder, me):
+        hold_incident_node(incident_id, dry)
         return RemediationClaim(True, holder)
     if claim.status in SETTLED and not by_person:
         return RemediationClaim(False, holder, settled=claim.status)
@@ -283,4 +293,5 @@ def claim_remediation(incident_id: int, by_person: bool = False) -> RemediationC
                                    holder_over=state in FINAL_STATES or not holder)
     if not taken.claimed:  # another run took it between our reads: it is at work now
         return RemediationClaim(False, taken.holder, holder_state="just claimed")
+    hold_incident_node(incident_id, dry)
     return RemediationClaim(True, me, took_over_from=holder, holder_state=state, abandoned=tuple(taken.abandoned))

@@ -92,7 +92,8 @@ def close_incident(incident_id: int, status: str, detail: str, only_if_acting: b
     rec = led.get_incident(incident_id)
     holder = rec.flow_run_id
     lease = led.get_lease(holder) if holder and holder != str(flow_run.id or "") else None
-    taken = lease is not None and lease.live(utcnow())
+    # judged on the ledger's lease clock (a lease was read: there is a holder)
+    taken = lease is not None and holder is not None and led.run_gone(holder) is None
     if not (only_if_acting and (rec.status is not IncidentStatus.ACTING or taken)):
         try:  # fenced: decided inside the write whether this run still speaks for the incident
             rec = led.set_incident_status(incident_id, IncidentStatus(status), detail=detail[:2000],

@@ -64,9 +64,14 @@ def pytest_runtest_logreport(report):
         return
     if report.when == "call":
         _config._remedy_durations[report.nodeid] = report.duration
-    tier = _config._remedy_tier_of.get(report.nodeid)
+    # under pytest-xdist the controller collects nothing: the worker's report carries the markers as keywords
+    tier = _config._remedy_tier_of.get(report.nodeid) or _tier_from_keywords(getattr(report, "keywords", {}))
     if tier is not None:
         _config._remedy_tier_seconds[tier] = _config._remedy_tier_seconds.get(tier, 0.0) + report.duration
+
+
+def _tier_from_keywords(keywords) -> str:
+    return "slow" if "slow" in keywords else "servers" if "servers" in keywords else "fast"
 
 
 _config = None

@@ -22,6 +22,11 @@ SLOW: dict[str, str] = {
     "tests/flows/test_recovery_takeover.py::test_a_killed_background_repair_is_taken_over":
         "a triage process of its own (replace first, then the background repair), killed mid-reboot; the watchdog "
         "re-announces and a second triage run carries the repair through burn-in",
+    "tests/flows/test_cleared_keeps_operator_cordon.py::test_a_persons_cordon_before_a_cleared_recheck_stays":
+        "a replace-node run on the simulator through its real re-check (a node Job probing the GPUs); 22 s at load",
+    "tests/safety/test_private_files.py::test_the_prefect_server_gpu_remedy_starts_keeps_its_database_private":
+        "starts the Prefect server `remedy up` starts (its own, to see the files it creates; 22 s on a quiet "
+        "machine, 110 s at load)",
     # 44 s in the reviewer's run (issue 28)
     "tests/flows/test_replace_node.py::test_crash_and_rerun_gives_one_replacement":
         "kills a flow process of its own mid-replacement and runs it again",
@@ -51,6 +56,18 @@ SLOW: dict[str, str] = {
     "tests/flows/test_story_logs.py":
         "a replacement on the test Prefect server, its logs read back through the API",
 }
+# issue 32: a run frozen at each destructive step, resumed after a takeover (13-32 s each at load ~10); the normal
+# tiers keep fix-reboot (the issue's own case) and replace-promote-label
+SLOW.update({
+    f"tests/flows/test_fencing.py::test_a_run_frozen_at_a_step_and_resumed_after_a_takeover_changes_nothing[{case}]":
+        "replace-node or fix-in-place frozen at one step on the test Prefect server, then a second run of the flow "
+        "takes the incident over and finishes before the first is let go"
+    for case in ("replace-cordon", "replace-quarantine-taint", "replace-drain", "replace-promote-untaint",
+                 "replace-to-repair-label", "fix-cordon", "fix-quarantine-taint", "fix-drain", "fix-reset",
+                 "fix-verify", "fix-release-untaint", "fix-release-uncordon", "fix-back-to-active-label")})
+SLOW["tests/flows/test_fencing.py::test_a_stopped_process_continued_after_a_takeover_changes_nothing"] = (
+    "a flow process of its own SIGSTOPped at the reboot or the promotion; a second run of the flow takes over and "
+    "finishes, then the first is continued")
 
 
 def slow_reason(nodeid: str) -> str | None:

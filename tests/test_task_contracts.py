@@ -38,6 +38,7 @@ NOT_YET_TYPED: frozenset[str] = frozenset({
     "tasks.cluster.list_gpu_nodes", "tasks.cluster.wait_for_workload", "tasks.cluster.verify_joined",
     "tasks.cluster.resize_workload", "tasks.cluster.wait_for_checkpoint",
     "tasks.dashboard.list_waiting_for_a_person",
+    "tasks.cordons.keep_operator_cordon",
     "tasks.elastic.shrink_workload", "tasks.elastic.grow_workload",
     "tasks.fixes.restart_app", "tasks.fixes.quarantine_node", "tasks.fixes.release_node", "tasks.fixes.drain_for_fix",
     "tasks.fixes.reset_gpu", "tasks.fixes.verify_gpus", "tasks.fixes.reboot_node", "tasks.fixes.wait_node_ready",

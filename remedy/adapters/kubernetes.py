@@ -61,6 +61,7 @@ from remedy.adapters.workloads import (
     workload_of_pod,
 )
 from remedy.config import ClusterMode, RemedySettings, WorkloadKind
+from remedy.domain import events
 from remedy.domain.model import Node, NodeState, Topology
 from remedy.domain.names import event_name
 from remedy.errors import (
@@ -71,7 +72,9 @@ from remedy.errors import (
     ObjectNotFound,
     RemedyError,
 )
+from remedy.ledger.errors import LeaseLost
 from remedy.safety.disruption import BudgetView, PodBudgets
+from remedy.safety.fence import ANN_FENCE, FenceLost, NodeFence, stood_down_line
 from remedy.spares.preemption import Workload
 
 log = logging.getLogger(__name__)
@@ -268,7 +271,7 @@ class KubernetesCluster:
         state = self.workload(namespace, job).state()
         return state.ready, state.desired
 
-    def restart_pods(self, node: str, namespace: str) -> list[str]:
+    def restart_pods(self, node: str, namespace: str, fence: NodeFence | None = None) -> list[str]:
         """Evict the workload's pods on `node` (not DaemonSet/mirror ones); their controller recreates them.
         The node stays schedulable: this is the in-place RESTART_APP fix, not a drain. Evicted, not deleted: the
         Eviction API marks a pod DisruptionTarget, which a Job's podFailurePolicy can ignore, whereas a plain
@@ -277,6 +280,7 @@ class KubernetesCluster:
         In the training workload's namespace it is that workload's restart, as its controller defines it (a JobSet's
         may be a gang restart, refused when failurePolicy.maxRestarts is used up: WorkloadRefused)."""
         work = self.settings.workload
+        self.fence_node(node, fence)  # the incident's fence, right before the restart (remedy.safety.fence)
         if namespace == work.namespace:
             return list(self.workload(namespace, work.job).restart(node).pods)
         names = [p["metadata"]["name"] for p in self.pods_on_node(node)
@@ -341,57 +345,61 @@ class KubernetesCluster:
         return node_from_json(obj, self.settings.labels)
 
     # ------------------------------------------------------------------ cordon / taints / labels
-    def cordon(self, name: str, *, reason: str, by: str, adopt: str | None = None) -> Change:
+    def cordon(self, name: str, *, reason: str, by: str, adopt: str | None = None,
+               fence: NodeFence | None = None) -> Change:
         """Cordon with who and why in annotations. `adopt` names a cordon owner this caller takes over (the
         receiver's quarantine at intake of the same incident): its cordon becomes this caller's; the same
-        quarantine uncordoned by hand since is left as the operator set it (the flow's drift check stops there)."""
-        node = self._read_node(name)
-        owner = node.annotations.get(ANN_CORDONED_BY)
-        if adopt and owner == adopt and not node.unschedulable:
-            return Change(name, "cordon", changed=False, dry_run=self.dry_run,
-                          detail="quarantined at intake, then uncordoned by hand: left as the operator set it")
-        if node.unschedulable and adopt and owner == adopt:
+        quarantine uncordoned by hand since is left as the operator set it (the flow's drift check stops there).
+        `fence`: only while the run still holds its incident (remedy.safety.fence), enforced by the API server."""
+
+        def plan(node: Node, obj: dict) -> tuple[Change, dict | None]:
+            owner = node.annotations.get(ANN_CORDONED_BY)
+            if adopt and owner == adopt and not node.unschedulable:
+                return Change(name, "cordon", changed=False, dry_run=self.dry_run,
+                              detail="quarantined at intake, then uncordoned by hand: left as the operator set it"), None
+            if node.unschedulable and adopt and owner == adopt:
+                if self.dry_run:
+                    return Change(name, "cordon", changed=True, dry_run=True,
+                                  detail=f"would take over {owner}'s cordon"), None
+                return (Change(name, "cordon", changed=True, detail=f"took over the cordon of {owner}: {reason}"),
+                        {"metadata": {"annotations": {ANN_CORDONED_BY: by, ANN_CORDONED_AT: _now(),
+                                                      ANN_REASON: reason[:250]}}})
+            if node.unschedulable:
+                detail = "already cordoned" + (f" by {owner}" if owner else " by someone else")
+                return Change(name, "cordon", changed=False, dry_run=self.dry_run, detail=detail), None
             if self.dry_run:
-                return Change(name, "cordon", changed=True, dry_run=True, detail=f"would take over {owner}'s cordon")
-            self._patch_node(name, {"metadata": {"annotations": {ANN_CORDONED_BY: by, ANN_CORDONED_AT: _now(),
-                                                                  ANN_REASON: reason[:250]}}}, "cordon")
-            return Change(name, "cordon", changed=True, detail=f"took over the cordon of {owner}: {reason}")
-        if node.unschedulable:
-            detail = "already cordoned" + (f" by {owner}" if owner else " by someone else")
-            return Change(name, "cordon", changed=False, dry_run=self.dry_run, detail=detail)
-        if self.dry_run:
-            return Change(name, "cordon", changed=True, dry_run=True, detail=f"would cordon: {reason}")
-        self._patch_node(
-            name,
-            {
+                return Change(name, "cordon", changed=True, dry_run=True, detail=f"would cordon: {reason}"), None
+            return Change(name, "cordon", changed=True, detail=reason), {
                 "spec": {"unschedulable": True},
                 "metadata": {"annotations": {ANN_CORDONED_BY: by, ANN_CORDONED_AT: _now(), ANN_REASON: reason[:250]}},
-            },
-            "cordon",
-        )
-        self.record_event(name, reason="RemedyCordon", message=f"Cordoned by {by}: {reason}", type="Warning")
-        return Change(name, "cordon", changed=True, detail=reason)
+            }
 
-    def uncordon(self, name: str, *, reason: str, by: str) -> Change:
-        node = self._read_node(name)
-        if not node.unschedulable and ANN_CORDONED_BY not in node.annotations:
-            return Change(name, "uncordon", changed=False, dry_run=self.dry_run, detail="already schedulable")
-        if self.dry_run:
-            return Change(name, "uncordon", changed=True, dry_run=True, detail=f"would uncordon: {reason}")
-        self._patch_node(
-            name,
-            {
+        change, _ = self._write_node(name, "cordon", plan, fence)
+        if change.changed and not change.dry_run and not change.detail.startswith("took over"):
+            self.record_event(name, reason=events.CORDON, message=f"Cordoned by {by}: {reason}", type="Warning")
+        return change
+
+    def uncordon(self, name: str, *, reason: str, by: str, fence: NodeFence | None = None) -> Change:
+        def plan(node: Node, obj: dict) -> tuple[Change, dict | None]:
+            if not node.unschedulable and ANN_CORDONED_BY not in node.annotations:
+                return Change(name, "uncordon", changed=False, dry_run=self.dry_run, detail="already schedulable"), None
+            if self.dry_run:
+                return Change(name, "uncordon", changed=True, dry_run=True, detail=f"would uncordon: {reason}"), None
+            return Change(name, "uncordon", changed=True, detail=reason), {
                 "spec": {"unschedulable": None},
                 "metadata": {"annotations": {ANN_CORDONED_BY: None, ANN_CORDONED_AT: None, ANN_REASON: None}},
-            },
-            "uncordon",
-        )
-        if (OUT_OF_SERVICE, "NoExecute") in node.taints:  # a drain marked it while it was down (_release_stuck)
-            self.set_taints(name, remove=[OUT_OF_SERVICE])
-        self.record_event(name, reason="RemedyUncordon", message=f"Uncordoned by {by}: {reason}")
-        return Change(name, "uncordon", changed=True, detail=reason)
+            }
 
-    def set_taints(self, name: str, *, add: list[Taint] | None = None, remove: list[str] | None = None) -> Change:
+        change, node = self._write_node(name, "uncordon", plan, fence)
+        if not change.changed or change.dry_run:
+            return change
+        if (OUT_OF_SERVICE, "NoExecute") in node.taints:  # a drain marked it while it was down (_release_stuck)
+            self.set_taints(name, remove=[OUT_OF_SERVICE], fence=fence)
+        self.record_event(name, reason=events.UNCORDON, message=f"Uncordoned by {by}: {reason}")
+        return change
+
+    def set_taints(self, name: str, *, add: list[Taint] | None = None, remove: list[str] | None = None,
+                   fence: NodeFence | None = None) -> Change:
         """Merge taints as `kubectl taint` does: a taint is its (key, effect), so add replaces the same key and effect
         (its value) and keeps the key's other effects; remove drops every effect of a key. Written with a
         resourceVersion precondition."""
@@ -399,39 +407,98 @@ class KubernetesCluster:
         replaced = {(a.key, a.effect) for a in add}
         summary = _taint_summary(add, remove)
 
-        def once() -> Change:
-            obj = self._node_json(name)
+        def plan(node: Node, obj: dict) -> tuple[Change, dict | None]:
             current = list((obj.get("spec") or {}).get("taints") or [])
             wanted = [t for t in current
                       if t.get("key") not in remove and (t.get("key"), t.get("effect")) not in replaced]
             wanted += [a.to_k8s() for a in add]
             if _taint_set(wanted) == _taint_set(current):
-                return Change(name, "taint", changed=False, dry_run=self.dry_run, detail="taints already as wanted")
+                return Change(name, "taint", changed=False, dry_run=self.dry_run,
+                              detail="taints already as wanted"), None
             if self.dry_run:
-                return Change(name, "taint", changed=True, dry_run=True, detail=f"would set taints: {summary}")
-            body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": {"taints": wanted}}
-            self._patch_node(name, body, "set taints")
-            return Change(name, "taint", changed=True, detail=summary)
+                return Change(name, "taint", changed=True, dry_run=True, detail=f"would set taints: {summary}"), None
+            # an atomic list: the whole list is written, so only over the version it was merged from
+            return Change(name, "taint", changed=True, detail=summary), {
+                "metadata": {"resourceVersion": node.resource_version}, "spec": {"taints": wanted}}
 
-        try:
-            change = _on_conflict(f"{name}: taints changed concurrently, re-reading")(once)
-        except Conflict:
-            raise Conflict(f"{name}: taints kept changing underneath us; gave up after "
-                           f"{CONFLICT_ATTEMPTS} attempts") from None
+        change, _ = self._write_node(name, "set taints", plan, fence,
+                                     note=f"{name}: taints changed concurrently, re-reading")
         if change.changed and not change.dry_run:
-            self.record_event(name, reason="RemedyTaint", message=f"Taints changed by {self.actor}: {summary}")
+            self.record_event(name, reason=events.TAINT, message=f"Taints changed by {self.actor}: {summary}")
         return change
 
-    def set_labels(self, name: str, labels: dict[str, str | None]) -> Change:
-        node = self._read_node(name)
-        if all(node.labels.get(k) == v for k, v in labels.items()):
-            return Change(name, "label", changed=False, dry_run=self.dry_run, detail="labels already as wanted")
+    def set_labels(self, name: str, labels: dict[str, str | None], fence: NodeFence | None = None) -> Change:
         summary = ", ".join(f"{k}={v}" if v is not None else f"{k}-" for k, v in sorted(labels.items()))
-        if self.dry_run:
-            return Change(name, "label", changed=True, dry_run=True, detail=f"would label: {summary}")
-        self._patch_node(name, {"metadata": {"labels": labels}}, "set labels")
-        self.record_event(name, reason="RemedyLabel", message=f"Labels changed by {self.actor}: {summary}")
-        return Change(name, "label", changed=True, detail=summary)
+
+        def plan(node: Node, obj: dict) -> tuple[Change, dict | None]:
+            if all(node.labels.get(k) == v for k, v in labels.items()):
+                return Change(name, "label", changed=False, dry_run=self.dry_run,
+                              detail="labels already as wanted"), None
+            if self.dry_run:
+                return Change(name, "label", changed=True, dry_run=True, detail=f"would label: {summary}"), None
+            return Change(name, "label", changed=True, detail=summary), {"metadata": {"labels": labels}}
+
+        change, _ = self._write_node(name, "set labels", plan, fence)
+        if change.changed and not change.dry_run:
+            self.record_event(name, reason=events.LABEL, message=f"Labels changed by {self.actor}: {summary}")
+        return change
+
+    # ------------------------------------------------------------------ the incident's fence (remedy.safety.fence)
+    def fence_node(self, name: str, fence: NodeFence | None) -> None:
+        """Right before a call that is not a Node write (evictions, a reset or reboot Job, a pod restart): may this
+        run still act on `name` for its incident? The fence is read fresh from the API server; if it is this
+        run's, nothing is written (a conditional write that changes nothing would prove no more: the API server
+        does not even store it, storage/etcd3/store.go GuaranteedUpdate); else the ledger is asked and the fence
+        written with the resourceVersion precondition. Raises FenceLost (with a log line and an Event) if the run
+        no longer holds the incident. In dry-run nothing is read or written."""
+        if fence is None or self.dry_run:
+            return
+        self._write_node(name, "fence", lambda node, obj: (Change(name, "fence", changed=False), None), fence)
+
+    def _write_node(self, name: str, what: str, plan: Callable[[Node, dict], tuple[Change, dict | None]],
+                    fence: NodeFence | None, note: str = "") -> tuple[Change, Node]:
+        """Read the Node as the API server has it, `plan` the change on it, write it. With a `fence`: the write
+        also sets the run's fence and carries the resourceVersion read (a 409 if the Node changed since: read and
+        plan again), and a fence that is not this run's is first confirmed with the ledger, refused with FenceLost.
+        A body that carries its own resourceVersion (an atomic list) is retried the same way without a fence."""
+
+        def once() -> tuple[Change, Node]:
+            obj = self._node_json(name)
+            if self._cache is not None:
+                self._cache.apply(obj)
+            node = self._to_node(obj)
+            change, body = plan(node, obj)
+            if self.dry_run:
+                return change, node
+            if fence is not None:
+                holder = node.annotations.get(ANN_FENCE, "")
+                if holder != fence.token:
+                    self._confirm_fence(name, fence, what, holder)
+                    body = body or {}
+                if body is not None:
+                    meta = body.setdefault("metadata", {})
+                    meta["resourceVersion"] = node.resource_version
+                    meta["annotations"] = dict(meta.get("annotations") or {}, **{ANN_FENCE: fence.token})
+            if body is not None:
+                self._patch_node(name, body, what)
+            return change, node
+
+        try:
+            return _on_conflict(note or f"{name}: changed while we wrote ({what}), re-reading")(once)
+        except Conflict:
+            raise Conflict(f"{name}: kept changing underneath us ({what}); gave up after "
+                           f"{CONFLICT_ATTEMPTS} attempts") from None
+
+    def _confirm_fence(self, name: str, fence: NodeFence, what: str, holder: str) -> None:
+        """The node's fence is not this run's: the ledger says whether the run still holds the incident. Refused:
+        one log line, one Event on the node, FenceLost."""
+        try:
+            fence.confirm()
+        except LeaseLost as exc:
+            line = stood_down_line(name, fence, what, holder)
+            log.warning("%s (%s)", line, exc)
+            self.record_event(name, reason=events.STOOD_DOWN, type="Warning", message=line)
+            raise FenceLost(line) from exc
 
     def detect_drift(self, name: str) -> Drift | None:
         node = self._read_node(name)
@@ -445,11 +512,14 @@ class KubernetesCluster:
         return None
 
     # ------------------------------------------------------------------ drain
-    def drain(self, name: str, *, grace_period_seconds: int, deadline_seconds: float) -> DrainReport:
-        """Evict every pod but DaemonSet, mirror and finished ones; retry PDB 429s with backoff until the deadline."""
+    def drain(self, name: str, *, grace_period_seconds: int, deadline_seconds: float,
+              fence: NodeFence | None = None) -> DrainReport:
+        """Evict every pod but DaemonSet, mirror and finished ones; retry PDB 429s with backoff until the deadline.
+        `fence`: checked on the Node before each round of evictions and before a force-delete (fence_node)."""
         start = time.monotonic()
         report = DrainReport(node=name, dry_run=self.dry_run)
         down = not self._read_node(name).ready  # NodeNotFound early, before listing pods
+        self.fence_node(name, fence)  # the incident's fence first, even with nothing left to evict
         to_evict: list[dict] = []
         for pod in self.pods_on_node(name):
             key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
@@ -462,13 +532,20 @@ class KubernetesCluster:
             report.evicted = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in to_evict]
             return report
         keys = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in to_evict]
+        rounds = [0]
+
+        def again() -> None:  # the fence again before each later round of evictions (they can span minutes)
+            rounds[0] += 1
+            if rounds[0] > 1:
+                self.fence_node(name, fence)
+
         report.evicted, report.not_evicted, report.blocked_retries, report.refused = self._evict(
-            keys, grace_period_seconds, start, deadline_seconds)
+            keys, grace_period_seconds, start, deadline_seconds, guard=again)
         if down and self.settings.drain.force_delete_when_not_ready:
             # no kubelet to confirm their end: waiting out the grace period would only delay the job's move
-            self._release_stuck(name, self.pods_on_node(name), report, at_once=True)
+            self._release_stuck(name, self.pods_on_node(name), report, at_once=True, fence=fence)
         else:
-            self._wait_pods_gone(name, report, start, deadline_seconds, grace_period_seconds)
+            self._wait_pods_gone(name, report, start, deadline_seconds, grace_period_seconds, fence=fence)
         for key, why in report.refused.items():  # no wait helps these: say so where on-call looks
             self.record_event(name, reason="RemedyEvictionRefused", type="Warning",
                               message=f"Cannot evict {key}: {why}")
@@ -482,8 +559,8 @@ class KubernetesCluster:
         )
         return report
 
-    def _evict(self, keys: list[str], grace_period_seconds: int | None, start: float, deadline_seconds: float
-               ) -> tuple[list[str], dict[str, str], int, dict[str, str]]:
+    def _evict(self, keys: list[str], grace_period_seconds: int | None, start: float, deadline_seconds: float,
+               guard: Callable[[], None] | None = None) -> tuple[list[str], dict[str, str], int, dict[str, str]]:
         """Evict "namespace/name" pods through the Eviction API. A PodDisruptionBudget's 429 is retried with back-off
         (`drain.pdb_backoff_seconds`, doubling to 30 s) until the deadline, then reported; a pod under more than one
         budget is refused by the API on every attempt, so it is reported at once with the budgets' names, never
@@ -496,6 +573,8 @@ class KubernetesCluster:
 
         def one_round() -> list[str]:
             nonlocal blocked
+            if guard is not None and pending:  # the incident's fence, right before this round's evictions
+                guard()
             for key in list(pending):
                 ns, pod_name = key.split("/", 1)
                 body = k8s.V1Eviction(
@@ -569,7 +648,8 @@ class KubernetesCluster:
         return (f"covered by more than one PodDisruptionBudget{which}: the Eviction API refuses such a pod every "
                 "time; a person must merge the budgets or delete the pod")
 
-    def _wait_pods_gone(self, name: str, report: DrainReport, start: float, deadline: float, grace: int) -> None:
+    def _wait_pods_gone(self, name: str, report: DrainReport, start: float, deadline: float, grace: int,
+                        fence: NodeFence | None = None) -> None:
         """Evicted pods terminate within their grace period; wait for that (bounded by grace + deadline). On a
         NotReady node no kubelet confirms their end, so pods still Terminating after their grace period
         (deletionTimestamp passed) are force-deleted — see _release_stuck."""
@@ -579,7 +659,7 @@ class KubernetesCluster:
         while evicted or first:
             pods = self.pods_on_node(name)
             if (first or evicted) and self.settings.drain.force_delete_when_not_ready:
-                self._release_stuck(name, pods, report)
+                self._release_stuck(name, pods, report, fence=fence)
             first = False
             left = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods} - set(report.force_deleted)
             evicted &= left
@@ -589,7 +669,8 @@ class KubernetesCluster:
         for key in evicted:
             report.not_evicted[key] = "evicted but still terminating at the deadline"
 
-    def _release_stuck(self, name: str, pods: list[dict], report: DrainReport, at_once: bool = False) -> None:
+    def _release_stuck(self, name: str, pods: list[dict], report: DrainReport, at_once: bool = False,
+                       fence: NodeFence | None = None) -> None:
         """Pods Terminating past their grace period on a NotReady node: its kubelet cannot confirm their end, so
         they would hold their place (and a Job with podReplacementPolicy Failed would never replace them) until
         the node came back. Taint the node `node.kubernetes.io/out-of-service` (non-graceful node shutdown:
@@ -610,7 +691,7 @@ class KubernetesCluster:
             stuck.append((key, meta))
         if not stuck or self._read_node(name).ready:
             return
-        self.set_taints(name, add=[Taint(OUT_OF_SERVICE, "NoExecute", "nodeshutdown")])
+        self.set_taints(name, add=[Taint(OUT_OF_SERVICE, "NoExecute", "nodeshutdown")], fence=fence)
         for key, meta in stuck:
             try:
                 self._call(f"force-delete pod {key}", self.core.delete_namespaced_pod, meta["name"],
@@ -699,12 +780,17 @@ class KubernetesCluster:
     def render_node_job(self, spec: NodeJobSpec) -> dict:
         return render_node_job(spec, self.settings)
 
-    def run_node_job(self, spec: NodeJobSpec, *, poll_seconds: float = 0.2) -> JobResult:
-        """Create the Job, wait until it succeeds, fails or times out, return its pods' logs."""
+    def run_node_job(self, spec: NodeJobSpec, *, poll_seconds: float = 0.2, fence: NodeFence | None = None
+                     ) -> JobResult:
+        """Create the Job, wait until it succeeds, fails or times out, return its pods' logs. `fence`: checked on
+        each node of the Job right before it is created (remedy.safety.fence: the residual window is until its pod
+        runs)."""
         if self.dry_run:
             self.render_node_job(spec)  # still validates the template
             return JobResult(spec.name, spec.node, succeeded=True, phase="Planned", dry_run=True)
         manifest = self.render_node_job(spec)
+        for host in spec.hosts:
+            self.fence_node(host, fence)
         start = time.monotonic()
         self.create_job(manifest)  # exists already: a retry of this same task created it; just wait for it
         phase = "Timeout"

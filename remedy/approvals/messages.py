@@ -1,9 +1,12 @@
 """Slack Block Kit messages for approvals and escalations, rendered from jinja2 templates in templates/slack/.
 
 Fit for a real channel: a header of at most 150 characters (Slack's limit for header blocks) cut at a word, text
-in Slack's mrkdwn (`*bold*`, never Markdown's `**bold**`; `&`, `<`, `>` escaped so alert text cannot ping a
-channel or forge a link), the reason said once (in the body, not again in the header), a link to the Prefect
-run, and the approvers mentioned by Slack user id (`<@U…>`). `remedy slack preview` prints each kind."""
+in Slack's mrkdwn (`*bold*`, never Markdown's `**bold**`), the reason said once (in the body, not again in the header), a link to the Prefect
+run, and the approvers mentioned by Slack user id (`<@U…>`). `remedy slack preview` prints each kind.
+
+Every character that is not gpu-remedy's own markup goes through the one escaper, `remedy.domain.escape.mrkdwn`:
+alert labels, node names, reasons and who answered cannot ping a channel (`<!channel>`), forge a link
+(`<https://…|Click to approve>`) or open bold, italics, strike or code (issue 32)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from remedy.approvals.model import ApprovalAction, ButtonValue
+from remedy.domain import escape as outside
 from remedy.domain.durations import human_duration
 
 if TYPE_CHECKING:
@@ -61,15 +65,46 @@ HEADER_MAX = 150  # Slack Block Kit: a header block's plain_text is at most 150 
 SECTION_MAX = 3000  # a section's text is at most 3,000 characters
 
 
-def escape(text: str) -> str:
-    """Slack's three control characters as entities (api.slack.com "Escaping text"): `<!channel>` or `<url|x>` in
-    alert text stays text. (The monitoring area writes a shared escaper for alert text; this is the minimal one.)"""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+# gpu-remedy's own markup in the Markdown it writes for the Prefect UI: a backslash-escaped character (what
+# remedy.domain.escape.markdown makes of outside text), **bold**, `code`. Nothing else is markup.
+_OWN_MARKUP = re.compile(r"\\([!-/:-@\[-`{-~])|\*\*(.+?)\*\*|`([^`\n]+)`", re.DOTALL)
+_ENTITY = re.compile(r"&(lt|gt|amp);")
+_ENTITIES = {"lt": "<", "gt": ">", "amp": "&"}
+
+
+def escape(text: object) -> str:
+    """Outside text (a node name, a reason, who answered) as inert Slack mrkdwn: remedy.domain.escape.mrkdwn."""
+    return outside.mrkdwn(text)
+
+
+def fallback_text(text: object) -> str:
+    """chat.postMessage's `text` (the notification and the fallback), which Slack also reads as mrkdwn: one line
+    of inert text, at most 300 characters."""
+    return cut(outside.mrkdwn(text), 300)
 
 
 def mrkdwn(markdown: str) -> str:
-    """Our summaries are written in Markdown for the Prefect UI; Slack's mrkdwn bolds with one asterisk."""
-    return re.sub(r"\*\*(.+?)\*\*", r"*\1*", escape(markdown))
+    """gpu-remedy's Markdown (written for the Prefect UI) as Slack mrkdwn: its **bold** becomes Slack's *bold*, its
+    `code` stays code, a backslash-escaped character is that character; everything else is text, made inert by the
+    one escaper (no `<!channel>`, no `<url|label>` link, no stray `*`, `_`, `~` or backtick opening anything)."""
+    out, pos = [], 0
+    for m in _OWN_MARKUP.finditer(markdown):
+        out.append(_text(markdown[pos:m.start()]))
+        literal, bold, code = m.groups()
+        if literal is not None:
+            out.append(outside.mrkdwn(literal))
+        elif bold is not None:
+            out.append(f"*{mrkdwn(bold)}*")
+        else:
+            out.append(f"`{_text(code)}`")
+        pos = m.end()
+    out.append(_text(markdown[pos:]))
+    return "".join(out)
+
+
+def _text(markdown_text: str) -> str:
+    # Markdown's entities (&lt; from remedy.domain.escape.markdown) are the characters they stand for
+    return outside.mrkdwn(_ENTITY.sub(lambda m: _ENTITIES[m.group(1)], markdown_text))
 
 
 def cut(text: str, limit: int, *, one_line: bool = True) -> str:
@@ -113,7 +148,7 @@ def mentions(user_ids: list[str] | None = None) -> str:
 def request_blocks(*, approval_id: int, flow_run_id: str, title: str, summary: str, timeout_seconds: float,
                    default_on_timeout: str, node: str | None, incident_id: int | None,
                    approvers: list[str] | None = None) -> list[dict]:
-    where = " · ".join(x for x in (f"node `{node}`" if node else "", f"incident {incident_id}"
+    where = " · ".join(x for x in (f"node `{escape(node)}`" if node else "", f"incident {incident_id}"
                                    if incident_id is not None else "", f"approval {approval_id}") if x)
     context = f"{where} · no answer within {_human(timeout_seconds)} → *{default_on_timeout}* (safe default)"
     header, body = header_and_body(title, summary, node)
@@ -125,8 +160,13 @@ def request_blocks(*, approval_id: int, flow_run_id: str, title: str, summary: s
                   approve_action=ApprovalAction.APPROVE.value, deny_action=ApprovalAction.DENY.value)
 
 
+_MENTION = re.compile(r"<@[UW][A-Z0-9]{2,}>")
+
+
 def verdict_text(decision: str, by: str, reason: str = "") -> str:
-    who = by if by.startswith(("@", "timeout", "<")) else f"@{by}"
+    """"Approved by @alice: reason"; `by` and the reason are outside text (a Slack name, a form entry), escaped; a
+    mention gpu-remedy wrote (`<@U…>`) stays a mention."""
+    who = by if _MENTION.fullmatch(by) else escape(by if by.startswith(("@", "timeout")) else f"@{by}")
     line = f"{VERDICT.get(decision, decision)} by {who}" if decision != "timeout" else VERDICT["timeout"]
     return line + (f": {escape(reason)}" if reason else "")
 
@@ -139,7 +179,7 @@ def decided_blocks(*, title: str, summary: str, decision: str, by: str, reason: 
 
 def reminder_blocks(*, title: str, timeout_seconds: float, default_on_timeout: str, approval_id: int,
                     consequence: str) -> list[dict]:
-    title = escape(title)
+    title = escape(title)  # the question names the node and may quote the alert
     text = (f":alarm_clock: *Reminder:* nobody answered _{title}_ within {_human(timeout_seconds)}. "
             f"gpu-remedy took the safe default (*{default_on_timeout}*): {consequence}")
     return render("approval_reminder", text=text, context=f"approval {approval_id} · a person should still look")
@@ -155,7 +195,7 @@ def nudge_blocks(*, title: str, waited_seconds: float, left_seconds: float, defa
 
 def escalation_blocks(*, node: str, reason: str, incident_id: int | None, quarantined: bool) -> list[dict]:
     state = "kept quarantined (cordoned + tainted)" if quarantined else "left in service"
-    ctx = f"node `{node}` {state}" + (f" · incident {incident_id}" if incident_id is not None else "")
+    ctx = f"node `{escape(node)}` {state}" + (f" · incident {incident_id}" if incident_id is not None else "")
     return render("escalation", title=cut(f"Needs a human: {node}", HEADER_MAX), summary=cut(mrkdwn(reason), SECTION_MAX, one_line=False),
                   context=ctx)
 

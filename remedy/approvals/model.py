@@ -110,19 +110,22 @@ def is_approver(click: Click, approvers: list[str]) -> bool:
     return click.user_id in allowed
 
 
-def may_answer(approver: str, ui_approvers: list[str], slack_approvers: list[str]) -> bool:
-    """Whether an answer that reached the paused run (the Prefect UI form, or its API) names an approver."""
+def may_answer(approver: str, ui_approvers: list[str]) -> bool:
+    """Whether an answer that reached the paused run without a ledger answer behind it (the Prefect UI form, or
+    its API) names a listed Prefect approver (approvals.approvers). Slack approvers (slack.approvers) answer only
+    through Slack, where Slack signs who pressed the button: their id typed into the form proves nothing (anyone
+    who reaches the Prefect API can type it), so it is refused like any name not listed."""
     name = (approver or "").strip()
-    return bool(name) and name in {a.strip() for a in [*ui_approvers, *slack_approvers] if a.strip()}
+    return bool(name) and name in {a.strip() for a in ui_approvers if a.strip()}
 
 
 def refusal_text(approver: str, decision: str) -> str:
-    """What the form says after an answer from someone not on the approver lists: who, that it did not count, and
+    """What the form says after an answer from someone not on the approver list: who, that it did not count, and
     the setting that lists approvers (so the person knows what to ask for)."""
     who = (approver or "").strip()[:80] or "(no name)"
     return (f"Answer '{decision}' by {who} refused: {who} is not on the approver list. Only names in "
-            f"approvals.approvers (REMEDY_APPROVALS__APPROVERS) or Slack user ids in slack.approvers may answer; "
-            f"ask one of them, or have {who} added there. Still waiting for an answer.")
+            f"approvals.approvers (REMEDY_APPROVALS__APPROVERS) may answer here (Slack approvers answer with the "
+            f"Slack buttons); ask one of them, or have {who} added there. Still waiting for an answer.")
 
 
 def wait_phases(timeout_seconds: float, reminder_after_seconds: float | None) -> list[float]:

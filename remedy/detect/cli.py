@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from remedy.domain.durations import minutes as in_minutes
+from remedy.domain.xid import NVLINK5_XIDS
 from remedy.errors import RemedyError
 from remedy.textinput import printable, read_input_file
 
@@ -23,6 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     explain = xid_sub.add_parser("explain", help="what an XID means and what gpu-remedy does about it")
     explain.add_argument("code", help="XID number, e.g. 79")
     explain.add_argument("--json", action="store_true", help="machine-readable output")
+    explain.add_argument("--line", default="",
+                         help="the kernel line (XID 144-150): decode its NVLink unit and subcode the way NVIDIA's "
+                              "catalog does and say what gpu-remedy does about it")
     explain.set_defaults(func=_xid_explain)
 
     sig = sub.add_parser("signals", help="turn exporter/log output into signals")
@@ -47,6 +51,7 @@ def _xid_explain(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise RemedyError(str(exc)) from None
     info["triage"] = _triage_choice(info, getattr(args, "config", None))
+    info["line"] = _line_reading(info["code"], getattr(args, "line", "") or "")
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=True))
         return 0
@@ -58,11 +63,29 @@ def _xid_explain(args: argparse.Namespace) -> int:
     if info["triage"]:
         t = info["triage"]
         print(f"  triage:      {t['summary']}")
+    if info["line"]:
+        print(f"  this line:   {info['line']['path'] or info['path']} — {info['line']['explanation']}")
+    elif info["code"] in NVLINK5_XIDS:
+        print("  subcodes:    NVIDIA decodes each XID 144-150 line by its NVLink unit, subcode and error status, not by "
+              "the word 'Fatal' in it: some need no recovery (gpu-remedy does not reset the GPU), some need a GPU "
+              "reset, some wait for the XID 154 that follows. Pass the kernel line with --line to see which.")
     if info["investigatory"]:
         print(f"  investigate: {info['investigatory']}")
     confidence = {"seed-002": "field practice"}.get(info["confidence"], info["confidence"])
     print(f"  source:      {info['source']} (confidence: {confidence})")
     return 0
+
+
+def _line_reading(code: int, line: str) -> dict[str, Any] | None:
+    """What `--line` says for this XID: the path and the operator's sentence (None without a line)."""
+    from remedy.detect.signals import explain_nvlink5
+
+    if not line.strip():
+        return None
+    if code not in NVLINK5_XIDS:
+        raise RemedyError(f"--line decodes XID 144-150 lines (NVLink5 subcodes); XID {code} has none")
+    path, why = explain_nvlink5(printable(line, 2000), code)
+    return {"path": path.value if path is not None else None, "explanation": why}
 
 
 def _year(text: str) -> int:

@@ -56,6 +56,36 @@ class IbPortStatus:
     longest_outage_seconds: float
 
 
+def cumulative_signal(node: str, port: str, total: float, outages: int, at: datetime | float,
+                      window_seconds: float) -> Signal:
+    """The `ib-downtime` signal for a port whose outages in the window add up to `total` seconds."""
+    return Signal(
+        node=node, kind=SignalKind.IB_DOWNTIME, value=round(total, 6), at=_as_datetime(_seconds(at)),
+        labels={"port": port, "rule": "ib-cumulative-downtime", "outages": str(outages)}, source="ib-tracker",
+        raw=f"{port}: {human_duration(total)} down in {outages} outage(s) within {human_duration(window_seconds)}",
+    )
+
+
+def window_downtime(spans: list[tuple[float, float | None]], at: float, window_seconds: float) -> tuple[float, int]:
+    """Seconds down within (at - window, at] and how many outages overlap it. A span is (went down, came back up);
+    None = still down at `at`. Spans that start after `at` are not yet seen at `at`."""
+    lo = at - window_seconds
+    total, n = 0.0, 0
+    for start, end in spans:
+        stop = at if end is None else min(end, at)
+        if start > at or stop <= lo:
+            continue
+        total += stop - max(start, lo)
+        n += 1
+    return total, n
+
+
+def port_key(labels: dict[str, str]) -> str:
+    """The port an `ib-port-down` alert is about: node_exporter's `device:port`, or whichever of the two it has."""
+    device, port = labels.get("device", ""), labels.get("port", "")
+    return f"{device}:{port}" if device and port else (port or device)
+
+
 class IbDowntimeTracker:
     """Fold IB port up/down observations into cumulative downtime per (node, port) within a window."""
 
@@ -99,8 +129,7 @@ class IbDowntimeTracker:
             raise ValueError(f"IbDowntimeTracker folds ib-port-down signals, got {signal.kind.value}")
         if signal.at is None:
             raise ValueError(f"ib-port-down on {signal.node}: the signal has no time (at)")
-        device, port = signal.labels.get("device", ""), signal.labels.get("port", "")
-        key = f"{device}:{port}" if device and port else (port or device)
+        key = port_key(signal.labels)
         if not key:
             raise ValueError(f"ib-port-down on {signal.node}: no port/device label")
         p = self._ports.get((signal.node, key))
@@ -185,11 +214,7 @@ class IbDowntimeTracker:
         if p.cumulative_tripped or n < 2:
             return []
         p.cumulative_tripped = True
-        return [Signal(
-            node=node, kind=SignalKind.IB_DOWNTIME, value=round(total, 6), at=_as_datetime(now),
-            labels={"port": port, "rule": "ib-cumulative-downtime", "outages": str(n)}, source="ib-tracker",
-            raw=f"{port}: {human_duration(total)} down in {n} outage(s) within {human_duration(self.t.ib_window_seconds)}",
-        )]
+        return [cumulative_signal(node, port, total, n, now, self.t.ib_window_seconds)]
 
     def _prune(self, p: _Port, now: float) -> None:
         lo = now - self.t.ib_window_seconds

@@ -1,6 +1,8 @@
 """What an alert means, read from its content, not from what its rule happens to be called.
 
-Operators bring their own rules: dcgm-exporter's community rules behind kube-prometheus-stack, the GPU operator's,
+Operators bring their own rules: dcgm-exporter's community rules behind kube-prometheus-stack, the GPU operator's
+(its node-status-exporter and operator-metrics PrometheusRules; its dcgm-exporter rule file only records
+`accelerator_*` series and alerts on nothing),
 kube-prometheus-stack's node rules, NVSentinel health events, node-problem-detector conditions. The same fault goes
 by many names (`GPUXidError`, `GPUXIDError`, `GpuXidError`, `GPUXidErrors`) and the XID code sits in different
 places (an `xid` label, dcgm-exporter's `err_code` label, the alert's value, only the description's text). So the
@@ -38,6 +40,10 @@ _KP = "prometheus-community/helm-charts charts/kube-prometheus-stack (kubernetes
 _DCGM_COMMUNITY = ("dcgm-exporter community rule files (`expr: DCGM_FI_DEV_XID_ERRORS > 0` / "
                    "`increase(DCGM_FI_DEV_XID_ERRORS[5m]) > 0`), see tests/realdata/SOURCES.md 'alert rule sets'")
 _OWN = "gpu-remedy deployments/prometheus/rules.yml"
+_GPU_OP_NODE = ("NVIDIA/gpu-operator assets/state-node-status-exporter/0800_prometheus_rule_openshift.yaml "
+                "@ 05ccfecf: the GPU software stack's deployment on one node")
+_GPU_OP_CLUSTER = ("NVIDIA/gpu-operator assets/state-operator-metrics/0400_prometheus_rule_openshift.yaml "
+                   "@ 05ad7af8: the operator itself, no node")
 
 
 def normalise(name: str) -> str:
@@ -100,6 +106,41 @@ RULES: dict[str, RuleMeaning] = _rules(
     ("KernelDeadlock", None, "kubernetes/node-problem-detector config/kernel-monitor.json condition", 0, {}),
     ("ReadonlyFilesystem", None, "kubernetes/node-problem-detector config/kernel-monitor.json condition", 0, {}),
     ("FrequentKubeletRestart", None, "kubernetes/node-problem-detector config/systemd-monitor-counter.json", 0, {}),
+    ("FrequentDockerRestart", None, "kubernetes/node-problem-detector config/systemd-monitor-counter.json", 0, {}),
+    ("FrequentContainerdRestart", None, "kubernetes/node-problem-detector config/systemd-monitor-counter.json", 0,
+     {}),
+    ("CorruptDockerOverlay2", None, "kubernetes/node-problem-detector config/docker-monitor.json condition", 0, {}),
+    ("KubeletUnhealthy", None, "kubernetes/node-problem-detector config/health-checker-kubelet.json condition", 0,
+     {}),
+    ("ContainerRuntimeUnhealthy", None,
+     "kubernetes/node-problem-detector config/health-checker-containerd.json condition", 0, {}),
+    # The NVIDIA GPU operator's own PrometheusRules. They watch the operator's deployment of the GPU software stack
+    # (driver, container toolkit, CUDA validation, device plugin) and its reconcile loop, not the GPUs: the operator
+    # re-deploys its operands itself, and gpu-remedy's remedies (reset, reboot, replace) do not fix a driver container
+    # that fails to deploy. A node that exposes no GPU gets no GPU pod, so no run is hurt while it waits: acknowledged,
+    # counted, ignored (a GPU that fell off the bus is XID 79, which these rules do not read).
+    ("GPUOperatorNodeDeploymentFailed", None, _GPU_OP_NODE + " (gpu_operator_node_device_plugin_devices_total == 0, "
+     "`for: 30m`)", 1800, {}),
+    ("GPUOperatorNodeDeploymentDriverFailed", None, _GPU_OP_NODE + " (gpu_operator_node_driver_validation == 0, "
+     "`for: 30m`)", 1800, {}),
+    ("GPUOperatorNodeDeploymentToolkitFailed", None, _GPU_OP_NODE + " (gpu_operator_node_toolkit_ready == 0, "
+     "`for: 30m`)", 1800, {}),
+    ("GPUOperatorNodeDeploymentCudaFailed", None, _GPU_OP_NODE + " (gpu_operator_node_cuda_ready == 0, `for: 30m`)",
+     1800, {}),
+    ("GPUOperatorReconciliationFailed", None, _GPU_OP_CLUSTER + " (the operator's reconcile loop, `for: 1h`)", 3600,
+     {}),
+    ("GPUOperatorReconciliationFailedNfdLabelsMissing", None, _GPU_OP_CLUSTER + " (NFD labels missing, `for: 30m`)",
+     1800, {}),
+    ("GPUOperatorOpenshiftDriverToolkitEnabledNfdTooOld", None, _GPU_OP_CLUSTER + " (OpenShift DTK, `for: 30m`)",
+     1800, {}),
+    ("GPUOperatorOpenshiftDriverToolkitEnabledImageStreamMissing", None,
+     _GPU_OP_CLUSTER + " (OpenShift DTK, `for: 30m`)", 1800, {}),
+    ("GPUOperatorOpenshiftDriverToolkitEnabledImageStreamBroken", None,
+     _GPU_OP_CLUSTER + " (OpenShift DTK, `for: 30m`)", 1800, {}),
+    ("GPUOperatorOpenshiftDriverToolkitEnabledImageTagsMissing", None,
+     _GPU_OP_CLUSTER + " (OpenShift DTK, `for: 30m`)", 1800, {}),
+    ("GPUOperatorDriverAutoUpgradeFailures", None, _GPU_OP_CLUSTER + " (driver auto-upgrade failed on some nodes, "
+     "`for: 30m`)", 1800, {}),
 )
 
 # Metric families a rule's expression may read (generatorURL `g0.expr`), first match wins.

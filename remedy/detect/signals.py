@@ -7,6 +7,7 @@ calls `classify(signal, thresholds)` and acts on the `Verdict`. Plain Python: no
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -17,8 +18,8 @@ from remedy.domain.xid import (
     EARLY_WARNING_XIDS,
     NVLINK5_XIDS,
     RemediationPath,
+    decode_nvlink5,
     lookup,
-    nvlink5_subcode_path,
     recovery_action_path,
 )
 from remedy.settings.signals import SignalThresholds
@@ -205,11 +206,11 @@ def _xid(s: Signal, t: SignalThresholds, n: int) -> Verdict:
             return Verdict(path, _severity_for(path), "xid-154-recovery-action",
                            f"XID 154 on {where}: the driver's new recovery action → {path.value}")
     if entry.code in NVLINK5_XIDS and s.raw:
-        path = nvlink5_subcode_path(s.raw)
+        path, why = explain_nvlink5(s.raw, entry.code)
         if path is RemediationPath.WATCH:
-            return Verdict(path, Severity.WARNING, "xid-nvlink5-nonfatal",
-                           f"XID {entry.code} ({entry.description}) on {where}: the driver marks this subcode "
-                           "non-fatal (catalog: IGNORE, or follow the XID 154 that comes with it): watch")
+            return Verdict(path, Severity.WARNING, "xid-nvlink5-no-reset", f"XID {entry.code} on {where}: {why}")
+        if path is RemediationPath.RESET_GPU and n < t.xid_recurrence_limit:
+            return Verdict(path, Severity.CRITICAL, "xid-nvlink5-reset", f"XID {entry.code} on {where}: {why}")
     if n >= t.xid_recurrence_limit and entry.recurrence_path != entry.path:
         path = entry.recurrence_path
         return Verdict(path, _severity_for(path), "xid-recurrence",
@@ -217,6 +218,59 @@ def _xid(s: Signal, t: SignalThresholds, n: int) -> Verdict:
                        f"(limit {t.xid_recurrence_limit}): stop retrying {entry.path.value}, {path.value}")
     return Verdict(entry.path, _severity_for(entry.path), "xid-catalog" if entry.known else "xid-unknown",
                    f"XID {entry.code} ({entry.description}) on {where}: {entry.reason}")
+
+
+# What NVIDIA's XID catalog says about an XID 144-150 line, in an operator's words (remedy.domain.xid has the
+# decode table). Subcodes the catalog singles out get their own sentence.
+_NVL5_SUBCODE_NOTES = {
+    (149, 38): "it points at software or a user action on the link, not at the GPU",
+    (149, 40): "it points at the host machine around the GPU, not at the GPU itself",
+}
+_LINK = re.compile(r"\bLink\s+(\d{1,3})\b")
+
+
+def explain_nvlink5(line: str, xid: int | None = None) -> tuple[RemediationPath | None, str]:
+    """What an XID 144-150 kernel line means and what gpu-remedy does about it, for an operator: (the path, the
+    sentence). NVIDIA's catalog decides per NVLink unit, subcode and error status, not by the word "Fatal" in the
+    line; a line the catalog has no entry for falls back to that word. (None, why) when the line carries no unit and
+    registers to decode."""
+    d = decode_nvlink5(line, xid)
+    if d is None:
+        low = f" {line.lower()} "
+        if " nonfatal " in low or " non-fatal " in low:
+            return RemediationPath.WATCH, ("the kernel line says the NVLink error is non-fatal and gives nothing more "
+                                           "to decode: gpu-remedy does not reset the GPU; it watches the link")
+        if " fatal " in low:
+            return RemediationPath.RESET_GPU, ("the kernel line says the NVLink error is fatal and gives nothing more "
+                                               "to decode: gpu-remedy resets the GPU")
+        return None, "the line has no NVLink unit and registers to decode: the XID's own entry decides"
+    link = _LINK.search(line)
+    what = (f"NVLink error in the {d.unit} unit" + (f" on link {int(link.group(1))}" if link else "")
+            + f", subcode {d.subcode}" + (f", error status {d.error_status:#x}" if d.error_status is not None else ""))
+    note = _NVL5_SUBCODE_NOTES.get((d.xid, d.subcode))
+    note = f" ({note})" if note else ""
+    if d.bucket == "IGNORE":
+        despite = ", although the line says 'Fatal'" if d.fatal_word else ""
+        return RemediationPath.WATCH, (
+            f"{what}. NVIDIA's XID catalog says this one needs no recovery{note}{despite}. "
+            "gpu-remedy does not reset the GPU: it records the event and watches the link; a later error that does "
+            "need a reset is acted on when it comes")
+    if d.bucket == "XID_154_EVAL":
+        return RemediationPath.WATCH, (
+            f"{what}. NVIDIA's XID catalog says the driver decides the recovery and reports it in the XID 154 that "
+            "follows. gpu-remedy does not reset the GPU on this line alone: it does what that XID 154 asks (reset "
+            "the GPU or reboot the node) when it arrives")
+    if d.bucket == "RESET_GPU":
+        return RemediationPath.RESET_GPU, (
+            f"{what}. NVIDIA's XID catalog says the GPU must be reset to recover the link{note}. gpu-remedy resets "
+            "the GPU; if it happens again on the same GPU, the node is replaced")
+    # the catalog has no entry for this unit, subcode and status: the driver's own word decides
+    if d.fatal_word:
+        return RemediationPath.RESET_GPU, (
+            f"{what}. NVIDIA's XID catalog has no entry for it; the line says 'Fatal', so gpu-remedy resets the GPU")
+    return RemediationPath.WATCH, (
+        f"{what}. NVIDIA's XID catalog has no entry for it; the line says 'Nonfatal', so gpu-remedy does not reset "
+        "the GPU: it watches the link")
 
 
 def _sxid(s: Signal, t: SignalThresholds, n: int) -> Verdict:

@@ -17,6 +17,9 @@ FORCE_DELETE = "RemedyForceDelete"
 PREEMPT = "RemedyPreempt"
 RESTART_APP = "RemedyRestartApp"
 RESTART_REFUSED = "RemedyRestartRefused"
+# a fenced call refused: another run holds the incident now (remedy.safety.fence)
+STOOD_DOWN = "RemedyStoodDown"
+KEPT_OPERATOR_CORDON = "RemedyKeptOperatorCordon"  # a person's cordon from before gpu-remedy acted, left in place
 
 # Why a run stopped short of fixing the node (remedy.domain.outcome.node_event; tasks.cluster.note_on_node)
 HELD = "RemedyHeld"

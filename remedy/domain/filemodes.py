@@ -8,7 +8,13 @@ reports quote alert labels. None is for other local users. One rule, applied in 
   (SQLite files and their -wal/-shm, the Prefect server's home and database, reports, archives) is born private;
 - `private_sqlite_file(path)` before SQLAlchemy opens a SQLite ledger: a file created here is 0600 even when a
   library embeds gpu-remedy without the CLI's umask;
-- `private_dir(path)` for directories gpu-remedy makes (the Prefect home): 0700.
+- `private_dir(path)` for directories gpu-remedy makes (the Prefect home): 0700;
+- `private_file(path)` before a file is opened for writing by a library that would create it under the process
+  umask (the Prefect server's log); the Prefect server gpu-remedy starts runs under PRIVATE_UMASK itself
+  (`remedy.prefect_server.start_server`), so its database and its -wal/-shm are 0600 whoever called it.
+
+SQLite creates a database's -wal and -shm files with the database file's own mode, so a 0600 ledger keeps them
+0600 (tests/safety/test_private_files.py checks both, on the ledger and on the Prefect server's database).
 
 Files that already exist keep their mode: an operator who chose one wins.
 """
@@ -40,6 +46,12 @@ def private_dir(path: str | os.PathLike[str]) -> Path:
 
 def private_sqlite_file(path: str | os.PathLike[str]) -> Path:
     """Create the SQLite file 0600 (and its directory 0700) if it does not exist yet; never loosen an existing one."""
+    return private_file(path)
+
+
+def private_file(path: str | os.PathLike[str]) -> Path:
+    """Create the file empty, 0600 (and its directory 0700), if it does not exist yet; an existing one keeps its
+    mode (an operator who chose one wins)."""
     p = Path(path)
     if not p.parent.exists():
         private_dir(p.parent)
@@ -48,5 +60,5 @@ def private_sqlite_file(path: str | os.PathLike[str]) -> Path:
     except FileExistsError:
         return p
     os.close(fd)
-    os.chmod(p, FILE_MODE)  # O_CREAT's mode is filtered by the umask too; the empty file is a valid new database
+    os.chmod(p, FILE_MODE)  # O_CREAT's mode is filtered by the umask too (an empty file is a valid new SQLite database)
     return p

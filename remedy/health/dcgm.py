@@ -49,7 +49,7 @@ class DcgmTestResult:
 
 @dataclass
 class DcgmDiag:
-    layout: str  # "dcgm3" | "dcgm4" (JSON) | "text"
+    layout: str  # "dcgm3" | "dcgm4" (JSON) | "text"; "json" for a JSON report cut before it says which
     dcgm_version: str = ""
     driver_version: str = ""
     results: list[DcgmTestResult] = field(default_factory=list)
@@ -118,14 +118,20 @@ def parse_dcgm_diag(text: str | bytes) -> DcgmDiag:
         return _parse_text(text)
     # dcgmi may print a banner before the JSON; take the outermost object.
     start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end < start:
+    cut_short = ""  # what a JSON report cut mid-way lacks ("" when it is whole)
+    if start < 0:
         if errors := _error_lines(text):
             raise CheckOutputError(f"dcgm diag did not run (no JSON object, no result table): {errors[0][:200]}")
         raise CheckOutputError("dcgm diag output has no JSON object (-j) and no result table")
     try:
-        doc = json.loads(text[start : end + 1])
+        doc = json.loads(text[start : end + 1] if end > start else text[start:])
     except (json.JSONDecodeError, RecursionError) as exc:
-        raise CheckOutputError(f"dcgm diag output is not valid JSON: {str(exc)[:120]}") from None
+        # A report cut mid-way (a truncated Job log, a paste) is a valid JSON prefix: read what it holds and say
+        # what is missing, like a table cut short; anything else is not dcgmi's JSON (bad input).
+        salvaged = _close_truncated(text[start:].rstrip()) if _cut_at_the_end(text[start:]) else None
+        if salvaged is None:
+            raise CheckOutputError(f"dcgm diag output is not valid JSON: {str(exc)[:120]}") from None
+        doc, cut_short = salvaged
     if not isinstance(doc, dict):
         raise CheckOutputError("dcgm diag JSON top level is not an object")
     if "DCGM GPU Diagnostic" in doc:
@@ -134,6 +140,9 @@ def parse_dcgm_diag(text: str | bytes) -> DcgmDiag:
         root, layout = doc["DCGM Diagnostic"], "dcgm4"
     elif "tests" in doc:
         root, layout = doc, "dcgm4"
+    elif cut_short:
+        return DcgmDiag(layout="json", missing=[
+            f"the JSON report is cut short before its diagnostic section ({cut_short}): every test result is missing"])
     else:
         raise CheckOutputError(
             "dcgm diag JSON has neither 'DCGM GPU Diagnostic' (3.x) nor 'DCGM Diagnostic'/'tests' (4.x)"
@@ -148,11 +157,12 @@ def parse_dcgm_diag(text: str | bytes) -> DcgmDiag:
         driver_version=str(meta.get("driver version detected") or root.get("Driver Version Detected") or ""),
     )
     tests = _tests(root)
-    if not tests:
+    if not tests and not cut_short:
         reason = root.get("runtime_error") or doc.get("runtime_error") or next(iter(_error_lines(text[:start])), "")
         if reason:
             raise CheckOutputError(f"dcgm diag did not run: {str(reason)[:200]}")
         raise CheckOutputError("dcgm diag JSON lists no tests")
+    last = ""
     for category, t in tests:
         name = " ".join(str(t.get("name") or t.get("test_name") or "?").split())[:80]  # one short line
         results = _dicts(t.get("results"))
@@ -160,12 +170,80 @@ def parse_dcgm_diag(text: str | bytes) -> DcgmDiag:
             summary = t.get("test_summary")
             status = summary.get("status") if isinstance(summary, dict) else None
             if not status:
+                if cut_short:
+                    continue  # the test the cut went through: its results are what is missing
                 raise CheckOutputError(f"dcgm diag test {name!r} has no results")
             results = [{"status": status}]
         for r in results:
+            if cut_short and r.get("status") is None:
+                continue  # a result cut before its status
             messages = _texts(r.get("warnings")) + _texts(r.get("errors")) + _texts(r.get("info"))
             diag.results.append(DcgmTestResult(name, category, _status(r.get("status"), name), _entity(r), messages))
+        last = name
+    if cut_short:
+        after = f"after test {last!r}" if last else "before any test result"
+        diag.missing.append(f"the JSON report is cut short {after} ({cut_short}): the rest of the run is missing")
     return diag
+
+
+_CLOSE = {"{": "}", "[": "]"}
+_LITERAL_START = re.compile(r"[-+.\deE]*|n(?:u(?:ll?)?)?|t(?:r(?:ue?)?)?|f(?:a(?:l(?:se?)?)?)?")
+
+
+def _cut_at_the_end(chunk: str) -> bool:
+    """Does the JSON decoder stop at the end of the text (the text runs out), not at a syntax error inside it?"""
+    body = chunk.rstrip()
+    try:
+        json.loads(body)
+    except json.JSONDecodeError as exc:
+        # the text ends inside a string, or in the middle of a literal or number ("nu", "fals", "3.")
+        return exc.msg.startswith("Unterminated string") or bool(_LITERAL_START.fullmatch(body[exc.pos:]))
+    except RecursionError:
+        return False
+    return False
+
+
+def _close_truncated(chunk: str) -> tuple[dict, str] | None:
+    """A JSON object cut mid-way, closed at its last complete value: (the document, what was cut). None when the
+    text is not a JSON prefix (a syntax error before its end, or nothing left open): that is bad input, not a cut.
+
+    One pass over the text keeps the open brackets and, at every comma or opening bracket outside a string, a point
+    where everything before is complete; the document is the text up to the last such point with its brackets
+    closed (an earlier point if that still does not parse, e.g. a key without its value)."""
+    stack: list[str] = []
+    cuts: list[tuple[int, str]] = []  # (end of a complete prefix, the closers it needs)
+    in_string = escaped = False
+    for i, ch in enumerate(chunk):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch in _CLOSE:
+            stack.append(_CLOSE[ch])
+            cuts.append((i + 1, "".join(reversed(stack))))
+        elif ch in "}]":
+            if not stack or stack.pop() != ch:
+                return None  # unbalanced: not a prefix of one JSON object
+            if not stack:
+                return None  # the object closed: whatever broke the parse is not a cut
+        elif ch == "," and stack:
+            cuts.append((i, "".join(reversed(stack))))
+    if not stack:
+        return None
+    for end, closers in reversed(cuts[-64:]):  # the last complete prefix that parses
+        try:
+            doc = json.loads(chunk[:end] + closers)
+        except (json.JSONDecodeError, RecursionError):
+            continue
+        if isinstance(doc, dict):
+            return doc, f"{len(stack)} bracket(s) never closed"
+    return None
 
 
 # --- the text table -------------------------------------------------------------------------------

@@ -56,7 +56,8 @@ class ActionsMixin(LedgerBase):
         }
         try:
             with self._write() as conn:
-                self._fenced(conn, action.incident_id, fence, action.started_at)
+                # the fence on the lease clock: the action's own time is this host's, unless a test clock stamps both
+                self._fenced(conn, action.incident_id, fence, action.started_at if self._test_clock else None)
                 if key is not None and (existing := self._action_by_key(conn, key, action)):
                     return existing, False
                 if action.incident_id is not None:
@@ -184,7 +185,7 @@ class ActionsMixin(LedgerBase):
 
         `fence` with `incident_id`: a run deciding for the incident it holds moves no breaker once it has lost the
         incident (LeaseLost, nothing written; LedgerBase._fenced). A person's CLI passes neither."""
-        now = self._now(at)
+        given, now = at, self._now(at)
         rows = []
         for e in events:
             require_choice(e["scope_kind"], BREAKER_SCOPES, "breaker scope_kind")
@@ -196,7 +197,7 @@ class ActionsMixin(LedgerBase):
             return []
         b = schema.breaker_events.c
         with self._write() as conn:
-            self._fenced(conn, incident_id, fence, now)
+            self._fenced(conn, incident_id, fence, given)
             ids = [inserted_id(conn.execute(schema.breaker_events.insert().values(**r))) for r in rows]
             return [breaker_event_record(r) for r in conn.execute(
                 select(schema.breaker_events).where(b.id.in_(ids)).order_by(b.id))]
@@ -234,7 +235,7 @@ class ActionsMixin(LedgerBase):
         values = {"incident_id": incident_id, "flow_run_id": flow_run_id, "kind": kind,
                   "requested_at": requested_at, "reason": "", "slack_ts": slack_ts}
         with self._write() as conn:
-            self._fenced(conn, incident_id, fence, requested_at)
+            self._fenced(conn, incident_id, fence, at)
             if incident_id is not None:
                 self._require_incident(conn, incident_id)
             new_id = inserted_id(conn.execute(schema.approvals.insert().values(**values)))

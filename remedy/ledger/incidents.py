@@ -179,14 +179,14 @@ class IncidentsMixin(LedgerBase):
         started it) still holds the incident; the holder is kept, or becomes `fence.run` if nobody held it, so a
         subflow never writes its own id over its parent's claim."""
         status = as_enum(IncidentStatus, status, "incident status")
-        at = self._now(at)
+        given, at = at, self._now(at)
         values: dict = {"status": status.value, "resolved_at": at if status is IncidentStatus.RESOLVED else None}
         if detail:
             values["detail"] = detail
         if flow_run_id is not None:
             values["flow_run_id"] = flow_run_id
         with self._write() as conn:
-            self._fenced(conn, incident_id, fence, at)
+            self._fenced(conn, incident_id, fence, given)
             current = self._incident(conn, incident_id)
             if fence is not None:
                 values["flow_run_id"] = current.flow_run_id or fence.run
@@ -233,7 +233,7 @@ class IncidentsMixin(LedgerBase):
         step that writes nothing of its own (a replay of an earlier run's) yet must stop a run that lost the
         incident, as every fenced write would."""
         with self._write() as conn:
-            self._fenced(conn, incident_id, fence, self._now(None))
+            self._fenced(conn, incident_id, fence, None)
 
     def warning_history(self, since: datetime) -> tuple[list[IncidentRecord], dict[str, list[datetime]]]:
         """What a detector's record is judged on (remedy.warn.record), in two queries instead of every incident of

@@ -10,6 +10,9 @@ renewals; once the lease has expired the run is gone, and
 - the receiver's watchdog finds incidents left `acting` by a gone run (`stranded_incidents`) and re-announces them
   (`reannounce_incident`), or hands one whose runs keep dying to a person (`escalate_stranded`).
 
+Lease times are the database server's clock (`LedgerBase._lease_now`), never this host's: hosts whose clocks
+disagree still agree on whether a lease has run out.
+
 A holder without a lease row (a claim written by hand, a run from before leases) is never taken over here: the
 caller decides from Prefect's view of that run (tasks.ledger.claim_remediation).
 """
@@ -47,9 +50,13 @@ def process_label() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+MAX_TTL_SECONDS = 86400.0  # as settings.leases.ttl_seconds allows: an endless lease is a run never taken over
+
+
 def _ttl(seconds: float) -> timedelta:
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
-        raise ValueError(f"lease ttl_seconds must be a number > 0, got {seconds!r}")
+    if (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+            or not 0 < seconds <= MAX_TTL_SECONDS):  # NaN fails both comparisons
+        raise ValueError(f"lease ttl_seconds must be a number > 0 and at most {MAX_TTL_SECONDS:g}, got {seconds!r}")
     return timedelta(seconds=seconds)
 
 
@@ -71,11 +78,12 @@ class LeasesMixin(LedgerBase):
                     ) -> LeaseRecord:
         """Begin (or begin again: a retried flow run keeps its id) this run's lease, valid `ttl_seconds` from now."""
         require_text(run_id, "run_id")
-        now = self._now(at)
-        values = {"process": process or "", "renewed_at": now, "expires_at": now + _ttl(ttl_seconds),
-                  "ended_at": None, "end_reason": ""}
+        ttl = _ttl(ttl_seconds)
         r = schema.run_leases.c
         with self._write() as conn:
+            now = self._lease_now(conn, at)
+            values = {"process": process or "", "renewed_at": now, "expires_at": now + ttl, "ended_at": None,
+                      "end_reason": ""}
             if conn.execute(select(r.run_id).where(r.run_id == run_id)).first() is None:
                 conn.execute(schema.run_leases.insert().values(run_id=run_id, acquired_at=now, **values))
             else:
@@ -86,20 +94,20 @@ class LeasesMixin(LedgerBase):
 
     def renew_lease(self, run_id: str, *, ttl_seconds: float, at: datetime | None = None) -> bool:
         """Extend a live lease; False once it has expired or ended (the run is gone: it must not act any more)."""
-        now = self._now(at)
+        ttl = _ttl(ttl_seconds)
         r = schema.run_leases.c
         with self._write() as conn:
+            now = self._lease_now(conn, at)
             return conn.execute(
                 update(schema.run_leases)
                 .where(r.run_id == run_id, r.ended_at.is_(None), r.expires_at > now)
-                .values(renewed_at=now, expires_at=now + _ttl(ttl_seconds))
+                .values(renewed_at=now, expires_at=now + ttl)
             ).rowcount == 1
 
     def end_lease(self, run_id: str, *, reason: str, at: datetime | None = None) -> bool:
         """The run finished (or was found gone): it holds nothing from now on. False if it had ended already."""
-        now = self._now(at)
         with self._write() as conn:
-            return self._end(conn, run_id, reason, now)
+            return self._end(conn, run_id, reason, self._lease_now(conn, at))
 
     @staticmethod
     def _end(conn: Connection, run_id: str, reason: str, now: datetime) -> bool:
@@ -121,8 +129,9 @@ class LeasesMixin(LedgerBase):
 
     def run_gone(self, run_id: str, at: datetime | None = None) -> LeaseRecord | None:
         """The run's lease if the run is gone (expired or ended); None if it is alive or never held a lease."""
-        lease = self.get_lease(run_id)
-        return lease if lease is not None and not lease.live(self._now(at)) else None
+        with self._read() as conn:
+            lease = self._lease(conn, run_id)
+            return lease if lease is not None and not lease.live(self._lease_now(conn, at)) else None
 
     # --- claiming an incident ------------------------------------------------------------------------------
     def claim_incident(self, incident_id: int, flow_run_id: str, at: datetime | None = None) -> bool:
@@ -135,9 +144,9 @@ class LeasesMixin(LedgerBase):
         lease has expired → taken over (recorded, the gone run's leftovers settled); otherwise no, with who holds
         it and that holder's lease (None: a holder without one, for the caller to judge)."""
         require_text(holder, "holder")
-        now = self._now(at)
         i = schema.incidents.c
         with self._write() as conn:
+            now = self._lease_now(conn, at)
             if conn.execute(
                 update(schema.incidents)
                 .where(i.id == incident_id, i.status == IncidentStatus.OPEN.value)
@@ -163,8 +172,8 @@ class LeasesMixin(LedgerBase):
         previous run has ended, so what it left running is settled; otherwise (a person re-opening an incident
         whose last run may still be waiting) only the incident changes hands."""
         require_text(holder, "holder")
-        now = self._now(at)
         with self._write() as conn:
+            now = self._lease_now(conn, at)
             rec = self._incident(conn, incident_id)
             if (rec.flow_run_id or None) != (expected_holder or None):
                 return Claim(False, rec.flow_run_id or "", rec.status)
@@ -234,22 +243,22 @@ class LeasesMixin(LedgerBase):
     def stranded_incidents(self, *, at: datetime | None = None, limit: int = 100
                            ) -> list[tuple[IncidentRecord, LeaseRecord]]:
         """Incidents `acting` under a run whose lease has expired or ended, oldest first, with that lease."""
-        now = self._now(at)
         i, r = schema.incidents.c, schema.run_leases.c
-        q = (select(schema.incidents, schema.run_leases)
-             .join(schema.run_leases, r.run_id == i.flow_run_id)
-             .where(i.status == IncidentStatus.ACTING.value, r.expires_at <= now)
-             .order_by(i.id).limit(limit))
         with self._read() as conn:
+            now = self._lease_now(conn, at)
+            q = (select(schema.incidents, schema.run_leases)
+                 .join(schema.run_leases, r.run_id == i.flow_run_id)
+                 .where(i.status == IncidentStatus.ACTING.value, r.expires_at <= now)
+                 .order_by(i.id).limit(limit))
             return [(incident_record(row), lease_record(row)) for row in conn.execute(q)]
 
     def gone_runs(self, *, at: datetime | None = None, limit: int = 100) -> list[LeaseRecord]:
         """Runs whose lease expired without the run ending it (their process died), not yet reaped."""
-        now = self._now(at)
         r = schema.run_leases.c
-        q = (select(schema.run_leases).where(r.ended_at.is_(None), r.expires_at <= now)
-             .order_by(r.expires_at).limit(limit))
         with self._read() as conn:
+            now = self._lease_now(conn, at)
+            q = (select(schema.run_leases).where(r.ended_at.is_(None), r.expires_at <= now)
+                 .order_by(r.expires_at).limit(limit))
             return [lease_record(row) for row in conn.execute(q)]
 
     def reannounces(self, incident_id: int) -> int:
@@ -275,9 +284,9 @@ class LeasesMixin(LedgerBase):
     def _release_stranded(self, incident_id: int, gone_holder: str, status: IncidentStatus, holder: str,
                           reason: str, by: str, kind: str, at: datetime | None, detail: dict | None) -> bool:
         require_text(gone_holder, "gone_holder")
-        now = self._now(at)
         i = schema.incidents.c
         with self._write() as conn:
+            now = self._lease_now(conn, at)
             lease = self._lease(conn, gone_holder)
             if lease is None or lease.live(now):
                 return False

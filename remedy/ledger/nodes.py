@@ -120,10 +120,10 @@ class NodesMixin(LedgerBase):
         require_text(requested_by, "requested_by")
         if idempotency_key is not None:
             require_text(idempotency_key, "idempotency_key")
-        now = self._now(at)
+        given, now = at, self._now(at)
         try:
             with self._write() as conn:
-                self._fenced(conn, incident_id, fence, now)
+                self._fenced(conn, incident_id, fence, given)
                 return self._transition(
                     conn, node, to, reason=reason, requested_by=requested_by, expected_from=expected_from,
                     idempotency_key=idempotency_key, by_operator=by_operator, allow_unmanaged=allow_unmanaged, at=now,
@@ -213,9 +213,9 @@ class NodesMixin(LedgerBase):
             raise ValueError(f"passed must be True or False, got {passed!r}")
         require_json(summary, "validation summary")
         require_text(requested_by, "requested_by")
-        at = self._now(at)
+        given, at = at, self._now(at)
         with self._write() as conn:
-            self._fenced(conn, incident_id, fence, at)
+            self._fenced(conn, incident_id, fence, given)
             self._node_row(conn, node)
             values = {"node": node, "level": level, "passed": passed, "at": at, "summary": summary,
                       "requested_by": requested_by}

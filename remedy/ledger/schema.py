@@ -17,9 +17,11 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    PrimaryKeyConstraint,
     String,
     Table,
     Text,
+    UniqueConstraint,
 )
 from sqlalchemy.types import TypeDecorator
 
@@ -226,4 +228,32 @@ ledger_identity = Table(
     metadata,
     Column("id", String, primary_key=True),
     Column("created_at", UTCDateTime, nullable=False),
+)
+
+# InfiniBand port outages, folded from port up/down alerts (remedy.ledger.ib_ports): kept here, not in a receiver's
+# memory, so a port flapping across two receivers or a receiver restart still adds up to its cumulative downtime.
+# One row per outage (node, port, when it went down); `ended_at` NULL = still down.
+ib_port_outages = Table(
+    "ib_port_outages",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("node", String, nullable=False),
+    Column("port", String, nullable=False),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("ended_at", UTCDateTime, nullable=True),
+    Column("updated_at", UTCDateTime, nullable=False),
+    UniqueConstraint("node", "port", "started_at"),
+)
+
+# Per port: whether the cumulative-downtime budget already tripped for the current crossing (it re-arms when the
+# window's total falls back below budget), so two receivers never report one crossing twice.
+ib_ports = Table(
+    "ib_ports",
+    metadata,
+    Column("node", String, nullable=False),
+    Column("port", String, nullable=False),
+    Column("cumulative_tripped", Boolean, nullable=False, default=False),
+    Column("tripped_by", UTCDateTime, nullable=True),  # start of the outage whose alert crossed the budget
+    Column("updated_at", UTCDateTime, nullable=False),
+    PrimaryKeyConstraint("node", "port"),
 )

@@ -28,12 +28,12 @@ from typing import Any
 from sqlalchemy.exc import DataError, IntegrityError
 
 from remedy.detect.alertmanager import AlertPayloadError, UnresolvedNode, alert_to_signal, validate_payload
-from remedy.detect.ib import IbDowntimeTracker
 from remedy.detect.signals import Signal, SignalKind, Verdict, classify
 from remedy.domain.durations import human_duration
 from remedy.domain.model import Action, ActionOutcome, Incident, IncidentStatus, incident_fingerprint, utcnow
 from remedy.domain.xid import RemediationPath, lookup
 from remedy.ledger.errors import IdempotentReplay
+from remedy.ledger.ib_ports import fold_port_alert
 from remedy.ledger.records import IncidentRecord
 from remedy.receiver.outbox import RECEIVER_MARK, touch_resolved
 from remedy.settings.receiver import ReceiverLimits
@@ -209,10 +209,7 @@ class AlertIntake:
         self.resolver = resolver or NodeResolver(nodes.knows)
         # node → (read at, hardware fault keys, application fault keys) in the window
         self._faults: dict[str, tuple[float, set[str], set[str]]] = {}
-        # InfiniBand port up/down folded into cumulative downtime (remedy.detect.ib), as rules.yml promises
-        self.ib = IbDowntimeTracker(self.thresholds)
         self._sticky: dict[tuple[str, datetime], str] = {}  # (fault, startsAt) → why it is a sticky re-fire, or ""
-        self._ib_lock = threading.Lock()
         # Writers in one process queue on the ledger's own lock (remedy.ledger.engine.write_transaction), not in
         # SQLite's busy handler.
 
@@ -335,18 +332,16 @@ class AlertIntake:
                 f"{last.id}, which gpu-remedy fixed ({fix.kind} at {fix.started_at.isoformat(timespec='seconds')}); "
                 "an exporter restart re-fired it, not a new fault")
 
-    # ---- InfiniBand: port up/down folded into cumulative downtime
+    # ---- InfiniBand: port up/down folded into cumulative downtime, kept in the ledger (remedy.ledger.ib_ports), so
+    # the outages every receiver saw, before and after a restart, add up as rules.yml promises
     def _fold_ib(self, s: Signal) -> list[Signal]:
         try:
-            with self._ib_lock:
-                tripped = self.ib.observe_signal(s)
-                if not s.resolved:  # an outage still going on counts up to now
-                    tripped += [t for t in self.ib.check(utcnow()) if t.node == s.node]
-        except ValueError as exc:  # out of order or no port label: the alert itself is still recorded
-            log.info("IB downtime tracker: %s", exc)
+            fold = fold_port_alert(self.ledger, s, self.thresholds, now=utcnow())
+        except ValueError as exc:  # no port label or no time: the alert itself is still recorded
+            log.info("IB downtime: %s", exc)
             return []
         # the single-outage rule is the alert's own verdict (its value); the cumulative one is new evidence
-        return [t for t in tripped if t.kind is SignalKind.IB_DOWNTIME]
+        return [fold.tripped] if fold.tripped is not None else []
 
     def _node_faults(self, node: str, now: datetime, *, fresh: bool = False) -> tuple[set[str], set[str]]:
         """(hardware, application) fault keys seen on `node` within the window: read from the ledger when the node is
@@ -462,7 +457,7 @@ def _unhandled(alert) -> str:
     if reading.kind is not None:
         return ""
     name = alert.labels.get("alertname", "") or "an alert without a name"
-    return f"{name[:80]}: not a fault gpu-remedy handles" + (f" ({reading.by[:120]})" if reading.by else "")
+    return f"{name[:80]}: not a fault gpu-remedy handles" + (f" ({reading.by[:300]})" if reading.by else "")
 
 
 def _from_xid_gauge(s: Signal) -> bool:

@@ -18,6 +18,8 @@ class LeaseSettings(BaseModel):
     ttl_seconds: float = Field(
         30.0,
         gt=0,
+        le=86400,  # a day: longer, a killed run's node stays cordoned without an owner that long (inf: never)
+        allow_inf_nan=False,
         description=(
             "A run's lease lasts this long after its last renewal; a run not heard from for this long is taken to be "
             "gone. Longer than the longest ledger outage a live run should survive, short enough that a killed run's "
@@ -32,6 +34,8 @@ class LeaseSettings(BaseModel):
     watchdog_seconds: float = Field(
         10.0,
         gt=0,
+        le=3600,
+        allow_inf_nan=False,
         description="How often the receiver looks for incidents left `acting` by a gone run and re-announces them.",
     )
     max_reannounces: int = Field(

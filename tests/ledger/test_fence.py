@@ -6,6 +6,7 @@ either refuses it or settles it, never leaves it running."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -21,6 +22,14 @@ TTL = 30.0
 
 def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def ledger(db_url: str) -> Iterator[Ledger]:
+    """These tests give every time themselves (`at=`, an action's started_at): the ledger is on their clock, not
+    the database's (a ledger without one judges leases by the database server's clock: test_lease_clock.py)."""
+    with Ledger(db_url, clock=lambda: T0) as led:
+        yield led
 
 
 def held_by(ledger: Ledger, run: str, node: str = "gpu-001") -> int:

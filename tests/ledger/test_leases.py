@@ -280,8 +280,9 @@ def test_the_keeper_renews_before_acting_once_half_the_lease_has_passed_on_its_c
                 return getattr(led, name)
 
             def renew_lease(self, run_id, **kw):
-                calls.append(run_id)
-                return led.renew_lease(run_id, **kw)
+                done = led.renew_lease(run_id, **kw)
+                calls.append(run_id)  # after the write: the wait below must not race the thread's first renewal
+                return done
 
         # renew_seconds far beyond the test: the background thread renews once at the start, then sleeps
         keeper = LeaseKeeper(Counting(), ttl_seconds=TTL, renew_seconds=3600.0, process="test:1",

@@ -189,3 +189,97 @@ def test_nvlink5_subcodes_through_the_cli(capsys) -> None:
     assert rc == 0 and paths == ["reset-gpu", "watch"]  # subcode 37 RESET_GPU; 38 IGNORE although it says Fatal
     rc, d = signals(capsys, "gpud_pr1174_nvlink5_kmsg.log")
     assert [r["verdict"]["path"] for r in d["signals"]] == ["reset-gpu", "reset-gpu", "watch"]  # 149.0, 149.37, 145 RLW_RXPIPE 0x8
+
+
+
+# Words from NVIDIA's decode table that mean nothing to an operator; the explanations say what happens instead.
+_JARGON = ("IGNORE", "RESET_GPU", "XID_154_EVAL", "bucket", "catalog:", "WORKFLOW_", "non-fatal (catalog")
+
+
+def test_nvlink5_subcode_explanations_say_what_happens_in_operator_words(capsys) -> None:
+    rc, d = signals(capsys, "gpud_nvl5_subcode_37_38.log")
+    reset, ignore = (r["verdict"]["explanation"] for r in d["signals"])
+    # subcode 38: NVIDIA's catalog says no recovery although the driver printed "Fatal": no reset
+    assert "subcode 38" in ignore and "link 0" in ignore and "although the line says 'Fatal'" in ignore
+    assert "software or a user action on the link, not at the GPU" in ignore
+    assert "gpu-remedy does not reset the GPU" in ignore
+    # subcode 37: the catalog asks for a reset, and says what happens if it recurs
+    assert "subcode 37" in reset and "gpu-remedy resets the GPU" in reset and "the node is replaced" in reset
+    for text in (reset, ignore):
+        assert not any(j in text for j in _JARGON), text
+
+
+@pytest.mark.parametrize("line, path, says", [
+    # the two real lines of gpud's sample (subcode 37 and 38) and subcode 40 of the same unit (catalog: host)
+    ("NVRM: Xid (PCI:0000:00:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x025001c6 0x00000000 0x00000000 "
+     "0x00000000 0x00000000 0x00000000)", "reset-gpu", "must be reset to recover the link"),
+    ("NVRM: Xid (PCI:0000:00:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x026001c6 0x00000000 0x00000000 "
+     "0x00000000 0x00000000 0x00000000)", "watch", "gpu-remedy does not reset the GPU"),
+    ("NVRM: Xid (PCI:0000:00:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x028001c6 0x00000000 0x0 0x0)",
+     "watch", "points at the host machine around the GPU"),
+    # RLW_REMAP status 0x1: the driver reports the recovery in the XID 154 that follows
+    ("NVRM: Xid (PCI:0000:01:00): 145, RLW_REMAP Nonfatal XC0 i0 Link 3 (0x00000004 0x00000001)", "watch",
+     "reports it in the XID 154 that follows"),
+    # a unit NVIDIA's table does not list: the driver's own word decides
+    ("NVRM: Xid (PCI:0000:01:00): 149, NETIR_NEW_UNIT Fatal XC0 (0x07f00000 0x0)", "reset-gpu",
+     "has no entry for it; the line says 'Fatal'"),
+])
+def test_xid_explain_decodes_the_line_an_operator_pastes(capsys, line, path, says) -> None:
+    code = line.split("): ", 1)[1].split(",", 1)[0]
+    rc, out = run(capsys, "xid", "explain", code, "--line", line)
+    (shown,) = [ln for ln in out.splitlines() if ln.startswith("  this line:")]
+    assert rc == 0 and shown.startswith(f"  this line:   {path} — ") and says in shown, shown
+    assert not any(j in shown for j in _JARGON), shown
+    rc, out = run(capsys, "xid", "explain", code, "--line", line, "--json")
+    assert json.loads(out)["line"]["path"] == path
+
+
+def test_xid_explain_without_a_line_says_subcodes_decide(capsys) -> None:
+    rc, out = run(capsys, "xid", "explain", "149")
+    assert rc == 0 and "not by the word 'Fatal'" in out and "--line" in out
+    rc, out = run(capsys, "xid", "explain", "79")
+    assert "subcodes:" not in out
+    code = main(["xid", "explain", "79", "--line", "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus."])
+    assert code == 2 and "XID 79 has none" in capsys.readouterr().err
+
+
+def test_dcgm_json_cut_anywhere_is_incomplete_never_bad_input(capsys, tmp_path) -> None:
+    """`dcgmi diag -j` cut mid-way (a truncated Job log, a paste) is incomplete (exit 1, says where it was cut), like
+    the table form, not bad input (exit 2); a failure already visible before the cut keeps the verdict FAIL."""
+    passing = SAMPLES / "dcgm3_real_output_with_nulls.txt"  # banner + DCGM 3.x JSON, every test PASS
+    failing = SAMPLES / "dcgm3_per_gpu_diagmanager.json"  # sm_stress FAIL on GPU 0, 2, 3, then targeted_stress
+    rc, out = run(capsys, "health", "parse", "dcgm-diag", str(passing))
+    assert rc == 0 and out.splitlines()[0] == "dcgm-diag: PASS"
+
+    def parse_cut(src: Path, keep: int) -> tuple[int, dict]:
+        p = tmp_path / f"cut_{keep}_{src.name}"
+        p.write_text(src.read_text()[:keep])
+        rc, out = run(capsys, "health", "parse", "dcgm-diag", str(p), "--json")
+        return rc, json.loads(out)
+
+    text = passing.read_text()
+    for keep in range(text.index("{") + 1, len(text.rstrip()), 23):  # cuts all through the JSON
+        rc, d = parse_cut(passing, keep)
+        assert rc == 1 and d["status"] == "incomplete", (keep, d["reasons"])
+        (missing,) = d["incomplete"]
+        assert missing.startswith("the JSON report is cut short") and "missing" in missing, (keep, missing)
+    # a cut in the middle names the last test it saw
+    rc, d = parse_cut(passing, 1500)
+    assert d["incomplete"] == ["the JSON report is cut short after test 'Graphics Processes' (8 bracket(s) never "
+                               "closed): the rest of the run is missing"]
+    # cut after the sm_stress failures in NVIDIA's per-GPU sample: the verdict stays FAIL and the missing rest (two
+    # more stress tests) is listed with it
+    raw = failing.read_text()
+    rc, d = parse_cut(failing, raw.index('"targeted_stress"'))
+    assert rc == 1 and d["status"] == "fail" and d["measurements"]["failed_entities"] == ["GPU 0", "GPU 2", "GPU 3"]
+    assert d["incomplete"] and d["incomplete"][0].startswith("the JSON report is cut short after test")
+
+
+def test_dcgm_json_that_is_not_a_cut_is_still_bad_input(capsys, tmp_path) -> None:
+    for name, body in (("wrong_bracket", '{"DCGM GPU Diagnostic": {"version": "3.1.0", "test_categories": [}}'),
+                       ("missing_comma", '{"DCGM GPU Diagnostic": {"version": "3.1.0" "test_categories": [')):
+        p = tmp_path / f"{name}.json"
+        p.write_text(body)
+        code = main(["health", "parse", "dcgm-diag", str(p)])
+        _, err = capsys.readouterr()
+        assert code == 2 and "not valid JSON" in err and "Traceback" not in err, (name, err)

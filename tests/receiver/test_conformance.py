@@ -26,7 +26,7 @@ def results():
 def test_no_real_fault_missed_and_no_healthy_node_taken_out(results) -> None:
     rows = list(results.values())
     c = conformance.counts(rows)
-    assert (c["faulty"], c["healthy"]) == (12, 9)
+    assert (c["faulty"], c["healthy"]) == (13, 11)
     missed = [r.name for r in rows if r.fault_missed]
     out = [r.name for r in rows if r.healthy_taken_out]
     assert missed == [] and out == [], (missed, out)
@@ -71,6 +71,15 @@ def test_no_alert_is_lost_because_of_its_neighbours(results) -> None:
                  "community GPUHighTemperature (no gpu-remedy meaning), GPU operator exporter"):
         r = results[name]
         assert r.answers == [200] and r.ignored == 1 and r.incidents == 0, r  # acknowledged, never refused
+    # the GPU operator's own rules (its software stack's deployment) are acknowledged; its XID 79 neighbour acts
+    for name, n in (("GPU operator: its four node deployment rules fire on one node (driver, toolkit, CUDA, no GPU "
+                     "exposed)", 4),
+                    ("GPU operator: its operator-level rules (reconcile loop, NFD labels, driver auto-upgrade), no node "
+                     "label", 3)):
+        r = results[name]
+        assert r.answers == [200] and r.ignored == n and r.incidents == 0 and r.refused == 0, r
+    both = results["GPU operator: GPUOperatorNodeDeploymentFailed and an XID 79 from its dcgm-exporter in one webhook"]
+    assert both.answers == [200] and both.ignored == 1 and both.decisions == ["reboot"], both
 
 
 def test_application_noise_never_blocks_a_hardware_fault(results) -> None:
