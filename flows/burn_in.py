@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 import uuid
 from typing import Any
+from uuid import UUID
 
 from prefect import flow, get_run_logger, unmapped
 from prefect.artifacts import (
@@ -59,7 +60,9 @@ def _run_name() -> str:
     return f"burn-in {nodes[0] if nodes else '(no nodes)'}{more} {p.get('level', 'standard')}"
 
 
-@flow(name="burn-in", flow_run_name=_run_name, task_runner=ThreadPoolTaskRunner(max_workers=MAX_PARALLEL_NODES))
+# Prefect 3.9 types `task_runner` as TaskRunner[PrefectFuture] (invariant): its own thread-pool runner does not fit
+@flow(name="burn-in", flow_run_name=_run_name,
+      task_runner=ThreadPoolTaskRunner(max_workers=MAX_PARALLEL_NODES))  # type: ignore[arg-type]
 def burn_in(nodes: list[str], level: str = "standard", dry_run: bool | None = None) -> dict[str, Any]:
     settings = runtime.settings()
     dry_run = settings.dry_run if dry_run is None else dry_run
@@ -72,8 +75,8 @@ def burn_in(nodes: list[str], level: str = "standard", dry_run: bool | None = No
     sync_fleet()
     board = _board_key()
     BOARD.start(board, nodes, [s.id for s in specs])
-    progress = create_progress_artifact(0.0, key="burn-in-progress",
-                                        description=f"burn-in {level}: {len(nodes)} node(s), checks done")
+    progress: UUID = create_progress_artifact(  # type: ignore[assignment]  # called in a sync flow: a UUID
+        0.0, key="burn-in-progress", description=f"burn-in {level}: {len(nodes)} node(s), checks done")
 
     # 2. Every node at once: burn-in taint, state burn-in, its single-node suite (and its verdict, if that is all).
     futures = burn_in_node.map(nodes, level=unmapped(level), dry_run=unmapped(dry_run), board=unmapped(board),

@@ -35,7 +35,7 @@ from remedy.ledger.errors import LeaseLost
 from remedy.ledger.leases import ABANDONED
 from remedy.ledger.operator import RESPECT_DRIFT_KIND
 from remedy.remediate.choice import Option, after_failed_rung, tried_depth
-from remedy.remediate.results import RemediationChoice
+from remedy.remediate.results import RemediationChoice, RemediationClaim
 from remedy.remediate.runbook import after_step, needs_recheck, own_incident_closing, recheck_outcome, took_node_out
 from remedy.safety.ladder import (
     LADDERS,
@@ -172,7 +172,8 @@ class _Run:
 
     @property
     def timeline(self) -> Timeline:
-        return self.out["_timeline"]
+        timeline: Timeline = self.out["_timeline"]
+        return timeline
 
 
 def _fix(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_run: bool | None,
@@ -218,13 +219,13 @@ def _claim(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_ru
     """The incident this run acts on, and why it stands down ("" when it holds it)."""
     sync_fleet()
     by_person = incident_id is None  # automation always passes the incident; a run without one was started by hand
-    if by_person:
+    if incident_id is None:  # by_person
         incident_id = open_incident(node, "xid", gpu=gpu, xid=xid, detail=f"XID {xid} {entry.name}")["id"]
-    claim = claim_remediation(incident_id, by_person=by_person) if not dry_run else {"claimed": True}
-    if claim["claimed"]:
+    claim = claim_remediation(incident_id, by_person=by_person) if not dry_run else RemediationClaim(True)
+    if claim.claimed:
         return incident_id, ""
-    return incident_id, (f"incident {incident_id} is already {claim['settled']}" if claim.get("settled")
-                         else f"run {claim['holder']} is handling incident {incident_id}")
+    return incident_id, (f"incident {incident_id} is already {claim.settled.value}" if claim.settled
+                         else f"run {claim.holder} is handling incident {incident_id}")
 
 
 def _exhausted(run: _Run, step: LadderExhausted, history: list[Attempt]) -> dict[str, Any]:

@@ -31,7 +31,6 @@ from remedy.isolate.decisions import (
     nodes_cell,
     plain_verdict,
     quarantine_in_ledger,
-    read_smoke_answer,
     timed_out_message,
     timed_out_only,
 )
@@ -60,7 +59,9 @@ def _run_name() -> str:
     return f"isolate fault over {len(suspects)} node(s)"
 
 
-@flow(name="isolate-fault", flow_run_name=_run_name, task_runner=ThreadPoolTaskRunner(max_workers=16))
+# Prefect 3.9 types `task_runner` as TaskRunner[PrefectFuture] (invariant): its own thread-pool runner does not fit
+@flow(name="isolate-fault", flow_run_name=_run_name,
+      task_runner=ThreadPoolTaskRunner(max_workers=16))  # type: ignore[arg-type]
 def isolate_fault(
     suspects: list[str],
     smoke_test: dict | None = None,
@@ -103,7 +104,7 @@ def isolate_fault(
     sync_fleet()
     # 2. Quarantine the pool: nothing new lands on a suspect while it is tested (seed 004: taint).
     pool = quarantine_pool(list(suspects), run_id, dry_run, incident_id=incident_id)
-    pool_release = _PoolRelease(run_id, dry_run, list(pool["already_out"]), incident_id)
+    pool_release = _PoolRelease(run_id, dry_run, list(pool.already_out), incident_id)
     rounds: list[dict[str, Any]] = []
     result: IsolationResult | None = None
     try:
@@ -162,10 +163,10 @@ class _PoolRelease:
             return
         done = release_nodes(nodes, why, self.run_id, self.dry_run, keep_tainted=self.already_out,
                              incident_id=self.incident_id)
-        at = datetime.fromtimestamp(done["at"], UTC).isoformat()
-        for n in done["released"]:
+        at = datetime.fromtimestamp(done.at, UTC).isoformat()
+        for n in done.released:
             self.released_at[n] = {"round": rnd, "at": at, "why": why}
-        self.not_released.update(done["failed"])
+        self.not_released.update(done.failed)
 
     def finish(self, final: FinalRelease, rnd: int, log: Any) -> None:
         if final.leftover:
@@ -193,7 +194,7 @@ def _one_round(search: FaultIsolation, template: dict, pattern: str, time_limit_
     outcomes: dict[str, BatchOutcome] = {}
     for fut in as_completed(list(futures)):
         b = futures[fut]
-        answer = read_smoke_answer(fut.result())
+        answer = fut.result()
         outcomes[b.id] = answer.outcome
         rounds.append({"round": b.round, "batch": b.id, "nodes": list(b.nodes), "retest": b.retest,
                        "outcome": answer.verdict.value, "detail": answer.outcome.detail, "seconds": answer.seconds})

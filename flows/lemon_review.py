@@ -11,7 +11,6 @@ Scoring is `remedy.lemon.scoring`, Prefect-free; this flow only reads the ledger
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -33,14 +32,14 @@ def lemon_review(dry_run: bool | None = None, as_of: str | None = None, retire: 
     # 1. Score: every node the ledger knows, against the rest of the fleet.
     sync_fleet()
     scored = score_lemons(as_of)
-    verdicts = scored["verdicts"]
-    now = datetime.fromisoformat(scored["now"])
+    verdicts = scored.verdicts
+    now = scored.now
     candidates = [v for v in verdicts if v.candidate]
 
     # 2. Budget: never more retirements per window than configured.
-    budget = retirement_budget(scored["now"])
-    plan = plan_review(candidates, budget["times"], now, settings.lemon, retire=retire,
-                       budget_words=budget_text(settings.lemon, budget["used"]))
+    budget = retirement_budget(now.isoformat())
+    plan = plan_review(candidates, budget.times, now, settings.lemon, retire=retire,
+                       budget_words=budget_text(settings.lemon, budget.used))
     decisions = plan.decisions
 
     # 3. Show the candidates and their evidence.
@@ -49,14 +48,14 @@ def lemon_review(dry_run: bool | None = None, as_of: str | None = None, retire: 
                           description=f"Lemon candidates as of {now:%Y-%m-%d %H:%M} UTC ({len(verdicts)} nodes scored)")
     create_markdown_artifact(key="lemon-evidence",
                              markdown=evidence_markdown(len(verdicts), candidates, decisions, plan.why_deferred,
-                                                        scored["explain"]),
+                                                        scored.explain),
                              description="Why each candidate is one")
     log.info("lemon review: %d node(s) scored, %d candidate(s), %d to retire, %d deferred", len(verdicts),
              len(candidates), len(plan.chosen), len(plan.deferred))
     # Nodes that failed burn-in again and again (flows/burn_in) are listed for a person: they never served load,
     # so the lemon score has no evidence on them.
     failed_burn_ins = failed_burn_in_rows(runtime.ledger().actions(kind="mark_retirement_candidate"),
-                                          set(scored["retired"]))
+                                          set(scored.retired))
     if failed_burn_ins:
         create_table_artifact(key="burn-in-retirement-candidates", table=failed_burn_ins,
                               description="Failed burn-in repeatedly: retire with `retire-node` after a look")
@@ -75,18 +74,18 @@ def lemon_review(dry_run: bool | None = None, as_of: str | None = None, retire: 
     from flows.retire_node import retire_node
 
     #    A person's no clears the candidate (retire-node does, however it was started): spare selection may use it.
-    retirements = [retire_node(node=v.node, reason=v.reason, evidence=scored["explain"][v.node], dry_run=dry_run)
+    retirements = [retire_node(node=v.node, reason=v.reason, evidence=scored.explain[v.node], dry_run=dry_run)
                    for v in plan.chosen]
     return {
-        "as_of": scored["now"],
+        "as_of": now.isoformat(),
         "scored": len(verdicts),
         "candidates": [verdict_row(v, decisions[v.node]) for v in candidates],
         "retire": [v.node for v in plan.chosen],
         "deferred": [{"node": v.node, "why": plan.why_deferred} for v in plan.deferred],
         "retirements": retirements,
         "retired": retired_nodes(retirements),
-        "already_retired": scored["retired"],
-        "budget": budget["text"],
+        "already_retired": list(scored.retired),
+        "budget": budget.text,
         "failed_burn_in_candidates": failed_burn_ins,
         "lemon_candidates_cleared": ledger_view["cleared"],
         "dry_run": dry_run,

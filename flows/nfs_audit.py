@@ -19,6 +19,7 @@ from remedy import runtime
 from remedy.audit.cadence import parse_duration
 from remedy.audit.fleet import audits_from_prometheus
 from remedy.audit.prometheus import PrometheusUnavailable
+from remedy.audit.results import SlackNotice
 from remedy.audit.rpc import MountAudit
 from tasks.audit import archive_audit, notify_slack, read_nfs_metrics
 
@@ -50,7 +51,7 @@ def nfs_audit(
             "nfs.prometheus_url (REMEDY_NFS__PROMETHEUS_URL) to one that scrapes them") from None
 
     # 2. Judge: plain domain code, one verdict per node and export.
-    audits = audits_from_prometheus(frames["ops"], frames["transports"], nfs, window_seconds=window_s)
+    audits = audits_from_prometheus(frames.ops, frames.transports, nfs, window_seconds=window_s)
     starved = [a for a in audits if a.verdict.kind == "rpc-slot-starvation"]
     log.info("%d node mounts audited, %d starved of RPC slots", len(audits), len(starved))
 
@@ -67,11 +68,11 @@ def nfs_audit(
     url = archive_audit(key, report, dry_run)
 
     # 5. Tell Slack only when something needs a person.
-    notice: dict[str, Any] = {"posted": False, "skip": "nothing starved" if not starved else "notify off"}
+    notice = SlackNotice(posted=False, skip="nothing starved" if not starved else "notify off")
     if starved and notify:
         notice = notify_slack(_slack_text(starved, url), dry_run)
     return {"mounts": len(audits), "starved": [f"{a.node} {a.device}" for a in starved], "archive": url,
-            "slack": notice, "dry_run": dry_run}  # fmt: skip
+            "slack": notice.to_dict(), "dry_run": dry_run}  # fmt: skip
 
 
 def _row(a: MountAudit) -> dict[str, Any]:

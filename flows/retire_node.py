@@ -80,13 +80,13 @@ def retire_node(node: str, reason: str, evidence: str = "", dry_run: bool | None
 
     # 2. Budget gate: retiring too fast drains the spare pool (seed 000).
     budget = retirement_budget()
-    outcome["budget"] = budget["text"]
-    if stop := budget_spent(budget["allowed"], budget["text"]):
-        log.warning("%s not retired: %s", node, budget["text"])
+    outcome["budget"] = budget.text
+    if stop := budget_spent(budget.allowed, budget.text):
+        log.warning("%s not retired: %s", node, budget.text)
         return _report(outcome | stop.fields())
 
     # 3. Ask a person. No answer in time is a no.
-    approval = _ask(node, reason, evidence, budget["text"], dry_run)
+    approval = _ask(node, reason, evidence, budget.text, dry_run)
     outcome["approval"] = approval
     if not approved(approval["decision"]):
         log.info("%s not retired: %s", node, approval["decision"])
@@ -95,7 +95,7 @@ def retire_node(node: str, reason: str, evidence: str = "", dry_run: bool | None
 
             clear_candidate(runtime.ledger(), node, by=clear.by, why=clear.why, dry_run=dry_run)
         return _report(outcome | declined(approval).fields())
-    if not dry_run and (stop := budget_used_while_waiting(retirement_budget()["allowed"])):
+    if not dry_run and (stop := budget_used_while_waiting(retirement_budget().allowed)):
         return _report(outcome | stop.fields())
 
     # 4. In the job: a spare takes its place first, or the lemon keeps working until one is ready.
@@ -113,10 +113,10 @@ def retire_node(node: str, reason: str, evidence: str = "", dry_run: bool | None
 
     # 6. RMA report: its history, incidents, validations and the lemon evidence, archived to S3.
     rma = archive_rma_report(node, reason, evidence, approval_for_rma(approval), dry_run)
-    outcome["rma"] = {k: rma[k] for k in ("key", "url", "bytes")}
-    create_markdown_artifact(key=f"rma-{slug(node)}", markdown=rma["markdown"], description=f"RMA report for {node}")
+    outcome["rma"] = {"key": rma.key, "url": rma.url, "bytes": rma.bytes}
+    create_markdown_artifact(key=f"rma-{slug(node)}", markdown=rma.markdown, description=f"RMA report for {node}")
     if not dry_run:
-        post_notice(f":wastebasket: gpu-remedy retired {node} (lemon): {reason}\nRMA report: {rma['url']}")
+        post_notice(f":wastebasket: gpu-remedy retired {node} (lemon): {reason}\nRMA report: {rma.url}")
     return _report(outcome | {"status": final_status(dry_run).value, "retired": not dry_run})
 
 
@@ -149,8 +149,8 @@ def _swap_in_spare(node: str, reason: str, dry_run: bool) -> dict[str, Any]:
         incident_id = open_incident(node, PLANNED_RETIREMENT_SIGNAL, detail=f"lemon retirement: {reason}"[:500],
                                     severity="warning")["id"]
         claim = claim_remediation(incident_id)
-        if not claim["claimed"]:
-            return {"incident_id": incident_id, "why_not": claim_taken_why(node, claim["holder"])}
+        if not claim.claimed:
+            return {"incident_id": incident_id, "why_not": claim_taken_why(node, claim.holder)}
     out: dict[str, Any] = {"incident_id": incident_id}
     choice = select_spare(node, incident_id=incident_id, dry_run=dry_run)
     if not choice["spare"]:

@@ -4,15 +4,14 @@
 
 Started by the `remedy.incident.opened` event trigger (remedy.deployments) with parameters from the event, or by
 hand. The claim makes one incident one remediation even when the event arrives twice. The remediation flows are
-imported when needed, so triage works for the paths whose flow exists; a missing one escalates and says so.
+imported when needed (`remediation_flow`: path → flow, typed).
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
-from prefect import flow, get_run_logger
+from prefect import Flow, flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from remedy import runtime
@@ -212,10 +211,11 @@ def _record(incident: dict[str, Any], decision: Decision, result: dict[str, Any]
         return result | {"status": "skipped"}
     level = log.warning if decision.path is RemediationPath.WATCH else log.info
     level("%s: %s", incident["node"], decision.reason)
-    close_incident(incident["id"], IncidentStatus.IGNORED.value, f"{decision.path.value}: {decision.reason}")
+    path = (decision.path or RemediationPath.IGNORE).value  # a recorded decision always names watch or ignore
+    close_incident(incident["id"], IncidentStatus.IGNORED.value, f"{path}: {decision.reason}")
     _explain(incident, decision, decision.plan)
-    _release(incident, f"{decision.path.value}: {decision.reason}", dry_run, log)
-    return result | {"status": decision.path.value}
+    _release(incident, f"{path}: {decision.reason}", dry_run, log)
+    return result | {"status": path}
 
 
 def _recover(incident: dict[str, Any], decision: Decision, dry_run: bool, log) -> dict[str, Any]:
@@ -242,19 +242,19 @@ def _weigh_warning(incident: dict[str, Any], result: dict[str, Any], dry_run: bo
     (asking for one when the next is too far)."""
     work = runtime.settings().workload
     warned = weigh_warning(incident["node"], incident["id"])
-    result["warning"] = {k: v for k, v in warned.items() if k != "markdown"}
-    if warned.get("markdown"):
-        create_markdown_artifact(key=f"{artifact_key(incident)}-options", markdown=warned["markdown"],
+    result["warning"] = warned.summary()
+    if warned.markdown:
+        create_markdown_artifact(key=f"{artifact_key(incident)}-options", markdown=warned.markdown,
                                  description="Early warning: a swap at a checkpoint boundary against waiting for the "
                                              "failure, by expected job minutes lost")
-    if not warned["acts"]:
-        return WarningVerdict(acts=False, why=warned["why"])
+    if not warned.acts or warned.wait_for_checkpoint_seconds is None:
+        return WarningVerdict(acts=False, why=warned.why)
     boundary = wait_for_checkpoint(work.namespace, work.job, incident["node"],
-                                   ask=warned["action"] == WarningAction.CHECKPOINT_NOW.value,
-                                   timeout_seconds=warned["wait_for_checkpoint_seconds"], dry_run=dry_run,
+                                   ask=warned.action is WarningAction.CHECKPOINT_NOW,
+                                   timeout_seconds=warned.wait_for_checkpoint_seconds, dry_run=dry_run,
                                    incident_id=incident["id"])
     result["checkpoint"] = boundary
-    return WarningVerdict(acts=True, why=warned["why"], boundary_reached=bool(boundary["reached"]),
+    return WarningVerdict(acts=True, why=warned.why, boundary_reached=bool(boundary["reached"]),
                           boundary_why=boundary["why"])
 
 
@@ -287,46 +287,49 @@ def _explain(incident: dict[str, Any], decision: Decision, outcome: str = "") ->
                              description=f"Why triage chose {decision.path.value if decision.path else 'nothing'}")
 
 
-def _flow(entrypoint: str):
-    module, _, name = entrypoint.partition(":")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ModuleNotFoundError, AttributeError):
-        return None
+FIX_IN_PLACE_PATHS = (RemediationPath.RESTART_APP, RemediationPath.RESET_GPU, RemediationPath.REBOOT)
+
+
+def remediation_flow(path: RemediationPath) -> Flow[..., dict[str, Any]]:
+    """The flow that carries out `path` (the one `triage_policy.PATH_FLOWS` names in the explanation; a test holds
+    the two together). Imported on use, so triage's own import stays light. A path without a flow of its own
+    (watch, ignore: recorded, never dispatched) goes to a person."""
+    if path is RemediationPath.REPLACE:
+        from flows.replace_node import replace_node
+        return replace_node
+    if path in FIX_IN_PLACE_PATHS:
+        from flows.fix_in_place import fix_in_place
+        return fix_in_place
+    if path is RemediationPath.ISOLATE:
+        from flows.isolate_fault import isolate_fault
+        return isolate_fault
+    from flows.escalate import escalate
+    return escalate
 
 
 def _dispatch(decision: Decision, incident: dict[str, Any], detected_at: str, dry_run: bool, log, *,
               early_warning: bool = False) -> dict[str, Any]:
     node, gpu, xid, incident_id = incident["node"], incident.get("gpu"), incident.get("xid"), incident["id"]
-    path = decision.path
-    fn = _flow(decision.entrypoint)
-    if fn is None and path is not RemediationPath.ESCALATE:
-        reason = f"no flow for path {path.value} yet ({decision.entrypoint} is missing): {decision.reason}"
-        log.error("%s: %s", node, reason)
-        path, fn = RemediationPath.ESCALATE, _flow("flows.escalate:escalate")
-        decision_reason = reason
-    else:
-        decision_reason = decision.reason
+    path = decision.path or RemediationPath.ESCALATE  # a remediation always has a path; none is a person's call
+    reason = decision.reason
     if path is RemediationPath.REPLACE:
         cause = f"XID {xid}" if xid is not None else incident["signal"]
-        return run_subflow(fn, node=node, cause=cause, signal=incident["signal"], xid=xid, gpu=gpu,
-                           incident_id=incident_id, detected_at=detected_at, dry_run=dry_run,
+        return run_subflow(remediation_flow(path), node=node, cause=cause, signal=incident["signal"], xid=xid,
+                           gpu=gpu, incident_id=incident_id, detected_at=detected_at, dry_run=dry_run,
                            early_warning=early_warning)
-    if path in (RemediationPath.RESTART_APP, RemediationPath.RESET_GPU, RemediationPath.REBOOT):
+    if path in FIX_IN_PLACE_PATHS:
         if xid is not None:
-            return run_subflow(fn, node, xid, gpu, incident_id=incident_id, dry_run=dry_run, detected_at=detected_at)
+            return run_subflow(remediation_flow(path), node, xid, gpu, incident_id=incident_id, dry_run=dry_run,
+                               detected_at=detected_at)
         # fix-in-place walks the XID's ladder; a non-XID signal (row remap pending, NVLink) has none yet
-        decision_reason = f"{path.value} for signal {incident['signal']} needs a human: fix-in-place takes an XID"
-        path, fn = RemediationPath.ESCALATE, _flow("flows.escalate:escalate")
+        reason = f"{path.value} for signal {incident['signal']} needs a human: fix-in-place takes an XID"
+        path = RemediationPath.ESCALATE
     if path is RemediationPath.ISOLATE:
         # a NaN loss or a collective timeout names the job, not the node: every node of the job is a suspect
         work = runtime.settings().workload
         suspects = sorted(set(runtime.cluster().workload_nodes(work.namespace, work.job)) | {node})
-        return fn(suspects, incident_id=incident_id, dry_run=dry_run)
-    # escalate
-    if fn is None:
-        log.error("%s: escalating to a human (no escalate flow yet): %s", node, decision_reason)
-        return {"status": "escalated", "escalated": True, "reason": decision_reason}
-    out = run_subflow(fn, node, decision_reason, incident_id=incident_id, dry_run=dry_run,
-                      quarantine=decision.quarantine)
-    return out | {"escalated": True, "reason": decision_reason}
+        isolated: dict[str, Any] = remediation_flow(path)(suspects, incident_id=incident_id, dry_run=dry_run)
+        return isolated
+    out = run_subflow(remediation_flow(RemediationPath.ESCALATE), node, reason, incident_id=incident_id,
+                      dry_run=dry_run, quarantine=decision.quarantine)
+    return out | {"escalated": True, "reason": reason}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Literal
+from typing import Any, Literal
 
 from prefect import get_run_logger
 from prefect.input import RunInput
@@ -54,8 +54,9 @@ def approval_form(approvers: list[str]) -> type[ApprovalInput]:
     if not choices:
         return create_model("ApprovalInput", __base__=ApprovalInput,
                             approver=(str, Field(min_length=1, description=NO_APPROVERS)))
+    one_of: Any = Literal[tuple(choices)]  # built at run time from the settings: no static type to name
     return create_model("ApprovalInput", __base__=ApprovalInput, approver=(
-        Literal[tuple(choices)], Field(description="Who answers: one of approvals.approvers.")))
+        one_of, Field(description="Who answers: one of approvals.approvers.")))
 
 
 def _running_again(flow_run_id) -> None:
@@ -249,7 +250,7 @@ def propose_open_loop(*, node: str, incident_id: int, action: str, reason: str, 
     answered = [a for a in led.approvals(incident_id=incident_id) if a.kind == OPEN_LOOP_KIND and a.decision]
     if answered:
         a = answered[-1]
-        return ApprovalOutcome(decision=a.decision, by=a.decided_by or "", reason=a.reason, approval_id=a.id)
+        return ApprovalOutcome(decision=a.decision or "", by=a.decided_by or "", reason=a.reason, approval_id=a.id)
     emit_event(PROPOSED_EVENT, resource={"prefect.resource.id": f"remedy.incident.{incident_id}", "remedy.node": node},
                payload={"incident_id": incident_id, "node": node, "action": action, "reason": reason, "pool": pool,
                         "execute": f"POST /v1/remediations/{incident_id}/execute"} | (details or {}))

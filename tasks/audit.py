@@ -13,6 +13,7 @@ from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
 from remedy.audit.prometheus import PrometheusUnavailable
+from remedy.audit.results import NfsMetrics, SlackNotice
 
 
 def _prometheus_down(task, task_run, state) -> bool:  # Prefect's retry_condition_fn signature
@@ -27,13 +28,13 @@ def _prometheus_down(task, task_run, state) -> bool:  # Prefect's retry_conditio
 
 @task(name="read_nfs_metrics", task_run_name="read-nfs-metrics", cache_policy=NO_CACHE, retries=2,
       retry_delay_seconds=[2, 10], retry_condition_fn=_prometheus_down)  # fmt: skip
-def read_nfs_metrics(prometheus_url: str, window: str) -> dict[str, Any]:
+def read_nfs_metrics(prometheus_url: str, window: str) -> NfsMetrics:
     """Per node and export: per-op latency split (slot wait vs network+server) and transport load."""
     from remedy.audit.prometheus import PrometheusSource
 
     src = PrometheusSource(prometheus_url)
     try:
-        return {"ops": src.nfs_op_latency(window), "transports": src.nfs_transport(window)}
+        return NfsMetrics(ops=src.nfs_op_latency(window), transports=src.nfs_transport(window))
     finally:
         src.close()
 
@@ -47,13 +48,13 @@ def archive_audit(key: str, report: dict[str, Any], dry_run: bool) -> str:
 
 
 @task(name="notify_slack", task_run_name="notify-slack", cache_policy=NO_CACHE)
-def notify_slack(text: str, dry_run: bool) -> dict[str, Any]:
+def notify_slack(text: str, dry_run: bool) -> SlackNotice:
     """Post one notice; a missing bot token is a recorded skip, not a failure."""
     from remedy.adapters.slack import SlackNotifier
 
     slack = runtime.settings().slack
     token = slack.bot_token.get_secret_value()
     if not token:
-        return {"posted": False, "skip": "no Slack bot token configured (slack.bot_token)"}
+        return SlackNotice(posted=False, skip="no Slack bot token configured (slack.bot_token)")
     ts = SlackNotifier(token, slack.channel, base_url=slack.base_url, dry_run=dry_run).post(text)
-    return {"posted": not dry_run, "ts": ts}
+    return SlackNotice(posted=not dry_run, ts=ts)

@@ -6,16 +6,15 @@ a person set before gpu-remedy acted stays, recorded in the ledger and said on t
 from __future__ import annotations
 
 from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
 from remedy.domain import events
 from remedy.remediate.operator import CordonOwner, cordon_owner
 from tasks.ledger import act
-from tasks.retry import transient_only
+from tasks.retry import retrying
 from tasks.story import say
 
-RETRY = dict(retries=3, retry_delay_seconds=[1, 2, 4], retry_condition_fn=transient_only, cache_policy=NO_CACHE)
+RETRY = retrying(1, 2, 4)
 
 
 @task(name="cordon_holder", task_run_name="cordon-holder-{node}", timeout_seconds=60, **RETRY)

@@ -28,7 +28,7 @@ def pool_counts(ledger_states: dict[str, str | None], live_labels: dict[str, str
     them disagree (drift). `live_labels` None = the cluster could not be read."""
     led = Counter(s or UNMANAGED for s in ledger_states.values())
     live = Counter((live_labels or {}).get(n) or UNMANAGED for n in (live_labels or {}))
-    drift = Counter()
+    drift: Counter[str] = Counter()
     if live_labels is not None:
         for name in set(ledger_states) | set(live_labels):
             a, b = ledger_states.get(name) or UNMANAGED, live_labels.get(name) or UNMANAGED
@@ -45,15 +45,64 @@ def pool_counts(ledger_states: dict[str, str | None], live_labels: dict[str, str
 
 
 @dataclass(frozen=True)
+class OpenBreaker:
+    scope: str  # kind/scope, e.g. rack/rack-2
+    state: str  # not closed: open or half-open
+
+
+@dataclass(frozen=True)
+class OpenIncident:
+    id: int
+    node: str
+    signal: str  # with its XID, if any
+    status: str
+    since: str  # first seen, to the minute
+
+
+@dataclass(frozen=True)
+class LemonCandidate:
+    node: str
+    reason: str
+    p_value: float
+
+
+@dataclass(frozen=True)
+class SparePool:
+    """Enough ready spares for the replacement lead time (remedy.spares.pool.size_pool), and their spread."""
+
+    ready: int
+    target: int
+    shortfall: int
+    sizing: str  # the sizing in words
+    warnings: list[str]  # too many in one rack, switch or PDU
+    risk_at_ready: float | None = None
+    held_as_lemons: list[str] = field(default_factory=list)  # in the pool, never handed out
+
+
+@dataclass(frozen=True)
+class JobFailures:
+    """The training Job's failures against the limit that fails it whole (a Job's backoffLimit, a JobSet's
+    failurePolicy.maxRestarts)."""
+
+    name: str
+    failed: int
+    limit: int | None
+    ignores_disruptions: bool
+    warning: str | None
+    counted: str = "failed pods"
+    limit_name: str = "backoffLimit"
+
+
+@dataclass(frozen=True)
 class Dashboard:
     at: datetime
-    pools: list[dict]
-    breakers: list[dict]
-    incidents: list[dict]
-    lemons: list[dict]
-    spares: dict[str, Any]
+    pools: list[dict]  # pool_counts' rows: the pools table artifact as published
+    breakers: list[OpenBreaker]
+    incidents: list[OpenIncident]
+    lemons: list[LemonCandidate]
+    spares: SparePool
     notes: list[str]
-    job: dict[str, Any] | None = None  # the training Job's failure count against its backoffLimit
+    job: JobFailures | None = None  # the training Job's failure count against its backoffLimit
     waiting: list[dict] = field(default_factory=list)  # runs paused for a person's answer (waiting_rows)
 
 
@@ -87,7 +136,7 @@ def dashboard_markdown(d: Dashboard) -> str:
     out += ["## Pools", "", "| state | ledger | live labels | drift |", "|---|---:|---:|---:|"]
     out += [f"| {r['state']} | {r['ledger']} | {_or_dash(r['live labels'])} | {_or_dash(r['drift'])} |" for r in d.pools]
     out += ["", f"## Open breakers ({len(d.breakers)})", ""]
-    out += [f"- **{b['scope']}** {b['state']}" for b in d.breakers] or ["All closed: automation may act."]
+    out += [f"- **{b.scope}** {b.state}" for b in d.breakers] or ["All closed: automation may act."]
     out += ["", f"## Waiting for a person ({len(d.waiting)})", ""]
     if d.waiting:
         out += ["| question | node | waiting | run |", "|---|---|---|---|"]
@@ -99,26 +148,25 @@ def dashboard_markdown(d: Dashboard) -> str:
     out += ["", f"## Open incidents ({len(d.incidents)})", ""]
     if d.incidents:
         out += ["| id | node | signal | status | since |", "|---:|---|---|---|---|"]
-        out += [f"| {i['id']} | {i['node']} | {i['signal']} | {i['status']} | {i['since']} |" for i in d.incidents]
+        out += [f"| {i.id} | {i.node} | {i.signal} | {i.status} | {i.since} |" for i in d.incidents]
     else:
         out.append("None.")
     out += ["", f"## Lemon candidates ({len(d.lemons)})", ""]
-    out += [f"- **{c['node']}**: {c['reason']}" for c in d.lemons] or ["None."]
+    out += [f"- **{c.node}**: {c.reason}" for c in d.lemons] or ["None."]
     s = d.spares
-    out += ["", "## Spare pool", "", f"{s['ready']} ready, target {s['target']}"
-            + (f", **short by {s['shortfall']}**" if s["shortfall"] else "") + f". {s['sizing']}"]
-    if s.get("held_as_lemons"):
-        out.append(f"- held back as lemon candidates (not handed out): {', '.join(s['held_as_lemons'])} — "
+    out += ["", "## Spare pool", "", f"{s.ready} ready, target {s.target}"
+            + (f", **short by {s.shortfall}**" if s.shortfall else "") + f". {s.sizing}"]
+    if s.held_as_lemons:
+        out.append(f"- held back as lemon candidates (not handed out): {', '.join(s.held_as_lemons)} — "
                    "`remedy lemon clear NODE` when a person finds one sound")
-    out += [f"- warning: {w}" for w in s["warnings"]]
+    out += [f"- warning: {w}" for w in s.warnings]
     if d.job:
         j = d.job
-        out += ["", "## Training job", "", f"{j['name']}: {j['failed']} {j.get('counted', 'failed pods')}, "
-                f"{j.get('limit_name', 'backoffLimit')} {j['limit']}"
-                + (" (failed pods from disruptions are ignored by its podFailurePolicy)" if j["ignores_disruptions"]
+        out += ["", "## Training job", "", f"{j.name}: {j.failed} {j.counted}, {j.limit_name} {j.limit}"
+                + (" (failed pods from disruptions are ignored by its podFailurePolicy)" if j.ignores_disruptions
                    else "")]
-        if j.get("warning"):
-            out.append(f"- **warning:** {j['warning']}")
+        if j.warning:
+            out.append(f"- **warning:** {j.warning}")
     return "\n".join(out) + "\n"
 
 
@@ -142,10 +190,10 @@ def count_pools() -> tuple[list[dict], list[str]]:
 
 
 @task(name="read_breakers", cache_policy=NO_CACHE)
-def read_breakers() -> list[dict]:
+def read_breakers() -> list[OpenBreaker]:
     """Breakers whose last recorded state is not closed (what a restarted gate resumes from)."""
     states = runtime.ledger().latest_breaker_states()
-    return [{"scope": f"{kind}/{scope}", "state": state} for (kind, scope), state in sorted(states.items())
+    return [OpenBreaker(f"{kind}/{scope}", state) for (kind, scope), state in sorted(states.items())
             if state != "closed"]
 
 
@@ -162,23 +210,23 @@ def list_waiting_for_a_person(now: datetime) -> list[dict]:
 
 
 @task(name="list_open_incidents", cache_policy=NO_CACHE)
-def list_open_incidents() -> list[dict]:
-    return [{"id": i.id, "node": i.node, "signal": i.signal + (f" (XID {i.xid})" if i.xid is not None else ""),
-             "status": i.status.value, "since": f"{i.first_seen:%Y-%m-%d %H:%M}"}
+def list_open_incidents() -> list[OpenIncident]:
+    return [OpenIncident(i.id, i.node, i.signal + (f" (XID {i.xid})" if i.xid is not None else ""), i.status.value,
+                         f"{i.first_seen:%Y-%m-%d %H:%M}")
             for i in runtime.ledger().incidents(status=OPEN_STATUSES)]
 
 
 @task(name="score_lemons", cache_policy=NO_CACHE)
-def score_lemons(now: datetime) -> list[dict]:
+def score_lemons(now: datetime) -> list[LemonCandidate]:
     """Lemon candidates as lemon review scores them (same histories, same retired filter), for the page."""
     from tasks.lemon import lemon_verdicts
 
     verdicts, _ = lemon_verdicts(runtime.ledger(), now, runtime.settings().lemon)
-    return [{"node": v.node, "reason": v.reason, "p_value": v.p_value} for v in verdicts if v.candidate]
+    return [LemonCandidate(v.node, v.reason, v.p_value) for v in verdicts if v.candidate]
 
 
 @task(name="check_spare_pool", cache_policy=NO_CACHE)
-def check_spare_pool() -> dict[str, Any]:
+def check_spare_pool() -> SparePool:
     """Enough ready spares for the replacement lead time, spread over racks, switches and PDUs?"""
     from remedy.spares.lemons import lemon_candidates
     from remedy.spares.pool import check_diversity, size_pool
@@ -189,13 +237,14 @@ def check_spare_pool() -> dict[str, Any]:
     spares = [s for s in led.nodes(NodeState.SPARE) if s.name not in held]
     sizing = size_pool(len(led.nodes(NodeState.ACTIVE)), len(spares), settings)
     warnings = check_diversity([Node(s.name, topology=s.topology) for s in spares], settings)
-    return {"ready": sizing.ready, "target": sizing.target, "shortfall": sizing.shortfall,
-            "risk_at_ready": sizing.risk_at_ready, "sizing": sizing.explain(), "warnings": [w.message for w in warnings],
-            "held_as_lemons": sorted(n for n in held if led.get_node(n).state is NodeState.SPARE)}
+    return SparePool(ready=sizing.ready, target=sizing.target, shortfall=sizing.shortfall,
+                     risk_at_ready=sizing.risk_at_ready, sizing=sizing.explain(),
+                     warnings=[w.message for w in warnings],
+                     held_as_lemons=sorted(n for n in held if led.get_node(n).state is NodeState.SPARE))
 
 
 @task(name="read_job_failures", cache_policy=NO_CACHE)
-def read_job_failures() -> dict[str, Any] | None:
+def read_job_failures() -> JobFailures | None:
     """The training Job's failed pods against its backoffLimit (None when it cannot be read)."""
     work = runtime.settings().workload
     if work.kind == "JobSet":
@@ -211,11 +260,10 @@ def read_job_failures() -> dict[str, Any] | None:
     ignores = any(r.get("action") == "Ignore" and any(c.get("type") == "DisruptionTarget"
                                                       for c in r.get("onPodConditions") or []) for r in rules)
     warning = None if ignores and failed <= limit - 3 else backoff_warning(failed, limit)
-    return {"name": f"{work.namespace}/{work.job}", "failed": failed, "limit": limit, "ignores_disruptions": ignores,
-            "warning": warning}
+    return JobFailures(f"{work.namespace}/{work.job}", failed, limit, ignores, warning)
 
 
-def _jobset_restarts(namespace: str, name: str) -> dict[str, Any] | None:
+def _jobset_restarts(namespace: str, name: str) -> JobFailures | None:
     """A JobSet fails when a child Job fails with no restart left (failurePolicy.maxRestarts, default 0): without a
     podFailurePolicy in its Job template every drain, preemption and in-place restart is a gang restart."""
     try:
@@ -227,6 +275,5 @@ def _jobset_restarts(namespace: str, name: str) -> dict[str, Any] | None:
         f"{st.restarts} gang restart(s) of failurePolicy.maxRestarts {st.restart_limit}: {max(left, 0)} more drain(s) "
         "or restart(s) fail the whole JobSet — raise maxRestarts or give its Job template a podFailurePolicy that "
         "ignores DisruptionTarget (docs/operations.md)")
-    return {"name": f"{namespace}/{name}", "failed": st.restarts, "limit": st.restart_limit,
-            "ignores_disruptions": st.ignores_disruptions, "warning": warning, "counted": "gang restarts",
-            "limit_name": "failurePolicy.maxRestarts"}
+    return JobFailures(f"{namespace}/{name}", st.restarts, st.restart_limit, st.ignores_disruptions, warning,
+                       counted="gang restarts", limit_name="failurePolicy.maxRestarts")

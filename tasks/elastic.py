@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
 from remedy.domain.model import Node, NodeState
@@ -31,10 +30,10 @@ from remedy.errors import ObjectNotFound
 from remedy.remediate.choice import Durations
 from remedy.spares.hot import HotPoolSizing, size_hot_pool
 from tasks.ledger import act
-from tasks.retry import transient_only
+from tasks.retry import retrying
 from tasks.story import say
 
-RETRY = dict(retries=3, retry_delay_seconds=[1, 2, 4], retry_condition_fn=transient_only, cache_policy=NO_CACHE)
+RETRY = retrying(1, 2, 4)
 
 
 def hot_spares(nodes: list[Node], failed: str) -> tuple[str, ...]:
@@ -145,7 +144,9 @@ def promote_hot_spare(hot: str, replaces: str, incident_id: int | None, dry_run:
 
     label_node(hot, {SPARE_ROLE: None}, dry_run=dry_run, incident_id=incident_id)
     say("hot spare %s replaces %s", hot, replaces)
-    return verify_joined(hot, timeout_seconds=runtime.settings().workload.resume_timeout_seconds, dry_run=dry_run)
+    joined: dict = verify_joined(hot, timeout_seconds=runtime.settings().workload.resume_timeout_seconds,
+                                 dry_run=dry_run)
+    return joined
 
 
 @task(name="size_hot_spares", task_run_name="size-hot-spares", timeout_seconds=120, **RETRY)

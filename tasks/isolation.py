@@ -17,7 +17,9 @@ import re
 import threading
 import time
 import uuid
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import asdict, replace
+from functools import partial
 from typing import Any
 
 from prefect import get_run_logger, task
@@ -26,12 +28,13 @@ from prefect.cache_policies import NO_CACHE
 from remedy import runtime
 from remedy.adapters.cluster import NodeJobSpec, Taint
 from remedy.errors import RemedyError
+from remedy.isolate.decisions import Quarantined, Released, SmokeAnswer, read_smoke_answer
 from tasks.ledger import act
-from tasks.retry import transient_only
+from tasks.retry import retrying
 
 BATCH_LABEL = "divergence-job-id"  # seed 004: "Label Batch A nodes with divergence-job-id: <uuid-a>"
 SLOT = "<batch>"  # placeholder value of the node-selector slot in a template
-RETRY = dict(retries=3, retry_delay_seconds=[1, 2, 4], retry_condition_fn=transient_only, cache_policy=NO_CACHE)
+RETRY = retrying(1, 2, 4)
 
 
 class SmokeTestTemplateError(RemedyError):
@@ -48,8 +51,10 @@ def default_smoke_test(steps: int = 5, step_seconds: float = 2.0, image: str | N
     spec = NodeJobSpec(
         name="smoke-test", node=SLOT.strip("<>"), check="smoke-test",
         env=(("STEPS", str(steps)), ("STEP_SECONDS", f"{step_seconds:g}")),
-        node_selector=((BATCH_LABEL, SLOT),), **({"image": image} if image else {}),
+        node_selector=((BATCH_LABEL, SLOT),),
     )
+    if image:
+        spec = replace(spec, image=image)
     return runtime.cluster().render_node_job(spec)
 
 
@@ -115,9 +120,14 @@ def new_label_value() -> str:
     return uuid.uuid4().hex[:16]
 
 
+def _as_dict(change: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """One node change as the ledger records it (the node as the change left it)."""
+    return asdict(change(*args, **kwargs))
+
+
 # ---------------------------------------------------------------------------------------------- tasks
 @task(name="quarantine_pool", task_run_name="quarantine-{run_id}", timeout_seconds=300, **RETRY)
-def quarantine_pool(nodes: list[str], run_id: str, dry_run: bool, incident_id: int | None = None) -> dict:
+def quarantine_pool(nodes: list[str], run_id: str, dry_run: bool, incident_id: int | None = None) -> Quarantined:
     """Taint every suspect NoSchedule (nothing new lands there); report which were already out of service."""
     settings = runtime.settings()
     cluster = runtime.cluster(dry_run)
@@ -127,51 +137,53 @@ def quarantine_pool(nodes: list[str], run_id: str, dry_run: bool, incident_id: i
         n = cluster.get_node(node)
         if n.has_taint(key) or n.unschedulable:
             already.append(node)  # someone else took it out: we leave it as we found it at the end
-        act("taint_node", node, lambda node=node: asdict(cluster.set_taints(node, add=[Taint(key)])),
+        act("taint_node", node, partial(_as_dict, cluster.set_taints, node, add=[Taint(key)]),
             incident_id=incident_id, dry_run=dry_run, key=f"isolate-{run_id}:quarantine:{node}")
-    return {"quarantined": list(nodes), "already_out": already}
+    return Quarantined(tuple(nodes), tuple(already))
 
 
 @task(name="label_batch", task_run_name="label-batch-{label_value}", timeout_seconds=300, **RETRY)
 def label_batch(nodes: list[str], label_value: str, run_id: str, dry_run: bool,
-                incident_id: int | None = None) -> dict:
+                incident_id: int | None = None) -> None:
+    """Set the batch label on every node of the batch (the smoke test's Job selects its nodes by it)."""
     cluster = runtime.cluster(dry_run)
     for node in nodes:
-        act("label_node", node, lambda node=node: asdict(cluster.set_labels(node, {BATCH_LABEL: label_value})),
+        act("label_node", node, partial(_as_dict, cluster.set_labels, node, {BATCH_LABEL: label_value}),
             incident_id=incident_id, dry_run=dry_run, key=f"isolate-{run_id}:label:{node}:{label_value}")
-    return {"batch": label_value, "nodes": list(nodes)}
 
 
 @task(name="release_nodes", task_run_name="release-{why}", timeout_seconds=300, **RETRY)
 def release_nodes(nodes: list[str], why: str, run_id: str, dry_run: bool, keep_tainted: list[str] | None = None,
-                  incident_id: int | None = None) -> dict:
+                  incident_id: int | None = None) -> Released:
     """Back to the pool: remove the batch label and our quarantine taint (not one that was there before us)."""
     settings = runtime.settings()
     cluster = runtime.cluster(dry_run)
     keep = set(keep_tainted or [])
-    released, failed = [], {}
+    released: list[str] = []
+    failed: dict[str, str] = {}
     for node in nodes:
         # One node that cannot be released (gone, API error) must not keep the others quarantined.
         try:
-            act("label_node", node, lambda node=node: asdict(cluster.set_labels(node, {BATCH_LABEL: None})),
+            act("label_node", node, partial(_as_dict, cluster.set_labels, node, {BATCH_LABEL: None}),
                 incident_id=incident_id, dry_run=dry_run, key=f"isolate-{run_id}:unlabel:{node}")
             if node not in keep:
                 act("untaint_node", node,
-                    lambda node=node: asdict(cluster.set_taints(node, remove=[settings.taints.quarantine])),
+                    partial(_as_dict, cluster.set_taints, node, remove=[settings.taints.quarantine]),
                     incident_id=incident_id, dry_run=dry_run, key=f"isolate-{run_id}:release:{node}")
         except Exception as exc:  # noqa: BLE001 — reported back, the flow says which nodes a person must release
             failed[node] = f"{type(exc).__name__}: {exc}"[:300]
             get_run_logger().error("could not release %s: %s", node, failed[node])
             continue
         released.append(node)
-    return {"released": released, "failed": failed, "why": why, "at": time.time()}
+    return Released(tuple(released), failed, why, time.time())
 
 
 @task(name="run_smoke_test", task_run_name="smoke-test-{batch_id}", timeout_seconds=4 * 3600, cache_policy=NO_CACHE)
 def run_smoke_test(batch_id: str, nodes: list[str], label_value: str, template: dict, pattern: str,
-                   time_limit_seconds: float, run_id: str, incident_id: int | None = None) -> dict:
+                   time_limit_seconds: float, run_id: str, incident_id: int | None = None) -> SmokeAnswer:
     """Run the smoke test on one batch; follow every pod's log and stop the Job at the first line matching
-    `pattern` (fail fast, seed 004). Returns {diverged, timed_out, detail, seconds, job}."""
+    `pattern` (fail fast, seed 004). The ledger records {diverged, timed_out, detail, seconds, job} (a re-run
+    replays it); the flow gets the typed answer."""
     log = get_run_logger()
     settings = runtime.settings()
     cluster = runtime.cluster(False)
@@ -192,8 +204,8 @@ def run_smoke_test(batch_id: str, nodes: list[str], label_value: str, template: 
         log.info("batch %s (%d nodes): %s", batch_id, len(nodes), out["detail"])
         return out
 
-    return act("smoke_test", f"batch:{label_value}", go, incident_id=incident_id, dry_run=False,
-               key=f"isolate-{run_id}:smoke:{label_value}")
+    return read_smoke_answer(act("smoke_test", f"batch:{label_value}", go, incident_id=incident_id, dry_run=False,
+                                 key=f"isolate-{run_id}:smoke:{label_value}"))
 
 
 def _follow_until_verdict(cluster, job: str, expected_pods: int, regex: re.Pattern[str], deadline: float) -> dict:

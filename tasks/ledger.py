@@ -19,6 +19,9 @@ from remedy.domain.model import Action, ActionOutcome, Incident, IncidentStatus,
 from remedy.errors import Conflict
 from remedy.ledger.errors import LeaseLost, LedgerConflict
 from remedy.ledger.leases import ABANDONED
+from remedy.ledger.records import Claim
+from remedy.ledger.results import FleetSynced, NodeMoved
+from remedy.remediate.results import RemediationClaim
 from tasks.retry import transient_only
 
 DONE = (ActionOutcome.SUCCEEDED, ActionOutcome.PLANNED)
@@ -47,7 +50,7 @@ def act(kind: str, node: str, fn: Callable[[], dict[str, Any]], *, incident_id: 
         base += ":dry-run"
     attempt_key = base
     if base:
-        earlier = [a for a in led.actions(key_prefix=base) if a.idempotency_key.split("#")[0] == base]
+        earlier = [a for a in led.actions(key_prefix=base) if (a.idempotency_key or "").split("#")[0] == base]
         done = [a for a in earlier if a.outcome in DONE]
         if done:
             return dict(done[-1].detail) | {"replayed": True}
@@ -118,7 +121,8 @@ def note_action(kind: str, node: str, why: str, *, incident_id: int | None, dry_
 def _jsonable(d: dict) -> dict:
     import json
 
-    return json.loads(json.dumps(d, default=str))
+    out: dict = json.loads(json.dumps(d, default=str))
+    return out
 
 
 @task(name="open_incident", task_run_name="open-incident-{node}", cache_policy=NO_CACHE, retries=2,
@@ -139,7 +143,7 @@ def open_incident(node: str, signal: str, gpu: int | None = None, xid: int | Non
 @task(name="set_node_state", task_run_name="{node}-to-{state}", cache_policy=NO_CACHE, retries=3,
       retry_delay_seconds=[1, 2, 4], retry_condition_fn=transient_only)
 def set_node_state(node: str, state: str, reason: str, dry_run: bool, incident_id: int | None = None,
-                   replaces: str | None = None) -> dict:
+                   replaces: str | None = None) -> NodeMoved:
     """Move the node in the lifecycle (ledger, checked by the state machine) and mirror it on the pool label."""
     target = NodeState(state)
     settings = runtime.settings()
@@ -159,7 +163,8 @@ def set_node_state(node: str, state: str, reason: str, dry_run: bool, incident_i
         return {"node": node, "from": rec.from_state.value if rec.from_state else None, "to": target.value,
                 "replaces": replaces}
 
-    return act(f"set_state_{target.value}", node, change, incident_id=incident_id, dry_run=dry_run)
+    return NodeMoved.from_record(act(f"set_state_{target.value}", node, change, incident_id=incident_id,
+                                     dry_run=dry_run))
 
 
 @task(name="set_incident_status", task_run_name="incident-{incident_id}-{status}", cache_policy=NO_CACHE,
@@ -175,7 +180,7 @@ def set_incident_status(incident_id: int, status: str, detail: str = "") -> None
 
 @task(name="sync_fleet", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2,
       retry_condition_fn=transient_only)
-def sync_fleet() -> dict[str, int]:
+def sync_fleet() -> FleetSynced:
     """Make sure every GPU node the cluster has is known to the ledger (topology facts only)."""
     led = runtime.ledger()
     nodes = runtime.cluster().list_gpu_nodes()
@@ -189,7 +194,7 @@ def sync_fleet() -> dict[str, int]:
         if rec.state is None and n.state is not None:  # first sight: the pool label says where it is
             led.transition(n.name, n.state, reason="adopted from pool label", requested_by=requester())
             adopted += 1
-    return {"nodes": len(nodes), "adopted": adopted}
+    return FleetSynced(nodes=len(nodes), adopted=adopted)
 
 
 def _topology(node: str) -> Topology | None:
@@ -223,13 +228,14 @@ def _run_state(flow_run_id: str) -> str | None:
 
     try:
         with get_client(sync_client=True) as client:
-            return client.read_flow_run(UUID(flow_run_id)).state_type.value
+            state = client.read_flow_run(UUID(flow_run_id)).state_type
+            return state.value if state is not None else None
     except Exception:  # unknown id (e.g. "event:<id>" placeholders) or API hiccup
         return None
 
 
-def took_over(claim, incident_id: int) -> dict[str, Any]:
-    """After a takeover: say so in the log and the UI, and return what the result should carry."""
+def took_over(claim: Claim, incident_id: int) -> None:
+    """After a takeover: say so in the log and the UI."""
     from prefect import get_run_logger
 
     why = f"its process is gone; incident {incident_id} was taken over by run {claim.holder}"
@@ -239,12 +245,11 @@ def took_over(claim, incident_id: int) -> dict[str, Any]:
     from remedy.receiver.watchdog import show_gone_in_prefect
 
     show_gone_in_prefect(list(claim.reaped), why)
-    return {"took_over_from": claim.took_over_from, "abandoned": list(claim.abandoned)}
 
 
 @task(name="claim_remediation", task_run_name="claim-incident-{incident_id}", cache_policy=NO_CACHE, retries=2,
       retry_delay_seconds=1, retry_condition_fn=transient_only)
-def claim_remediation(incident_id: int, by_person: bool = False) -> dict[str, Any]:
+def claim_remediation(incident_id: int, by_person: bool = False) -> RemediationClaim:
     """One incident, one remediation at a time: claim it for this run (or its triage parent).
 
     A holder that is this run, its parent or root (triage starts us as a subflow) is us. An incident already
@@ -268,24 +273,25 @@ def claim_remediation(incident_id: int, by_person: bool = False) -> dict[str, An
     claim = led.claim(incident_id, me)
     if claim.claimed:
         hold_incident_node(incident_id, dry)  # this run's fence on the node at once (remedy.safety.fence)
-        return {"claimed": True, "holder": me} | (took_over(claim, incident_id) if claim.took_over_from else {})
+        if claim.took_over_from:
+            took_over(claim, incident_id)
+        return RemediationClaim(True, me, took_over_from=claim.took_over_from, abandoned=tuple(claim.abandoned))
     holder = claim.holder
     if holder and _is_us_or_ancestor(holder, me):
         hold_incident_node(incident_id, dry)
-        return {"claimed": True, "holder": holder}
+        return RemediationClaim(True, holder)
     if claim.status in SETTLED and not by_person:
-        return {"claimed": False, "holder": holder, "settled": claim.status.value}
+        return RemediationClaim(False, holder, settled=claim.status)
     if claim.status is IncidentStatus.ACTING and claim.holder_lease is not None:  # alive: it renews its lease
-        return {"claimed": False, "holder": holder, "holder_lease_expires_at": claim.holder_lease.expires_at.isoformat()}
+        return RemediationClaim(False, holder, holder_lease_expires_at=claim.holder_lease.expires_at)
     state = _run_state(holder) if holder else None
     if claim.status is IncidentStatus.ACTING and state is not None and state not in FINAL_STATES:
-        return {"claimed": False, "holder": holder, "holder_state": state}
+        return RemediationClaim(False, holder, holder_state=state)
     why = f"its run is {state.lower()}" if state else ("re-opened by a person" if claim.status in SETTLED
                                                        else "nobody holds it")
     taken = led.take_over_incident(incident_id, me, expected_holder=holder or None, reason=why,
                                    holder_over=state in FINAL_STATES or not holder)
     if not taken.claimed:  # another run took it between our reads: it is at work now
-        return {"claimed": False, "holder": taken.holder, "holder_state": "just claimed"}
+        return RemediationClaim(False, taken.holder, holder_state="just claimed")
     hold_incident_node(incident_id, dry)
-    return {"claimed": True, "holder": me, "took_over_from": holder, "holder_state": state,
-            "abandoned": list(taken.abandoned)}
+    return RemediationClaim(True, me, took_over_from=holder, holder_state=state, abandoned=tuple(taken.abandoned))

@@ -15,6 +15,7 @@ the Prefect tasks the flows call. What the ledger knows maps onto scoring's reco
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,6 +29,7 @@ from remedy import runtime
 from remedy.domain.durations import days
 from remedy.domain.model import NodeState, is_fault
 from remedy.lemon.records import ExclusionRecord, IncidentRecord, NodeHistory, ValidationRecord
+from remedy.lemon.results import LemonScores, RetirementBudget, RmaReport
 from remedy.lemon.scoring import LemonVerdict, explain, retirements_allowed, score_fleet
 from remedy.settings.lemon import LemonSettings
 from tasks.retry import transient_only
@@ -67,7 +69,7 @@ def incident_record(i) -> IncidentRecord:
     )
 
 
-def node_histories(led, now: datetime, settings: LemonSettings, retired: set[str] = frozenset()) -> list[NodeHistory]:
+def node_histories(led, now: datetime, settings: LemonSettings, retired: AbstractSet[str] = frozenset()) -> list[NodeHistory]:
     """One NodeHistory per node the ledger knows, over the lookback window ending at `now`; `retired` nodes and
     nodes the ledger no longer lists come out of the fleet (in_fleet=False) but keep their GPUs' records."""
     since = now - timedelta(days=settings.lookback_days)
@@ -148,32 +150,29 @@ def rma_key(node: str, at: datetime) -> str:
 # ---------------------------------------------------------------------------------------------- tasks
 @task(name="score_lemons", task_run_name="score-lemons", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2,
       retry_condition_fn=transient_only)
-def score_lemons(as_of: str | None = None) -> dict[str, Any]:
+def score_lemons(as_of: str | None = None) -> LemonScores:
     """Score every node the ledger knows (retired ones are out of the running); evidence as plain text."""
     now = _as_of(as_of)
     verdicts, retired = lemon_verdicts(runtime.ledger(), now, runtime.settings().lemon)
-    out = {"now": now.isoformat(), "verdicts": verdicts, "retired": sorted(retired)}
-    if verdicts:
-        out["explain"] = {v.node: explain(v) for v in verdicts if v.candidate}
-    return out
+    return LemonScores(now, verdicts, tuple(sorted(retired)), {v.node: explain(v) for v in verdicts if v.candidate})
 
 
 @task(name="retirement_budget", task_run_name="retirement-budget", cache_policy=NO_CACHE, retries=2,
       retry_delay_seconds=1, retry_condition_fn=transient_only)
-def retirement_budget(as_of: str | None = None) -> dict[str, Any]:
+def retirement_budget(as_of: str | None = None) -> RetirementBudget:
     """How many retirements the budget still allows now, and the retirement times it counted."""
     settings = runtime.settings().lemon
     now = _as_of(as_of)
     times = retirement_times(runtime.ledger())
     left = retirements_allowed(times, now, settings)
-    return {"allowed": left, "used": settings.retirement_budget - left, "times": times,
-            "text": budget_text(settings, settings.retirement_budget - left)}
+    used = settings.retirement_budget - left
+    return RetirementBudget(allowed=left, used=used, times=times, text=budget_text(settings, used))
 
 
 @task(name="archive_rma_report", task_run_name="rma-report-{node}", cache_policy=NO_CACHE, retries=3,
       retry_delay_seconds=[1, 2, 4])
 def archive_rma_report(node: str, reason: str, evidence: str, approval: dict[str, Any] | None,
-                       dry_run: bool) -> dict[str, Any]:
+                       dry_run: bool) -> RmaReport:
     """Render the node's RMA report from the ledger and archive it to S3; returns the key, URL and text."""
     from remedy.adapters.archive import open_archive
 
@@ -191,7 +190,7 @@ def archive_rma_report(node: str, reason: str, evidence: str, approval: dict[str
     archive = open_archive(settings.aws, dry_run=dry_run)
     key = rma_key(node, now)
     url = archive.put_text(key, text, "text/markdown; charset=utf-8")
-    return {"key": key, "url": url, "bytes": len(text.encode()), "markdown": text, "dry_run": dry_run}
+    return RmaReport(key=key, url=url, bytes=len(text.encode()), markdown=text, dry_run=dry_run)
 
 
 def _as_of(as_of: str | None) -> datetime:

@@ -8,6 +8,7 @@ gets the same plan back. `preempt` carries it out, one ledger action per victim 
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from prefect import task
@@ -15,8 +16,10 @@ from prefect import task
 from remedy import runtime
 from remedy.domain.model import ActionOutcome, IncidentStatus, NodeState
 from remedy.spares.preemption import NoPreemption, Workload, choose_preemption
-from tasks.cluster import RETRY
 from tasks.ledger import act
+from tasks.retry import retrying
+
+RETRY = retrying(1, 2, 4)  # as the cluster tasks: the API server may blink
 
 PLAN_KIND = "plan_preemption"
 PREEMPT_KIND = "preempt_workload"
@@ -125,8 +128,8 @@ def preempt(plan: dict[str, Any], node: str, dry_run: bool, incident_id: int | N
     for victim in plan["victims"]:
         name = victim["name"]
         done.append(act(PREEMPT_KIND, name,
-                        lambda name=name: runtime.cluster(dry_run).preempt_workload(
-                            name, grace_period_seconds=grace, reason=reason),
+                        partial(runtime.cluster(dry_run).preempt_workload, name, grace_period_seconds=grace,
+                                reason=reason),
                         incident_id=incident_id, dry_run=dry_run))
     blocked = {k: v for d in done for k, v in (d.get("not_evicted") or {}).items()}
     stuck = {n for d in done for n in d.get("nodes", []) if n not in d.get("freed", d.get("nodes", []))}

@@ -109,9 +109,9 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
             return detail
         # One row, written whole: a run killed mid-way leaves either a claim with its spare or none. A key already
         # taken by an unfinished claim from before (its run died) gets the next attempt number.
+        attempt = _claim_key(incident_id, node) + (f"#{len(earlier) + 1}" if earlier else "")
         led.start_action(Action(kind=CLAIM_KIND, node=choice.name, requested_by=requester(), incident_id=incident_id,
-                                outcome=ActionOutcome.SUCCEEDED, detail=detail,
-                                idempotency_key=key + (f"#{len(earlier) + 1}" if earlier else "")),
+                                outcome=ActionOutcome.SUCCEEDED, detail=detail, idempotency_key=attempt),
                          fence=fence(incident_id))  # a run taken over while it stalled claims nothing
         return detail
 
@@ -136,4 +136,5 @@ def promote_spare(spare: str, replaces: str, reason: str, incident_id: int | Non
                incident_id=incident_id)
     set_node_state(spare, NodeState.ACTIVE.value, reason=reason, dry_run=dry_run, incident_id=incident_id,
                    replaces=replaces)
-    return verify_joined(spare, timeout_seconds=settings.workload.resume_timeout_seconds, dry_run=dry_run)
+    joined: dict = verify_joined(spare, timeout_seconds=settings.workload.resume_timeout_seconds, dry_run=dry_run)
+    return joined

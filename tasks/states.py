@@ -20,7 +20,7 @@ def final_state(result: dict[str, Any], *, node: str | None = None) -> State:
     With `node`, a run that stopped short also leaves a Warning Event on the Node saying why (once: a child
     flow's note is not repeated by its parent)."""
     note = node_event(result) if node else None
-    if note and not result.get("noted_on_node"):
+    if node and note and not result.get("noted_on_node"):
         from remedy import runtime
         from tasks.cluster import note_on_node
 
@@ -32,7 +32,9 @@ def final_state(result: dict[str, Any], *, node: str | None = None) -> State:
     if o is None or o.look is RunLook.DONE:
         named = o is not None and o in (Outcome.PLANNED, Outcome.DUPLICATE, Outcome.IGNORED, Outcome.CLEARED,
                                         Outcome.RETURNED_TO_SPARES, Outcome.WATCHED)
-        return Completed(message=message, data=result, **({"name": o.label} if named else {}))
+        if named and o is not None:
+            return Completed(message=message, data=result, name=o.label)
+        return Completed(message=message, data=result)
     if o.look is RunLook.STOOD_DOWN:
         return Cancelled(message=message, data=result, name=o.label)
     return Failed(message=message, data=result, name=o.label)

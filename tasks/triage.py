@@ -7,22 +7,21 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
 from remedy.domain.model import ActionOutcome, IncidentStatus, utcnow
 from remedy.errors import NodeNotFound
 from remedy.ledger.errors import LeaseLost
 from remedy.ledger.leases import REANNOUNCE_KIND
-from remedy.remediate.results import ClosedIncident, IncidentFacts, RemediationChoice
+from remedy.remediate.results import ClosedIncident, IncidentFacts, RemediationChoice, WarningWeighed
 from remedy.remediate.runbook import BACKGROUND_REPAIR_KIND
 from tasks.ledger import requester, took_over
-from tasks.retry import transient_only
+from tasks.retry import retrying
 
 if TYPE_CHECKING:  # remedy.warn imports pandas; triage's import stays light
     from remedy.warn.record import DetectorRecord
 
-READ = dict(retries=2, retry_delay_seconds=[0.5, 1], retry_condition_fn=transient_only, cache_policy=NO_CACHE)
+READ = retrying(0.5, 1)
 
 
 @task(name="read_incident", task_run_name="read-incident-{incident_id}", **READ)
@@ -93,7 +92,8 @@ def close_incident(incident_id: int, status: str, detail: str, only_if_acting: b
     rec = led.get_incident(incident_id)
     holder = rec.flow_run_id
     lease = led.get_lease(holder) if holder and holder != str(flow_run.id or "") else None
-    taken = lease is not None and led.run_gone(holder) is None  # judged on the ledger's lease clock
+    # judged on the ledger's lease clock (a lease was read: there is a holder)
+    taken = lease is not None and holder is not None and led.run_gone(holder) is None
     if not (only_if_acting and (rec.status is not IncidentStatus.ACTING or taken)):
         try:  # fenced: decided inside the write whether this run still speaks for the incident
             rec = led.set_incident_status(incident_id, IncidentStatus(status), detail=detail[:2000],
@@ -155,7 +155,7 @@ def choose_remediation(node: str, xid: int | None, incident_id: int, tried_depth
 
 
 @task(name="weigh_warning", task_run_name="weigh-warning-{node}", **READ)
-def weigh_warning(node: str, incident_id: int | None = None) -> dict[str, Any]:
+def weigh_warning(node: str, incident_id: int | None = None) -> WarningWeighed:
     """An early warning on `node`: swap it at the job's next checkpoint boundary (or at one asked for now), or wait
     for the failure — whichever loses the job fewer expected minutes (remedy.remediate.choice.choose_on_warning, the
     function the simulator's policy calls). Reads the job's checkpoint cadence from its workload (the handshake in
@@ -172,20 +172,19 @@ def weigh_warning(node: str, incident_id: int | None = None) -> dict[str, Any]:
     work, warn = settings.workload, settings.lemon.early_warning
     cluster, led = runtime.cluster(), runtime.ledger()
     now = utcnow()
-    out: dict[str, Any] = {"node": node}
     if not cluster.workload_running_on(work.namespace, work.job, node):
-        return out | {"action": WarningAction.WAIT.value, "acts": False,
-                      "why": f"{node} does not run the job {work.namespace}/{work.job}: no work to lose, nothing to "
-                             "swap; the warning is watched"}
+        return WarningWeighed(node, WarningAction.WAIT, acts=False,
+                              why=f"{node} does not run the job {work.namespace}/{work.job}: no work to lose, nothing "
+                                  "to swap; the warning is watched")
     seen = cluster.workload(work.namespace, work.job).checkpoints()
-    if not seen.published:
-        return out | {"action": WarningAction.WAIT.value, "acts": False,
-                      "why": f"not swapped: {seen.why_unpublished()}, and a swap between checkpoints would roll back "
-                             "the job's work; the warning is watched"}
+    to_next = seen.minutes_to_next(now)
+    if to_next is None or seen.interval_seconds is None:  # not published
+        return WarningWeighed(node, WarningAction.WAIT, acts=False,
+                              why=f"not swapped: {seen.why_unpublished()}, and a swap between checkpoints would roll "
+                                  "back the job's work; the warning is watched")
     held = set(lemon_candidates(led))
     spares = [n.name for n in led.nodes(NodeState.SPARE) if n.name != node and n.name not in held]
     reserve = settings.breaker.spare_reserve
-    to_next = seen.minutes_to_next(now)
     record = _detector_record(led, incident_id, now)
     choice: WarningChoice = choose_on_warning(
         precision=record.precision, lead_minutes=warn.act_lead_minutes,
@@ -196,21 +195,18 @@ def weigh_warning(node: str, incident_id: int | None = None) -> dict[str, Any]:
         job_mtbf_minutes=warn.job_mtbf_hours * 60.0 if warn.job_mtbf_hours else math.inf)
     wait_minutes = (to_next if choice.action is WarningAction.AT_NEXT_CHECKPOINT
                     else work.checkpoint_cost_minutes) + warn.checkpoint_wait_margin_minutes
-    result = out | {"action": choice.action.value, "acts": choice.acts, "why": choice.arithmetic,
-                    "act_cost_minutes": choice.act_cost_minutes, "wait_cost_minutes": choice.wait_cost_minutes,
-                    "spares_ready": len(spares), "spare_reserve": reserve,
-                    "minutes_to_next_checkpoint": round(to_next, 2),
-                    "detector": record.detector, "precision": round(record.precision, 4),
-                    "precision_judged": record.judged, "precision_followed": record.followed,
-                    "wait_for_checkpoint_seconds": round(wait_minutes * 60.0, 1),
-                    "markdown": choice.markdown() + "\n\n" + record.sentence()}
-    checking = choice.acts and keep_checking(record, act_minutes=choice.act_cost_minutes,
-                                             wait_minutes=choice.wait_cost_minutes)
-    if checking:  # acting would pay on the prior, but the detector's own record must show it first
-        result |= {"action": WarningAction.WAIT.value, "acts": False, "checking": True,
-                   "why": f"not swapped: {checking[0].lower()}{checking[1:]}",
-                   "markdown": f"{result['markdown']}\n\n**{checking}**"}
-    return result
+    weighed = WarningWeighed(
+        node, choice.action, acts=choice.acts, why=choice.arithmetic,
+        act_cost_minutes=choice.act_cost_minutes, wait_cost_minutes=choice.wait_cost_minutes,
+        spares_ready=len(spares), spare_reserve=reserve, minutes_to_next_checkpoint=round(to_next, 2),
+        detector=record.detector, precision=round(record.precision, 4),
+        precision_judged=record.judged, precision_followed=record.followed,
+        wait_for_checkpoint_seconds=round(wait_minutes * 60.0, 1),
+        markdown=choice.markdown() + "\n\n" + record.sentence())
+    checking = keep_checking(record, act_minutes=choice.act_cost_minutes,
+                             wait_minutes=choice.wait_cost_minutes) if choice.acts else None
+    # acting would pay on the prior, but the detector's own record must show it first
+    return weighed.held_for_record(checking) if checking else weighed
 
 
 def _detector_record(led, incident_id: int | None, now) -> DetectorRecord:

@@ -226,7 +226,7 @@ def alert_to_signal(alert: WebhookAlert, where: str = "alert", *, resolve=None, 
     value: float | None = None
     if value_text not in (None, ""):
         try:
-            value = float(value_text)  # type: ignore[arg-type]
+            value = float(value_text)
         except ValueError:
             raise AlertPayloadError(f"{where}.annotations.value: not a number: {value_text[:40]!r}") from None
         if math.isinf(value):  # NaN stays "no number" (Signal); an infinite sample is nothing a rule can compare

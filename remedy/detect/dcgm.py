@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import pandas as pd
 
@@ -180,6 +180,13 @@ XID_METRIC = "DCGM_FI_DEV_XID_ERRORS"  # value = the last XID code seen on the G
 XID_COUNT_METRIC = "DCGM_EXP_XID_ERRORS_COUNT"  # dcgm-exporter's xid collector: label xid, value = count
 
 
+class _Where(TypedDict):
+    """Which node and GPU a series is about (the Signal's `node`, `gpu`)."""
+
+    node: str
+    gpu: int | None
+
+
 def _key(row: Any) -> tuple[str | None, int | None]:
     host = row.hostname if isinstance(row.hostname, str) and row.hostname else None
     return (host, None if pd.isna(row.gpu) else int(row.gpu))
@@ -211,7 +218,7 @@ def signals_from_dcgm(
     busy: dict[tuple[Any, Any], float] = {
         _key(r): r.value for r in df.itertuples(index=False) if r.metric == "DCGM_FI_DEV_GPU_UTIL"
     }
-    pcie: dict[tuple[Any, Any], dict[str, float]] = {}
+    pcie: dict[tuple[Any, Any], dict[str, Any]] = {}  # metric → value, and "_node"
     out: list[Signal] = []
 
     for r in df.itertuples(index=False):
@@ -219,7 +226,7 @@ def signals_from_dcgm(
         if v is None or not math.isfinite(v):
             continue  # blank (NaN) or ±Inf: no usable number
         host, gpu = _key(r)
-        where = dict(node=host or node or "unknown", gpu=gpu)
+        where: _Where = {"node": host or node or "unknown", "gpu": gpu}
         base = {k: r.labels[k] for k in ("UUID", "modelName", "pci_bus_id") if k in r.labels}
         raw = f"{r.metric}{{gpu={gpu}}} {v:g}"
         if r.metric == XID_METRIC and v > 0:
@@ -236,7 +243,7 @@ def signals_from_dcgm(
                     out.append(Signal(kind=kind, labels={**base, "reason": reason, "bitmask": hex(bits)},
                                       source="dcgm", raw=raw, **where))
         elif r.metric.startswith("DCGM_FI_DEV_PCIE_") and r.metric.endswith(("LINK_WIDTH", "LINK_GEN")):
-            pcie.setdefault((host, gpu), {"_node": where["node"]})[r.metric] = v  # type: ignore[assignment]
+            pcie.setdefault((host, gpu), {"_node": where["node"]})[r.metric] = v
         elif r.metric in NVLINK_METRICS and v > 0:
             counter = NVLINK_METRICS[r.metric]
             link = r.labels.get("link", "")
@@ -248,7 +255,7 @@ def signals_from_dcgm(
             delta = max(v - before, 0.0)  # a counter reset (driver reload) is not negative errors
             if delta <= 0:
                 continue
-            value = delta / elapsed_seconds if counter == "crc" else delta  # type: ignore[operator]
+            value = delta / elapsed_seconds if counter == "crc" else delta
             out.append(Signal(kind=SignalKind.NVLINK_ERROR, value=value, labels=labels, source="dcgm", raw=raw, **where))
 
     for (host, gpu), f in pcie.items():

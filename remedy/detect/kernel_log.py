@@ -261,9 +261,9 @@ def parse_kernel_log(
                 pending_gpu = (line_no, gm.group("bus"))
             if "fallen off the bus" in line and "NVRM" in line:
                 nvrm = line[line.find("NVRM:"):]
-                bus = _BUS_ANY.search(nvrm)
+                bus_m = _BUS_ANY.search(nvrm)
                 near = pending_gpu[1] if pending_gpu and line_no - pending_gpu[0] <= _FALLEN_NAMED_LINES else None
-                b = normalize_bus_id(bus.group(0)) if bus else (normalize_bus_id(near) if near else None)
+                b = normalize_bus_id(bus_m.group(0)) if bus_m else (normalize_bus_id(near) if near else None)
                 host, at = _prefix(line, node, year)
                 labels = {"form": "fallen-off-the-bus", **({"bus_id": b} if b else {})}
                 gpu = gpu_map.get(b) if b else None

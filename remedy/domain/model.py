@@ -10,6 +10,10 @@ import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the ledger's record of an incident (remedy.ledger imports this module)
+    from remedy.ledger.records import IncidentRecord
 
 
 def utcnow() -> datetime:
@@ -141,7 +145,7 @@ def incident_fingerprint(node: str, gpu: int | None, signal: str, xid: int | Non
 PLANNED_RETIREMENT_SIGNAL = "lemon-retirement"
 
 
-def is_fault(incident: Incident) -> bool:
+def is_fault(incident: Incident | IncidentRecord) -> bool:
     """Did the node fail (as opposed to being moved on purpose)?"""
     return incident.signal != PLANNED_RETIREMENT_SIGNAL
 

@@ -49,6 +49,25 @@ class SmokeAnswer:
         return self.verdict is BatchVerdict.HEALTHY
 
 
+@dataclass(frozen=True)
+class Quarantined:
+    """The suspect pool tainted NoSchedule; `already_out`: nodes someone else had taken out (left as found)."""
+
+    quarantined: tuple[str, ...]
+    already_out: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Released:
+    """Nodes given back to the pool (label and our taint removed), and those that could not be (node → why): a
+    person untaints them."""
+
+    released: tuple[str, ...]
+    failed: dict[str, str]
+    why: str
+    at: float  # epoch seconds
+
+
 def read_smoke_answer(res: Mapping[str, Any]) -> SmokeAnswer:
     """The run_smoke_test task's result as a typed answer (diverged wins over timed out)."""
     diverged, timed_out = bool(res["diverged"]), bool(res["timed_out"])

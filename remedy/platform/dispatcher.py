@@ -21,8 +21,11 @@ import logging
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
+
+if TYPE_CHECKING:
+    from prefect.client.orchestration import SyncPrefectClient
 
 log = logging.getLogger(__name__)
 
@@ -259,7 +262,7 @@ class DirectTriageSink:
 
     def __init__(self, inner, deployment_id: UUID, trigger, dispatcher: Dispatcher | None = None) -> None:
         self.inner, self.deployment_id, self.trigger, self.dispatcher = inner, deployment_id, trigger, dispatcher
-        self._client: Any = None
+        self._client: SyncPrefectClient | None = None
 
     def send(self, events: list[dict[str, Any]]) -> None:
         from prefect.client.orchestration import get_client

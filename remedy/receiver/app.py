@@ -27,6 +27,7 @@ import ipaddress
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
@@ -55,6 +56,14 @@ ALERTS_PATH = "/v1/alerts/alertmanager"
 CONNECTION_CLOSE = True
 
 
+class Announcer(Protocol):
+    """Sends the incidents the receiver opened to Prefect (remedy.receiver.events.IncidentAnnouncer)."""
+
+    def start(self) -> object: ...
+    def stop(self) -> None: ...
+    def notify(self) -> None: ...
+
+
 @dataclass
 class Receiver:
     """What the app needs; `announcer` may be None (then nothing is sent to Prefect, incidents wait in the ledger)."""
@@ -62,7 +71,7 @@ class Receiver:
     intake: AlertIntake
     token: str
     metrics: ReceiverMetrics
-    announcer: object | None = None
+    announcer: Announcer | None = None
     limits: ReceiverLimits = field(default_factory=ReceiverLimits)
 
 

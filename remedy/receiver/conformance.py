@@ -50,7 +50,8 @@ class ScenarioResult:
 
 
 def load(path: Path = CORPUS) -> list[dict]:
-    return json.loads(path.read_text())["scenarios"]
+    scenarios: list[dict] = json.loads(path.read_text())["scenarios"]
+    return scenarios
 
 
 def _iso(minutes_ago: float, now: datetime) -> str:
@@ -123,7 +124,7 @@ def run(scenarios: list[dict] | None = None) -> list[ScenarioResult]:
             live = cluster()
             nodes = live.list_gpu_nodes()
             led.upsert_nodes(nodes)
-            core = k8s.CoreV1Api(live.api)
+            core: Any = k8s.CoreV1Api(live.api)  # given plain manifests (dicts), as the API server takes them
             ips = {}
             for item in core.list_node().items:
                 ips[item.metadata.name] = next(a.address for a in item.status.addresses if a.type == "InternalIP")

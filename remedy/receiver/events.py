@@ -102,7 +102,10 @@ class PrefectEventSink:
                  auth_string: str | None = None) -> None:
         self.api_url = api_url.rstrip("/")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        auth = tuple(auth_string.split(":", 1)) if auth_string and ":" in auth_string else None
+        auth: tuple[str, str] | None = None
+        if auth_string and ":" in auth_string:
+            user, _, password = auth_string.partition(":")
+            auth = (user, password)
         self._client = httpx.Client(timeout=timeout, headers=headers, auth=auth)
 
     def send(self, events: list[dict[str, Any]]) -> None:

@@ -91,7 +91,7 @@ class ClusterIndex:
                 self._pods.clear()
         try:
             self.reads += 1
-            node = self._cluster().pod_node(pod, namespace)
+            node: str | None = self._cluster().pod_node(pod, namespace)
         except Exception as exc:  # noqa: BLE001
             log.warning("identity index: could not look up pod %s: %s", pod[:80], type(exc).__name__)
             node = None

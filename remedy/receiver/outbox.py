@@ -10,23 +10,27 @@ incident, a receiver that dies after answering 2xx still finds every unannounced
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from remedy.ledger.records import IncidentRecord
+
+if TYPE_CHECKING:
+    from remedy.ledger.ledger import Ledger
 
 RECEIVER_MARK = "alertmanager:"
 EVENT_MARK = "event:"
 
 
-def unannounced(ledger, limit: int = 500) -> list[IncidentRecord]:
+def unannounced(ledger: Ledger, limit: int = 500) -> list[IncidentRecord]:
     """Receiver incidents whose event Prefect has not acknowledged yet, oldest first."""
     return ledger.unannounced_incidents(RECEIVER_MARK, limit=limit)
 
 
-def mark_announced(ledger, event_ids: dict[int, str]) -> int:
+def mark_announced(ledger: Ledger, event_ids: dict[int, str]) -> int:
     """Record acknowledged events (incident id → event id); an incident triage already claimed is left alone."""
     return ledger.mark_incidents_announced({k: f"{EVENT_MARK}{v}" for k, v in event_ids.items()})
 
 
-def touch_resolved(ledger, fingerprint: str, at: datetime) -> int | None:
+def touch_resolved(ledger: Ledger, fingerprint: str, at: datetime) -> int | None:
     """A resolved alert for an open incident: move last_seen forward, change nothing else. Returns its id or None."""
     return ledger.touch_incident(fingerprint, at, alert_cleared=True)

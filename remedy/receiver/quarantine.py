@@ -15,7 +15,7 @@ import math
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from remedy.domain.model import Action, ActionOutcome, IncidentStatus
 from remedy.domain.xid import RemediationPath
@@ -23,6 +23,9 @@ from remedy.ledger.records import IncidentRecord
 from remedy.safety import history
 from remedy.safety.intake import TAKES_NODE_OUT, IntakeDecision, decide_intake, intake_owner
 from remedy.safety.scopes import BreakerState, scopes_of
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +126,7 @@ class IntakeQuarantine:
                                   detail={"reason": decision.reason, "changed": change.changed, "detail": change.detail})
         log.info("%s: %s (incident %s, %s)", record.node, decision.reason, record.id, cause)
 
-    def _held_query(self):
+    def _held_query(self) -> Callable[[Connection], int]:
         from remedy.ledger.claims import held_intake_quarantines
 
         return held_intake_quarantines(KIND, RELEASED_KIND, datetime.now(UTC) - _REMEMBER)

@@ -165,7 +165,7 @@ def _update_message(ts: str | None, channel_id: str, decision: str | None, who: 
         notifier = messages.notifier(runtime.settings(), channel=channel_id)
         if notifier is not None:
             # the clicker's name and the run's words are outside text: inert in mrkdwn (remedy.domain.escape)
-            text = mrkdwn(text) if text else messages.verdict_text(decision, who)
+            text = mrkdwn(text) if text else messages.verdict_text(str(decision), who)
             notifier.update(ts, text, messages.render("approval_reminder", text=text, context="gpu-remedy"))
     except SlackError as exc:
         log.warning("slack: could not update message %s: %s", ts, exc)

@@ -172,7 +172,7 @@ def decide(incident: dict[str, Any], *, recurrences: int, node_state: str | None
         facts["resumes"] = True
     # 1. Someone already took it (another triage run, an operator); a run that is gone holds nothing.
     if status is not IncidentStatus.OPEN and not (orphaned and status is IncidentStatus.ACTING):
-        return Decision("stop", None, None, f"incident {incident['id']} is {status.value}, not open: already handled",
+        return Decision(TriageAction.STOP, None, None, f"incident {incident['id']} is {status.value}, not open: already handled",
                         stale=stale, facts=facts)
 
     # 1b. The job already runs on a spare and the gone run was repairing the failed node off the critical path: that
@@ -192,7 +192,7 @@ def decide(incident: dict[str, Any], *, recurrences: int, node_state: str | None
     verdict = classify(signal_of(incident), thresholds, recurrences=max(1, recurrences))
     path = verdict.path
     if node_state in {s.value for s in OUT_OF_SERVICE} and path in PATH_FLOWS and not resumes:
-        return Decision("stop", path, verdict, f"{incident['node']} is already {node_state}: recorded, no second "
+        return Decision(TriageAction.STOP, path, verdict, f"{incident['node']} is already {node_state}: recorded, no second "
                         "remediation", recurrences=recurrences, stale=stale, facts=facts)
 
     # 4. A fault on a node that carries no work: out of the pool, to a person; no spare is spent on a spare.
@@ -204,7 +204,7 @@ def decide(incident: dict[str, Any], *, recurrences: int, node_state: str | None
         unsafe = unsafe_to_run(incident.get("xid"), path)
         plan = ("quarantine the node (out of the pool) and hand it to a human" if unsafe
                 else "hand it to a human; the node stays as it is")
-        return Decision("remediate", RemediationPath.ESCALATE, verdict, reason, entrypoint, plan, recurrences, stale,
+        return Decision(TriageAction.REMEDIATE, RemediationPath.ESCALATE, verdict, reason, entrypoint, plan, recurrences, stale,
                         facts, quarantine=unsafe)
 
     # 5. The path decides the flow. An escalation quarantines only a node whose fault class says it is unsafe.
@@ -214,20 +214,20 @@ def decide(incident: dict[str, Any], *, recurrences: int, node_state: str | None
         if path is RemediationPath.ESCALATE:
             plan = ("hand to a human with the evidence; the node is quarantined meanwhile" if unsafe
                     else "ask a human and notify; the node keeps its work (the fault does not say it is unsafe)")
-        return Decision("remediate", path, verdict, verdict.explanation, entrypoint, plan, recurrences, stale, facts,
+        return Decision(TriageAction.REMEDIATE, path, verdict, verdict.explanation, entrypoint, plan, recurrences, stale, facts,
                         quarantine=unsafe)
     plan = "watch: recorded as a warning, no action" if path is RemediationPath.WATCH else "recorded, no action"
-    return Decision("record", path, verdict, verdict.explanation, "", plan, recurrences, stale, facts)
+    return Decision(TriageAction.RECORD, path, verdict, verdict.explanation, "", plan, recurrences, stale, facts)
 
 
 def _late(incident: dict[str, Any], age: float, max_age_seconds: float, live_node: dict[str, Any] | None,
           resumes: bool, facts: dict[str, Any]) -> Decision | None:
     """A stale incident: stop when the live node says it was already dealt with (gone, or cordoned by someone)."""
     if live_node is None:
-        return Decision("stop", None, None, f"stale incident ({human_duration(age)} old > {human_duration(max_age_seconds)}) and the "
+        return Decision(TriageAction.STOP, None, None, f"stale incident ({human_duration(age)} old > {human_duration(max_age_seconds)}) and the "
                         f"node {incident['node']} is not in the cluster any more", stale=True, facts=facts)
     if live_node.get("unschedulable") and not resumes:
-        return Decision("stop", None, None, f"stale incident ({human_duration(age)} old) and {incident['node']} is already "
+        return Decision(TriageAction.STOP, None, None, f"stale incident ({human_duration(age)} old) and {incident['node']} is already "
                         "cordoned: someone acted meanwhile", stale=True, facts=facts)
     return None
 
@@ -254,7 +254,7 @@ def explain_markdown(incident: dict[str, Any], decision: Decision, outcome: str 
     else:
         lines.append("- none: a gate stopped triage before classification")
     lines += ["", "**What will happen**"]
-    if decision.action == "remediate":
+    if decision.action == "remediate" and decision.path is not None:  # a remediation always has its path
         lines.append(f"- {decision.path.value}: {decision.plan} (`{decision.entrypoint}`)")
     elif decision.action == "record":
         lines.append(f"- {decision.plan}")

@@ -15,6 +15,7 @@ from typing import Any
 
 from remedy.domain.model import IncidentStatus
 from remedy.domain.outcome import Outcome, hold_cause
+from remedy.remediate.results import RemediationClaim
 from remedy.safety.disruption import BudgetBlock, hold_sentence
 from remedy.safety.procedure import GatePass
 
@@ -43,13 +44,13 @@ class Verdict:
 GO = Verdict(Next.GO)
 
 
-def duplicate_why(incident_id: int, claim: Mapping[str, Any]) -> str | None:
+def duplicate_why(incident_id: int, claim: RemediationClaim) -> str | None:
     """None when this run holds the incident; else why another run (or nobody, it is settled) has it."""
-    if claim.get("claimed"):
+    if claim.claimed:
         return None
-    if claim.get("settled"):
-        return f"incident {incident_id} is already {claim['settled']}"
-    return f"run {claim.get('holder')} is handling it"
+    if claim.settled:
+        return f"incident {incident_id} is already {claim.settled.value}"
+    return f"run {claim.holder} is handling it"
 
 
 def warned_spare(choice: Mapping[str, Any], validation: Mapping[str, Any] | None) -> tuple[Mapping[str, Any], str]:

@@ -371,12 +371,12 @@ def test_the_dashboard_counts_a_jobsets_gang_restarts_against_max_restarts(api, 
     co.create_namespaced_custom_object(*JS, jobset("train", 4, max_restarts=2))
     work = runtime.cluster().workload("training", "train")
     wait(lambda: work.state().ready == 4)
-    assert "0 gang restart(s) of failurePolicy.maxRestarts 2: 2 more" in read_job_failures.fn()["warning"]
+    assert "0 gang restart(s) of failurePolicy.maxRestarts 2: 2 more" in read_job_failures.fn().warning
     work.restart(runtime.cluster().workload_nodes("training", "train")[0])
     wait(lambda: co.get_namespaced_custom_object(*JS, "train")["status"]["restarts"] == 1)
     job = read_job_failures.fn()
-    assert (job["failed"], job["limit"], job["limit_name"]) == (1, 2, "failurePolicy.maxRestarts")
-    assert "1 more drain(s) or restart(s) fail the whole JobSet" in job["warning"]
+    assert (job.failed, job.limit, job.limit_name) == (1, 2, "failurePolicy.maxRestarts")
+    assert "1 more drain(s) or restart(s) fail the whole JobSet" in job.warning
 
 
 @pytest.mark.parametrize("kind", [WorkloadKind.JOBSET, WorkloadKind.PYTORCHJOB])

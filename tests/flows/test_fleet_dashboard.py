@@ -9,7 +9,16 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from remedy.domain.model import Incident, IncidentStatus, NodeState, Topology
-from tasks.dashboard import Dashboard, dashboard_markdown, pool_counts, waiting_rows
+from tasks.dashboard import (
+    Dashboard,
+    LemonCandidate,
+    OpenBreaker,
+    OpenIncident,
+    SparePool,
+    dashboard_markdown,
+    pool_counts,
+    waiting_rows,
+)
 from tasks.lemon import active_days
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -62,10 +71,10 @@ def test_a_job_close_to_its_backoff_limit_is_a_warning():
 
 def test_markdown_names_every_section():
     board = Dashboard(NOW, [{"state": "active", "ledger": 3, "live labels": 3, "drift": 0}],
-                      [{"scope": "rack/rack-2", "state": "open"}],
-                      [{"id": 4, "node": "gpu042", "signal": "xid (XID 79)", "status": "acting", "since": "2026-11-22"}],
-                      [{"node": "gpu007", "reason": "lemon candidate: 2 of 4 signals", "p_value": 0.0001}],
-                      {"ready": 1, "target": 3, "shortfall": 2, "sizing": "…", "warnings": ["all in rack-1"]},
+                      [OpenBreaker("rack/rack-2", "open")],
+                      [OpenIncident(4, "gpu042", "xid (XID 79)", "acting", "2026-11-22")],
+                      [LemonCandidate("gpu007", "lemon candidate: 2 of 4 signals", 0.0001)],
+                      SparePool(ready=1, target=3, shortfall=2, sizing="…", warnings=["all in rack-1"]),
                       ["live node labels unavailable: refused"])
     md = dashboard_markdown(board)
     for text in ("# Fleet at 2026-11-22 12:00 UTC", "| active | 3 | 3 | 0 |", "**rack/rack-2** open",
@@ -91,7 +100,7 @@ def test_runs_waiting_for_a_person_are_listed_oldest_first_with_their_node():
     assert rows == [{"run": "run-a", "question": "spare-reserve", "node": "gpu042", "waiting": "2 h"},
                     {"run": "run-b", "question": "breaker", "node": "gpu007", "waiting": "5 min"},
                     {"run": "run-d", "question": "retire", "node": "–", "waiting": "30 s"}]
-    board = Dashboard(NOW, [], [], [], [], {"ready": 1, "target": 1, "shortfall": 0, "sizing": "", "warnings": []},
+    board = Dashboard(NOW, [], [], [], [], SparePool(ready=1, target=1, shortfall=0, sizing="", warnings=[]),
                       [], None, rows)
     md = dashboard_markdown(board)
     assert "## Waiting for a person (3)" in md and "| spare-reserve | gpu042 | 2 h | `run-a` |" in md

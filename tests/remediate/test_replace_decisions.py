@@ -6,14 +6,16 @@ from remedy.domain.model import IncidentStatus
 from remedy.domain.outcome import Outcome
 from remedy.remediate import replace as decide
 from remedy.remediate.replace import Next
+from remedy.remediate.results import RemediationClaim
 from remedy.safety.disruption import Blocker, BudgetBlock
 from remedy.safety.procedure import Answer, GatePass, Hold
 
 
 def test_only_the_run_that_claimed_the_incident_acts():
-    assert decide.duplicate_why(7, {"claimed": True}) is None
-    assert decide.duplicate_why(7, {"claimed": False, "settled": "resolved"}) == "incident 7 is already resolved"
-    assert decide.duplicate_why(7, {"claimed": False, "holder": "run-2"}) == "run run-2 is handling it"
+    assert decide.duplicate_why(7, RemediationClaim(True, "run-1")) is None
+    settled = RemediationClaim(False, "run-1", settled=IncidentStatus.RESOLVED)
+    assert decide.duplicate_why(7, settled) == "incident 7 is already resolved"
+    assert decide.duplicate_why(7, RemediationClaim(False, "run-2")) == "run run-2 is handling it"
 
 
 def test_a_warned_node_is_swapped_only_with_a_checked_spare():
