@@ -8,6 +8,13 @@ idempotency key scoped to this isolation run (an incident may be isolated more t
 The smoke test is a Job template whose pods select their nodes through the batch label
 (`spec.template.spec.nodeSelector["divergence-job-id"]`, the seed's name): labelling a batch and setting that one
 value targets the Job at exactly those nodes, one pod per node.
+
+Fencing (remedy.safety.fence): run for an incident (triage's isolate path), every taint and label is a fenced
+Node write, and each is preceded by a fence check on the incident's own node — the node a takeover fences when it
+claims the incident (tasks.leases.hold_incident_node). The suspects carry this run's fence after its first write
+and a takeover's replay never writes them, so their own fence alone would let a stale run through. Run for no
+incident (a person isolating a fault across the fleet from the CLI or the UI) nothing is fenced: no run holds
+anything another could take over.
 """
 
 from __future__ import annotations
@@ -29,6 +36,9 @@ from remedy import runtime
 from remedy.adapters.cluster import NodeJobSpec, Taint
 from remedy.errors import RemedyError
 from remedy.isolate.decisions import Quarantined, Released, SmokeAnswer, read_smoke_answer
+from remedy.ledger.errors import LeaseLost
+from remedy.safety.fence import NodeFence
+from tasks.leases import node_fence
 from tasks.ledger import act
 from tasks.retry import retrying
 
@@ -125,6 +135,23 @@ def _as_dict(change: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str,
     return asdict(change(*args, **kwargs))
 
 
+class _Fenced:
+    """The incident's fence for this run's batch writes; `home` is the incident's node. None fence: no incident
+    (fleet-level isolation), nothing fenced."""
+
+    def __init__(self, cluster: Any, incident_id: int | None) -> None:
+        self.cluster = cluster
+        self.fence: NodeFence | None = node_fence(incident_id)
+        self.home = runtime.ledger().get_incident(incident_id).node if self.fence and incident_id is not None else ""
+
+    def write(self, change: Callable[..., Any], node: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """`change(node, *args, fence=…)` after checking the fence on the incident's node (a takeover's claim put
+        its fence there: refused with FenceLost); the write itself carries the fence and its precondition too."""
+        if self.fence is not None and node != self.home:
+            self.cluster.fence_node(self.home, self.fence)
+        return _as_dict(change, node, *args, fence=self.fence, **kwargs)
+
+
 # ---------------------------------------------------------------------------------------------- tasks
 @task(name="quarantine_pool", task_run_name="quarantine-{run_id}", timeout_seconds=300, **RETRY)
 def quarantine_pool(nodes: list[str], run_id: str, dry_run: bool, incident_id: int | None = None) -> Quarantined:
@@ -132,12 +159,13 @@ def quarantine_pool(nodes: list[str], run_id: str, dry_run: bool, incident_id: i
     settings = runtime.settings()
     cluster = runtime.cluster(dry_run)
     key = settings.taints.quarantine
+    fenced = _Fenced(cluster, incident_id)
     already = []
     for node in nodes:
         n = cluster.get_node(node)
         if n.has_taint(key) or n.unschedulable:
             already.append(node)  # someone else took it out: we leave it as we found it at the end
-        act("taint_node", node, partial(_as_dict, cluster.set_taints, node, add=[Taint(key)]),
+        act("taint_node", node, partial(fenced.write, cluster.set_taints, node, add=[Taint(key)]),
             incident_id=incident_id, dry_run=dry_run, key=f"isolate-{run_id}:quarantine:{node}")
     return Quarantined(tuple(nodes), tuple(already))
 
@@ -147,8 +175,9 @@ def label_batch(nodes: list[str], label_value: str, run_id: str, dry_run: bool,
                 incident_id: int | None = None) -> None:
     """Set the batch label on every node of the batch (the smoke test's Job selects its nodes by it)."""
     cluster = runtime.cluster(dry_run)
+    fenced = _Fenced(cluster, incident_id)
     for node in nodes:
-        act("label_node", node, partial(_as_dict, cluster.set_labels, node, {BATCH_LABEL: label_value}),
+        act("label_node", node, partial(fenced.write, cluster.set_labels, node, {BATCH_LABEL: label_value}),
             incident_id=incident_id, dry_run=dry_run, key=f"isolate-{run_id}:label:{node}:{label_value}")
 
 
@@ -158,18 +187,21 @@ def release_nodes(nodes: list[str], why: str, run_id: str, dry_run: bool, keep_t
     """Back to the pool: remove the batch label and our quarantine taint (not one that was there before us)."""
     settings = runtime.settings()
     cluster = runtime.cluster(dry_run)
+    fenced = _Fenced(cluster, incident_id)
     keep = set(keep_tainted or [])
     released: list[str] = []
     failed: dict[str, str] = {}
     for node in nodes:
         # One node that cannot be released (gone, API error) must not keep the others quarantined.
         try:
-            act("label_node", node, partial(_as_dict, cluster.set_labels, node, {BATCH_LABEL: None}),
+            act("label_node", node, partial(fenced.write, cluster.set_labels, node, {BATCH_LABEL: None}),
                 incident_id=incident_id, dry_run=dry_run, key=f"isolate-{run_id}:unlabel:{node}")
             if node not in keep:
                 act("untaint_node", node,
-                    partial(_as_dict, cluster.set_taints, node, remove=[settings.taints.quarantine]),
+                    partial(fenced.write, cluster.set_taints, node, remove=[settings.taints.quarantine]),
                     incident_id=incident_id, dry_run=dry_run, key=f"isolate-{run_id}:release:{node}")
+        except LeaseLost:  # another run holds the incident now (a fenced write refused): the rest is its to release
+            raise
         except Exception as exc:  # noqa: BLE001 — reported back, the flow says which nodes a person must release
             failed[node] = f"{type(exc).__name__}: {exc}"[:300]
             get_run_logger().error("could not release %s: %s", node, failed[node])

@@ -4,6 +4,12 @@
 may not use: unhealthy, cordoned, in another lifecycle state, another GPU model, promised to another incident) and
 asks the pure choice in `remedy.spares.preemption`; the plan is recorded in the ledger, so a re-run of the incident
 gets the same plan back. `preempt` carries it out, one ledger action per victim (a re-run never preempts twice).
+
+Fencing (remedy.safety.fence): a preemption for an incident is checked right before each victim on the incident's
+node, the one a takeover fences when it claims the incident; a run that lost its incident preempts nothing. The
+victims' own nodes are not fenced: they belong to other work, and the check on the failed node is the one a
+takeover is sure to have changed. The residual window is the one of every non-Node call (from the check to the
+eviction or the suspend: one request). Without an incident (a person's run) nothing is fenced.
 """
 
 from __future__ import annotations
@@ -15,7 +21,9 @@ from prefect import task
 
 from remedy import runtime
 from remedy.domain.model import ActionOutcome, IncidentStatus, NodeState
+from remedy.safety.fence import NodeFence
 from remedy.spares.preemption import NoPreemption, Workload, choose_preemption
+from tasks.leases import node_fence
 from tasks.ledger import act
 from tasks.retry import retrying
 
@@ -124,18 +132,25 @@ def preempt(plan: dict[str, Any], node: str, dry_run: bool, incident_id: int | N
     grace = settings.drain.grace_period_seconds
     reason = f"no spare ready for {node}" + (f" (incident {incident_id})" if incident_id is not None else "") + \
              f": {plan['job']} needs a node"
+    fence = node_fence(incident_id)
     done = []
     for victim in plan["victims"]:
         name = victim["name"]
-        done.append(act(PREEMPT_KIND, name,
-                        partial(runtime.cluster(dry_run).preempt_workload, name, grace_period_seconds=grace,
-                                reason=reason),
+        done.append(act(PREEMPT_KIND, name, partial(_preempt_one, node, fence, name, dry_run, grace, reason),
                         incident_id=incident_id, dry_run=dry_run))
     blocked = {k: v for d in done for k, v in (d.get("not_evicted") or {}).items()}
     stuck = {n for d in done for n in d.get("nodes", []) if n not in d.get("freed", d.get("nodes", []))}
     freed = [n for n in plan["freed_nodes"] if n not in stuck]
     return {"preempted": [d["workload"] for d in done], "results": done, "freed": freed, "blocked": blocked,
             "complete": not blocked and bool(freed)}
+
+
+def _preempt_one(node: str, fence: NodeFence | None, name: str, dry_run: bool, grace: int, reason: str
+                 ) -> dict[str, Any]:
+    """Suspend or evict one victim, if this run still holds the incident of `node` (FenceLost if not)."""
+    cluster = runtime.cluster(dry_run)
+    cluster.fence_node(node, fence)
+    return cluster.preempt_workload(name, grace_period_seconds=grace, reason=reason)
 
 
 PREEMPT_APPROVAL = "preempt"

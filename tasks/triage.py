@@ -72,10 +72,24 @@ def claim_incident(incident_id: int) -> bool:
     run (or an operator) has it. One incident, one remediation."""
     from prefect.runtime import flow_run
 
+    from tasks.leases import hold_incident_node
+
     claim = runtime.ledger().claim(incident_id, str(flow_run.id or requester()))
-    if claim.claimed and claim.took_over_from:
-        took_over(claim, incident_id)
+    if claim.claimed:
+        # this run's fence on the node at once (remedy.safety.fence), as claim_remediation does: a run that held the
+        # incident before is refused by the API server from now on, whatever triage then decides (watch, escalate)
+        hold_incident_node(incident_id, _dry_run_of_this_run())
+        if claim.took_over_from:
+            took_over(claim, incident_id)
     return claim.claimed
+
+
+def _dry_run_of_this_run() -> bool:
+    """The flow's own dry_run parameter (None: the configured default): a dry run writes no fence either."""
+    from prefect.runtime import flow_run
+
+    dry = (flow_run.parameters or {}).get("dry_run") if flow_run.id else None
+    return runtime.settings().dry_run if dry is None else bool(dry)
 
 
 @task(name="close_incident", task_run_name="close-incident-{incident_id}-{status}", **READ)
