@@ -27,9 +27,10 @@ new run had fixed. So every destructive call made for an incident is also fenced
 
 A refusal is one log line and a Kubernetes Event on the Node (reason `RemedyStoodDown`): "stood down: another run
 holds this incident now". Writes with no incident (the operator's CLI, the spare cycle, burn-in) carry no fence,
-nor do read-only Jobs (the reconfirm's NVML probe, health checks: they change nothing on the node). Not fenced yet:
-preempting another workload for a spare (tasks/preemption.py) and fault isolation's batch taints and labels
-(tasks/isolation.py), which act on other nodes' work.
+nor do read-only Jobs (the reconfirm's NVML probe, health checks: they change nothing on the node). Calls for an
+incident on other nodes' work — preempting a workload for a spare (tasks/preemption.py), fault isolation's batch
+taints and labels (tasks/isolation.py) — check the fence on the incident's own node first: a takeover's claim
+fences that node, not the others. Fault isolation for no incident (a person's, fleet-wide) is not fenced.
 """
 
 from __future__ import annotations
