@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from collections import Counter
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -25,7 +26,8 @@ from remedy.detect.signals import SignalKind
 from tests.approvals.helpers import APPROVER, SECRET, remedy_env, run_receiver  # noqa: F401 - remedy_env is a fixture
 from tests.receiver.conftest import FLEET, TOKEN
 
-FUZZ = settings(max_examples=400, deadline=None, database=None, derandomize=False,
+# 150 keeps CI's fast tier quick (400 took 60 s there); REMEDY_FUZZ_EXAMPLES=2000 for a long hunt
+FUZZ = settings(max_examples=int(os.environ.get("REMEDY_FUZZ_EXAMPLES", "150")), deadline=None, database=None, derandomize=False,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 SLACK_SAMPLE = json.loads((Path(__file__).parent / "data" / "slack_block_actions.json").read_text())
 
