@@ -19,12 +19,13 @@ from remedy.ledger import Ledger, schema
 
 @pytest.fixture(scope="session")
 def _pg_ledger_url(postgres_server) -> Iterator[str]:
-    url = postgres_server.create_database("ledger_tests")
+    # a name of its own: modules that import this fixture get their own session-scoped copy of it
+    url = postgres_server.create_database()
     led = Ledger(url)
     led.migrate()
     led.close()
     yield url
-    postgres_server.drop_database("ledger_tests")
+    postgres_server.drop_database(url.rsplit("/", 1)[1])
 
 
 def _empty(led: Ledger) -> None:
