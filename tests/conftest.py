@@ -68,6 +68,8 @@ def pytest_runtest_logreport(report):
     tier = _config._remedy_tier_of.get(report.nodeid) or _tier_from_keywords(getattr(report, "keywords", {}))
     if tier is not None:
         _config._remedy_tier_seconds[tier] = _config._remedy_tier_seconds.get(tier, 0.0) + report.duration
+    if "real_k8s" in getattr(report, "keywords", {}):  # the real control plane lane, whichever tier it ran in
+        _config._remedy_tier_seconds["real lane"] = _config._remedy_tier_seconds.get("real lane", 0.0) + report.duration
 
 
 def _tier_from_keywords(keywords) -> str:
@@ -92,6 +94,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         for tier in ("fast", "servers", "slow"):
             if tier in seconds:
                 terminalreporter.write_line(f"{tier:8} {seconds[tier]:8.1f} s")
+        if "real lane" in seconds:
+            terminalreporter.write_line(f"{'real lane':8} {seconds['real lane']:8.1f} s  (the real control plane tests,"
+                                        " counted in the tiers above too)")
     durations = getattr(config, "_remedy_durations", {})
     over = sorted(((d, n) for n, d in durations.items()
                    if d > budget.BUDGET_SECONDS and budget.slow_reason(n) is None), reverse=True)
