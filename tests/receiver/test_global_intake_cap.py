@@ -81,7 +81,8 @@ def test_two_receivers_on_one_sqlite_ledger_cordon_no_more_than_the_cap(sim_fact
     # the other four were judged at the limit, by whichever receiver looked at them (a receiver may also judge at
     # the limit an incident the other one claimed a moment before: it is not cordoned twice either way)
     assert {i for i, _ in skips} >= set(range(1, 9)) - {c.incident_id for c in claims}
-    assert all(d.skip is IntakeSkip.LIMIT for _, d in skips)
+    # at the limit, or (the race the two receivers run) already cordoned by the other one a moment before
+    assert all(d.skip in (IntakeSkip.LIMIT, IntakeSkip.ALREADY_CORDONED) for _, d in skips), skips
 
 
 def test_two_receivers_on_one_postgresql_ledger_cordon_no_more_than_the_cap(sim_factory, remedy_env,
@@ -92,4 +93,5 @@ def test_two_receivers_on_one_postgresql_ledger_cordon_no_more_than_the_cap(sim_
     # the other four were judged at the limit, by whichever receiver looked at them (a receiver may also judge at
     # the limit an incident the other one claimed a moment before: it is not cordoned twice either way)
     assert {i for i, _ in skips} >= set(range(1, 9)) - {c.incident_id for c in claims}
-    assert all(d.skip is IntakeSkip.LIMIT for _, d in skips)
+    # at the limit, or (the race the two receivers run) already cordoned by the other one a moment before
+    assert all(d.skip in (IntakeSkip.LIMIT, IntakeSkip.ALREADY_CORDONED) for _, d in skips), skips
