@@ -398,7 +398,7 @@ def test_pod_gc_takes_a_terminating_pod_on_an_out_of_service_node_at_its_next_pa
     if not real:
         time.sleep(10 * scale)
         assert raw(sim, "GET", path)[0] == 200  # not at once
-    deadline = start + 20 * scale + (8 if real else 0.3)  # one pass, and the informers' lag on a loaded server
+    deadline = start + 20 * scale + (15 if real else 0.3)  # one pass, and the informers' lag on a loaded server (8 s was missed by 16 ms at load 8 in CI; a later pass is 20 s on)
     while raw(sim, "GET", path)[0] != 404:
         assert time.monotonic() < deadline, "PodGC did not take the pod within one pass"
         time.sleep(0.05)
