@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fixtures.prefect import artifacts_newest_first
 from tests.fixtures.sim import settings_for  # noqa: F401  (re-exported for readers: how settings reach the sim)
 
 pytestmark = pytest.mark.prefect
@@ -35,18 +36,7 @@ def live(node: str):
 
 
 def read_artifacts(key: str) -> list:
-    import asyncio
-
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-    from prefect.client.schemas.sorting import ArtifactSort
-
-    async def go():  # newest first: every test's flow writes the same keys
-        async with get_client() as client:
-            return await client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
-                                               sort=ArtifactSort.CREATED_DESC)
-
-    return asyncio.run(go())
+    return artifacts_newest_first(key)  # every test's flow writes the same keys
 
 
 def test_good_node_becomes_a_validated_spare(prefect_server, remedy_on_sim):

@@ -20,6 +20,7 @@ from tasks.dashboard import (
     waiting_rows,
 )
 from tasks.lemon import active_days
+from tests.fixtures.prefect import artifacts_newest_first
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 SINCE = NOW - timedelta(days=10)
@@ -110,9 +111,6 @@ def test_runs_waiting_for_a_person_are_listed_oldest_first_with_their_node():
 
 @pytest.mark.prefect
 def test_dashboard_flow_publishes_the_fleet(prefect_server, remedy_on_sim):
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-
     from flows.fleet_dashboard import fleet_dashboard
     from remedy import runtime
     from remedy.platform.stack import _adopt_fleet
@@ -155,17 +153,11 @@ def test_dashboard_flow_publishes_the_fleet(prefect_server, remedy_on_sim):
     # the simulator's training Job declares the podFailurePolicy a real one needs: counted, no warning
     assert out["job"]["limit"] == 6 and out["job"]["ignores_disruptions"] and out["job"]["warning"] is None
 
-    async def read(key):
-        async with get_client() as client:
-            return await client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
-
-    import asyncio
-
-    (md,) = asyncio.run(read("fleet-dashboard"))
+    md = artifacts_newest_first("fleet-dashboard")[0]
     assert md.type == "markdown" and "rack/rack-2" in md.data and lemon in md.data
     assert "## Waiting for a person (1)" in md.data and "`run-paused-on-rack-2`" in md.data
     assert f"held back as lemon candidates (not handed out): {spares[0]}" in md.data
-    (table,) = asyncio.run(read("fleet-dashboard-pools"))
+    table = artifacts_newest_first("fleet-dashboard-pools")[0]
     assert table.type == "table"
 
 

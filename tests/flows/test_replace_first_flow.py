@@ -6,23 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fixtures.prefect import run_to_state
+from tests.fixtures.prefect import newest_artifact_text, run_to_state
 from tests.flows.test_triage import artifact, fleet, open_incident  # noqa: F401 - fleet is a fixture
 
 pytestmark = pytest.mark.prefect
 
 
 def _options_artifact(incident) -> str:
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-
     from flows.triage import artifact_key
 
-    key = artifact_key({"node": incident.node, "id": incident.id}) + "-options"
-    with get_client(sync_client=True) as client:
-        found = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
-    assert found, f"no artifact {key}"
-    return found[-1].data
+    return newest_artifact_text(artifact_key({"node": incident.node, "id": incident.id}) + "-options")
 
 
 def test_the_job_gets_the_spare_before_the_failed_node_is_fixed(prefect_server, fleet):

@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
+from tests.fixtures.prefect import artifacts_newest_first
+
 pytestmark = pytest.mark.prefect
 
 
@@ -44,17 +46,8 @@ def spares_in_pool() -> list[str]:
 
 
 def read_artifact(key: str):
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-    from prefect.client.schemas.sorting import ArtifactSort
-
-    async def go():
-        async with get_client() as client:  # the newest version: every test's flow writes the same key
-            found = await client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
-                                                sort=ArtifactSort.CREATED_DESC, limit=1)
-            return found[0] if found else None
-
-    return asyncio.run(go())
+    found = artifacts_newest_first(key)  # the newest version: every test's flow writes the same key
+    return found[0] if found else None
 
 
 def read_events(name: str, since: datetime, timeout: float = 15.0) -> list[dict]:

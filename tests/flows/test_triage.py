@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from remedy.domain.model import Incident, IncidentStatus
-from tests.fixtures.prefect import run_to_state_result
+from tests.fixtures.prefect import newest_artifact_text, run_to_state_result
 
 pytestmark = pytest.mark.prefect
 
@@ -42,16 +42,9 @@ def open_incident(node: str, xid: int | None = None, gpu: int | None = 2, signal
 
 def artifact(incident) -> str:
     """The latest version of triage's markdown artifact for this incident, read back through the API."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-
     from flows.triage import artifact_key
 
-    key = artifact_key({"node": incident.node, "id": incident.id})
-    with get_client(sync_client=True) as client:
-        found = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
-    assert found, f"no artifact {key}"
-    return max(found, key=lambda a: a.created).data
+    return newest_artifact_text(artifact_key({"node": incident.node, "id": incident.id}))
 
 
 def cordons(incident_id: int) -> list:

@@ -12,7 +12,7 @@ import pytest
 
 from remedy.domain.checkpoints import INTERVAL, LAST
 from remedy.sim.checkpoints import CADENCE, COST
-from tests.fixtures.prefect import run_to_state
+from tests.fixtures.prefect import newest_artifact_text, run_to_state
 from tests.flows.test_triage import cordons, fleet, open_incident  # noqa: F401 - fleet is a fixture
 
 pytestmark = pytest.mark.prefect
@@ -38,16 +38,9 @@ def publish(cluster, *, last_minutes_ago: float, interval_minutes: float, answer
 
 def _options_artifact(incident) -> str:
     """The newest options table for this incident (ledgers are per test, the Prefect server is shared)."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-
     from flows.triage import artifact_key
 
-    key = artifact_key({"node": incident.node, "id": incident.id}) + "-options"
-    with get_client(sync_client=True) as client:
-        found = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
-    assert found, f"no artifact {key}"
-    return max(found, key=lambda a: a.created).data
+    return newest_artifact_text(artifact_key({"node": incident.node, "id": incident.id}) + "-options")
 
 
 def warn(node: str = NODE):
