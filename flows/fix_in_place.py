@@ -16,7 +16,7 @@ The live node is re-read before each step: an operator's manual uncordon wins an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -35,7 +35,7 @@ from remedy.ledger.errors import LeaseLost
 from remedy.ledger.leases import ABANDONED
 from remedy.ledger.operator import RESPECT_DRIFT_KIND
 from remedy.remediate.choice import Option, after_failed_rung, tried_depth
-from remedy.remediate.results import RemediationChoice, RemediationClaim
+from remedy.remediate.results import RebootVia, RemediationChoice, RemediationClaim
 from remedy.remediate.runbook import after_step, needs_recheck, own_incident_closing, recheck_outcome, took_node_out
 from remedy.safety.ladder import (
     LADDERS,
@@ -382,10 +382,10 @@ def _do_step(step: Step, node: str, gpu: int | None, attempt_id: int, incident_i
         _reboot(step, node, attempt_id, dry_run, incident_id)
     _respect_operator(node, dry_run)
     probe = verify_gpus(node, attempt_id, dry_run, incident_id)
-    if not probe["passed"]:
-        raise StepFailed(f"NVML probe after {step.kind.value}: {probe['verdict']}: {'; '.join(probe['reasons'][:3])}")
+    if not probe.passed:
+        raise StepFailed(f"NVML probe after {step.kind.value}: {probe.verdict}: {'; '.join(probe.reasons[:3])}")
     release_node(node, f"{why} fixed and verified", attempt_id, dry_run, incident_id)
-    return {"status": "fixed", "verify": probe}
+    return {"status": "fixed", "verify": asdict(probe) | {"reasons": list(probe.reasons)}}
 
 
 def _restart(step: Step, node: str, attempt_id: int, incident_id: int, dry_run: bool) -> dict[str, Any]:
@@ -393,18 +393,18 @@ def _restart(step: Step, node: str, attempt_id: int, incident_id: int, dry_run: 
     work = settings.workload
     done = restart_app(node, work.namespace, attempt_id, dry_run, incident_id)
     size = wait_job_back(node, work.namespace, work.job, work.resume_timeout_seconds, dry_run)
-    if not size["back_on_node"] and (size.get("gpus_short") or size["ready"] >= size["desired"] - 1):
+    if not size.back_on_node and (size.gpus_short or size.ready >= size.desired - 1):
         # the job's pod cannot run here again while the rest of the job runs (or the node lacks the GPUs for
         # it): the fault outlived the restart, so this rung failed (reporting "restarted" would close the
         # incident and leave the gang job short until a person noticed). A gang still coming back as a whole is
         # no evidence against the node.
-        why = ("its GPUs are not allocatable (the device plugin took the faulty GPU out)" if size.get("gpus_short")
+        why = ("its GPUs are not allocatable (the device plugin took the faulty GPU out)" if size.gpus_short
                else f"not within {human_duration(work.resume_timeout_seconds)} of the restart")
-        raise StepFailed(f"the job did not come back on {node}: {why} ({size['ready']}/{size['desired']} pods "
+        raise StepFailed(f"the job did not come back on {node}: {why} ({size.ready}/{size.desired} pods "
                          "ready); the fault holds")
     schedule = backoff_schedule(settings.ladder)
     nxt = (datetime.now(UTC) + schedule[step.attempt]).isoformat() if step.attempt < len(schedule) else None
-    return {"status": "restarted", "restarted": done["restarted"], "workload": size,
+    return {"status": "restarted", "restarted": list(done.restarted), "workload": size.to_dict(),
             "backoff_minutes": [d.total_seconds() / 60 for d in schedule], "restart_attempt": step.attempt,
             "next_restart_not_before": nxt,
             "note": (f"next restart not before {nxt}" if nxt else "no restart left: a recurrence climbs a rung")}
@@ -423,19 +423,17 @@ def _replace(step: Step, node: str, gpu: int | None, incident_id: int, dry_run: 
 
 def _reset(node: str, gpu: int | None, attempt_id: int, dry_run: bool, incident_id: int) -> None:
     job = reset_gpu(node, gpu, attempt_id, dry_run, incident_id)
-    if not job.get("succeeded"):
-        raise StepFailed(f"gpu-reset Job {job.get('phase')}: {_tail(job.get('logs', ''))}",
-                         timed_out=job.get("phase") == "Timeout")
+    if not job.succeeded:
+        raise StepFailed(f"gpu-reset Job {job.phase}: {_tail(job.logs)}", timed_out=job.phase == "Timeout")
 
 
 def _reboot(step: Step, node: str, attempt_id: int, dry_run: bool, incident_id: int) -> None:
     rb = reboot_node(node, attempt_id, dry_run, incident_id)
-    if rb.get("via") == "job" and not rb.get("succeeded"):
-        raise StepFailed(f"reboot Job {rb.get('phase')}: {_tail(rb.get('logs', ''))}",
-                         timed_out=rb.get("phase") == "Timeout")
-    up = wait_node_ready(node, step.timeout.total_seconds(), dry_run, boot_id_before=rb.get("boot_id_before", ""))
-    if not up["ready"]:
-        raise StepFailed(f"node not Ready {human_duration(up['seconds'])} after the reboot", timed_out=True)
+    if rb.via is RebootVia.JOB and not rb.succeeded:
+        raise StepFailed(f"reboot Job {rb.phase}: {_tail(rb.logs)}", timed_out=rb.phase == "Timeout")
+    up = wait_node_ready(node, step.timeout.total_seconds(), dry_run, boot_id_before=rb.boot_id_before)
+    if not up.ready:
+        raise StepFailed(f"node not Ready {human_duration(up.seconds)} after the reboot", timed_out=True)
 
 
 def _after_failed_rung(step: Step, history: list[Attempt], node: str, xid: int, gpu: int | None, incident_id: int,
@@ -462,7 +460,7 @@ def _after_failed_rung(step: Step, history: list[Attempt], node: str, xid: int, 
 def _respect_operator(node: str, dry_run: bool) -> None:
     drift = check_drift(node)
     if drift and not dry_run:
-        raise OperatorWins(f"{node}: {drift['what']} ({drift.get('detail', '')}) — the operator's change stands")
+        raise OperatorWins(f"{node}: {drift.what} ({drift.detail}) — the operator's change stands")
 
 
 def _tail(text: str, n: int = 2) -> str:

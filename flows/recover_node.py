@@ -21,6 +21,7 @@ from remedy.domain.outcome import Outcome
 from remedy.domain.xid import lookup
 from remedy.ledger.leases import ABANDONED
 from remedy.remediate.choice import Option, odds_for
+from remedy.remediate.results import GpuProbe
 from remedy.remediate.runbook import BACKGROUND_REPAIR_KIND, probe_cleared, repair_closing, repair_steps
 from tasks.burn_in import burn_in_node
 from tasks.fixes import reboot_node, reset_gpu, verify_gpus, wait_node_ready
@@ -116,13 +117,13 @@ def _fix(node: str, option: Option, incident_id: int | None, xid: int | None, gp
         else:
             rb = reboot_node(node, attempt, dry_run, incident_id)
             wait_node_ready(node, runtime.settings().ladder.reboot_timeout_minutes * 60, dry_run,
-                            boot_id_before=rb.get("boot_id_before", ""))
+                            boot_id_before=rb.boot_id_before)
         probe = verify_gpus(node, attempt, dry_run, incident_id)
     except Exception as exc:  # noqa: BLE001 - try the next, or repair
         get_run_logger().warning("%s: %s off the critical path failed: %s", node, option.value, exc)
-        probe = {"verdict": "fail", "reasons": [f"{type(exc).__name__}: {exc}"[:200]]}
-    _finish(attempt, probe_cleared(probe.get("verdict"), dry_run))
-    return {"step": option.value, "verdict": probe.get("verdict"), "reasons": probe.get("reasons", [])}
+        probe = GpuProbe("fail", False, (f"{type(exc).__name__}: {exc}"[:200],))
+    _finish(attempt, probe_cleared(probe.verdict, dry_run))
+    return {"step": option.value, "verdict": probe.verdict, "reasons": list(probe.reasons)}
 
 
 def _to_repair(node: str, out: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ budget or spare reserve) asks a person; no answer in time means the safe default
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,6 +36,7 @@ from remedy.elastic import ContinuationChoice
 from remedy.remediate import replace as decide
 from remedy.remediate.operator import may_uncordon
 from remedy.remediate.replace import Next, Verdict
+from remedy.remediate.results import Joined, WorkloadBack
 from tasks.approvals import propose_open_loop
 from tasks.cluster import (
     check_drain_budgets,
@@ -126,6 +127,8 @@ class Run:
     timeline: Timeline
     incident_id: int = 0
     outcome: dict[str, Any] = field(default_factory=dict)
+    joined: Joined | None = None  # the replacement's join, typed (the outcome shows it as a dict)
+    workload: WorkloadBack | None = None
 
     def end(self, **fields: Any) -> RunEnds:
         return RunEnds(_report(self.outcome | fields, self.timeline))
@@ -270,7 +273,7 @@ def _drain(run: Run) -> None:
     drained = drain_node(run.node, grace_period_seconds=s.grace_period_seconds,
                          deadline_seconds=s.eviction_deadline_seconds, dry_run=run.dry_run,
                          incident_id=run.incident_id)
-    run.outcome["drain"] = {k: drained[k] for k in ("evicted", "skipped", "not_evicted", "complete")}
+    run.outcome["drain"] = drained.summary("evicted", "skipped", "not_evicted", "complete")
     run.timeline.mark("drained")
     if not (verdict := decide.after_drain(run.node, drained)).go:
         raise run.stop(verdict)
@@ -302,16 +305,18 @@ def _promote(run: Run, spare: str, plan: ContinuationChoice | None = None) -> No
     its hot label (and a warm spare is made hot in its place); a shrunk job grows back onto the spare."""
     work = run.settings.workload
     hot = plan is not None and plan.hot_spare == spare
-    run.outcome["joined"] = promote_hot_spare(spare, run.node, run.incident_id, run.dry_run) if hot else \
+    run.joined = promote_hot_spare(spare, run.node, run.incident_id, run.dry_run) if hot else \
         promote_spare(spare, run.node, f"replaces {run.node}", run.incident_id, run.dry_run)
+    run.outcome["joined"] = run.joined.to_dict()
     run.timeline.mark("spare ready")
     if plan is not None and plan.shrinks:
         run.outcome["grown"] = grow_workload(work.namespace, work.job, dry_run=run.dry_run,
                                              incident_id=run.incident_id)
         run.timeline.mark("job grown back")
-    size = wait_for_workload(work.namespace, work.job, spare, work.resume_timeout_seconds, dry_run=run.dry_run)
-    run.outcome["workload"] = size
-    run.timeline.mark("job resumed" if size["full"] else "spare working")
+    run.workload = wait_for_workload(work.namespace, work.job, spare, work.resume_timeout_seconds,
+                                     dry_run=run.dry_run)
+    run.outcome["workload"] = run.workload.to_dict()
+    run.timeline.mark("job resumed" if run.workload.full else "spare working")
     if hot:
         run.outcome["hot_spares"] = refill_hot_spares(run.node, run.incident_id, run.dry_run)
 
@@ -330,7 +335,8 @@ def _to_repair(run: Run, spare: str) -> None:
     """Hand the failed node to repair; the remediation is over for the breaker."""
     set_node_state(run.node, NodeState.REPAIR.value, reason=f"replaced by {spare}", dry_run=run.dry_run,
                    incident_id=run.incident_id)
-    end = decide.replacement_ending(spare, run.outcome["joined"], run.outcome["workload"], run.dry_run)
+    assert run.joined is not None and run.workload is not None  # _promote ran
+    end = decide.replacement_ending(spare, run.joined, run.workload, run.dry_run)
     record_remediation_outcome(run.node, succeeded=end.succeeded, incident_id=run.incident_id, dry_run=run.dry_run)
     set_incident_status(run.incident_id, end.incident_status.value, detail=end.detail)
     run.timeline.mark("to repair")
@@ -373,13 +379,13 @@ def _operator_wins(run: Run, when: str, **extra: Any) -> None:
     drift = check_drift(run.node)
     if not drift or run.dry_run:
         return
-    get_run_logger().warning("%s: %s %s — stopping, the operator's change stands", run.node, drift["what"], when)
+    get_run_logger().warning("%s: %s %s — stopping, the operator's change stands", run.node, drift.what, when)
     set_incident_status(run.incident_id, IncidentStatus.ESCALATED.value,
-                        detail=f"operator ({when}): {drift['detail']}")
+                        detail=f"operator ({when}): {drift.detail}")
     record_remediation_outcome(run.node, succeeded=False, incident_id=run.incident_id, dry_run=run.dry_run)
     run.timeline.mark("stopped by operator")
-    report = _report(run.outcome | {"status": Outcome.STOPPED_BY_OPERATOR.value, "drift": drift,
-                                    "why": f"{drift['what']} {when}: the operator's change stands"}, run.timeline)
+    report = _report(run.outcome | {"status": Outcome.STOPPED_BY_OPERATOR.value, "drift": asdict(drift),
+                                    "why": f"{drift.what} {when}: the operator's change stands"}, run.timeline)
     raise RunEnds(report | extra)
 
 
@@ -441,8 +447,8 @@ def _try_shrink(why: str, incident_id: int, dry_run: bool, outcome: dict[str, An
     if nodes is None:
         return None, why
     resized = resize_workload(work.namespace, work.job, nodes, dry_run=dry_run, incident_id=incident_id)
-    if resized.get("refused"):
-        return None, f"{why}\ncannot shrink the job: {resized['refused']}"  # its controller says no: a person decides
+    if resized.refused:
+        return None, f"{why}\ncannot shrink the job: {resized.refused}"  # its controller says no: a person decides
     timeline.mark("job shrunk")
     set_incident_status(incident_id, IncidentStatus.ESCALATED.value,
                         detail=f"no spare; job continues with {nodes} nodes (min {work.min_nodes})")
@@ -467,9 +473,9 @@ def _preempt_and_resume(node: str, plan: dict[str, Any], incident_id: int, dry_r
                incident_id=incident_id)
     joined = verify_joined(freed, timeout_seconds=work.resume_timeout_seconds, dry_run=dry_run)
     size = wait_for_workload(work.namespace, work.job, freed, work.resume_timeout_seconds, dry_run=dry_run)
-    outcome |= {"replacement": freed, "joined": joined, "workload": size,
+    outcome |= {"replacement": freed, "joined": joined.to_dict(), "workload": size.to_dict(),
                 "spare_choice": f"preempted {', '.join(done['preempted'])} to free {freed}"}
-    timeline.mark("job resumed" if size["full"] else "freed node working")
+    timeline.mark("job resumed" if size.full else "freed node working")
 
     victims = ", ".join(done["preempted"])
     set_node_state(node, NodeState.REPAIR.value, reason=f"replaced by {freed} (preempted {victims})",

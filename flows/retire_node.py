@@ -127,11 +127,11 @@ def _out_for_good(node: str, reason: str, incident_id: int | None, outcome: dict
     drain = drain_node(node, grace_period_seconds=settings.drain.grace_period_seconds,
                        deadline_seconds=settings.drain.eviction_deadline_seconds, dry_run=dry_run,
                        incident_id=incident_id)
-    outcome["drain"] = {k: drain[k] for k in ("evicted", "not_evicted", "complete")}
+    outcome["drain"] = drain.summary("evicted", "not_evicted", "complete")
     if outcome.get("replacement"):  # the job's pod left the lemon for the spare: the job is back at full size
         work = settings.workload
         outcome["workload"] = wait_for_workload(work.namespace, work.job, outcome["replacement"],
-                                                work.resume_timeout_seconds, dry_run=dry_run)
+                                                work.resume_timeout_seconds, dry_run=dry_run).to_dict()
     taint_node(node, dry_run=dry_run, add=[settings.taints.retired], effect="NoExecute", incident_id=incident_id)
     set_node_state(node, NodeState.RETIRED.value, reason=f"lemon: {reason}"[:500], dry_run=dry_run,
                    incident_id=incident_id)
@@ -167,7 +167,7 @@ def _swap_in_spare(node: str, reason: str, dry_run: bool) -> dict[str, Any]:
             if not dry_run:
                 set_incident_status(incident_id, IncidentStatus.IGNORED.value, detail=why[:500])
             return out | {"why_not": why}
-    out["joined"] = promote_spare(spare, node, f"replaces {node} (lemon)", incident_id, dry_run)
+    out["joined"] = promote_spare(spare, node, f"replaces {node} (lemon)", incident_id, dry_run).to_dict()
     return out
 
 

@@ -253,9 +253,8 @@ def _weigh_warning(incident: dict[str, Any], result: dict[str, Any], dry_run: bo
                                    ask=warned.action is WarningAction.CHECKPOINT_NOW,
                                    timeout_seconds=warned.wait_for_checkpoint_seconds, dry_run=dry_run,
                                    incident_id=incident["id"])
-    result["checkpoint"] = boundary
-    return WarningVerdict(acts=True, why=warned.why, boundary_reached=bool(boundary["reached"]),
-                          boundary_why=boundary["why"])
+    result["checkpoint"] = boundary.to_dict()
+    return WarningVerdict(acts=True, why=warned.why, boundary_reached=boundary.reached, boundary_why=boundary.why)
 
 
 def _release(incident: dict[str, Any], why: str, dry_run: bool, log) -> None:

@@ -10,21 +10,31 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 from datetime import UTC
+from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
-from remedy.adapters.cluster import Taint
+from remedy.adapters.cluster import Drift, Taint
 from remedy.domain.model import Node
+from remedy.remediate.results import (
+    CheckpointBoundary,
+    Drained,
+    IntakeReleased,
+    Joined,
+    NodeChange,
+    Resized,
+    WorkloadBack,
+)
 from remedy.safety.disruption import BudgetBlock, drain_blockers
 from tasks.leases import node_fence
 from tasks.ledger import act
-from tasks.retry import transient_only
+from tasks.retry import retrying
 from tasks.story import say
 
 # Side effects are never cached; only transient failures are retried.
-RETRY = dict(retries=3, retry_delay_seconds=[1, 2, 4], retry_condition_fn=transient_only, cache_policy=NO_CACHE)
+RETRY = retrying(1, 2, 4)
 
 
 @task(name="read_node", task_run_name="read-{node}", timeout_seconds=60, **RETRY)
@@ -46,7 +56,7 @@ def read_workload_size(namespace: str, job: str) -> WorkloadSize:
 
 
 @task(name="cordon_node", task_run_name="cordon-{node}", timeout_seconds=60, **RETRY)
-def cordon_node(node: str, reason: str, dry_run: bool, incident_id: int | None = None) -> dict:
+def cordon_node(node: str, reason: str, dry_run: bool, incident_id: int | None = None) -> NodeChange:
     from remedy.safety.intake import intake_owner
     from tasks.ledger import requester
 
@@ -57,11 +67,11 @@ def cordon_node(node: str, reason: str, dry_run: bool, incident_id: int | None =
                                                              fence=node_fence(incident_id))),
               incident_id=incident_id, dry_run=dry_run)
     say("%s %s: %s", "would cordon" if dry_run else "cordoned", node, reason)
-    return out
+    return NodeChange.from_record(out)
 
 
 @task(name="uncordon_node", task_run_name="uncordon-{node}", timeout_seconds=60, **RETRY)
-def uncordon_node(node: str, reason: str, dry_run: bool, incident_id: int | None = None) -> dict:
+def uncordon_node(node: str, reason: str, dry_run: bool, incident_id: int | None = None) -> NodeChange:
     from tasks.ledger import requester
 
     out = act("uncordon_node", node,
@@ -69,10 +79,10 @@ def uncordon_node(node: str, reason: str, dry_run: bool, incident_id: int | None
                                                                fence=node_fence(incident_id))),
               incident_id=incident_id, dry_run=dry_run)
     say("%s %s: %s", "would uncordon" if dry_run else "uncordoned", node, reason)
-    return out
+    return NodeChange.from_record(out)
 
 
-def release_intake_quarantine(node: str, incident_id: int, why: str, dry_run: bool) -> dict | None:
+def release_intake_quarantine(node: str, incident_id: int, why: str, dry_run: bool) -> IntakeReleased | None:
     """End of triage: uncordon a node the receiver quarantined for this incident that no remediation took over
     (triage chose to watch, the gate held, the fault cleared): nobody else would. None when the receiver did not
     quarantine it (one ledger read, no task run)."""
@@ -84,7 +94,7 @@ def release_intake_quarantine(node: str, incident_id: int, why: str, dry_run: bo
 
 
 @task(name="release_intake_quarantine", task_run_name="release-quarantine-{node}", timeout_seconds=60, **RETRY)
-def _release_intake_quarantine(node: str, incident_id: int, why: str, dry_run: bool) -> dict:
+def _release_intake_quarantine(node: str, incident_id: int, why: str, dry_run: bool) -> IntakeReleased:
     from remedy.adapters.kubernetes import ANN_CORDONED_BY
     from remedy.safety.intake import intake_owner
     from tasks.ledger import requester
@@ -92,60 +102,65 @@ def _release_intake_quarantine(node: str, incident_id: int, why: str, dry_run: b
     cluster = runtime.cluster(dry_run)
     live = cluster.get_node(node)
     if not live.unschedulable or live.annotations.get(ANN_CORDONED_BY) != intake_owner(incident_id):
-        return {"released": False, "why": "taken over by a remediation, or uncordoned already"}
+        return IntakeReleased(False, why="taken over by a remediation, or uncordoned already")
     change = act("uncordon_node", node,
                  lambda: asdict(cluster.uncordon(node, reason=f"quarantine at intake released: {why}"[:250],
                                                  by=requester(), fence=node_fence(incident_id))),
                  incident_id=incident_id, dry_run=dry_run, key=f"incident-{incident_id}:release_quarantine:{node}")
-    return {"released": True, "change": change}
+    return IntakeReleased(True, change=NodeChange.from_record(change))
 
 
 @task(name="taint_node", task_run_name="taint-{node}", timeout_seconds=60, **RETRY)
 def taint_node(node: str, dry_run: bool, add: list[str] | None = None, remove: list[str] | None = None,
-               effect: str = "NoSchedule", incident_id: int | None = None) -> dict:
+               effect: str = "NoSchedule", incident_id: int | None = None) -> NodeChange:
     """`add` and `remove` are taint keys; added taints get value "true" and `effect`."""
     taints = [Taint(key=k, effect=effect) for k in add or []]
     kind = "taint_node" if add else "untaint_node"
-    return act(kind, node,
-               lambda: asdict(runtime.cluster(dry_run).set_taints(node, add=taints, remove=list(remove or []),
-                                                                  fence=node_fence(incident_id))),
-               incident_id=incident_id, dry_run=dry_run)
+    return NodeChange.from_record(act(
+        kind, node, lambda: asdict(runtime.cluster(dry_run).set_taints(node, add=taints, remove=list(remove or []),
+                                                                       fence=node_fence(incident_id))),
+        incident_id=incident_id, dry_run=dry_run))
 
 
 @task(name="label_node", task_run_name="label-{node}", timeout_seconds=60, **RETRY)
-def label_node(node: str, labels: dict[str, str | None], dry_run: bool, incident_id: int | None = None) -> dict:
-    return act("label_node", node, lambda: asdict(runtime.cluster(dry_run).set_labels(node, labels,
-                                                                                      node_fence(incident_id))),
-               incident_id=incident_id, dry_run=dry_run)
+def label_node(node: str, labels: dict[str, str | None], dry_run: bool,
+               incident_id: int | None = None) -> NodeChange:
+    return NodeChange.from_record(act(
+        "label_node", node, lambda: asdict(runtime.cluster(dry_run).set_labels(node, labels, node_fence(incident_id))),
+        incident_id=incident_id, dry_run=dry_run))
 
 
 @task(name="drain_node", task_run_name="drain-{node}", timeout_seconds=1800, **RETRY)
 def drain_node(node: str, grace_period_seconds: int, deadline_seconds: float, dry_run: bool,
-               incident_id: int | None = None) -> dict:
-    def drain() -> dict:
+               incident_id: int | None = None) -> Drained:
+    def drain() -> dict[str, Any]:
         report = runtime.cluster(dry_run).drain(
             node, grace_period_seconds=grace_period_seconds, deadline_seconds=deadline_seconds,
             fence=node_fence(incident_id))
         return asdict(report) | {"complete": report.complete}
 
-    out = act("drain_node", node, drain, incident_id=incident_id, dry_run=dry_run)
-    say("%s %s: evicted %d pod%s (grace %d s)%s", "would drain" if dry_run else "drained", node, len(out.get("evicted") or []), "" if len(out.get("evicted") or []) == 1 else "s", grace_period_seconds, f", {len(out.get('not_evicted') or {})} not evicted" if out.get("not_evicted") else "")
+    out = Drained.from_record(act("drain_node", node, drain, incident_id=incident_id, dry_run=dry_run))
+    evicted = len(out.evicted)
+    say("%s %s: evicted %d pod%s (grace %d s)%s", "would drain" if dry_run else "drained", node, evicted,
+        "" if evicted == 1 else "s", grace_period_seconds,
+        f", {len(out.not_evicted)} not evicted" if out.not_evicted else "")
     return out
 
 
 @task(name="check_drift", task_run_name="check-drift-{node}", timeout_seconds=60, **RETRY)
-def check_drift(node: str) -> dict | None:
-    drift = runtime.cluster().detect_drift(node)
-    return asdict(drift) if drift else None
+def check_drift(node: str) -> Drift | None:
+    """What an operator changed on the node by hand since gpu-remedy last acted on it, if anything."""
+    return runtime.cluster().detect_drift(node)
 
 
 @task(name="list_gpu_nodes", timeout_seconds=120, **RETRY)
-def list_gpu_nodes() -> list[dict]:
-    return [asdict(n) for n in runtime.cluster().list_gpu_nodes()]
+def list_gpu_nodes() -> list[Node]:
+    return runtime.cluster().list_gpu_nodes()
 
 
 @task(name="wait_for_workload", task_run_name="wait-{job}-on-{node}", timeout_seconds=3600, **RETRY)
-def wait_for_workload(namespace: str, job: str, node: str, timeout_seconds: float, dry_run: bool) -> dict:
+def wait_for_workload(namespace: str, job: str, node: str, timeout_seconds: float,
+                      dry_run: bool) -> WorkloadBack:
     """Wait until the gang-scheduled job runs on the promoted node; report whether it is back at full size.
 
     The replacement is done when its node carries the job's pod. The job may still be short of nodes for other
@@ -163,8 +178,7 @@ def wait_for_workload(namespace: str, job: str, node: str, timeout_seconds: floa
         time.sleep(0.2)
         ready, desired = cluster.workload_size(namespace, job)
     say("job %s/%s back at %d/%d%s", namespace, job, ready, desired, f" (on {node})" if on_node else f" (not yet on {node})")
-    return {"ready": ready, "desired": desired, "full": ready >= desired, "on_node": on_node or dry_run,
-            "seconds": round(time.monotonic() - start, 2)}
+    return WorkloadBack(ready, desired, on_node=on_node or dry_run, seconds=round(time.monotonic() - start, 2))
 
 
 BUDGET_SETTLE_SECONDS = 12.0  # the Eviction API's own "still being processed" answer says retry after 10 s
@@ -184,7 +198,7 @@ def check_drain_budgets(node: str, settle_seconds: float = BUDGET_SETTLE_SECONDS
 
 
 @task(name="verify_joined", task_run_name="verify-{node}-joined", timeout_seconds=900, **RETRY)
-def verify_joined(node: str, timeout_seconds: float, dry_run: bool) -> dict:
+def verify_joined(node: str, timeout_seconds: float, dry_run: bool) -> Joined:
     """Wait until the promoted node is Ready, schedulable and has every GPU allocatable."""
     cluster = runtime.cluster()
     start = time.monotonic()
@@ -192,16 +206,17 @@ def verify_joined(node: str, timeout_seconds: float, dry_run: bool) -> dict:
     while not ok and not dry_run and time.monotonic() - start < timeout_seconds:
         time.sleep(0.5)
         ok, why = cluster.joined(node)
-    return {"node": node, "joined": ok or dry_run, "why": why, "seconds": round(time.monotonic() - start, 2)}
+    return Joined(node, ok or dry_run, why, round(time.monotonic() - start, 2))
 
 
 @task(name="resize_workload", task_run_name="resize-{job}-to-{nodes}", timeout_seconds=120, **RETRY)
-def resize_workload(namespace: str, job: str, nodes: int, dry_run: bool, incident_id: int | None = None) -> dict:
+def resize_workload(namespace: str, job: str, nodes: int, dry_run: bool,
+                    incident_id: int | None = None) -> Resized:
     out = act("resize_workload", f"{namespace}/{job}",
               lambda: runtime.cluster(dry_run).resize_workload(namespace, job, nodes),
               incident_id=incident_id, dry_run=dry_run)
     say("%s %s/%s to %d nodes", "would resize" if dry_run else "resized", namespace, job, nodes)
-    return out
+    return Resized.from_record(out)
 
 
 @task(name="note_on_node", task_run_name="note-{node}", timeout_seconds=60, cache_policy=NO_CACHE)
@@ -214,7 +229,7 @@ def note_on_node(node: str, reason: str, message: str, dry_run: bool) -> None:
 @task(name="wait_for_checkpoint", task_run_name="checkpoint-boundary-for-{node}", timeout_seconds=24 * 3600,
       cache_policy=NO_CACHE)
 def wait_for_checkpoint(namespace: str, job: str, node: str, ask: bool, timeout_seconds: float, dry_run: bool,
-                        incident_id: int | None = None) -> dict:
+                        incident_id: int | None = None) -> CheckpointBoundary:
     """Ask the job for a checkpoint now (`ask`) or wait for its next scheduled one; True once a checkpoint has
     completed after this call began — the boundary where a swap loses no work. A dry run asks nothing and waits
     for nothing."""
@@ -227,18 +242,18 @@ def wait_for_checkpoint(namespace: str, job: str, node: str, ask: bool, timeout_
     start = datetime.now(UTC)
     asked = None
     if ask:
-        asked = act("request_checkpoint", node,
-                    lambda: workload.request_checkpoint(start).as_dict(), incident_id=incident_id, dry_run=dry_run)
+        asked = str(act("request_checkpoint", node, lambda: workload.request_checkpoint(start).as_dict(),
+                        incident_id=incident_id, dry_run=dry_run).get("detail", ""))
     if dry_run:
-        return {"reached": True, "asked": bool(ask), "dry_run": True, "why": "dry-run: no checkpoint waited for"}
+        return CheckpointBoundary(True, bool(ask), "dry-run: no checkpoint waited for", dry_run=True)
     deadline = time.monotonic() + timeout_seconds
     while True:
         seen = workload.checkpoints()
-        if seen.since(start):
-            return {"reached": True, "asked": bool(ask), "at": seen.last.isoformat(), "request": asked,
-                    "why": f"the job checkpointed at {seen.last.isoformat()}"}
+        if seen.since(start) and seen.last is not None:
+            return CheckpointBoundary(True, bool(ask), f"the job checkpointed at {seen.last.isoformat()}",
+                                      at=seen.last.isoformat(), request_detail=asked)
         if time.monotonic() >= deadline:
-            return {"reached": False, "asked": bool(ask), "request": asked,
-                    "why": f"the job reported no checkpoint within {human_duration(timeout_seconds)}"
-                           + (" of the request" if ask else "")}
+            return CheckpointBoundary(False, bool(ask), f"the job reported no checkpoint within "
+                                      f"{human_duration(timeout_seconds)}" + (" of the request" if ask else ""),
+                                      request_detail=asked)
         time.sleep(min(2.0, max(0.1, timeout_seconds / 50)))

@@ -28,6 +28,7 @@ from remedy.elastic import (
 )
 from remedy.errors import ObjectNotFound
 from remedy.remediate.choice import Durations
+from remedy.remediate.results import Joined
 from remedy.spares.hot import HotPoolSizing, size_hot_pool
 from tasks.ledger import act
 from tasks.retry import retrying
@@ -92,8 +93,8 @@ def checkpoint_before_teardown(namespace: str, job: str, node: str, dry_run: boo
         return CheckpointAnswer(False, why=declared.why)
     got = wait_for_checkpoint(namespace, job, node, ask=True, timeout_seconds=declared.wait_seconds,
                               dry_run=dry_run, incident_id=incident_id)
-    say("checkpoint on failure of %s: %s", node, got["why"])
-    return CheckpointAnswer(True, saved=bool(got["reached"]), why=got["why"])
+    say("checkpoint on failure of %s: %s", node, got.why)
+    return CheckpointAnswer(True, saved=got.reached, why=got.why)
 
 
 def _annotate(namespace: str, job: str, values: dict[str, str | None], why: str, dry_run: bool) -> dict:
@@ -137,16 +138,14 @@ def grow_workload(namespace: str, job: str, dry_run: bool, incident_id: int | No
     return out
 
 
-def promote_hot_spare(hot: str, replaces: str, incident_id: int | None, dry_run: bool) -> dict:
+def promote_hot_spare(hot: str, replaces: str, incident_id: int | None, dry_run: bool) -> Joined:
     """The job already moved onto the hot spare at the drain: it stops being a spare (its hot label goes) and must
     really carry the job (verify_joined)."""
     from tasks.cluster import label_node, verify_joined
 
     label_node(hot, {SPARE_ROLE: None}, dry_run=dry_run, incident_id=incident_id)
     say("hot spare %s replaces %s", hot, replaces)
-    joined: dict = verify_joined(hot, timeout_seconds=runtime.settings().workload.resume_timeout_seconds,
-                                 dry_run=dry_run)
-    return joined
+    return verify_joined(hot, timeout_seconds=runtime.settings().workload.resume_timeout_seconds, dry_run=dry_run)
 
 
 @task(name="size_hot_spares", task_run_name="size-hot-spares", timeout_seconds=120, **RETRY)

@@ -9,6 +9,7 @@ from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
 from remedy.domain.model import Action, ActionOutcome, NodeState, is_fault
+from remedy.remediate.results import Joined
 from remedy.spares.selection import NoSpare, SpareCandidate
 from remedy.spares.selection import select_spare as choose_spare
 from tasks.ledger import requester
@@ -123,7 +124,7 @@ def validate_spare(spare: str, dry_run: bool, incident_id: int | None = None) ->
     return validate_node(spare, level="quick", dry_run=dry_run, incident_id=incident_id)
 
 
-def promote_spare(spare: str, replaces: str, reason: str, incident_id: int | None, dry_run: bool) -> dict:
+def promote_spare(spare: str, replaces: str, reason: str, incident_id: int | None, dry_run: bool) -> Joined:
     """The spare takes `replaces`' place: untaint, label into the job's pool, ledger state active; then wait until it
     has really joined (Ready, schedulable, every GPU allocatable). Returns verify_joined's answer. Steps, not one
     task: each is its own recorded action (replace-node and retire-node both promote this way)."""
@@ -136,5 +137,4 @@ def promote_spare(spare: str, replaces: str, reason: str, incident_id: int | Non
                incident_id=incident_id)
     set_node_state(spare, NodeState.ACTIVE.value, reason=reason, dry_run=dry_run, incident_id=incident_id,
                    replaces=replaces)
-    joined: dict = verify_joined(spare, timeout_seconds=settings.workload.resume_timeout_seconds, dry_run=dry_run)
-    return joined
+    return verify_joined(spare, timeout_seconds=settings.workload.resume_timeout_seconds, dry_run=dry_run)

@@ -15,7 +15,7 @@ from typing import Any
 
 from remedy.domain.model import IncidentStatus
 from remedy.domain.outcome import Outcome, hold_cause
-from remedy.remediate.results import RemediationClaim
+from remedy.remediate.results import Drained, Joined, RemediationClaim, WorkloadBack
 from remedy.safety.disruption import BudgetBlock, hold_sentence
 from remedy.safety.procedure import GatePass
 
@@ -93,14 +93,14 @@ def before_drain(node: str, blocks: Sequence[BudgetBlock]) -> Verdict:
     return Verdict(Next.STOP, hold_sentence(node, blocks), Outcome.ESCALATED, escalate=True, failed_remediation=True)
 
 
-def after_drain(node: str, drained: Mapping[str, Any]) -> Verdict:
+def after_drain(node: str, drained: Drained) -> Verdict:
     """Pods the drain could not move mean the job may still run on the failed node: no spare is promoted for it."""
-    refused: Mapping[str, str] = drained.get("refused") or {}
+    refused = drained.refused
     if refused:  # e.g. a pod under two PodDisruptionBudgets: no retry helps, a person must fix it
         why = "the API refused to evict " + "; ".join(f"{pod}: {w}" for pod, w in refused.items())
         return Verdict(Next.STOP, why, Outcome.ESCALATED, escalate=True, failed_remediation=True)
-    left: Mapping[str, str] = drained.get("not_evicted") or {}
-    if left and not drained.get("dry_run"):
+    left = drained.not_evicted
+    if left and not drained.dry_run:
         pod, why = next(iter(sorted(left.items())))
         more = f" (and {len(left) - 1} more)" if len(left) > 1 else ""
         return Verdict(Next.STOP, f"{node} is cordoned but the drain did not finish and no spare was promoted: "
@@ -123,17 +123,17 @@ class Ending:
     detail: str
 
 
-def replacement_ending(replacement: str, joined: Mapping[str, Any], size: Mapping[str, Any], dry_run: bool, *,
+def replacement_ending(replacement: str, joined: Joined, size: WorkloadBack, dry_run: bool, *,
                        preempted: str = "") -> Ending:
     """Replaced (or preempted) when the new node joined and carries the job; else a person looks."""
-    ok = bool(joined.get("joined")) and bool(size.get("on_node"))
+    ok = joined.joined and size.on_node
     verb = "preempted" if preempted else "replaced"
     status = "planned" if dry_run else (verb if ok else f"{verb}-not-joined")
     if preempted:
         detail = (f"no spare; preempted {preempted}, {replacement} took its place" if ok
-                  else f"preempted for {replacement} but the job is not on it: {joined.get('why')}")
+                  else f"preempted for {replacement} but the job is not on it: {joined.why}")
     else:
-        detail = f"replaced by {replacement}" if ok else f"replaced by {replacement}: {joined.get('why')}"
+        detail = f"replaced by {replacement}" if ok else f"replaced by {replacement}: {joined.why}"
     return Ending(status, ok, IncidentStatus.RESOLVED if ok else IncidentStatus.ESCALATED, detail)
 
 

@@ -3,8 +3,10 @@ small frozen dataclass instead of a dict. Plain Python, no Prefect."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from remedy.domain.model import IncidentStatus
@@ -99,3 +101,283 @@ class RemediationClaim:
     holder_lease_expires_at: datetime | None = None  # the holder's live lease
     took_over_from: str | None = None
     abandoned: tuple[int, ...] = ()
+
+
+# ------------------------------------------------------------------ the cluster's and the in-place fix's steps
+def _known(cls: type, detail: Mapping[str, Any]) -> dict[str, Any]:
+    """The recorded detail's keys that are fields of `cls` (a ledger record may carry more, or older keys)."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in detail.items() if k in names}
+
+
+@dataclass(frozen=True)
+class NodeChange:
+    """A cordon, uncordon, taint or label change on a node (or, in a dry run, the change planned), as its ledger
+    action recorded it (remedy.adapters.cluster.Change); `changed` False: the node already was so (idempotent);
+    `replayed`: a re-run found it done and did not repeat it. `cordoned_before`: who held the cordon before a fix's
+    quarantine (gpu-remedy or a person); `cordoned_by`: a person's cordon kept after a fix."""
+
+    node: str
+    action: str = ""
+    changed: bool = False
+    dry_run: bool = False
+    detail: str = ""
+    cordoned_before: str | None = None
+    cordoned_by: str | None = None
+    replayed: bool = False
+
+    @classmethod
+    def from_record(cls, detail: Mapping[str, Any]) -> NodeChange:
+        return cls(**_known(cls, detail))
+
+
+@dataclass(frozen=True)
+class IntakeReleased:
+    """End of triage: was the receiver's quarantine of the node lifted (and the uncordon), or why not."""
+
+    released: bool
+    why: str = ""
+    change: NodeChange | None = None
+
+
+@dataclass(frozen=True)
+class Drained:
+    """A drain (remedy.adapters.cluster.DrainReport) as its ledger action recorded it: the pods evicted, skipped
+    (DaemonSet, mirror, finished), not evicted (pod → why), refused whatever the wait, force-deleted."""
+
+    node: str
+    evicted: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()
+    not_evicted: Mapping[str, str] = field(default_factory=dict)
+    refused: Mapping[str, str] = field(default_factory=dict)
+    blocked_retries: int = 0
+    force_deleted: tuple[str, ...] = ()
+    seconds: float = 0.0
+    dry_run: bool = False
+    replayed: bool = False
+
+    @property
+    def complete(self) -> bool:
+        return not self.not_evicted
+
+    @classmethod
+    def from_record(cls, detail: Mapping[str, Any]) -> Drained:
+        known = _known(cls, detail)
+        for k in ("evicted", "skipped", "force_deleted"):
+            known[k] = tuple(known.get(k) or ())
+        for k in ("not_evicted", "refused"):
+            known[k] = dict(known.get(k) or {})
+        return cls(**known)
+
+    def summary(self, *keys: str) -> dict[str, Any]:
+        """What a run's result shows of it (lists and maps as JSON has them)."""
+        shown: dict[str, Any] = {}
+        for k in keys:
+            v = getattr(self, k)
+            shown[k] = list(v) if isinstance(v, tuple) else dict(v) if isinstance(v, Mapping) else v
+        return shown
+
+
+@dataclass(frozen=True)
+class WorkloadBack:
+    """The job after a promotion: its pod on the promoted node (`on_node`), how many of its pods run (`ready`) of
+    those it needs (`desired`), and how long the wait took."""
+
+    ready: int
+    desired: int
+    on_node: bool
+    seconds: float = 0.0
+
+    @property
+    def full(self) -> bool:
+        return self.ready >= self.desired
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"full": self.full}
+
+
+@dataclass(frozen=True)
+class Joined:
+    """Did the promoted node really join the pool (Ready, schedulable, every GPU allocatable), and if not why."""
+
+    node: str
+    joined: bool
+    why: str
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Resized:
+    """A training workload's size set through its controller (or planned); `refused`: the controller said no
+    (an elastic job's min:max range), nothing changed."""
+
+    job: str
+    nodes: int
+    changed: bool
+    refused: str = ""
+    dry_run: bool = False
+    via: str = ""
+    detail: str = ""
+    replayed: bool = False
+
+    @classmethod
+    def from_record(cls, detail: Mapping[str, Any]) -> Resized:
+        known = _known(cls, detail)
+        known["refused"] = str(known.get("refused") or "")
+        return cls(**known)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v != "" or k in ("job",)}
+
+
+@dataclass(frozen=True)
+class CheckpointBoundary:
+    """Did the job checkpoint after the wait began (`at`, ISO), the boundary where a swap loses no work; `asked`:
+    the job was asked for one now (`request_detail`: what the ask wrote), else its next scheduled one was awaited."""
+
+    reached: bool
+    asked: bool
+    why: str
+    at: str | None = None
+    request_detail: str | None = None
+    dry_run: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
+class AppRestarted:
+    """The training pods deleted on the node for its controller to recreate (the node stays in the pool)."""
+
+    node: str
+    namespace: str
+    restarted: tuple[str, ...]
+    dry_run: bool = False
+    replayed: bool = False
+
+    @classmethod
+    def from_record(cls, detail: Mapping[str, Any]) -> AppRestarted:
+        known = _known(cls, detail)
+        return cls(**known | {"restarted": tuple(known.get("restarted") or ())})
+
+
+@dataclass(frozen=True)
+class StateSet:
+    """The node's lifecycle state set by an in-place fix (the ledger's word, mirrored on the pool label)."""
+
+    node: str
+    from_state: str | None
+    to: str
+    dry_run: bool = False
+    replayed: bool = False
+
+    @classmethod
+    def from_record(cls, detail: Mapping[str, Any]) -> StateSet:
+        prior = detail.get("from")
+        return cls(str(detail["node"]), None if prior is None else str(prior), str(detail["to"]),
+                   bool(detail.get("dry_run")), bool(detail.get("replayed")))
+
+
+@dataclass(frozen=True)
+class QuarantinedForFix:
+    """A node taken out for an in-place fix: cordon, quarantine taint, ledger state quarantined."""
+
+    cordon: NodeChange
+    taint: NodeChange
+    state: StateSet
+
+
+@dataclass(frozen=True)
+class ReleasedAfterFix:
+    """Back in service after a verified fix: untaint, uncordon (or a person's cordon kept), state active."""
+
+    untaint: NodeChange
+    uncordon: NodeChange
+    state: StateSet
+
+    @property
+    def kept_operator_cordon(self) -> bool:
+        return self.uncordon.cordoned_by is not None
+
+
+@dataclass(frozen=True)
+class NodeJobRun:
+    """A Job pinned to the node (GPU reset, reboot, NVML probe), as its ledger action recorded it
+    (remedy.adapters.cluster.JobResult); phase Succeeded | Failed | Timeout | Planned."""
+
+    name: str
+    node: str
+    succeeded: bool
+    phase: str
+    logs: str = ""
+    seconds: float = 0.0
+    dry_run: bool = False
+    replayed: bool = False
+
+    @classmethod
+    def from_record(cls, detail: Mapping[str, Any]) -> NodeJobRun:
+        return cls(**_known(cls, detail))
+
+
+class RebootVia(StrEnum):
+    EC2 = "ec2"  # the cloud's reboot of the instance
+    JOB = "job"  # a privileged Job running the host's `systemctl reboot`
+
+
+@dataclass(frozen=True)
+class Rebooted:
+    """A reboot asked for (through EC2 or a privileged Job); `boot_id_before`: the kubelet's boot ID before, so
+    the wait for Ready knows a reboot happened however fast. `succeeded`/`phase`/`logs`: the Job's, when a Job."""
+
+    node: str
+    via: RebootVia
+    boot_id_before: str = ""
+    succeeded: bool = True
+    phase: str = ""
+    logs: str = ""
+    dry_run: bool = False
+    replayed: bool = False
+
+
+@dataclass(frozen=True)
+class GpuProbe:
+    """The NVML probe's verdict after a fix (pass | warn | fail | error | planned); `passed`: not fail/error."""
+
+    verdict: str
+    passed: bool
+    reasons: tuple[str, ...] = ()
+    job: str = ""
+
+
+@dataclass(frozen=True)
+class NodeBackUp:
+    """After a reboot: Ready again (`ready`), seen NotReady on the way or with a new boot ID, how long it took."""
+
+    ready: bool
+    saw_not_ready: bool = False
+    new_boot: bool = False
+    seconds: float = 0.0
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class JobBack:
+    """After an app restart: the job's pod runs on the node again (`back_on_node`), the job's size, and whether the
+    node lacks the GPUs one of its pods requests (`gpus_short`: the pod cannot come back)."""
+
+    back_on_node: bool
+    ready: int
+    desired: int
+    gpus_short: bool = False
+    seconds: float = 0.0
+
+    @property
+    def full(self) -> bool:
+        return self.ready >= self.desired
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"full": self.full}

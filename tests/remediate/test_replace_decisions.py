@@ -58,23 +58,36 @@ def test_a_budget_that_never_allows_stops_before_the_drain():
 
 
 def test_pods_left_on_the_node_after_the_drain_stop_the_run():
-    assert decide.after_drain("gpu003", {"evicted": ["a/b"], "not_evicted": {}}).go
-    refused = decide.after_drain("gpu003", {"refused": {"training/p-0": "two budgets"}, "not_evicted": {"x": "y"}})
+    from remedy.remediate.results import Drained
+
+    assert decide.after_drain("gpu003", Drained("gpu003", evicted=("a/b",))).go
+    refused = decide.after_drain("gpu003", Drained("gpu003", refused={"training/p-0": "two budgets"},
+                                                   not_evicted={"x": "y"}))
     assert refused.outcome is Outcome.ESCALATED and "the API refused to evict training/p-0: two budgets" == refused.why
-    left = decide.after_drain("gpu003", {"not_evicted": {"training/p-0": "429", "training/p-1": "429"}})
+    left = decide.after_drain("gpu003", Drained("gpu003", not_evicted={"training/p-0": "429", "training/p-1": "429"}))
     assert left.outcome is Outcome.ESCALATED and "training/p-0 (and 1 more) is still there (429)" in left.why
-    assert decide.after_drain("gpu003", {"not_evicted": {"a/b": "planned"}, "dry_run": True}).go
+    assert decide.after_drain("gpu003", Drained("gpu003", not_evicted={"a/b": "planned"}, dry_run=True)).go
+    # a replayed drain reads back from its ledger record as the first run returned it
+    again = Drained.from_record({"node": "gpu003", "evicted": ["a/b"], "not_evicted": {"c/d": "429"},
+                                 "complete": False, "replayed": True})
+    assert (again.evicted, again.complete, again.replayed) == (("a/b",), False, True)
+    assert again.summary("evicted", "not_evicted", "complete") == {"evicted": ["a/b"], "not_evicted": {"c/d": "429"},
+                                                                   "complete": False}
 
 
 def test_how_a_replacement_ends():
-    ok = decide.replacement_ending("gpu013", {"joined": True}, {"on_node": True}, False)
+    from remedy.remediate.results import Joined, WorkloadBack
+
+    yes, no = Joined("gpu013", True, "Ready"), Joined("gpu013", False, "NotReady")
+    on, off = WorkloadBack(4, 4, on_node=True), WorkloadBack(3, 4, on_node=False)
+    ok = decide.replacement_ending("gpu013", yes, on, False)
     assert (ok.status, ok.succeeded, ok.incident_status, ok.detail) == \
         ("replaced", True, IncidentStatus.RESOLVED, "replaced by gpu013")
-    bad = decide.replacement_ending("gpu013", {"joined": False, "why": "NotReady"}, {"on_node": False}, False)
+    bad = decide.replacement_ending("gpu013", no, off, False)
     assert (bad.status, bad.incident_status, bad.detail) == \
         ("replaced-not-joined", IncidentStatus.ESCALATED, "replaced by gpu013: NotReady")
-    assert decide.replacement_ending("gpu013", {"joined": True}, {"on_node": True}, True).status == "planned"
-    pre = decide.replacement_ending("gpu020", {"joined": True}, {"on_node": True}, False, preempted="team/eval")
+    assert decide.replacement_ending("gpu013", yes, on, True).status == "planned"
+    pre = decide.replacement_ending("gpu020", yes, on, False, preempted="team/eval")
     assert (pre.status, pre.detail) == ("preempted", "no spare; preempted team/eval, gpu020 took its place")
 
 
