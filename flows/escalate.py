@@ -58,7 +58,7 @@ def _escalate(node: str, reason: str, incident_id: int | None, dry_run: bool | N
     # 1. The incident waits for a person (and the ledger knows the node, for CLI / standalone runs).
     sync_fleet()
     if incident_id is None:
-        incident_id = open_incident(node, "escalation", detail=reason[:500])["id"]
+        incident_id = open_incident(node, "escalation", detail=reason[:500]).id
         out["incident_id"] = incident_id
     if not dry_run:
         runtime.ledger().set_incident_status(incident_id, IncidentStatus.ESCALATED, detail=reason[:500],

@@ -220,7 +220,7 @@ def _claim(node: str, xid: int, gpu: int | None, incident_id: int | None, dry_ru
     sync_fleet()
     by_person = incident_id is None  # automation always passes the incident; a run without one was started by hand
     if incident_id is None:  # by_person
-        incident_id = open_incident(node, "xid", gpu=gpu, xid=xid, detail=f"XID {xid} {entry.name}")["id"]
+        incident_id = open_incident(node, "xid", gpu=gpu, xid=xid, detail=f"XID {xid} {entry.name}").id
     claim = claim_remediation(incident_id, by_person=by_person) if not dry_run else RemediationClaim(True)
     if claim.claimed:
         return incident_id, ""
@@ -296,18 +296,19 @@ def _recheck(run: _Run, step: Step, settings) -> dict[str, Any] | None:
     """A reset or reboot stops the job: the fault must still hold, and not be a failed monitor (once per run)."""
     if not needs_recheck(step.kind.value, bool(run.out.get("recheck")), settings.reconfirm.enabled):
         return None
-    run.out["recheck"] = check = reconfirm_fault(run.node, run.incident_id, "xid", run.dry_run)
-    if check["act"]:
+    check = reconfirm_fault(run.node, run.incident_id, "xid", run.dry_run)
+    run.out["recheck"] = check.to_dict()
+    if check.act:
         return None
-    get_run_logger().warning("%s: %s — not acting", run.node, check["why"])
-    status = recheck_outcome(check["verdict"])
+    get_run_logger().warning("%s: %s — not acting", run.node, check.why)
+    status = recheck_outcome(check.verdict.value)
     record_remediation_outcome(run.node, succeeded=True, incident_id=run.incident_id, dry_run=run.dry_run)
     if not run.dry_run:
         runtime.ledger().set_incident_status(run.incident_id, status.incident_status,
-                                             detail=f"{status.label.lower()}: {check['why']}",
+                                             detail=f"{status.label.lower()}: {check.why}",
                                              fence=fence(run.incident_id))
     run.timeline.mark(status.label.lower())
-    return _finish(run.out | {"status": status.value, "why": check["why"]})
+    return _finish(run.out | {"status": status.value, "why": check.why})
 
 
 def _rung(run: _Run, step: Step) -> dict[str, Any] | None:

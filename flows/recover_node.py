@@ -99,7 +99,8 @@ def _replayed(node: str, incident_id: int | None, option: Option, dry_run: bool)
     earlier = _earlier(node, incident_id, option, dry_run)
     if earlier is None:
         return None
-    runtime.ledger().check_fence(incident_id, fence(incident_id))  # a run that lost the incident stops here
+    if incident_id is not None:  # a run that lost the incident stops here
+        runtime.ledger().check_fence(incident_id, fence(incident_id))
     fixed = earlier.outcome is ActionOutcome.SUCCEEDED
     get_run_logger().info("%s: %s replayed from an earlier run of incident %s (%s)", node, option.value, incident_id,
                           "it cleared the fault" if fixed else "it did not clear the fault")

@@ -37,6 +37,7 @@ from remedy.remediate import replace as decide
 from remedy.remediate.operator import may_uncordon
 from remedy.remediate.replace import Next, Verdict
 from remedy.remediate.results import Joined, WorkloadBack
+from remedy.spares.results import SpareChoice
 from tasks.approvals import propose_open_loop
 from tasks.cluster import (
     check_drain_budgets,
@@ -177,7 +178,7 @@ def _attach(run: Run, incident_id: int | None, gpu: int | None, xid: int | None,
     sync_fleet()
     by_person = incident_id is None  # automation always passes the incident; a run without one was started by hand
     if incident_id is None:
-        incident_id = open_incident(run.node, run.signal, gpu=gpu, xid=xid, detail=cause)["id"]
+        incident_id = open_incident(run.node, run.signal, gpu=gpu, xid=xid, detail=cause).id
     run.incident_id = run.outcome["incident_id"] = incident_id
     why = decide.duplicate_why(incident_id, claim_remediation(incident_id, by_person=by_person))
     if why is not None:  # another run works on this incident, or it is already settled
@@ -197,16 +198,16 @@ def _open_loop(run: Run) -> None:
         raise run.end(status="proposed-not-executed", why=f"open-loop pool {node_pool(live)}: {go.decision}")
 
 
-def _warned_spare(run: Run) -> dict[str, Any]:
+def _warned_spare(run: Run) -> SpareChoice:
     """A warned node still works: it is only taken out when a spare is ready, so the spare is claimed (and
     checked) first. No spare means no gate decision either: nothing enters the breaker board."""
     chosen = select_spare(run.node, incident_id=run.incident_id, dry_run=run.dry_run)
-    check = validate_spare(chosen["spare"], dry_run=run.dry_run, incident_id=run.incident_id) \
-        if chosen["spare"] and chosen["needs_validation"] else None
+    check = validate_spare(chosen.spare, dry_run=run.dry_run, incident_id=run.incident_id) \
+        if chosen.spare and chosen.needs_validation else None
     chosen, why_not = decide.warned_spare(chosen, check)
     if why_not:
         raise _watched(run, why_not)
-    return dict(chosen)
+    return chosen
 
 
 def _gate(run: Run, early_warning: bool) -> None:
@@ -279,7 +280,7 @@ def _drain(run: Run) -> None:
         raise run.stop(verdict)
 
 
-def _spare(run: Run, chosen: dict[str, Any] | None, plan: ContinuationChoice | None = None) -> str:
+def _spare(run: Run, chosen: SpareChoice | None, plan: ContinuationChoice | None = None) -> str:
     """The spare claimed for this incident (a warned swap claimed it first), validated if its check is stale; a hot
     spare already carries the job."""
     if plan is not None and plan.hot_spare:
@@ -287,13 +288,13 @@ def _spare(run: Run, chosen: dict[str, Any] | None, plan: ContinuationChoice | N
                         "the job's pool: the job moved onto it at the drain"}
         return plan.hot_spare
     choice = chosen or select_spare(run.node, incident_id=run.incident_id, dry_run=run.dry_run)
-    if not choice["spare"] and plan is not None and plan.shrinks:
-        raise _short(run, plan, choice["why"])
-    if not choice["spare"]:
-        raise RunEnds(_no_spare(run.node, choice["why"], run.incident_id, run.dry_run, run.outcome, run.timeline))
-    spare = choice["spare"]
-    run.outcome |= {"replacement": spare, "spare_choice": choice["why"]}
-    if choice["needs_validation"]:
+    if not choice.spare and plan is not None and plan.shrinks:
+        raise _short(run, plan, choice.why)
+    if not choice.spare:
+        raise RunEnds(_no_spare(run.node, choice.why, run.incident_id, run.dry_run, run.outcome, run.timeline))
+    spare = choice.spare
+    run.outcome |= {"replacement": spare, "spare_choice": choice.why}
+    if choice.needs_validation:
         check = validate_spare(spare, dry_run=run.dry_run, incident_id=run.incident_id)
         if (why := decide.spare_validation_failed(spare, check)):
             raise RunEnds(_no_spare(run.node, why, run.incident_id, run.dry_run, run.outcome, run.timeline))
@@ -351,7 +352,7 @@ def recheck_fault(node: str, incident_id: int, signal: str, dry_run: bool, outco
     if not settings.reconfirm.enabled:
         return None
     check = reconfirm_fault(node, incident_id, signal, dry_run)
-    outcome["recheck"] = check
+    outcome["recheck"] = check.to_dict()
     verdict = decide.after_recheck(check)
     if verdict.go or verdict.outcome is None:
         return None

@@ -147,24 +147,24 @@ def _swap_in_spare(node: str, reason: str, dry_run: bool) -> dict[str, Any]:
     incident_id = None
     if not dry_run:  # a dry run writes nothing: it only says which spare it would take
         incident_id = open_incident(node, PLANNED_RETIREMENT_SIGNAL, detail=f"lemon retirement: {reason}"[:500],
-                                    severity="warning")["id"]
+                                    severity="warning").id
         claim = claim_remediation(incident_id)
         if not claim.claimed:
             return {"incident_id": incident_id, "why_not": claim_taken_why(node, claim.holder)}
     out: dict[str, Any] = {"incident_id": incident_id}
     choice = select_spare(node, incident_id=incident_id, dry_run=dry_run)
-    if not choice["spare"]:
-        why = no_spare_why(choice["why"])
-        if not dry_run:
+    if not choice.spare:
+        why = no_spare_why(choice.why)
+        if incident_id is not None:  # a dry run opened none
             set_incident_status(incident_id, IncidentStatus.IGNORED.value, detail=why[:500])
         return out | {"why_not": why}
-    spare = choice["spare"]
-    out |= {"replacement": spare, "spare_choice": choice["why"]}
-    if choice["needs_validation"]:
+    spare = choice.spare
+    out |= {"replacement": spare, "spare_choice": choice.why}
+    if choice.needs_validation:
         check = validate_spare(spare, dry_run=dry_run, incident_id=incident_id)
-        if not check["passed"]:
-            why = spare_failed_why(spare, check["summary"])
-            if not dry_run:
+        if not check.passed:
+            why = spare_failed_why(spare, check.summary)
+            if incident_id is not None:  # a dry run opened none
                 set_incident_status(incident_id, IncidentStatus.IGNORED.value, detail=why[:500])
             return out | {"why_not": why}
     out["joined"] = promote_spare(spare, node, f"replaces {node} (lemon)", incident_id, dry_run).to_dict()

@@ -52,7 +52,7 @@ def spare_cycle(dry_run: bool | None = None, domain: str = "rack") -> dict[str, 
     for name, members in by_failure_domain(stale, domain):
         held = hold_spares_for_check(members, name, dry_run=dry_run)
         checks = [f.result() for f in validate_node.map(held, level=unmapped(CYCLE_LEVEL), dry_run=unmapped(dry_run))]
-        finals = conclude_burn_in.map(held, level=unmapped(CYCLE_LEVEL), checks=[c["checks"] for c in checks],
+        finals = conclude_burn_in.map(held, level=unmapped(CYCLE_LEVEL), checks=[[dict(r) for r in c.checks] for c in checks],
                                       dry_run=unmapped(dry_run), purpose=unmapped("spare cycle"),
                                       record=unmapped(False))  # validate_node recorded the validation
         results = [f.result() for f in finals]

@@ -39,6 +39,8 @@ def warning_scan(dry_run: bool | None = None, prometheus_url: str | None = None,
     # 1. Read: the job's nodes (the only peers), then the detectors' inputs over the scan window.
     nodes = list_job_nodes()
     source = prometheus_source(prometheus_url, warn.scan.prometheus_url, settings.nfs.prometheus_url)
+    if source.url is None:  # no Prometheus anywhere in the settings: one line saying which to set
+        raise PrometheusUnavailable(source.unavailable("no Prometheus URL: none set"))
     try:
         inputs = read_warning_inputs(source.url, work.job, nodes, now)
     except PrometheusUnavailable as exc:
@@ -55,7 +57,7 @@ def warning_scan(dry_run: bool | None = None, prometheus_url: str | None = None,
     alerts = [finding_alert(f, now, warn.scan.alert_minutes) for f in report.findings]
     route = post_route(len(alerts), dry_run, warn.scan.receiver_url, alertmanager_url)
     posted: int | None = 0 if route is PostRoute.NOTHING else None  # a dry run posts nothing and says so
-    if route is PostRoute.RECEIVER:
+    if route is PostRoute.RECEIVER and warn.scan.receiver_url:
         posted = post_warnings_to_receiver(warn.scan.receiver_url, alerts, len(alerts))
     elif route is PostRoute.ALERTMANAGER:
         posted = post_warnings(alertmanager_url or warn.scan.alertmanager_url, alerts, len(alerts))

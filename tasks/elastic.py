@@ -171,9 +171,9 @@ def refill_hot_spares(failed: str, incident_id: int | None, dry_run: bool) -> di
     if held >= sizing.target:
         return out
     chosen = select_spare(failed, incident_id=incident_id, dry_run=dry_run)
-    if not chosen["spare"] or chosen["needs_validation"]:  # a stale spare is validated by spare-cycle first
-        return out | {"why": f"{sizing.explain()}\nno warm spare to make hot: {chosen['why'].splitlines()[0]}"}
-    spare = chosen["spare"]
+    if not chosen.spare or chosen.needs_validation:  # a stale spare is validated by spare-cycle first
+        return out | {"why": f"{sizing.explain()}\nno warm spare to make hot: {chosen.why.splitlines()[0]}"}
+    spare = chosen.spare
     settings = runtime.settings()
     taint_node(spare, dry_run=dry_run, remove=[settings.taints.spare], incident_id=incident_id)
     label_node(spare, {settings.labels.pool: settings.labels.job_pool_value, SPARE_ROLE: HOT}, dry_run=dry_run,

@@ -8,7 +8,7 @@ reboot) really acts again. `dry_run` is passed down to the adapters, never branc
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from prefect import task
@@ -155,10 +155,11 @@ def drain_for_fix(node: str, attempt_id: int, dry_run: bool, incident_id: int | 
 def _job(node: str, check: str, attempt_id: int, dry_run: bool, incident_id: int | None, *,
          command: tuple[str, ...] = (), env: tuple[tuple[str, str], ...] = (), privileged: bool = False,
          timeout_seconds: int = 600, image: str | None = None, spec: NodeJobSpec | None = None) -> NodeJobRun:
-    spec = spec or NodeJobSpec(name=object_name("remedy", check, node, attempt_id), node=node, check=check,
-                               command=tuple(command), env=tuple(env), privileged=privileged,
-                               timeout_seconds=timeout_seconds, **({"image": image} if image else {}))
-    job = spec
+    job = spec or NodeJobSpec(name=object_name("remedy", check, node, attempt_id), node=node, check=check,
+                              command=tuple(command), env=tuple(env), privileged=privileged,
+                              timeout_seconds=timeout_seconds)
+    if image and spec is None:
+        job = replace(job, image=image)
     return NodeJobRun.from_record(act(f"job_{check}", node, lambda: asdict(runtime.cluster(dry_run).run_node_job(
         job, fence=node_fence(incident_id))), incident_id=incident_id, dry_run=dry_run,
         key=_key(attempt_id, f"job-{check}")))

@@ -14,10 +14,12 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
+from remedy.detect.reconfirm import Reconfirmation
 from remedy.domain.durations import human_duration
 from remedy.domain.names import object_name
 from remedy.health import CheckOutputError, parse_check_output, suite_for
 from remedy.health.jobs import check_job
+from remedy.health.results import Validation
 from tasks.ledger import requester
 from tasks.retry import transient_only
 
@@ -60,7 +62,7 @@ def jsonable(value: Any) -> Any:
 
 @task(name="validate_node", task_run_name="validate-{node}-{level}", cache_policy=NO_CACHE,
       timeout_seconds=6 * 3600, retries=1, retry_delay_seconds=5, retry_condition_fn=transient_only)
-def validate_node(node: str, level: str, dry_run: bool, incident_id: int | None = None) -> dict[str, Any]:
+def validate_node(node: str, level: str, dry_run: bool, incident_id: int | None = None) -> Validation:
     """Run the level's single-node checks on `node`; record the validation (pass = every check passed)."""
     settings = runtime.settings()
     gpu_model = runtime.cluster().get_node(node).gpu_model or None
@@ -75,11 +77,11 @@ def validate_node(node: str, level: str, dry_run: bool, incident_id: int | None 
         runtime.ledger().record_validation(node, level=level, passed=passed, requested_by=requester(),
                                            summary={"checks": results}, incident_id=incident_id,
                                            fence=fence(incident_id))
-    return {"node": node, "level": level, "passed": passed, "summary": summary, "checks": results}
+    return Validation(node, level, passed, summary, tuple(results))
 
 
 @task(name="reconfirm_fault", task_run_name="reconfirm-{node}", cache_policy=NO_CACHE, timeout_seconds=3600)
-def reconfirm_fault(node: str, incident_id: int, signal: str, dry_run: bool) -> dict[str, Any]:
+def reconfirm_fault(node: str, incident_id: int, signal: str, dry_run: bool) -> Reconfirmation:
     """Just before anything destructive: is the alert still firing, does an independent NVML probe still fail, and
     is what we saw a monitor failure? remedy.detect.reconfirm decides; this runs the probe and reads the ledger."""
     import dataclasses
@@ -106,6 +108,5 @@ def reconfirm_fault(node: str, incident_id: int, signal: str, dry_run: bool) -> 
             first = probe
             time.sleep(settings.reconfirm.recheck_after_seconds)
             probe = look()
-    verdict = reconfirm(signal, alert_cleared=bool(evidence.get("alert_cleared_at")), probe=probe, first_probe=first,
-                        texts=texts)
-    return {"verdict": verdict.verdict.value, "act": verdict.act, "why": verdict.why, "evidence": verdict.evidence}
+    return reconfirm(signal, alert_cleared=bool(evidence.get("alert_cleared_at")), probe=probe, first_probe=first,
+                     texts=texts)

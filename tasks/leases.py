@@ -23,6 +23,7 @@ import functools
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import ParamSpec, TypeVar
 
 from remedy import runtime
 from remedy.ledger.errors import LeaseLost
@@ -30,6 +31,9 @@ from remedy.ledger.leases import LeaseKeeper
 from remedy.ledger.records import Fence
 from remedy.safety.fence import NodeFence
 from remedy.settings.leases import lease_settings
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _keepers: dict[int, LeaseKeeper] = {}
 _lock = threading.Lock()
@@ -75,11 +79,11 @@ def keep_alive(run_id: str | None = None) -> Iterator[str]:
         k.release(run_id, reason=reason)
 
 
-def keeps_lease(fn: Callable) -> Callable:
+def keeps_lease(fn: Callable[P, R]) -> Callable[P, R]:
     """Run the flow function inside `keep_alive()` (under @flow: the signature Prefect reads is the function's)."""
 
     @functools.wraps(fn)
-    def with_lease(*args, **kwargs):
+    def with_lease(*args: P.args, **kwargs: P.kwargs) -> R:
         with keep_alive():
             return fn(*args, **kwargs)
 
@@ -149,7 +153,7 @@ def _inline_ancestors(run_id: str) -> tuple[str, ...] | None:
             break
         chain.append(str(replaced.flow_run.id))
         current = replaced
-    if not chain or current.flow_run.parent_task_run_id is not None:  # the lineage goes on outside this process
+    if not chain or current.flow_run is None or current.flow_run.parent_task_run_id is not None:  # the lineage goes on outside this process
         return None
     return tuple(chain)
 

@@ -8,7 +8,6 @@ re-run after a crash all land here). Ledger tasks proper (incidents, state chang
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import Any
 
 from prefect import task
@@ -20,7 +19,7 @@ from remedy.errors import Conflict
 from remedy.ledger.errors import LeaseLost, LedgerConflict
 from remedy.ledger.leases import ABANDONED
 from remedy.ledger.records import Claim
-from remedy.ledger.results import FleetSynced, NodeMoved
+from remedy.ledger.results import FleetSynced, IncidentOpened, NodeMoved
 from remedy.remediate.results import RemediationClaim
 from tasks.retry import transient_only
 
@@ -128,7 +127,7 @@ def _jsonable(d: dict) -> dict:
 @task(name="open_incident", task_run_name="open-incident-{node}", cache_policy=NO_CACHE, retries=2,
       retry_delay_seconds=1)
 def open_incident(node: str, signal: str, gpu: int | None = None, xid: int | None = None, detail: str = "",
-                  severity: str = "critical") -> dict[str, Any]:
+                  severity: str = "critical") -> IncidentOpened:
     """Open (or attach to) the incident for this fault; the receiver usually did this already."""
     settings = runtime.settings()
     led = runtime.ledger()
@@ -137,7 +136,7 @@ def open_incident(node: str, signal: str, gpu: int | None = None, xid: int | Non
         Incident(node=node, signal=signal, gpu=gpu, xid=xid, detail=detail),
         window_seconds=settings.receiver.dedup_window_seconds, severity=severity, topology=topo,
     )
-    return asdict(record) | {"created": created}
+    return IncidentOpened(record, created)
 
 
 @task(name="set_node_state", task_run_name="{node}-to-{state}", cache_policy=NO_CACHE, retries=3,

@@ -15,6 +15,7 @@ the Prefect tasks the flows call. What the ledger knows maps onto scoring's reco
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
@@ -139,7 +140,7 @@ def render_rma(*, node: str, reason: str, evidence: str, facts: dict[str, Any], 
                              autoescape=False, trim_blocks=True, lstrip_blocks=True)
     return env.get_template(RMA_TEMPLATE).render(
         node=node, reason=reason, evidence=evidence, facts=facts, history=history, incidents=incidents,
-        validations=validations, approval=approval, generated_at=generated_at,
+        validations=validations, approval=dict(approval) if approval is not None else None, generated_at=generated_at,
     )
 
 
@@ -171,7 +172,7 @@ def retirement_budget(as_of: str | None = None) -> RetirementBudget:
 
 @task(name="archive_rma_report", task_run_name="rma-report-{node}", cache_policy=NO_CACHE, retries=3,
       retry_delay_seconds=[1, 2, 4])
-def archive_rma_report(node: str, reason: str, evidence: str, approval: dict[str, Any] | None,
+def archive_rma_report(node: str, reason: str, evidence: str, approval: Mapping[str, Any] | None,
                        dry_run: bool) -> RmaReport:
     """Render the node's RMA report from the ledger and archive it to S3; returns the key, URL and text."""
     from remedy.adapters.archive import open_archive
@@ -185,8 +186,8 @@ def archive_rma_report(node: str, reason: str, evidence: str, approval: dict[str
              "instance_type": rec.instance_type or "-", "provider_id": rec.provider_id or "-",
              "state": rec.state.value if rec.state else "unmanaged"}
     text = render_rma(node=node, reason=reason, evidence=evidence, facts=facts, history=led.history(node),
-                      incidents=[i for i in led.incidents(node=node) if is_fault(i)], validations=led.validations(node), approval=approval,
-                      generated_at=now)
+                      incidents=[i for i in led.incidents(node=node) if is_fault(i)], validations=led.validations(node),
+                      approval=dict(approval) if approval is not None else None, generated_at=now)
     archive = open_archive(settings.aws, dry_run=dry_run)
     key = rma_key(node, now)
     url = archive.put_text(key, text, "text/markdown; charset=utf-8")

@@ -9,7 +9,9 @@ from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
 from remedy.domain.model import Action, ActionOutcome, NodeState, is_fault
+from remedy.health.results import Validation
 from remedy.remediate.results import Joined
+from remedy.spares.results import SpareChoice
 from remedy.spares.selection import NoSpare, SpareCandidate
 from remedy.spares.selection import select_spare as choose_spare
 from tasks.ledger import requester
@@ -62,7 +64,7 @@ def last_fixed(led) -> dict[str, datetime]:
 @task(name="select_spare", task_run_name="select-spare-for-{node}", cache_policy=NO_CACHE, retries=2,
       retry_delay_seconds=1, retry_condition_fn=transient_only)
 def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | None = None,
-                 dry_run: bool = False) -> dict:
+                 dry_run: bool = False) -> SpareChoice:
     """Pick the warm spare that replaces `node`; the answer explains itself (chosen and rejected, with reasons).
     `lemons=None` reads the lemon review's candidates from the ledger, so every caller keeps them out."""
     from tasks.gate import breaker_lock  # one lock for every decision that spends the shared pool
@@ -75,7 +77,7 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
         earlier = led.actions(key_prefix=key) if key is not None else []
         done = [a for a in earlier if a.outcome is ActionOutcome.SUCCEEDED and "spare" in a.detail]
         if done:  # a re-run of this incident: the spare was chosen once
-            return dict(done[-1].detail) | {"replayed": True}
+            return SpareChoice.from_record(done[-1].detail | {"replayed": True})
         now = datetime.now(UTC)
         failed = cluster.get_node(node)
         taken = _claimed_by_others(led, incident_id)
@@ -103,21 +105,21 @@ def select_spare(node: str, incident_id: int | None = None, lemons: list[str] | 
                                  f"({', '.join(sorted(taken))})", choice.rejected)
             why = choice.explain() + (f"\n(promised to other remediations: {', '.join(sorted(taken))})"
                                       if taken and candidates else "")
-            return {"spare": None, "needs_validation": False, "why": why}
-        detail = {"spare": choice.name, "needs_validation": choice.needs_validation, "why": choice.explain()}
+            return SpareChoice(None, False, why)
+        chosen = SpareChoice(choice.name, choice.needs_validation, choice.explain())
         say("%s (replaces %s)", choice.explain().splitlines()[0], node)
         if dry_run or incident_id is None:  # a claim binds a spare to an incident; without one, only advise
-            return detail
+            return chosen
         # One row, written whole: a run killed mid-way leaves either a claim with its spare or none. A key already
         # taken by an unfinished claim from before (its run died) gets the next attempt number.
         attempt = _claim_key(incident_id, node) + (f"#{len(earlier) + 1}" if earlier else "")
         led.start_action(Action(kind=CLAIM_KIND, node=choice.name, requested_by=requester(), incident_id=incident_id,
-                                outcome=ActionOutcome.SUCCEEDED, detail=detail, idempotency_key=attempt),
+                                outcome=ActionOutcome.SUCCEEDED, detail=chosen.record(), idempotency_key=attempt),
                          fence=fence(incident_id))  # a run taken over while it stalled claims nothing
-        return detail
+        return chosen
 
 
-def validate_spare(spare: str, dry_run: bool, incident_id: int | None = None) -> dict:
+def validate_spare(spare: str, dry_run: bool, incident_id: int | None = None) -> Validation:
     """A stale spare is validated (quick suite) before it takes work."""
     from tasks.health import validate_node
 

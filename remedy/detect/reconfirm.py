@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 
 class Recheck(StrEnum):
@@ -68,6 +69,10 @@ class Reconfirmation:
     @property
     def act(self) -> bool:
         return self.verdict is Recheck.CONFIRMED
+
+    def to_dict(self) -> dict[str, Any]:
+        """What a run's result shows of it (the re-check's evidence, as JSON)."""
+        return {"verdict": self.verdict.value, "act": self.act, "why": self.why, "evidence": self.evidence}
 
 
 def monitor_signs(texts: Sequence[str]) -> list[str]:

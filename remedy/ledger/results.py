@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from remedy.ledger.records import IncidentRecord
+
 
 @dataclass(frozen=True)
 class FleetSynced:
@@ -34,3 +36,16 @@ class NodeMoved:
         return cls(node=str(detail["node"]), from_state=None if prior is None else str(prior), to=str(detail["to"]),
                    replaces=None if replaces is None else str(replaces), dry_run=bool(detail.get("dry_run")),
                    replayed=bool(detail.get("replayed")))
+
+
+@dataclass(frozen=True)
+class IncidentOpened:
+    """The incident for a fault: opened now (`created`), or the open one it attaches to (the receiver usually
+    opened it already)."""
+
+    incident: IncidentRecord
+    created: bool
+
+    @property
+    def id(self) -> int:
+        return self.incident.id

@@ -13,11 +13,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from remedy.detect.reconfirm import Recheck, Reconfirmation
 from remedy.domain.model import IncidentStatus
 from remedy.domain.outcome import Outcome, hold_cause
+from remedy.health.results import Validation
 from remedy.remediate.results import Drained, Joined, RemediationClaim, WorkloadBack
 from remedy.safety.disruption import BudgetBlock, hold_sentence
 from remedy.safety.procedure import GatePass
+from remedy.spares.results import SpareChoice
 
 
 class Next(StrEnum):
@@ -53,16 +56,17 @@ def duplicate_why(incident_id: int, claim: RemediationClaim) -> str | None:
     return f"run {claim.holder} is handling it"
 
 
-def warned_spare(choice: Mapping[str, Any], validation: Mapping[str, Any] | None) -> tuple[Mapping[str, Any], str]:
+def warned_spare(choice: SpareChoice, validation: Validation | None) -> tuple[SpareChoice, str]:
     """A warned node is swapped only when a checked spare is ready: (the choice to use, "" or why not)."""
-    spare = choice.get("spare")
-    if spare and choice.get("needs_validation") and validation is not None:
-        if not validation.get("passed"):
-            return {"spare": None}, f"{spare} failed validation: {validation.get('summary')}"
-        choice = {**choice, "needs_validation": False}
-    if choice.get("spare"):
+    spare = choice.spare
+    if spare and choice.needs_validation and validation is not None:
+        if not validation.passed:
+            why = f"{spare} failed validation: {validation.summary}"
+            return SpareChoice(None, False, why), why
+        choice = choice.validated()
+    if choice.spare:
         return choice, ""
-    first = (choice.get("why") or "none in the pool").splitlines()[0].removeprefix("no spare: ")
+    first = (choice.why or "none in the pool").splitlines()[0].removeprefix("no spare: ")
     return choice, f"no spare was ready at the checkpoint boundary — {first}"
 
 
@@ -77,12 +81,12 @@ def after_gate(passed: GatePass, *, early_warning: bool) -> Verdict:
     return Verdict(Next.STOP, passed.gate, passed.status, escalate=passed.status is Outcome.HELD)
 
 
-def after_recheck(check: Mapping[str, Any] | None) -> Verdict:
+def after_recheck(check: Reconfirmation | None) -> Verdict:
     """The re-check just before the drain: act, or put the node back (cleared, or a monitor that failed)."""
-    if check is None or check.get("act"):
+    if check is None or check.act:
         return GO
-    outcome = Outcome.CLEARED if check.get("verdict") == "cleared" else Outcome.MONITOR_FAILURE
-    return Verdict(Next.STOP, str(check.get("why") or ""), outcome)
+    outcome = Outcome.CLEARED if check.verdict is Recheck.CLEARED else Outcome.MONITOR_FAILURE
+    return Verdict(Next.STOP, check.why, outcome)
 
 
 def before_drain(node: str, blocks: Sequence[BudgetBlock]) -> Verdict:
@@ -109,8 +113,8 @@ def after_drain(node: str, drained: Drained) -> Verdict:
     return GO
 
 
-def spare_validation_failed(spare: str, validation: Mapping[str, Any]) -> str | None:
-    return None if validation.get("passed") else f"{spare} failed validation: {validation.get('summary')}"
+def spare_validation_failed(spare: str, validation: Validation) -> str | None:
+    return None if validation.passed else f"{spare} failed validation: {validation.summary}"
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,15 @@ def test_only_the_run_that_claimed_the_incident_acts():
 
 
 def test_a_warned_node_is_swapped_only_with_a_checked_spare():
-    choice, why = decide.warned_spare({"spare": "gpu013", "needs_validation": True}, {"passed": True})
-    assert choice["spare"] == "gpu013" and not choice["needs_validation"] and why == ""
-    _, why = decide.warned_spare({"spare": "gpu013", "needs_validation": True}, {"passed": False, "summary": "xid"})
-    assert why == "gpu013 failed validation: xid"
-    _, why = decide.warned_spare({"spare": None, "why": "no spare: none of 2 is validated\nmore"}, None)
+    from remedy.health.results import Validation
+    from remedy.spares.results import SpareChoice
+
+    stale = SpareChoice("gpu013", True, "gpu013: validated 3 d ago")
+    choice, why = decide.warned_spare(stale, Validation("gpu013", "quick", True, "all checks passed"))
+    assert choice.spare == "gpu013" and not choice.needs_validation and why == ""
+    failed, why = decide.warned_spare(stale, Validation("gpu013", "quick", False, "xid"))
+    assert why == "gpu013 failed validation: xid" and failed.spare is None
+    _, why = decide.warned_spare(SpareChoice(None, False, "no spare: none of 2 is validated\nmore"), None)
     assert why == "no spare was ready at the checkpoint boundary — none of 2 is validated"
 
 
@@ -41,10 +45,14 @@ def test_the_gate_answer_goes_on_stops_or_watches():
 
 
 def test_the_recheck_acts_clears_or_blames_the_monitor():
-    assert decide.after_recheck(None).go and decide.after_recheck({"act": True}).go
-    cleared = decide.after_recheck({"act": False, "verdict": "cleared", "why": "alert resolved"})
+    from remedy.detect.reconfirm import Recheck, Reconfirmation
+
+    assert decide.after_recheck(None).go and decide.after_recheck(Reconfirmation(Recheck.CONFIRMED, "still")).go
+    cleared = decide.after_recheck(Reconfirmation(Recheck.CLEARED, "alert resolved"))
     assert (cleared.outcome, cleared.why) == (Outcome.CLEARED, "alert resolved")
-    assert decide.after_recheck({"act": False, "verdict": "monitor-failure"}).outcome is Outcome.MONITOR_FAILURE
+    assert decide.after_recheck(Reconfirmation(Recheck.MONITOR, "dcgm down")).outcome is Outcome.MONITOR_FAILURE
+    assert Reconfirmation(Recheck.CLEARED, "gone").to_dict() == {"verdict": "cleared", "act": False, "why": "gone",
+                                                                 "evidence": {}}
 
 
 def test_a_budget_that_never_allows_stops_before_the_drain():
