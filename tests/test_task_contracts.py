@@ -36,10 +36,7 @@ NOT_YET_TYPED: frozenset[str] = frozenset({
     "tasks.dashboard.list_waiting_for_a_person",
     "tasks.cordons.keep_operator_cordon",
     "tasks.elastic.shrink_workload", "tasks.elastic.grow_workload",
-    "tasks.health.validate_node", "tasks.health.reconfirm_fault",
-    "tasks.ledger.open_incident",
     "tasks.preemption.preempt",
-    "tasks.spares.select_spare",
     "tasks.triage.read_live_node",
 })
 
