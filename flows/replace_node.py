@@ -362,8 +362,8 @@ def recheck_fault(node: str, incident_id: int, signal: str, dry_run: bool, outco
     if may_uncordon(cordon_holder(node, dry_run=dry_run)):
         uncordon_node(node, reason=verdict.why, dry_run=dry_run, incident_id=incident_id)
     else:
-        outcome["kept_cordon"] = keep_operator_cordon(node, because=verdict.why, dry_run=dry_run,
-                                                      incident_id=incident_id)
+        outcome["kept_cordon"] = asdict(keep_operator_cordon(node, because=verdict.why, dry_run=dry_run,
+                                                             incident_id=incident_id))
     set_node_state(node, NodeState.ACTIVE.value, reason=verdict.why, dry_run=dry_run, incident_id=incident_id)
     status = verdict.outcome
     set_incident_status(incident_id, status.incident_status.value, detail=f"{status.label.lower()}: {verdict.why}")
@@ -463,10 +463,10 @@ def _preempt_and_resume(node: str, plan: dict[str, Any], incident_id: int, dry_r
     settings = runtime.settings()
     work = settings.workload
     done = preempt(plan, node, dry_run, incident_id=incident_id)
-    outcome["preemption"]["result"] = {k: done[k] for k in ("preempted", "freed", "blocked")}
-    if not done["freed"]:
+    outcome["preemption"]["result"] = done.summary()
+    if not done.freed:
         return None
-    freed = done["freed"][0]
+    freed = done.freed[0]
     timeline.mark("preempted")
 
     # The freed node joins the job's pool (it usually is in it already) and must really take work.
@@ -475,10 +475,10 @@ def _preempt_and_resume(node: str, plan: dict[str, Any], incident_id: int, dry_r
     joined = verify_joined(freed, timeout_seconds=work.resume_timeout_seconds, dry_run=dry_run)
     size = wait_for_workload(work.namespace, work.job, freed, work.resume_timeout_seconds, dry_run=dry_run)
     outcome |= {"replacement": freed, "joined": joined.to_dict(), "workload": size.to_dict(),
-                "spare_choice": f"preempted {', '.join(done['preempted'])} to free {freed}"}
+                "spare_choice": f"preempted {', '.join(done.preempted)} to free {freed}"}
     timeline.mark("job resumed" if size.full else "freed node working")
 
-    victims = ", ".join(done["preempted"])
+    victims = ", ".join(done.preempted)
     set_node_state(node, NodeState.REPAIR.value, reason=f"replaced by {freed} (preempted {victims})",
                    dry_run=dry_run, incident_id=incident_id)
     end = decide.replacement_ending(freed, joined, size, dry_run, preempted=victims)

@@ -17,7 +17,7 @@ from prefect.artifacts import create_markdown_artifact
 from remedy import runtime
 from remedy.detect.signals import is_early_warning
 from remedy.domain import names
-from remedy.domain.model import IncidentStatus, utcnow
+from remedy.domain.model import IncidentStatus, Node, utcnow
 from remedy.domain.outcome import Outcome
 from remedy.domain.xid import RemediationPath
 from remedy.receiver.triage_policy import (
@@ -155,19 +155,20 @@ def triage(
 
 
 def _look_at_node(incident: dict[str, Any], node_state: str | None, now, detected, settings
-                  ) -> tuple[dict[str, Any], dict | None, RemediationChoice | None]:
+                  ) -> tuple[dict[str, Any], Node | None, RemediationChoice | None]:
     """Staleness: a run that starts long after detection re-reads the live node before acting. NotReady: with a
     spare ready, the shared choose() first weighs waiting for the node against the spare (a NotReady node rarely
     comes back by itself: RESTART_BM's odds), as the simulator's policy does; without a duration in the alert,
     measure it on the live node, waiting out the NotReady grace while it is still NotReady. Returns the incident
-    (with the measured duration), the live node (or {} when not read) and the NotReady choice (or None)."""
+    (with the measured duration), the live node (None when not read: a fresh incident, the policy reads none, or
+    when the cluster has no such node) and the NotReady choice (or None)."""
     t = triage_settings(settings)
     node = incident["node"]
-    live = read_live_node(node) if (now - detected).total_seconds() > t.max_incident_age_seconds else {}
+    live = read_live_node(node) if (now - detected).total_seconds() > t.max_incident_age_seconds else None
     not_ready = None
     if wants_not_ready_choice(incident, node_state, replace_first=settings.ladder.replace_first):
         now_live = read_live_node(node)
-        if now_live is not None and not now_live.get("ready", True):
+        if now_live is not None and not now_live.ready:
             not_ready = choose_remediation(node, None, incident["id"], unreachable=True, signal=incident["signal"])
     replacing = not_ready is not None and not_ready.option == RemediationPath.REPLACE.value
     if not_ready_without_duration(incident) and incident["status"] == IncidentStatus.OPEN.value and not replacing:
@@ -267,7 +268,7 @@ def _release(incident: dict[str, Any], why: str, dry_run: bool, log) -> None:
                     "by hand if it is healthy", incident["node"], exc)
 
 
-def _measure_not_ready(incident: dict[str, Any], grace_seconds: float) -> tuple[dict[str, Any], dict | None]:
+def _measure_not_ready(incident: dict[str, Any], grace_seconds: float) -> tuple[dict[str, Any], Node | None]:
     """The NotReady duration read from the live node; while it is NotReady but below the grace, wait for the rest
     of the grace (the settings' seconds, the clock every wait of the flows uses) and look again."""
     import time

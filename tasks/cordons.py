@@ -10,6 +10,7 @@ from prefect import task
 from remedy import runtime
 from remedy.domain import events
 from remedy.remediate.operator import CordonOwner, cordon_owner
+from remedy.remediate.results import NodeChange
 from tasks.ledger import act
 from tasks.retry import retrying
 from tasks.story import say
@@ -33,7 +34,7 @@ def kept_cordon_why(node: str, because: str) -> str:
 
 
 @task(name="keep_operator_cordon", task_run_name="keep-cordon-{node}", timeout_seconds=60, **RETRY)
-def keep_operator_cordon(node: str, because: str, dry_run: bool, incident_id: int | None = None) -> dict:
+def keep_operator_cordon(node: str, because: str, dry_run: bool, incident_id: int | None = None) -> NodeChange:
     """Record that the person's cordon stays (ledger action `keep_operator_cordon`) and say why on the Node."""
     why = kept_cordon_why(node, because)
     out = act("keep_operator_cordon", node, lambda: {"node": node, "changed": False, "detail": why,
@@ -41,4 +42,4 @@ def keep_operator_cordon(node: str, because: str, dry_run: bool, incident_id: in
               incident_id=incident_id, dry_run=dry_run)
     runtime.cluster(dry_run).record_event(node, reason=events.KEPT_OPERATOR_CORDON, message=why)
     say("%s: %s", node, why)
-    return out
+    return NodeChange.from_record(out)

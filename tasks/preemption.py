@@ -23,6 +23,7 @@ from remedy import runtime
 from remedy.domain.model import ActionOutcome, IncidentStatus, NodeState
 from remedy.safety.fence import NodeFence
 from remedy.spares.preemption import NoPreemption, Workload, choose_preemption
+from remedy.spares.results import Preempted
 from tasks.leases import node_fence
 from tasks.ledger import act
 from tasks.retry import retrying
@@ -125,7 +126,7 @@ def plan_preemption(node: str, incident_id: int | None, dry_run: bool) -> dict[s
 
 
 @task(name="preempt", task_run_name="preempt-for-{node}", timeout_seconds=1800, **RETRY)
-def preempt(plan: dict[str, Any], node: str, dry_run: bool, incident_id: int | None = None) -> dict[str, Any]:
+def preempt(plan: dict[str, Any], node: str, dry_run: bool, incident_id: int | None = None) -> Preempted:
     """Carry out a plan: suspend or evict each victim (one ledger action each; a re-run replays, never repeats).
     Returns what was done and which of the plan's nodes are free of its victims now."""
     settings = runtime.settings()
@@ -141,8 +142,7 @@ def preempt(plan: dict[str, Any], node: str, dry_run: bool, incident_id: int | N
     blocked = {k: v for d in done for k, v in (d.get("not_evicted") or {}).items()}
     stuck = {n for d in done for n in d.get("nodes", []) if n not in d.get("freed", d.get("nodes", []))}
     freed = [n for n in plan["freed_nodes"] if n not in stuck]
-    return {"preempted": [d["workload"] for d in done], "results": done, "freed": freed, "blocked": blocked,
-            "complete": not blocked and bool(freed)}
+    return Preempted(tuple(d["workload"] for d in done), tuple(freed), blocked, tuple(done))
 
 
 def _preempt_one(node: str, fence: NodeFence | None, name: str, dry_run: bool, grace: int, reason: str

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from prefect import task
 
 from remedy import runtime
-from remedy.domain.model import ActionOutcome, IncidentStatus, utcnow
+from remedy.domain.model import ActionOutcome, IncidentStatus, Node, utcnow
 from remedy.errors import NodeNotFound
 from remedy.ledger.errors import LeaseLost
 from remedy.ledger.leases import REANNOUNCE_KIND
@@ -58,10 +58,10 @@ def resumption(led, incident: dict[str, Any]) -> dict[str, bool]:
 
 
 @task(name="read_live_node", task_run_name="read-live-{node}", **READ)
-def read_live_node(node: str) -> dict[str, Any] | None:
+def read_live_node(node: str) -> Node | None:
     """The node as the cluster shows it right now; None if the cluster has no such node."""
     try:
-        return asdict(runtime.cluster().get_node(node))
+        return runtime.cluster().get_node(node)
     except NodeNotFound:
         return None
 

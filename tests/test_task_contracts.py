@@ -34,10 +34,7 @@ NOT_YET_TYPED: frozenset[str] = frozenset({
     "tasks.burn_in.burn_in_node", "tasks.burn_in.conclude_burn_in", "tasks.burn_in.run_nccl_group",
     "tasks.burn_in.survey_pool",
     "tasks.dashboard.list_waiting_for_a_person",
-    "tasks.cordons.keep_operator_cordon",
     "tasks.elastic.shrink_workload", "tasks.elastic.grow_workload",
-    "tasks.preemption.preempt",
-    "tasks.triage.read_live_node",
 })
 
 DICTISH = re.compile(r"\b(dict|Dict|Mapping|MutableMapping)\b")

@@ -18,7 +18,7 @@ from typing import Any
 
 from remedy.detect.signals import Signal, SignalKind, Verdict, classify
 from remedy.domain.durations import human_duration
-from remedy.domain.model import IncidentStatus, NodeState
+from remedy.domain.model import IncidentStatus, Node, NodeState
 from remedy.domain.outcome import Outcome, outcome_of
 from remedy.domain.times import parse_iso
 from remedy.domain.xid import RemediationPath, unsafe_to_run
@@ -134,12 +134,12 @@ def not_ready_without_duration(incident: dict[str, Any]) -> bool:
     return not (isinstance(value, (int, float)) and not isinstance(value, bool))
 
 
-def not_ready_seconds(incident: dict[str, Any], live_node: dict[str, Any] | None, now: datetime) -> float | None:
+def not_ready_seconds(incident: dict[str, Any], live_node: Node | None, now: datetime) -> float | None:
     """How long the node has been NotReady, as far as triage can tell: at least since the incident was first seen
     while the live node is still NotReady; 0 once it is Ready again; None when the cluster has no such node."""
     if live_node is None:
         return None
-    if live_node.get("ready", True):
+    if live_node.ready:
         return 0.0
     return age_seconds(incident["first_seen"], now)
 
@@ -152,7 +152,7 @@ def with_not_ready_duration(incident: dict[str, Any], seconds: float) -> dict[st
 
 
 def decide(incident: dict[str, Any], *, recurrences: int, node_state: str | None, now: datetime,
-           detected_at: datetime | None, max_age_seconds: float, live_node: dict[str, Any] | None = None,
+           detected_at: datetime | None, max_age_seconds: float, live_node: Node | None = None,
            thresholds: SignalThresholds | None = None, orphaned: bool = False, resumes: bool = False,
            recovering: bool = False) -> Decision:
     """The whole triage decision for one incident (a dict shaped like IncidentRecord).
@@ -220,13 +220,13 @@ def decide(incident: dict[str, Any], *, recurrences: int, node_state: str | None
     return Decision(TriageAction.RECORD, path, verdict, verdict.explanation, "", plan, recurrences, stale, facts)
 
 
-def _late(incident: dict[str, Any], age: float, max_age_seconds: float, live_node: dict[str, Any] | None,
+def _late(incident: dict[str, Any], age: float, max_age_seconds: float, live_node: Node | None,
           resumes: bool, facts: dict[str, Any]) -> Decision | None:
     """A stale incident: stop when the live node says it was already dealt with (gone, or cordoned by someone)."""
     if live_node is None:
         return Decision(TriageAction.STOP, None, None, f"stale incident ({human_duration(age)} old > {human_duration(max_age_seconds)}) and the "
                         f"node {incident['node']} is not in the cluster any more", stale=True, facts=facts)
-    if live_node.get("unschedulable") and not resumes:
+    if live_node.unschedulable and not resumes:
         return Decision(TriageAction.STOP, None, None, f"stale incident ({human_duration(age)} old) and {incident['node']} is already "
                         "cordoned: someone acted meanwhile", stale=True, facts=facts)
     return None

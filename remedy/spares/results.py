@@ -31,3 +31,22 @@ class SpareChoice:
     def validated(self) -> SpareChoice:
         """The same spare, its check now fresh."""
         return SpareChoice(self.spare, False, self.why, self.replayed)
+
+
+@dataclass(frozen=True)
+class Preempted:
+    """A preemption plan carried out (tasks.preemption.preempt): the workloads suspended or evicted, each one's
+    recorded result, the plan's nodes now free of its victims, and pods an eviction could not move (pod → why)."""
+
+    preempted: tuple[str, ...]
+    freed: tuple[str, ...]
+    blocked: Mapping[str, str]
+    results: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        return not self.blocked and bool(self.freed)
+
+    def summary(self) -> dict[str, Any]:
+        """What the replace-node run's result shows of it."""
+        return {"preempted": list(self.preempted), "freed": list(self.freed), "blocked": dict(self.blocked)}

@@ -91,7 +91,7 @@ def steps_of_a_run(incident_id: int, stale_at: str, takeover: bool = True) -> di
     for name, step in steps.items():
         arm.armed = takeover and name == stale_at
         done[name] = step()
-    return {"done": sorted(done), "preempted": done["preempt"]["preempted"]}
+    return {"done": sorted(done), "preempted": list(done["preempt"].preempted)}
 
 
 TAKEOVERS: dict[int, Takeover] = {}

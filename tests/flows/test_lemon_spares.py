@@ -143,14 +143,14 @@ def test_the_spare_with_the_cleanest_record_goes_first(remedy_on_sim):
         led.open_incident(Incident(node=node, signal=signal, gpu=1, xid=79 if signal == "xid" else None,
                                    first_seen=t, last_seen=t, status=IncidentStatus.RESOLVED), window_seconds=0)
 
-    assert select_spare.fn("gpu003")["spare"] == "gpu008"  # clean records: the fresher validation
+    assert select_spare.fn("gpu003").spare == "gpu008"  # clean records: the fresher validation
     incident("gpu008", 30)
     choice = select_spare.fn("gpu003")
-    assert choice["spare"] == "gpu016", choice["why"]
+    assert choice.spare == "gpu016", choice.why
     incident("gpu016", 100)  # outside the 73-day window
     incident("gpu016", 1, signal=PLANNED_RETIREMENT_SIGNAL)  # not a failure
-    assert select_spare.fn("gpu003")["spare"] == "gpu016"
+    assert select_spare.fn("gpu003").spare == "gpu016"
     incident("gpu016", 20)
     incident("gpu016", 10)
     choice = select_spare.fn("gpu003")
-    assert choice["spare"] == "gpu008" and "1 incident(s) in the lemon lookback window" in choice["why"], choice["why"]
+    assert choice.spare == "gpu008" and "1 incident(s) in the lemon lookback window" in choice.why, choice.why

@@ -167,9 +167,9 @@ def test_a_persons_cordon_stays_after_a_cleared_recheck(prefect_server, sim, rem
     runtime = remedy_env(sim=sim)
     node = "gpu008"
     _kubectl_cordon(runtime, node)
-    inc = open_incident.fn(node, "xid", gpu=4, xid=145)
-    runtime.ledger().touch_incident(inc["fingerprint"], datetime.now(UTC), alert_cleared=True)
-    out = run_to_state_result(fix_in_place, node=node, xid=145, gpu=4, incident_id=inc["id"])
+    inc = open_incident.fn(node, "xid", gpu=4, xid=145).incident
+    runtime.ledger().touch_incident(inc.fingerprint, datetime.now(UTC), alert_cleared=True)
+    out = run_to_state_result(fix_in_place, node=node, xid=145, gpu=4, incident_id=inc.id)
     assert out["status"] == "cleared-before-acting", out
     assert runtime.cluster().get_node(node).unschedulable
 

@@ -20,9 +20,9 @@ def _incident(node: str, signal: str, *, xid: int | None = None, gpu: int = 0, d
     from remedy import runtime
     from tasks.ledger import open_incident
 
-    inc = open_incident.fn(node, signal, gpu=gpu, xid=xid, detail=detail)
+    inc = open_incident.fn(node, signal, gpu=gpu, xid=xid, detail=detail).incident
     if alert_resolved:  # what the receiver does with Alertmanager's resolved notification
-        runtime.ledger().touch_incident(inc["fingerprint"], datetime.now(UTC), alert_cleared=True)
+        runtime.ledger().touch_incident(inc.fingerprint, datetime.now(UTC), alert_cleared=True)
     return inc
 
 
@@ -53,12 +53,12 @@ def test_a_fault_gone_before_acting_is_cleared_and_the_node_stays(prefect_server
     prevalidate_spares()
     inc = _incident("gpu004", "row-remap-pending", gpu=2, alert_resolved=True)
     state, out = run_to_state(replace_node, node="gpu004", cause="row remap pending", signal="row-remap-pending",
-                              gpu=2, incident_id=inc["id"])
+                              gpu=2, incident_id=inc.id)
     assert state.is_completed() and state.name == "Cleared before acting", (state, out)
     assert out["recheck"]["evidence"] == {"alert": "resolved", "probe": "passed", "probe_reasons": []}
-    assert _in_service("gpu004") and not _spares_promoted(inc["id"], "gpu004")  # no spare spent, no drain
-    assert not runtime.ledger().actions(incident_id=inc["id"], kind="drain_node")
-    assert runtime.ledger().get_incident(inc["id"]).status.value == "resolved"
+    assert _in_service("gpu004") and not _spares_promoted(inc.id, "gpu004")  # no spare spent, no drain
+    assert not runtime.ledger().actions(incident_id=inc.id, kind="drain_node")
+    assert runtime.ledger().get_incident(inc.id).status.value == "resolved"
     # the gate let it through, so it entered the breaker board; cleared, it leaves it — else every re-sent or
     # flapping alert cleared this way would hold capacity budget for good
     from tasks.gate import load_board
@@ -72,11 +72,11 @@ def test_a_monitor_failure_is_not_a_gpu_fault(prefect_server, remedy_on_sim):
 
     prevalidate_spares()
     inc = _incident("gpu005", "xid", xid=79, gpu=1, detail=HOSTENGINE)
-    state, out = run_to_state(replace_node, node="gpu005", cause="XID 79", xid=79, gpu=1, incident_id=inc["id"])
+    state, out = run_to_state(replace_node, node="gpu005", cause="XID 79", xid=79, gpu=1, incident_id=inc.id)
     assert state.is_failed() and state.name == "Monitor failure", (state, out)  # a person must fix the monitor
     assert "DCGM host engine" in state.message and "not a GPU fault" in state.message
-    assert _in_service("gpu005") and not _spares_promoted(inc["id"], "gpu005")
-    assert runtime.ledger().get_incident(inc["id"]).status.value == "ignored"
+    assert _in_service("gpu005") and not _spares_promoted(inc.id, "gpu005")
+    assert runtime.ledger().get_incident(inc.id).status.value == "ignored"
     from tasks.gate import load_board
 
     assert not load_board().is_active("gpu005")  # back in service: off the breaker board
@@ -90,7 +90,7 @@ def test_a_real_fault_is_replaced_even_when_its_alert_resolved(prefect_server, r
     prevalidate_spares()
     inject(remedy_on_sim.cluster, "xid", "gpu006", gpu=3, code=79)
     inc = _incident("gpu006", "xid", xid=79, gpu=3, alert_resolved=True)
-    state, out = run_to_state(replace_node, node="gpu006", cause="XID 79", xid=79, gpu=3, incident_id=inc["id"])
+    state, out = run_to_state(replace_node, node="gpu006", cause="XID 79", xid=79, gpu=3, incident_id=inc.id)
     assert state.is_completed() and out["status"] == "replaced", out
     assert out["recheck"]["verdict"] == "confirmed" and out["recheck"]["evidence"]["probe"] == "failed"
 
@@ -115,9 +115,9 @@ def test_fix_in_place_does_not_reset_a_gpu_whose_fault_cleared(prefect_server, r
     from remedy import runtime
 
     inc = _incident("gpu008", "xid", xid=145, gpu=4, alert_resolved=True)
-    state, out = run_to_state(fix_in_place, node="gpu008", xid=145, gpu=4, incident_id=inc["id"])
+    state, out = run_to_state(fix_in_place, node="gpu008", xid=145, gpu=4, incident_id=inc.id)
     assert state.is_completed() and state.name == "Cleared before acting", (state, out)
-    assert not _touched(inc["id"])
+    assert not _touched(inc.id)
     assert _in_service("gpu008")
 
 
@@ -126,7 +126,7 @@ def test_fix_in_place_does_not_reboot_for_a_failed_monitor(prefect_server, remed
     from remedy import runtime
 
     inc = _incident("gpu010", "xid", xid=79, gpu=0, detail=HOSTENGINE)
-    state, out = run_to_state(fix_in_place, node="gpu010", xid=79, gpu=0, incident_id=inc["id"])
+    state, out = run_to_state(fix_in_place, node="gpu010", xid=79, gpu=0, incident_id=inc.id)
     assert state.is_failed() and state.name == "Monitor failure", (state, out)
-    assert not _touched(inc["id"])
+    assert not _touched(inc.id)
     assert _in_service("gpu010")

@@ -115,13 +115,13 @@ def test_second_incident_for_a_node_already_replaced_stands_down(prefect_server,
     from tasks.ledger import open_incident
 
     prevalidate_spares()
-    xid = open_incident.fn("gpu009", "xid", gpu=4, xid=64)
-    remap = open_incident.fn("gpu009", "row-remap-failure", gpu=4)
-    assert xid["id"] != remap["id"]
+    xid = open_incident.fn("gpu009", "xid", gpu=4, xid=64).incident
+    remap = open_incident.fn("gpu009", "row-remap-failure", gpu=4).incident
+    assert xid.id != remap.id
     first = run_to_state_result(replace_node, node="gpu009", cause="row-remap-failure", signal="row-remap-failure", gpu=4,
-                         incident_id=remap["id"])
+                         incident_id=remap.id)
     assert first["status"] == "replaced"
-    second = run_to_state_result(replace_node, node="gpu009", cause="XID 64", xid=64, gpu=4, incident_id=xid["id"])
+    second = run_to_state_result(replace_node, node="gpu009", cause="XID 64", xid=64, gpu=4, incident_id=xid.id)
     assert second["status"] == "duplicate" and "already out of service (repair)" in second["why"], second
     led = runtime.ledger()
     assert led.get_node("gpu009").state.value == "repair"
@@ -134,16 +134,16 @@ def test_concurrent_duplicate_triggers_give_one_replacement(prefect_server, reme
     from tasks.ledger import open_incident
 
     prevalidate_spares()
-    incident = open_incident.fn("gpu006", "xid", gpu=2, xid=79)
+    incident = open_incident.fn("gpu006", "xid", gpu=2, xid=79).incident
     results = []
 
     def run():
-        results.append(run_to_state_result(replace_node, node="gpu006", cause="XID 79", xid=79, gpu=2, incident_id=incident["id"]))
+        results.append(run_to_state_result(replace_node, node="gpu006", cause="XID 79", xid=79, gpu=2, incident_id=incident.id))
 
     threads = [threading.Thread(target=run) for _ in range(3)]
     [t.start() for t in threads]
     [t.join() for t in threads]
-    assert len(promotions(incident["id"])) == 1
+    assert len(promotions(incident.id)) == 1
     assert list(pools(remedy_on_sim).values()).count("spare") == 1
 
 
@@ -157,9 +157,9 @@ def test_crash_and_rerun_gives_one_replacement(prefect_server, remedy_on_sim, tm
     from tasks.ledger import open_incident
 
     prevalidate_spares()
-    incident = open_incident.fn("gpu007", "xid", gpu=4, xid=79)
+    incident = open_incident.fn("gpu007", "xid", gpu=4, xid=79).incident
     code = (f"from flows.replace_node import replace_node; "
-            f"replace_node(node='gpu007', cause='XID 79', xid=79, gpu=4, incident_id={incident['id']}, return_state=True)")
+            f"replace_node(node='gpu007', cause='XID 79', xid=79, gpu=4, incident_id={incident.id}, return_state=True)")
     # a 10-s lease: a loaded machine can starve the renewing thread for seconds (tests/flows/test_takeover.py)
     env = os.environ | {"PREFECT_API_URL": PREFECT_API_URL.value(), "REMEDY_LEASES__TTL_SECONDS": "10",
                         "REMEDY_LEASES__RENEW_SECONDS": "0.5"}
@@ -169,25 +169,25 @@ def test_crash_and_rerun_gives_one_replacement(prefect_server, remedy_on_sim, tm
     deadline = time.monotonic() + 240
     promoting = False
     while time.monotonic() < deadline and proc.poll() is None:
-        if any(a.node != "gpu007" for a in led.actions(incident_id=incident["id"], kind="untaint_node")):
+        if any(a.node != "gpu007" for a in led.actions(incident_id=incident.id, kind="untaint_node")):
             promoting = True
             break  # the spare is being promoted: crash now
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert promoting, f"the run never reached the spare's promotion (exit {proc.returncode})"
-    holder = led.get_incident(incident["id"]).flow_run_id
+    holder = led.get_incident(incident.id).flow_run_id
     assert holder, "the killed run never claimed the incident"
     gone_by = time.monotonic() + 60
     while led.run_gone(holder) is None:  # until its lease runs out the dead run looks alive (tests/ledger)
         assert time.monotonic() < gone_by, f"the killed run {holder}'s lease never ran out"
         time.sleep(0.05)
-    out = run_to_state_result(replace_node, node="gpu007", cause="XID 79", xid=79, gpu=4, incident_id=incident["id"])
+    out = run_to_state_result(replace_node, node="gpu007", cause="XID 79", xid=79, gpu=4, incident_id=incident.id)
     assert out["status"] == "replaced", out
-    assert len({a.node for a in led.actions(incident_id=incident["id"], kind="set_state_active")}) == 1
+    assert len({a.node for a in led.actions(incident_id=incident.id, kind="set_state_active")}) == 1
     assert list(pools(remedy_on_sim).values()).count("spare") == 1
     assert runtime.cluster().workload_size("training", "llm-pretrain") == (14, 14)
-    [takeover] = led.actions(incident_id=incident["id"], kind="take_over_incident")
+    [takeover] = led.actions(incident_id=incident.id, kind="take_over_incident")
     assert takeover.detail["from"] == holder
 
 
@@ -284,16 +284,16 @@ def test_an_escalated_incident_waits_for_a_person_and_a_run_started_by_hand_acts
     from tasks.ledger import open_incident
 
     prevalidate_spares()
-    incident = open_incident.fn("gpu011", "xid", gpu=3, xid=79)
-    run_to_state_result(escalate, node="gpu011", reason="XID 79 recurring", incident_id=incident["id"])
+    incident = open_incident.fn("gpu011", "xid", gpu=3, xid=79).incident
+    run_to_state_result(escalate, node="gpu011", reason="XID 79 recurring", incident_id=incident.id)
     led = runtime.ledger()
-    assert led.get_incident(incident["id"]).status.value == "escalated"
+    assert led.get_incident(incident.id).status.value == "escalated"
 
-    late = run_to_state_result(replace_node, node="gpu011", cause="XID 79", xid=79, gpu=3, incident_id=incident["id"])
+    late = run_to_state_result(replace_node, node="gpu011", cause="XID 79", xid=79, gpu=3, incident_id=incident.id)
     assert late["status"] == "duplicate" and "already escalated" in late["why"], late
     assert not promotions()
 
     by_hand = run_to_state_result(replace_node, node="gpu011", cause="operator: replace it", xid=79, gpu=3)
-    assert by_hand["incident_id"] == incident["id"] and by_hand["status"] == "replaced", by_hand
-    assert len(promotions(incident["id"])) == 1
-    assert led.get_incident(incident["id"]).status.value == "resolved"
+    assert by_hand["incident_id"] == incident.id and by_hand["status"] == "replaced", by_hand
+    assert len(promotions(incident.id)) == 1
+    assert led.get_incident(incident.id).status.value == "resolved"

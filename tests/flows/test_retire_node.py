@@ -184,13 +184,13 @@ def test_retired_spare_leaves_spare_rotation(prefect_server, on_sim):
     assert len(spares) == 2
     for s in spares:
         led.record_validation(s, level="standard", passed=True, summary={}, requested_by="test")
-    picked = select_spare.fn("gpu002")["spare"]
+    picked = select_spare.fn("gpu002").spare
     assert picked in spares
     with AutoApprover(decision=True):
         assert retire_node(node=picked, reason="lemon spare")["status"] == "retired"
     assert runtime.cluster().get_node(picked).labels["remedy.io/pool"] == "retired"
     other = select_spare.fn("gpu002")
-    assert other["spare"] == next(s for s in spares if s != picked), other["why"]
+    assert other.spare == next(s for s in spares if s != picked), other.why
 
 
 def _job_nodes(runtime) -> set[str]:

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
+from remedy.domain.model import Node
 from remedy.domain.xid import RemediationPath as P
 from remedy.receiver.triage_policy import (
     PATH_FLOWS,
@@ -87,11 +88,11 @@ def test_a_fault_on_a_node_without_work_escalates_instead_of_spending_a_spare(st
 
 def test_stale_incident_rereads_the_live_node() -> None:
     old = incident(age_s=3600)
-    cordoned = run(old, live={"name": "gpu071", "unschedulable": True})
+    cordoned = run(old, live=Node("gpu071", unschedulable=True))
     assert cordoned.action == "stop" and cordoned.stale and "already cordoned" in cordoned.reason
     gone = run(old, live=None)
     assert gone.action == "stop" and "not in the cluster" in gone.reason
-    still_bad = run(old, live={"name": "gpu071", "unschedulable": False})
+    still_bad = run(old, live=Node("gpu071", unschedulable=False))
     assert still_bad.action == "remediate" and still_bad.stale
     fresh = run(incident(age_s=10), live=None)  # fresh: the live node is not consulted
     assert fresh.action == "remediate" and not fresh.stale
@@ -130,10 +131,10 @@ def test_not_ready_without_a_duration_is_measured_on_the_live_node():
     assert not not_ready_without_duration(incident(signal="node-not-ready", xid=None, evidence={"value": 12}))
     assert not not_ready_without_duration(incident())  # an XID carries no duration and needs none
     assert run(bare, max_age=3600).path is P.WATCH  # what triage did with it before measuring
-    down = not_ready_seconds(bare, {"ready": False}, NOW)
+    down = not_ready_seconds(bare, Node("gpu071", ready=False), NOW)
     assert down == pytest.approx(400.0)
     measured = with_not_ready_duration(bare, down)
     assert run(measured, max_age=3600).path is P.REPLACE and "NotReady for 6.7 min" in run(measured, max_age=3600).reason
-    back = with_not_ready_duration(bare, not_ready_seconds(bare, {"ready": True}, NOW))
+    back = with_not_ready_duration(bare, not_ready_seconds(bare, Node("gpu071", ready=True), NOW))
     assert run(back, max_age=3600).path is P.WATCH
     assert not_ready_seconds(bare, None, NOW) is None

@@ -27,10 +27,10 @@ def test_a_finished_reboot_is_seen_by_its_new_boot_id(remedy_on_sim):
 
     t = time.monotonic()
     out = wait_node_ready.fn("gpu002", timeout_seconds=20, dry_run=False, boot_id_before=before)
-    assert out["ready"] and out["new_boot"] and not out["saw_not_ready"]
+    assert out.ready and out.new_boot and not out.saw_not_ready
     assert time.monotonic() - t < 3, out  # not the grace of 10 s (half the timeout)
 
     # without the boot ID it can only wait out the grace (the old behaviour, kept for clusters that do not report it)
     t = time.monotonic()
     out = wait_node_ready.fn("gpu002", timeout_seconds=4, dry_run=False)
-    assert out["ready"] and not out["new_boot"] and time.monotonic() - t >= 2
+    assert out.ready and not out.new_boot and time.monotonic() - t >= 2
