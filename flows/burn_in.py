@@ -44,6 +44,7 @@ from remedy.health.burn_in_decisions import (
     settle_multi_node,
     summarise,
 )
+from remedy.health.results import BurnInVerdict, GroupCheck
 from tasks.burn_in import BOARD, burn_in_node, conclude_burn_in, nccl_groups, run_nccl_group
 from tasks.ledger import sync_fleet
 
@@ -129,10 +130,11 @@ def _collect(futures, nodes: list[str], board: str, progress, level: str) -> lis
     out = []
     for node, f in zip(nodes, futures):
         r = f.result(raise_on_failure=False)
-        if isinstance(r, BaseException) or not isinstance(r, dict):
+        if isinstance(r, BurnInVerdict):
+            out.append(r.to_dict())
+        else:  # the task failed for good: its exception
             BOARD.finish_node(board, node, "error")
-            r = node_error(node, r)
-        out.append(r)
+            out.append(node_error(node, r))
     return out
 
 
@@ -175,7 +177,7 @@ def _group_results(futures) -> list[dict]:
     out = []
     for f in futures:
         r = f.result(raise_on_failure=False)
-        out.append(r if isinstance(r, dict) else group_error(r))
+        out.append(r.to_dict() if isinstance(r, GroupCheck) else group_error(r))
     return out
 
 

@@ -135,11 +135,11 @@ def _to_repair(node: str, out: dict[str, Any]) -> dict[str, Any]:
 
 def _burn_in(node: str, out: dict[str, Any], dry_run: bool) -> dict[str, Any]:
     verdict = burn_in_node(node, "quick", dry_run)
-    seen = {"burn_in": {k: verdict.get(k) for k in ("status", "why", "passed")}}
-    if verdict.get("passed") or verdict.get("status") == "planned-spare":
+    seen = {"burn_in": {"status": verdict.status, "why": verdict.why, "passed": verdict.passed}}
+    if verdict.passed or verdict.status == "planned-spare":
         return seen | {"status": Outcome.RETURNED_TO_SPARES.value,
                        "why": f"{out['steps'][-1]['step']} cleared it and the node passed burn-in"}
-    return seen | {"status": Outcome.SENT_TO_REPAIR.value, "why": f"failed burn-in after the fix: {verdict.get('why')}"}
+    return seen | {"status": Outcome.SENT_TO_REPAIR.value, "why": f"failed burn-in after the fix: {verdict.why}"}
 
 
 def _attempt(node: str, incident_id: int | None, option: Option, xid: int | None, gpu: int | None,

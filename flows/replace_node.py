@@ -255,8 +255,8 @@ def _continue_elastic(run: Run, early_warning: bool) -> ContinuationChoice | Non
     if plan.shrinks and plan.shrink_to is not None and plan.grow_to is not None:
         resized = shrink_workload(work.namespace, work.job, plan.shrink_to, plan.grow_to, dry_run=run.dry_run,
                                   incident_id=run.incident_id)
-        if resized.get("refused"):  # its controller says no: the usual stop and replace
-            run.outcome["continuation"]["refused"] = resized["refused"]
+        if resized.refused:  # its controller says no: the usual stop and replace
+            run.outcome["continuation"]["refused"] = resized.refused
             return None
         run.timeline.mark("job shrunk")
     return plan
@@ -312,7 +312,7 @@ def _promote(run: Run, spare: str, plan: ContinuationChoice | None = None) -> No
     run.timeline.mark("spare ready")
     if plan is not None and plan.shrinks:
         run.outcome["grown"] = grow_workload(work.namespace, work.job, dry_run=run.dry_run,
-                                             incident_id=run.incident_id)
+                                             incident_id=run.incident_id).to_dict()
         run.timeline.mark("job grown back")
     run.workload = wait_for_workload(work.namespace, work.job, spare, work.resume_timeout_seconds,
                                      dry_run=run.dry_run)

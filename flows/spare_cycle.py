@@ -33,7 +33,9 @@ BELOW_TARGET_EVENT = "remedy.spares.below-target"
 POOL_RESOURCE = "remedy.spares.pool"
 
 
-@flow(name="spare-cycle", flow_run_name="spare-cycle", task_runner=ThreadPoolTaskRunner(max_workers=32))
+# Prefect 3.9 types `task_runner` as TaskRunner[PrefectFuture] (invariant): its own thread-pool runner does not fit
+@flow(name="spare-cycle", flow_run_name="spare-cycle",
+      task_runner=ThreadPoolTaskRunner(max_workers=32))  # type: ignore[arg-type]
 def spare_cycle(dry_run: bool | None = None, domain: str = "rack") -> dict[str, Any]:
     log = get_run_logger()
     settings = runtime.settings()
@@ -43,7 +45,7 @@ def spare_cycle(dry_run: bool | None = None, domain: str = "rack") -> dict[str, 
 
     # 1. Survey: which spares are older than the freshness window.
     sync_fleet()
-    fleet = survey_pool()
+    fleet = [m.row() for m in survey_pool()]
     stale = stale_spares(spares(fleet), now, settings.spares.validation_freshness_hours)
     outcome: dict[str, Any] = {"dry_run": dry_run, "stale": sorted(n["name"] for n in stale), "checked": {},
                                "left_pool": [], "stopped": None}
@@ -57,8 +59,8 @@ def spare_cycle(dry_run: bool | None = None, domain: str = "rack") -> dict[str, 
                                       record=unmapped(False))  # validate_node recorded the validation
         results = [f.result() for f in finals]
         for r in results:
-            outcome["checked"][r["node"]] = {"status": r["status"], "why": r.get("why", ""), "domain": name}
-        failed = [r["node"] for r in results if not r["passed"]]
+            outcome["checked"][r.node] = {"status": r.status, "why": r.why, "domain": name}
+        failed = [r.node for r in results if not r.passed]
         outcome["left_pool"] += failed
         if stop := stop_after_domain(domain, name, len(held), failed):
             outcome["stopped"] = stop
@@ -67,7 +69,7 @@ def spare_cycle(dry_run: bool | None = None, domain: str = "rack") -> dict[str, 
             break
 
     # 3. Pool health: target size from fleet size, MTBF and lead time; spread across failure domains.
-    fleet = survey_pool()
+    fleet = [m.row() for m in survey_pool()]
     health = pool_health(fleet, now)
     outcome |= health
     _report(outcome)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,6 +23,7 @@ from remedy.domain.model import NodeState
 from remedy.errors import NodeNotFound
 from remedy.health import suite_for
 from remedy.health.jobs import check_job
+from remedy.health.results import BurnInVerdict, GroupCheck, PoolMember
 from tasks.cluster import cordon_node, taint_node, uncordon_node
 from tasks.health import judge_job, run_check
 from tasks.ledger import act, requester, set_node_state
@@ -60,7 +63,8 @@ def nccl_groups(nodes: list[str], size: int = NCCL_GROUP_NODES) -> list[list[str
     return groups
 
 
-def stale_spares(spares: list[dict[str, Any]], now: datetime, freshness_hours: float) -> list[dict[str, Any]]:
+def stale_spares(spares: Sequence[Mapping[str, Any]], now: datetime,
+                 freshness_hours: float) -> list[Mapping[str, Any]]:
     """Spares never validated or validated longer ago than the freshness window (`validated_at` ISO or None)."""
     limit = now - timedelta(hours=freshness_hours)
     out = []
@@ -71,7 +75,7 @@ def stale_spares(spares: list[dict[str, Any]], now: datetime, freshness_hours: f
     return out
 
 
-def by_failure_domain(nodes: list[dict[str, Any]], domain: str = "rack") -> list[tuple[str, list[str]]]:
+def by_failure_domain(nodes: Sequence[Mapping[str, Any]], domain: str = "rack") -> list[tuple[str, list[str]]]:
     """Node names grouped by rack (or switch, pdu), domains in name order; unlabelled nodes form one group."""
     groups: dict[str, list[str]] = {}
     for n in nodes:
@@ -165,7 +169,7 @@ def run_single_node_checks(node: str, level: str, dry_run: bool, board: str | No
 
 
 def conclude(node: str, level: str, checks: list[dict[str, Any]], dry_run: bool, *, purpose: str = "burn-in",
-             record: bool = True) -> dict[str, Any]:
+             record: bool = True) -> BurnInVerdict:
     """Pass → validated, spare taint, state spare. Fail → quarantine, repair record, state repair, Slack notice,
     and a retirement candidate after `health.max_failed_burn_ins` failures."""
     settings = runtime.settings()
@@ -176,13 +180,13 @@ def conclude(node: str, level: str, checks: list[dict[str, Any]], dry_run: bool,
         runtime.ledger().record_validation(node, level=level, passed=passed, requested_by=requester(),
                                            summary={"purpose": purpose, "checks": checks})
     taints = settings.taints
-    out: dict[str, Any] = {"node": node, "level": level, "passed": passed, "checks": checks, "dry_run": dry_run}
+    verdict = BurnInVerdict(node, "", passed, level=level, checks=tuple(checks), dry_run=dry_run)
     if passed:
         taint_node.fn(node, dry_run=dry_run, add=[taints.spare], remove=[taints.burn_in, taints.quarantine])
         if runtime.cluster().get_node(node).unschedulable:  # a repaired node comes back cordoned
             uncordon_node.fn(node, reason=f"passed {level} {purpose}", dry_run=dry_run)
         set_node_state.fn(node, NodeState.SPARE.value, reason=f"passed {level} {purpose}", dry_run=dry_run)
-        return out | {"status": "planned-spare" if dry_run else "spare", "why": "all checks passed"}
+        return replace(verdict, status="planned-spare" if dry_run else "spare", why="all checks passed")
 
     # Fail: out of the pool for good until repaired.
     cordon_node.fn(node, reason=f"failed {purpose}: {why}"[:250], dry_run=dry_run)
@@ -194,22 +198,23 @@ def conclude(node: str, level: str, checks: list[dict[str, Any]], dry_run: bool,
     act("open_repair", node, lambda: repair, incident_id=None, dry_run=dry_run)
     set_node_state.fn(node, NodeState.REPAIR.value, reason=f"failed {level} {purpose}: {why}", dry_run=dry_run)
     failures = failed_validations(node) + (1 if dry_run else 0)  # a dry run recorded nothing: count this one
-    out |= {"status": "planned-repair" if dry_run else "repair", "why": why, "failed_validations": failures}
     limit = settings.health.max_failed_burn_ins
-    if failures >= limit:
+    candidate = failures >= limit
+    if candidate:
         detail = {"node": node, "failed_validations": failures, "limit": limit, "last_failure": why}
         act("mark_retirement_candidate", node, lambda: detail, incident_id=None, dry_run=dry_run)
-        out["retirement_candidate"] = True
-    lemon = f" (failure {failures}: a retirement candidate for the lemon review)" if out.get("retirement_candidate") else ""
+    lemon = f" (failure {failures}: a retirement candidate for the lemon review)" if candidate else ""
     post_notice(f":x: gpu-remedy: {node} failed {level} {purpose} and went to repair{lemon}.\n{why}", dry_run=dry_run)
-    return out
+    return replace(verdict, status="planned-repair" if dry_run else "repair", why=why, failed_validations=failures,
+                   retirement_candidate=candidate)
 
 
 # --- tasks -------------------------------------------------------------------------------------------------
 # No task timeout: it cannot interrupt a worker thread (Prefect warns); each check Job carries its own deadline.
 @task(name="burn_in_node", task_run_name="burn-in-{node}-{level}", cache_policy=NO_CACHE,
       retries=1, retry_delay_seconds=5, retry_condition_fn=transient_only)
-def burn_in_node(node: str, level: str, dry_run: bool, board: str | None = None, conclude_now: bool = True) -> dict:
+def burn_in_node(node: str, level: str, dry_run: bool, board: str | None = None,
+                 conclude_now: bool = True) -> BurnInVerdict:
     """Burn-in taint → single-node suite → (if `conclude_now`) verdict. Levels with a multi-node check conclude
     after the group runs (`conclude_burn_in`)."""
     try:
@@ -219,24 +224,24 @@ def burn_in_node(node: str, level: str, dry_run: bool, board: str | None = None,
     if refusal:
         if board:
             BOARD.finish_node(board, node, "skipped")
-        return {"node": node, "status": "skipped", "why": refusal, "checks": [], "passed": False}
+        return BurnInVerdict(node, "skipped", False, why=refusal)
     checks = run_single_node_checks(node, level, dry_run, board)
     if not conclude_now:
         passed = all(c["verdict"] != "fail" for c in checks)
-        return {"node": node, "status": "checked", "passed": passed, "checks": checks, "level": level}
+        return BurnInVerdict(node, "checked", passed, level=level, checks=tuple(checks))
     return conclude(node, level, checks, dry_run)
 
 
 @task(name="conclude_burn_in", task_run_name="conclude-{node}", cache_policy=NO_CACHE,
       retries=2, retry_delay_seconds=[1, 4], retry_condition_fn=transient_only)
 def conclude_burn_in(node: str, level: str, checks: list[dict], dry_run: bool, purpose: str = "burn-in",
-                     record: bool = True) -> dict:
+                     record: bool = True) -> BurnInVerdict:
     return conclude(node, level, checks, dry_run, purpose=purpose, record=record)
 
 
 @task(name="run_nccl_group", task_run_name="nccl-group-{group_id}", cache_policy=NO_CACHE,
       retries=1, retry_delay_seconds=5, retry_condition_fn=transient_only)
-def run_nccl_group(nodes: list[str], group_id: str, level: str, dry_run: bool) -> dict:
+def run_nccl_group(nodes: list[str], group_id: str, level: str, dry_run: bool) -> GroupCheck:
     """The level's multi-node NCCL sweep over `nodes` as one Job (a pod per node, gathered by a temporary label);
     the slowest member sets the pace, so a failure names the group, not yet the node."""
     settings = runtime.settings()
@@ -249,24 +254,23 @@ def run_nccl_group(nodes: list[str], group_id: str, level: str, dry_run: bool) -
     # one Indexed Job over the group: node affinity names its nodes, pod anti-affinity puts one pod on each
     job = cluster.run_node_job(check_job(spec, name=name, nodes=list(nodes), settings=settings.health,
                                          labels=((NCCL_GROUP_LABEL, group_id),)))
-    base = {"id": spec.id, "check": spec.check, "job": name, "group": list(nodes)}
-    return base | judge_job(spec, job, gpu_model)
+    judged = judge_job(spec, job, gpu_model)
+    return GroupCheck(spec.id, spec.check, name, tuple(nodes), judged["verdict"], tuple(judged["reasons"]),
+                      judged.get("seconds"), judged.get("measurements"))
 
 
 @task(name="survey_pool", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[1, 4],
       retry_condition_fn=transient_only)
-def survey_pool() -> list[dict]:
+def survey_pool() -> list[PoolMember]:
     """Every managed GPU node with its state, readiness, failure domains and last validation (one fleet read)."""
     led = runtime.ledger()
     known = {r.name: r for r in led.nodes()}
     out = []
     for n in runtime.cluster().list_gpu_nodes():
         rec = known.get(n.name)
-        out.append({
-            "name": n.name, "state": n.state.value if n.state else None, "ready": n.ready,
-            "gpu_model": n.gpu_model, "rack": n.topology.rack, "switch": n.topology.switch, "pdu": n.topology.pdu,
-            "validated_at": rec.validated_at.isoformat() if rec and rec.validated_at else None,
-        })
+        out.append(PoolMember(n.name, n.state.value if n.state else None, n.ready, n.gpu_model, n.topology.rack,
+                              n.topology.switch, n.topology.pdu,
+                              rec.validated_at.isoformat() if rec and rec.validated_at else None))
     return out
 
 

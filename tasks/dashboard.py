@@ -94,6 +94,17 @@ class JobFailures:
 
 
 @dataclass(frozen=True)
+class WaitingQuestion:
+    """A run paused on a question nobody has answered yet: its kind, the node its incident is about ("–" when
+    none), how long it has waited (operator words), the run to open in the UI."""
+
+    run: str
+    question: str
+    node: str
+    waiting: str
+
+
+@dataclass(frozen=True)
 class Dashboard:
     at: datetime
     pools: list[dict]  # pool_counts' rows: the pools table artifact as published
@@ -103,17 +114,17 @@ class Dashboard:
     spares: SparePool
     notes: list[str]
     job: JobFailures | None = None  # the training Job's failure count against its backoffLimit
-    waiting: list[dict] = field(default_factory=list)  # runs paused for a person's answer (waiting_rows)
+    waiting: list[WaitingQuestion] = field(default_factory=list)  # runs paused for a person's answer
 
 
-def waiting_rows(approvals: list[Any], node_of: dict[int, str], now: datetime) -> list[dict]:
+def waiting_rows(approvals: list[Any], node_of: dict[int, str], now: datetime) -> list[WaitingQuestion]:
     """Runs paused on a question nobody has answered yet, oldest first: what the on-call person owes an answer to
     (the question's kind, the node its incident is about, how long it has waited, the run to open in the UI)."""
     rows = []
     for a in sorted((a for a in approvals if a.decision is None), key=lambda a: a.requested_at):
-        rows.append({"run": a.flow_run_id, "question": a.kind,
-                     "node": node_of.get(a.incident_id, "–") if a.incident_id is not None else "–",
-                     "waiting": human_duration((now - a.requested_at).total_seconds())})
+        rows.append(WaitingQuestion(a.flow_run_id, a.kind,
+                                    node_of.get(a.incident_id, "–") if a.incident_id is not None else "–",
+                                    human_duration((now - a.requested_at).total_seconds())))
     return rows
 
 
@@ -140,7 +151,7 @@ def dashboard_markdown(d: Dashboard) -> str:
     out += ["", f"## Waiting for a person ({len(d.waiting)})", ""]
     if d.waiting:
         out += ["| question | node | waiting | run |", "|---|---|---|---|"]
-        out += [f"| {w['question']} | {w['node']} | {w['waiting']} | `{w['run']}` |" for w in d.waiting]
+        out += [f"| {w.question} | {w.node} | {w.waiting} | `{w.run}` |" for w in d.waiting]
         out.append("Answer in the run's Resume form or in Slack; `remedy breaker close SCOPE` answers the "
                    "questions waiting on that breaker.")
     else:
@@ -198,7 +209,7 @@ def read_breakers() -> list[OpenBreaker]:
 
 
 @task(name="list_waiting_for_a_person", cache_policy=NO_CACHE)
-def list_waiting_for_a_person(now: datetime) -> list[dict]:
+def list_waiting_for_a_person(now: datetime) -> list[WaitingQuestion]:
     """Approvals still pending in the ledger, with the node each incident is about."""
     led = runtime.ledger()
     pending = led.approvals(pending=True)

@@ -28,7 +28,7 @@ from remedy.elastic import (
 )
 from remedy.errors import ObjectNotFound
 from remedy.remediate.choice import Durations
-from remedy.remediate.results import Joined
+from remedy.remediate.results import Joined, Resized
 from remedy.spares.hot import HotPoolSizing, size_hot_pool
 from tasks.ledger import act
 from tasks.retry import retrying
@@ -103,7 +103,7 @@ def _annotate(namespace: str, job: str, values: dict[str, str | None], why: str,
 
 @task(name="shrink_workload", task_run_name="shrink-{job}-to-{nodes}", timeout_seconds=120, **RETRY)
 def shrink_workload(namespace: str, job: str, nodes: int, full: int, dry_run: bool,
-                    incident_id: int | None = None) -> dict:
+                    incident_id: int | None = None) -> Resized:
     """Note the full size on the workload (a re-run or another process grows it back from there), then resize it
     to the survivors through its controller; a size the controller refuses is reported under "refused"."""
     def shrink() -> dict:
@@ -115,11 +115,11 @@ def shrink_workload(namespace: str, job: str, nodes: int, full: int, dry_run: bo
     out = act("shrink_workload", f"{namespace}/{job}", shrink, incident_id=incident_id, dry_run=dry_run)
     say("%s %s/%s to %d nodes (from %d) while the spare joins", "would shrink" if dry_run else "shrunk", namespace,
         job, nodes, full)
-    return out
+    return Resized.from_record(out)
 
 
 @task(name="grow_workload", task_run_name="grow-{job}", timeout_seconds=120, **RETRY)
-def grow_workload(namespace: str, job: str, dry_run: bool, incident_id: int | None = None) -> dict:
+def grow_workload(namespace: str, job: str, dry_run: bool, incident_id: int | None = None) -> Resized:
     """Back to the size noted at the shrink (remedy.io/full-size), then the note goes."""
     def grow() -> dict:
         workload = runtime.cluster(dry_run).workload(namespace, job)
@@ -133,8 +133,9 @@ def grow_workload(namespace: str, job: str, dry_run: bool, incident_id: int | No
             _annotate(namespace, job, {FULL_SIZE: None}, f"grown back to {to} nodes", dry_run)
         return out
 
-    out = act("grow_workload", f"{namespace}/{job}", grow, incident_id=incident_id, dry_run=dry_run)
-    say("%s %s/%s to %s nodes", "would grow" if dry_run else "grew", namespace, job, out.get("nodes"))
+    out = Resized.from_record(act("grow_workload", f"{namespace}/{job}", grow, incident_id=incident_id,
+                                  dry_run=dry_run))
+    say("%s %s/%s to %s nodes", "would grow" if dry_run else "grew", namespace, job, out.nodes)
     return out
 
 

@@ -2,9 +2,7 @@
 
 Reads every Prefect task's declared return type (the `@task` functions under tasks/, from their source): a result that is
 a dict, or holds dicts (`list[dict]`, `dict | None`, `tuple[list[dict], …]`), counts as a dict. The acceptance is
-at most 3 such tasks, each named below with its reason. The tasks not converted yet are listed too: that list may
-only shrink (a converted task must leave it, a new dict-returning task cannot hide in it), and the acceptance test
-is a strict xfail until it is empty, so it fails the day the count is met and the marker must go.
+at most 3 such tasks, each named below with its reason: a new dict-returning task fails here.
 """
 
 from __future__ import annotations
@@ -13,8 +11,6 @@ import ast
 import functools
 import re
 from pathlib import Path
-
-import pytest
 
 TASKS = Path(__file__).resolve().parents[1] / "tasks"
 
@@ -26,16 +22,6 @@ ALLOWED: dict[str, str] = {
     "tasks.dashboard.count_pools": "its rows are the fleet dashboard's pools table artifact, published as they are "
                                    "(Prefect's create_table_artifact takes a list of dicts)",
 }
-
-# Not converted yet (issue 29 item 2): this list only shrinks. tasks/cluster.py, tasks/fixes.py and tasks/leases.py
-# are converted by another change; the burn-in and dashboard rows feed domain functions and table artifacts that
-# read dicts, so they move together with those (the dashboard's waiting rows with remedy's waiting_rows).
-NOT_YET_TYPED: frozenset[str] = frozenset({
-    "tasks.burn_in.burn_in_node", "tasks.burn_in.conclude_burn_in", "tasks.burn_in.run_nccl_group",
-    "tasks.burn_in.survey_pool",
-    "tasks.dashboard.list_waiting_for_a_person",
-    "tasks.elastic.shrink_workload", "tasks.elastic.grow_workload",
-})
 
 DICTISH = re.compile(r"\b(dict|Dict|Mapping|MutableMapping)\b")
 
@@ -76,22 +62,16 @@ def test_every_task_declares_its_result() -> None:
 
 
 def test_no_new_task_returns_a_dict() -> None:
-    """A dict-returning task is either an allowed exception (with its reason) or one not converted yet."""
-    assert len(ALLOWED) <= 3
-    assert sorted(_dict_returning() - ALLOWED.keys() - NOT_YET_TYPED) == []
+    """A dict-returning task is an allowed exception, with its reason, or a failure here."""
+    assert sorted(_dict_returning() - ALLOWED.keys()) == []
 
 
-def test_the_not_yet_typed_list_only_shrinks() -> None:
-    """A task converted to a typed result leaves NOT_YET_TYPED (and an exception that no longer needs it, ALLOWED)."""
-    dicts = _dict_returning()
-    assert sorted(NOT_YET_TYPED - dicts) == []
-    assert sorted(ALLOWED.keys() - dicts) == []
+def test_an_exception_that_no_longer_needs_it_leaves_the_list() -> None:
+    assert sorted(ALLOWED.keys() - _dict_returning()) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29 acceptance not met yet: the tasks in NOT_YET_TYPED still return "
-                                       "dicts; remove this marker when that list is empty")
 def test_at_most_three_tasks_return_dicts() -> None:
-    assert len(_dict_returning()) <= 3
+    assert len(ALLOWED) <= 3 and len(_dict_returning()) <= 3, sorted(_dict_returning())
 
 
 # ---------------------------------------------------------------------- the typed results' own small logic
@@ -125,3 +105,42 @@ def test_a_slack_notice_shows_only_what_it_says() -> None:
 
     assert SlackNotice(posted=True, ts="1700000000.000100").to_dict() == {"posted": True, "ts": "1700000000.000100"}
     assert SlackNotice(posted=False, skip="notify off").to_dict() == {"posted": False, "skip": "notify off"}
+
+
+def test_a_cluster_step_reads_back_from_its_ledger_record() -> None:
+    """A re-run replays a step from its recorded detail (tasks.ledger.act): the typed result reads it back the same,
+    extra keys of an older record ignored, the replay said."""
+    from remedy.remediate.results import NodeChange, Resized
+
+    cordon = NodeChange.from_record({"node": "gpu007", "action": "cordon", "changed": True, "detail": "XID 79",
+                                     "cordoned_before": "gpu-remedy", "replayed": True, "extra": 1})
+    assert (cordon.changed, cordon.cordoned_before, cordon.replayed) == (True, "gpu-remedy", True)
+    refused = Resized.from_record({"job": "training/llm", "nodes": 7, "changed": False, "refused": "below min 8",
+                                   "kind": "Job", "pods": []})
+    assert refused.refused == "below min 8" and not refused.changed
+    not_shrunk = Resized.from_record({"job": "training/llm", "nodes": 8, "changed": False, "why": "not shrunk"})
+    assert (not_shrunk.refused, not_shrunk.detail) == ("", "not shrunk")
+    assert not_shrunk.to_dict() == {"job": "training/llm", "nodes": 8, "changed": False, "dry_run": False,
+                                    "detail": "not shrunk", "replayed": False}
+
+
+def test_a_spare_claim_round_trips_through_its_record() -> None:
+    from remedy.spares.results import SpareChoice
+
+    chosen = SpareChoice("gpu013", True, "gpu013: same rack\nrejected: gpu014")
+    again = SpareChoice.from_record(chosen.record() | {"replayed": True})
+    assert (again.spare, again.needs_validation, again.replayed) == ("gpu013", True, True)
+    assert chosen.validated().needs_validation is False and SpareChoice.from_record({"spare": None}).spare is None
+
+
+def test_a_burn_in_verdict_keeps_the_rows_the_flows_return() -> None:
+    from remedy.health.results import BurnInVerdict
+
+    check = {"id": "dcgm-r3", "check": "dcgm", "verdict": "fail", "reasons": ["xid 79"]}
+    failed = BurnInVerdict("gpu007", "repair", False, why="dcgm-r3: xid 79", level="quick", checks=(check,),
+                           dry_run=False, failed_validations=3, retirement_candidate=True).to_dict()
+    assert failed == {"node": "gpu007", "status": "repair", "passed": False, "checks": [check], "level": "quick",
+                      "why": "dcgm-r3: xid 79", "dry_run": False, "failed_validations": 3,
+                      "retirement_candidate": True}
+    checked = BurnInVerdict("gpu008", "checked", True, level="quick").to_dict()
+    assert "why" not in checked and "retirement_candidate" not in checked

@@ -225,8 +225,10 @@ class Resized:
 
     @classmethod
     def from_record(cls, detail: Mapping[str, Any]) -> Resized:
+        """From the action's recorded detail (a grow-back that found nothing to do says why under `why`)."""
         known = _known(cls, detail)
         known["refused"] = str(known.get("refused") or "")
+        known["detail"] = str(known.get("detail") or detail.get("why") or "")
         return cls(**known)
 
     def to_dict(self) -> dict[str, Any]:

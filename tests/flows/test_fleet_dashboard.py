@@ -15,6 +15,7 @@ from tasks.dashboard import (
     OpenBreaker,
     OpenIncident,
     SparePool,
+    WaitingQuestion,
     dashboard_markdown,
     pool_counts,
     waiting_rows,
@@ -98,9 +99,9 @@ def test_runs_waiting_for_a_person_are_listed_oldest_first_with_their_node():
                          A("run-c", "breaker", 4, NOW - timedelta(days=1), decision="approved"),
                          A("run-d", "retire", None, NOW - timedelta(seconds=30))],
                         {4: "gpu042", 7: "gpu007"}, NOW)
-    assert rows == [{"run": "run-a", "question": "spare-reserve", "node": "gpu042", "waiting": "2 h"},
-                    {"run": "run-b", "question": "breaker", "node": "gpu007", "waiting": "5 min"},
-                    {"run": "run-d", "question": "retire", "node": "–", "waiting": "30 s"}]
+    assert rows == [WaitingQuestion("run-a", "spare-reserve", "gpu042", "2 h"),
+                    WaitingQuestion("run-b", "breaker", "gpu007", "5 min"),
+                    WaitingQuestion("run-d", "retire", "–", "30 s")]
     board = Dashboard(NOW, [], [], [], [], SparePool(ready=1, target=1, shortfall=0, sizing="", warnings=[]),
                       [], None, rows)
     md = dashboard_markdown(board)
