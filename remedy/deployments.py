@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from remedy.errors import RemedyError
@@ -159,7 +160,8 @@ def runner_deployment(spec: DeploymentSpec, flow=None, *, triggers_enabled: bool
     ]
     schedules = []
     for s in spec.schedules:
-        sched = IntervalSchedule(interval=s.interval_seconds) if s.interval_seconds else CronSchedule(cron=s.cron)
+        sched = IntervalSchedule(interval=timedelta(seconds=s.interval_seconds)) if s.interval_seconds \
+            else CronSchedule(cron=s.cron)
         schedules.append(DeploymentScheduleCreate(schedule=sched, active=True))
     return flow.to_deployment(
         name=spec.name, description=spec.description or None, parameters=dict(spec.parameters),

@@ -266,10 +266,13 @@ def judge_nccl(runs: list[NcclRun], criteria: NcclCriteriaProfile, *, require_al
 
 def check_nccl(outputs: list[str] | str | bytes, criteria: NcclCriteriaProfile, *, require_all_sizes: bool = True) -> CheckResult:
     """Parse one or several all_reduce_perf outputs of the same group and judge them."""
+    items: list[str | bytes | bytearray]
     if isinstance(outputs, (str, bytes, bytearray)):
-        outputs = [outputs]
-    elif not isinstance(outputs, (list, tuple)):
+        items = [outputs]
+    elif isinstance(outputs, (list, tuple)):
+        items = list(outputs)
+    else:
         raise CheckOutputError(f"nccl output: expected text or bytes, got {type(outputs).__name__}")
-    texts = [as_text(t, "nccl output", CheckOutputError) for t in outputs]
+    texts = [as_text(t, "nccl output", CheckOutputError) for t in items]
     runs = [parse_nccl(t) for t in texts]
     return judge_nccl(runs, criteria, require_all_sizes=require_all_sizes, raw=texts[-1] if texts else "")
