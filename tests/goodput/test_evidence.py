@@ -9,6 +9,7 @@ from remedy.goodput.gpu_remedy_policy import GpuRemedy
 from remedy.goodput.incidents import Fault
 from remedy.goodput.scenarios import RESET, SCENARIOS, scenario
 from remedy.goodput.sim import FleetSim
+from remedy.spares.warned import spare_for_warning
 
 
 def _off_path(warned: bool, fault: bool) -> tuple[GpuRemedy, FleetSim, int]:
@@ -21,6 +22,7 @@ def _off_path(warned: bool, fault: bool) -> tuple[GpuRemedy, FleetSim, int]:
     if fault:
         kind = SCENARIOS["seed002-63"].fault_mix[0]
         sim.faults[node] = Fault(kind, None, RESET)
+    sim.pull(sim.swap_incident(node, warned=warned))  # out of the job, as the swap leaves it
     sim.clock.spawn(policy._repair_off_path(sim, node, Resolution.UNKNOWN, 0, warned=warned))
     sim.clock.run_until(60.0)
     return policy, sim, node
@@ -37,25 +39,45 @@ def test_a_node_swapped_on_a_warning_that_passes_its_check_starts_no_recurrence_
     assert node in policy.returned
 
 
-def test_an_unproved_detector_never_stops_the_job_on_seed002():
-    """63 nodes and 55 days give seed 002's detector (right one time in two) too few warnings to prove itself: acting
-    on evidence, the policy takes no node out on a warning and its runs are no-warnings' runs exactly."""
+def test_a_warning_takes_a_spare_only_while_the_pool_keeps_its_sizing_target():
+    assert spare_for_warning(ready=13, target=12, reserve=1).allowed
+    no = spare_for_warning(ready=12, target=12, reserve=1)
+    assert not no.allowed and no.left == 11 and no.floor == 12 and "under the 12" in no.why
+    # the old rule (one spare above the reserve) is the floor of a small target
+    assert spare_for_warning(ready=3, target=0, reserve=1).allowed
+    assert not spare_for_warning(ready=2, target=0, reserve=1).allowed
+    assert not spare_for_warning(ready=0, target=0, reserve=0).allowed
+
+
+def test_seed002_s_warnings_never_take_one_of_its_three_spares():
+    """63 nodes on 3 spares: the pool's sizing target (4) is above the whole pool, so no warning (right one time in
+    two) takes a spare a failure would need: gpu-remedy's runs are no-warnings' runs exactly. Allowed down to the
+    reserve, as before, it swaps warned nodes."""
     for seed in range(3):
         ours = simulate("seed002-63", "gpu-remedy", seed=seed)
         none = simulate("seed002-63", "gpu-remedy/no-warnings", seed=seed)
         assert ours.warnings > 0 and ours.warning_swaps == 0
         assert ours.minutes == none.minutes
-    prior = [simulate("seed002-63", "gpu-remedy/check-one-in-three", seed=s) for s in range(3)]
-    assert sum(r.warning_swaps for r in prior) > 0  # on the assumed 2/3 it would have stopped the job
+    before = [simulate("seed002-63", "gpu-remedy/warnings-to-the-reserve", seed=s) for s in range(3)]
+    assert sum(r.warning_swaps for r in before) > 0
+
+
+def test_a_large_pool_still_lends_warnings_its_spares():
+    """seed000-1k (32 spares, target 12): warnings are still acted on."""
+    r = simulate(scenario("seed000-1k", days=30), "gpu-remedy", seed=0)
+    assert r.warning_swaps > 0
 
 
 def test_a_reliable_detector_is_acted_on_once_its_record_shows_it():
-    """A detector that is always right: its first warnings run (and come true), then the record shows acting pays and
-    the job stops for its warnings from then on."""
+    """The variant that acts on evidence only: a detector that is always right has warnings left to run (they come
+    true) until its record shows acting pays, and the job stops for most of its warnings."""
     sc = scenario("seed000-1k", days=60, warning_share=0.3, false_warnings_per_true=0.0)
-    policy = make_policy("gpu-remedy")
+    policy = make_policy("gpu-remedy/act-on-evidence")
     sim = FleetSim(sc, policy, seed=1)
     r = sim.run()
     assert r.warning_swaps > 0.5 * r.warnings, (r.warning_swaps, r.warnings)
-    first = sorted(policy.warnings, key=lambda w: w.at)[:3]
-    assert not any(w.swapped for w in first)  # before any record: left to run, judged
+    record = policy.detector_record(sim)
+    assert record.judged > 0 and record.followed == record.judged  # left to run while unproved, and judged
+    # the same on seed 002: its detector never shows enough in 55 days, so no warning stops the job
+    r2 = simulate("seed002-63", "gpu-remedy/act-on-evidence", seed=0)
+    assert r2.warnings > 0 and r2.warning_swaps == 0
