@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import itertools
 import json
 import logging
 import random
@@ -212,6 +213,14 @@ class KubernetesCluster:
             return cache.nodes()
         items = self._list("list GPU nodes", self.core.list_node, label_selector=self.settings.cluster.node_selector)
         return [self._to_node(item) for item in items]
+
+    def gpu_node_snapshot(self) -> tuple[int | None, list[Node]]:
+        """(version, every GPU node): from the watch-fed cache while it is fresh, its generation naming exactly that
+        state of the nodes (remedy.safety.fleet keeps the gate's summary of it); else listed, with no version."""
+        cache = self.node_cache()
+        if cache is not None and cache.fresh():
+            return cache.snapshot()
+        return None, self.list_gpu_nodes()
 
     def get_node(self, name: str) -> Node:
         """One node: from the node cache if this process keeps one and it is fresh (a node it does not hold, e.g.
@@ -1042,6 +1051,9 @@ class _Expired(Exception):
     """The watch's resourceVersion is older than the server remembers (410): list again."""
 
 
+_GENERATIONS = itertools.count(1)  # one counter for every node cache of the process: a number names one state
+
+
 class NodeCache:
     """The GPU nodes kept current by a watch, as client-go's reflector and informer do
     (staging/src/k8s.io/client-go/tools/cache/reflector.go ListAndWatch): list once (paged), then watch from the
@@ -1075,6 +1087,7 @@ class NodeCache:
         self._nodes: dict[str, Node] = {}
         self._topologies: dict[Topology, Topology] = {}
         self._lock = threading.Lock()
+        self.generation = next(_GENERATIONS)  # moves on every change of the nodes (remedy.safety.fleet)
         self.resource_version = ""
         self.synced = threading.Event()
         self._healthy = False
@@ -1116,6 +1129,12 @@ class NodeCache:
         with self._lock:
             return list(self._nodes.values())
 
+    def snapshot(self) -> tuple[int, list[Node]]:
+        """(generation, the cached nodes): the generation names exactly this state of the nodes, as no other state
+        of this or any other cache of the process is named (one counter), so a summary of it may be kept."""
+        with self._lock:
+            return self.generation, list(self._nodes.values())
+
     def get(self, name: str) -> Node | None:
         with self._lock:
             return self._nodes.get(name)
@@ -1134,6 +1153,7 @@ class NodeCache:
                 self._nodes[name] = node_from_json(obj, self._labels, self._topologies)
             else:
                 self._nodes.pop(name, None)
+            self.generation = next(_GENERATIONS)
 
     # -- the reflector loop
     def _json(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict:
@@ -1170,6 +1190,7 @@ class NodeCache:
             fresh[node.name] = node
         with self._lock:
             self._nodes = fresh
+            self.generation = next(_GENERATIONS)
             self.resource_version = version
         self.lists += 1
         self._heard = self._closed_at = time.monotonic()  # fresh while its watch is being opened
@@ -1213,9 +1234,11 @@ class NodeCache:
                         cur = self._nodes.get(node.name)
                         if cur is None or _newer(node.resource_version, cur.resource_version):
                             self._nodes[node.name] = node
+                            self.generation = next(_GENERATIONS)
                 elif kind == "DELETED":
                     with self._lock:
-                        self._nodes.pop(meta.get("name", ""), None)
+                        if self._nodes.pop(meta.get("name", ""), None) is not None:
+                            self.generation = next(_GENERATIONS)
                 version = meta.get("resourceVersion") or version
                 self.resource_version = version
         finally:
