@@ -22,6 +22,17 @@ gate runs against it on the same ledger. Target: a gate decision at 12,500 nodes
 2026-11-28, --nodes 12500 --actions 10000 (load average 19–34 on 2 cores): list 56.4 s → 0.1 ms from the cache; gate
 68.1 s → 1.79 s on the simulator (38×), 39.9 s → 415 ms on the real control plane (96×); docs/scale.md has the table.
 
+Part 4, the gate on the node cache, before and after issue 29's cuts, turn about in the same run (mode "before":
+`fleet_view_before`, the fleet view as it was: every cached node sorted and scoped on every decision, every spare's
+whole row read, every spare claim since the oldest remediation in flight read and matched in Python; "after": the
+node summary kept per state of the cache (remedy.safety.fleet), spare validation times as two columns, claims
+matched on detail.replaces in the database). The table prints both medians, their ratio and the load average.
+
+2026-11-28 21:29–21:40 UTC, --nodes 12500 --actions 10000 --repeat 5 --no-whole-history --no-real (load average
+12.4 at the start, 10.9 at the end, 2 cores shared with six sessions): gate decision 271.5 ms before → 116.3 ms
+after (2.3×; slowest 158 ms): within the 150 ms target. Of it now: the board's bounded reads 62.8 ms (54 %; most
+of it `unfinished`'s two index seeks per node), the fleet view 25.7 ms (22 %).
+
 Measured here 2026-11-27 (2 cores shared with five other sessions: load average 8.8–15; SQLite ledger), --nodes
 12500 --actions 1000000 --repeat 5 --no-whole-history; the full table is in docs/scale.md:
     list 12,500 GPU nodes 19.6 s (25 pages); cordon 5.9 ms a node (67/s); drain 1.19 s a node (0.3 s grace)
