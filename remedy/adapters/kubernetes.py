@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import itertools
 import json
 import logging
 import random
@@ -77,6 +76,7 @@ from remedy.errors import (
 from remedy.ledger.errors import LeaseLost
 from remedy.safety.disruption import BudgetView, PodBudgets
 from remedy.safety.fence import ANN_FENCE, FenceLost, NodeFence, stood_down_line
+from remedy.safety.fleet import next_version
 from remedy.spares.preemption import Workload
 
 JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"  # k8s.io/api/batch/v1 JobTrackingFinalizer
@@ -1051,9 +1051,6 @@ class _Expired(Exception):
     """The watch's resourceVersion is older than the server remembers (410): list again."""
 
 
-_GENERATIONS = itertools.count(1)  # one counter for every node cache of the process: a number names one state
-
-
 class NodeCache:
     """The GPU nodes kept current by a watch, as client-go's reflector and informer do
     (staging/src/k8s.io/client-go/tools/cache/reflector.go ListAndWatch): list once (paged), then watch from the
@@ -1087,7 +1084,7 @@ class NodeCache:
         self._nodes: dict[str, Node] = {}
         self._topologies: dict[Topology, Topology] = {}
         self._lock = threading.Lock()
-        self.generation = next(_GENERATIONS)  # moves on every change of the nodes (remedy.safety.fleet)
+        self.generation = next_version()  # moves on every change of the nodes (remedy.safety.fleet)
         self.resource_version = ""
         self.synced = threading.Event()
         self._healthy = False
@@ -1153,7 +1150,7 @@ class NodeCache:
                 self._nodes[name] = node_from_json(obj, self._labels, self._topologies)
             else:
                 self._nodes.pop(name, None)
-            self.generation = next(_GENERATIONS)
+            self.generation = next_version()
 
     # -- the reflector loop
     def _json(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict:
@@ -1190,7 +1187,7 @@ class NodeCache:
             fresh[node.name] = node
         with self._lock:
             self._nodes = fresh
-            self.generation = next(_GENERATIONS)
+            self.generation = next_version()
             self.resource_version = version
         self.lists += 1
         self._heard = self._closed_at = time.monotonic()  # fresh while its watch is being opened
@@ -1234,11 +1231,11 @@ class NodeCache:
                         cur = self._nodes.get(node.name)
                         if cur is None or _newer(node.resource_version, cur.resource_version):
                             self._nodes[node.name] = node
-                            self.generation = next(_GENERATIONS)
+                            self.generation = next_version()
                 elif kind == "DELETED":
                     with self._lock:
                         if self._nodes.pop(meta.get("name", ""), None) is not None:
-                            self.generation = next(_GENERATIONS)
+                            self.generation = next_version()
                 version = meta.get("resourceVersion") or version
                 self.resource_version = version
         finally:

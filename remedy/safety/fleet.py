@@ -5,8 +5,8 @@ spares are ready, which nodes are quarantined, which are out of service. Summing
 Python at 12,500 nodes on a busy 2-core machine), yet between two decisions the nodes rarely change.
 
 So a node list may carry a `version` (`FleetNodes`): the watch-fed node cache
-(remedy.adapters.kubernetes.NodeCache) gives every state of its nodes a new number, taken from one counter of the
-process, so one number never names two different lists. `NodeSummaries.of` sums a versioned list once and hands
+(remedy.adapters.kubernetes.NodeCache) gives every state of its nodes a new number from `next_version` (one
+counter for the process), so one number never names two different lists. `NodeSummaries.of` sums a versioned list once and hands
 the same summary back while the version holds; a list with no version (listed from the API server, a test's
 nodes) is summed every time. A stale summary is therefore impossible: the version moves with every watch event
 and every write the cache applies.
@@ -14,6 +14,7 @@ and every write the cache applies.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -89,3 +90,9 @@ class NodeSummaries:
 
 
 SUMMARIES = NodeSummaries()
+_VERSIONS = itertools.count(1)
+
+
+def next_version() -> int:
+    """A number no other node list of this process has had or will have (the node cache takes one per change)."""
+    return next(_VERSIONS)

@@ -105,11 +105,8 @@ def test_summary_is_the_per_node_sort_and_a_version_sums_once():
 class VersionedPorts:
     """The gate's ports with a node list that never changes (one version: its summary is kept) over a ledger."""
 
-    def __init__(self, led, nodes) -> None:
-        from remedy.safety.fleet import FleetNodes
-
-        self.settings, self.ledger = load_settings(), led
-        self._fleet = FleetNodes(nodes, 10**9 + id(nodes))  # a version no cache of this process hands out
+    def __init__(self, led, fleet) -> None:
+        self.settings, self.ledger, self._fleet = load_settings(), led, fleet
 
     def gpu_nodes(self):
         return self._fleet
@@ -130,6 +127,8 @@ class VersionedPorts:
 
 
 def _spare_fleet(tmp_path, n_spares: int):
+    from remedy.safety.fleet import FleetNodes, next_version
+
     nodes = [Node(f"gpu-{i}", topology=Topology("z", f"rack-{i}", f"sw-{i}"), state=NodeState.ACTIVE)
              for i in range(40)]
     nodes += [Node(f"spare-{i}", topology=Topology("z", "rack-s", "sw-s"), state=NodeState.SPARE)
@@ -141,7 +140,7 @@ def _spare_fleet(tmp_path, n_spares: int):
     for i in range(n_spares):
         led.transition(f"spare-{i}", NodeState.SPARE, reason="test", requested_by="test")
         led.record_validation(f"spare-{i}", level="quick", passed=True, summary={}, requested_by="test")
-    return url, led, nodes
+    return url, led, FleetNodes(nodes, next_version())  # a number no other list of this process has
 
 
 def test_ledger_writes_by_another_instance_reach_the_next_view_while_the_nodes_summary_is_kept(tmp_path):
@@ -151,8 +150,8 @@ def test_ledger_writes_by_another_instance_reach_the_next_view_while_the_nodes_s
     from remedy.safety.fleet import SUMMARIES
     from remedy.spares.lemons import record_review
 
-    url, led, nodes = _spare_fleet(tmp_path, 3)
-    ports, s = VersionedPorts(led, nodes), load_settings()
+    url, led, fleet = _spare_fleet(tmp_path, 3)
+    ports, s = VersionedPorts(led, fleet), load_settings()
     board = lambda: procedure.load_board(ports)  # noqa: E731
     first = procedure.fleet_view(ports, board())
     sums = SUMMARIES.sums
@@ -160,7 +159,7 @@ def test_ledger_writes_by_another_instance_reach_the_next_view_while_the_nodes_s
     with Ledger(url) as other:
         record_review(other, {"spare-0": {"score": 9.0}}, reviewed_at=datetime.now(UTC), requested_by="lemons")
         assert procedure.fleet_view(ports, board()).ready_spares == 2  # the lemon is no spare any more
-        check = procedure.decide_once(_DecidingPorts(other, nodes), procedure.GateRequest(
+        check = procedure.decide_once(_DecidingPorts(other, fleet), procedure.GateRequest(
             node="gpu-3", incident_id=None, signal="xid", detected_at=datetime.now(UTC), dry_run=False))
         assert check.act
         rec, _ = other.start_action(Action(kind="set_state_active", node="spare-1", requested_by="test",
@@ -181,8 +180,8 @@ def test_a_decision_written_by_another_process_holds_the_next_one_here(tmp_path)
     """The failure another process let through (written through another Ledger) counts in this process's next
     decision: the third failure in ten minutes trips the cluster's breaker (limit 2 at 40 nodes), though this
     process's node summary was kept from before that decision."""
-    url, led, nodes = _spare_fleet(tmp_path, 30)
-    ports = _DecidingPorts(led, nodes)
+    url, led, fleet = _spare_fleet(tmp_path, 30)
+    ports = _DecidingPorts(led, fleet)
 
     def decide(p, node: str):
         incident, _ = p.ledger.open_incident(Incident(node, "xid", gpu=0, xid=79), window_seconds=600)
@@ -192,7 +191,7 @@ def test_a_decision_written_by_another_process_holds_the_next_one_here(tmp_path)
 
     assert decide(ports, "gpu-0").act
     with Ledger(url) as other:
-        assert decide(_DecidingPorts(other, nodes), "gpu-1").act
+        assert decide(_DecidingPorts(other, fleet), "gpu-1").act
     held = decide(ports, "gpu-2")
     assert not held.act and held.scope == "cluster:cluster", held.explain
-    assert decide(_DecidingPorts(Ledger(url), nodes), "gpu-3").scope == "cluster:cluster"  # and open for everyone
+    assert decide(_DecidingPorts(Ledger(url), fleet), "gpu-3").scope == "cluster:cluster"  # and open for everyone
