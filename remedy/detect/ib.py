@@ -79,7 +79,7 @@ def cumulative_signal(node: str, port: str, total: float, outages: int, at: date
     return Signal(
         node=node, kind=SignalKind.IB_DOWNTIME, value=round(total, 6),
         at=datetime.fromtimestamp(_seconds(at), tz=UTC),
-        labels={"port": port, "rule": "ib-cumulative-downtime", "outages": str(outages)}, source="ib-tracker",
+        labels={"port": port, "rule": "ib-cumulative-downtime", "outages": str(outages)}, source="ib-ports",
         raw=f"{port}: {human_duration(total)} down in {outages} outage(s) within {human_duration(window_seconds)}",
     )
 
