@@ -294,7 +294,7 @@ def _child_stop() -> None:
     sys.stdin.readline()
 
 
-def _warm_up() -> None:
+def warm_up() -> None:
     """A process's first flow run costs many times a later one (the API client, the task engine, the cluster
     client's imports): pay it before the first test waits for it."""
     from prefect import flow, task
@@ -328,7 +328,7 @@ def _child_loop() -> None:
     namespace = {"fix_in_place": fix_in_place, "replace_node": replace_node, "triage": triage}
     # as the test harness has it (tests/fixtures/prefect.py): no heartbeat thread adding ~1 s to every flow call
     with temporary_settings(updates={"flows.heartbeat_frequency": None}):
-        _warm_up()
+        warm_up()
         results.write(json.dumps({"ready": os.getpid()}) + "\n")
         while line := sys.stdin.readline():
             job = json.loads(line)

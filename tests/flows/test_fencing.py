@@ -30,7 +30,7 @@ from remedy.safety.fence import ANN_FENCE, STOOD_DOWN
 from remedy.sim.faults import inject
 from tests.approvals.helpers import remedy_env  # noqa: F401 - fixture
 from tests.fixtures.prefect import run_to_state
-from tests.flows.takeover_helpers import StoppableFlowProcess, lease_runs_out, stop_outside_a_write
+from tests.flows.takeover_helpers import StoppableFlowProcess, lease_runs_out, stop_outside_a_write, warm_up
 
 pytestmark = pytest.mark.prefect
 
@@ -102,6 +102,7 @@ def stoppable(prefect_server, tmp_path_factory):
     import flows.fix_in_place  # noqa: F401
     import flows.replace_node  # noqa: F401
 
+    warm_up()  # this process takes the incidents over: its first flow run's cost is paid here too
     flow_process.ready()
     yield flow_process
     flow_process.close()
