@@ -296,10 +296,16 @@ def _child_stop() -> None:
 
 def warm_up() -> None:
     """A process's first flow run costs many times a later one (the API client, the task engine, the cluster
-    client's imports): pay it before the first test waits for it."""
+    client's imports, the ledger's first migration): pay it before the first test waits for it."""
+    import tempfile
+
     from prefect import flow, task
 
     import remedy.adapters.kubernetes  # noqa: F401 - what every step's task imports first
+    from remedy.ledger import Ledger
+
+    with tempfile.TemporaryDirectory() as home:
+        Ledger(f"sqlite:///{home}/warm-up.db").migrate()
 
     @task
     def nothing() -> None:
