@@ -14,7 +14,7 @@ write) are in tests/adapters/test_fencing.py, the API server's side in tests/sim
 tests/flows/test_takeover.py stops a process mid-drain and checks the ledger refuses it.
 
 Real parts: a Prefect server (test harness), the cluster simulator over HTTP, a SQLite ledger shared by both
-processes."""
+processes (two cases on a PostgreSQL ledger)."""
 
 from __future__ import annotations
 
@@ -119,10 +119,14 @@ def _cluster_state(cluster) -> dict:
     return {"nodes": nodes, "jobs": jobs, "pods": pods}
 
 
-@pytest.mark.parametrize("step", list(STEPS))
+# every step on SQLite; on PostgreSQL (where a stopped client holds only its own rows) one step of each flow
+CASES = [(step, "sqlite") for step in STEPS] + [("replace-drain", "postgresql"), ("fix-reboot", "postgresql")]
+
+
+@pytest.mark.parametrize("step,db", CASES)
 def test_a_run_stopped_at_a_step_and_continued_after_a_takeover_changes_nothing(prefect_server, sim_factory,
                                                                                 remedy_env, stoppable, tmp_path,
-                                                                                step):
+                                                                                request, step, db):
     from flows.fix_in_place import fix_in_place
     from flows.replace_node import replace_node
     from remedy.domain.model import Incident
@@ -131,7 +135,8 @@ def test_a_run_stopped_at_a_step_and_continued_after_a_takeover_changes_nothing(
     flow, _method, _match = STEPS[step]
     sim = sim_factory(nodes=16, spares=2)  # 30 s grace periods last 0.3 s, a reboot 1.8 s
     # fix-in-place fixes the node in place (not replaced first); the reboot rung needs a reset that does not hold
-    runtime = remedy_env(sim=sim, LADDER__REPLACE_FIRST="false", **LEASES)
+    ledger = {} if db == "sqlite" else {"DB_URL": request.getfixturevalue("fresh_postgres_url")}
+    runtime = remedy_env(sim=sim, LADDER__REPLACE_FIRST="false", **LEASES, **ledger)
     _spares_validated_at_build(runtime)
     led = runtime.ledger()
     if flow == "replace":
