@@ -21,6 +21,7 @@ from remedy.safety.intake import intake_owner
 from tasks.leases import fence, node_fence
 from tasks.ledger import act, requester
 from tasks.retry import transient_only
+from tasks.story import say
 
 RETRY = dict(retries=2, retry_delay_seconds=[1, 2], retry_condition_fn=transient_only, cache_policy=NO_CACHE)
 NVIDIA_SMI_IMAGE = "nvcr.io/nvidia/cuda:12.8.0-base-ubuntu22.04"
@@ -199,12 +200,14 @@ def reboot_node(node: str, attempt_id: int, dry_run: bool, incident_id: int | No
             runtime.cluster(dry_run).fence_node(node, node_fence(incident_id))  # right before (remedy.safety.fence)
             return asdict(cloud.reboot(instance)) | {"via": "ec2"}
 
-        return act("reboot_instance", node, reboot,
-                   incident_id=incident_id, dry_run=dry_run, key=_key(attempt_id, "reboot")) | {"boot_id_before": live.boot_id}
+        done = act("reboot_instance", node, reboot, incident_id=incident_id, dry_run=dry_run, key=_key(attempt_id, "reboot"))
+        say("%s %s: EC2 instance %s", "would reboot" if dry_run else "rebooting", node, instance)
+        return done | {"boot_id_before": live.boot_id}
     # the host's systemd, from a privileged pod sharing the host's PID namespace (the template sets hostPID)
     job = _job(node, "reboot", attempt_id, dry_run, incident_id, privileged=True, timeout_seconds=300,
                command=("nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid", "--",
                         "systemctl", "reboot"))
+    say("%s %s: a privileged reboot Job on the node", "would reboot" if dry_run else "rebooting", node)
     return job | {"via": "job", "boot_id_before": live.boot_id}
 
 

@@ -100,3 +100,26 @@ def test_up_starts_ledger_fresh_and_stops_in_one_line_when_its_prefect_server_di
     assert lines[0].startswith(f"remedy up: remedy's Prefect server ({record['api_url'].removesuffix('/api')}, pid "
                                f"{record['pid']}) exited") and lines[0].endswith("stopping the stack")
     assert "stopping…" in out
+
+
+@pytest.mark.prefect
+def test_a_simulator_that_stops_under_up_is_one_line(prefect_server):
+    """The simulator is the other part `remedy up` watches: its thread ending is reported (not waited out for the
+    grace a slow answer gets), with its URL, while the Prefect server still answers."""
+    import threading
+    from types import SimpleNamespace
+
+    from prefect.settings import PREFECT_API_URL
+
+    from remedy.platform.stack import supervise
+    from remedy.sim.server import SimServer
+
+    api = PREFECT_API_URL.value()
+    sim = SimServer().start()
+    stack = SimpleNamespace(api_url=api, sim=sim)
+    server = SimpleNamespace(owned=False, ui_url=api.removesuffix("/api"))
+    threading.Timer(1.0, sim.stop).start()
+    started = time.monotonic()
+    said = supervise(stack, server, every=0.2, grace=60)  # a grace this long: only the ended thread can stop it
+    assert said == f"the cluster simulator ({sim.url}) stopped"
+    assert time.monotonic() - started < 30
