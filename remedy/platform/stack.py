@@ -522,13 +522,17 @@ def part_down(stack: Stack, server, timeout: float = 5.0) -> str | None:
                     f"{record.get('log', 'prefect/server.log')}")
     if not healthy(stack.api_url, timeout=timeout):
         return f"the Prefect server at {server.ui_url} stopped answering"
+    try:
+        sim_url = stack.sim.url
+    except RuntimeError:  # stopped: a SimServer that no longer listens has no URL (remedy.sim.server)
+        return "the cluster simulator stopped"
     thread = getattr(stack.sim, "_thread", None)
     if thread is not None and not thread.is_alive():
-        return f"the cluster simulator ({stack.sim.url}) stopped"
+        return f"the cluster simulator ({sim_url}) stopped"
     try:
-        httpx.get(f"{stack.sim.url}/version", timeout=timeout).raise_for_status()
+        httpx.get(f"{sim_url}/version", timeout=timeout).raise_for_status()
     except httpx.HTTPError as exc:
-        return f"the cluster simulator at {stack.sim.url} stopped answering ({type(exc).__name__})"
+        return f"the cluster simulator at {sim_url} stopped answering ({type(exc).__name__})"
     return None
 
 
