@@ -507,9 +507,18 @@ def _stop_on_sigterm():
         signal.signal(signal.SIGTERM, previous)
 
 
-def part_down(stack: Stack, server, timeout: float = 5.0) -> str | None:
-    """What of the stack is gone, in one line, or None. remedy's own Prefect server is gone when its process is
-    (at once), or when it does not answer; the simulator when its thread ended or it does not answer."""
+@dataclass(frozen=True)
+class PartDown:
+    """A part of the stack gone: the line that says which; `certain` when it is known to be gone (its process
+    exited, its serving thread ended), not just slow to answer."""
+
+    line: str
+    certain: bool
+
+
+def part_down(stack: Stack, server, timeout: float = 5.0) -> PartDown | None:
+    """What of the stack is gone, or None. remedy's own Prefect server is gone when its process is, or when it does
+    not answer; the simulator when its thread ended (or it was stopped), or when it does not answer."""
     import httpx
 
     from remedy.platform import processes
@@ -518,21 +527,22 @@ def part_down(stack: Stack, server, timeout: float = 5.0) -> str | None:
     if server.owned:
         record = processes.read_state(stack_workdir(stack)).get(ROLE) if stack_workdir(stack) else None
         if record and not processes.alive(record):
-            return (f"remedy's Prefect server ({server.ui_url}, pid {record['pid']}) exited; its log: "
-                    f"{record.get('log', 'prefect/server.log')}")
+            return PartDown(f"remedy's Prefect server ({server.ui_url}, pid {record['pid']}) exited; its log: "
+                            f"{record.get('log', 'prefect/server.log')}", certain=True)
     if not healthy(stack.api_url, timeout=timeout):
-        return f"the Prefect server at {server.ui_url} stopped answering"
+        return PartDown(f"the Prefect server at {server.ui_url} stopped answering", certain=False)
     try:
         sim_url = stack.sim.url
     except RuntimeError:  # stopped: a SimServer that no longer listens has no URL (remedy.sim.server)
-        return "the cluster simulator stopped"
+        return PartDown("the cluster simulator stopped", certain=True)
     thread = getattr(stack.sim, "_thread", None)
     if thread is not None and not thread.is_alive():
-        return f"the cluster simulator ({sim_url}) stopped"
+        return PartDown(f"the cluster simulator ({sim_url}) stopped", certain=True)
     try:
         httpx.get(f"{sim_url}/version", timeout=timeout).raise_for_status()
     except httpx.HTTPError as exc:
-        return f"the cluster simulator at {sim_url} stopped answering ({type(exc).__name__})"
+        return PartDown(f"the cluster simulator at {sim_url} stopped answering ({type(exc).__name__})",
+                        certain=False)
     return None
 
 
@@ -542,8 +552,8 @@ def stack_workdir(stack: Stack) -> Path | None:
 
 def supervise(stack: Stack, server, *, every: float = 2.0, grace: float = 20.0) -> str | None:
     """Until Ctrl-C / SIGTERM (None), or until a part is gone: the line that says which. A part that fails to answer
-    is given `grace` seconds (a loaded machine can stall a health check); a Prefect server whose process exited is
-    reported at once."""
+    is given `grace` seconds (a loaded machine can stall a health check); one known to be gone (a Prefect server
+    whose process exited, a simulator whose thread ended) is reported at once."""
     import time
 
     failing_since: float | None = None
@@ -555,8 +565,8 @@ def supervise(stack: Stack, server, *, every: float = 2.0, grace: float = 20.0) 
         now = time.monotonic()
         if down is None:
             failing_since = None
-        elif "exited" in down or (failing_since is not None and now - failing_since >= grace):
-            return down
+        elif down.certain or (failing_since is not None and now - failing_since >= grace):
+            return down.line
         elif failing_since is None:
             failing_since = now
         try:
