@@ -414,28 +414,39 @@ def _up(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             pass
         finally:
-            print("stopping…", flush=True)
+            _say("stopping…")
             server_gone = bool(died) and "Prefect server" in died
             cancelled = stack.stop(cancel_runs=not server_gone) if stack is not None else []
             if cancelled:
-                print(f"cancelled {len(cancelled)} open run(s): {', '.join(cancelled)}", flush=True)
+                _say(f"cancelled {len(cancelled)} open run(s): {', '.join(cancelled)}")
             # what is left are daemon threads of cancelled runs and Prefect's event workers: their complaints about
             # the server going away are expected, and none may write to stderr while the interpreter shuts down
             logging.disable(logging.CRITICAL)
             if server.owned:
                 stop_server(workdir)  # also forgets the record of a server that died
                 if not server_gone:
-                    print(f"stopped remedy's Prefect server ({server.ui_url})", flush=True)
+                    _say(f"stopped remedy's Prefect server ({server.ui_url})")
     _exit_now(exit_code)
     return exit_code
+
+
+def _say(line: str) -> None:
+    """A line on stdout that cannot stop the clean-up: under `remedy up | tee log`, Ctrl-C ends tee too, and a
+    print into the closed pipe (BrokenPipeError) would leave the server and its parts running."""
+    try:
+        print(line, flush=True)
+    except OSError:
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the rest of this process's life
 
 
 def _exit_now(code: int) -> None:
     """Leave without the interpreter's shutdown: daemon threads still inside a cancelled flow (a paused approval, a
     recovery waiting on a reboot) can hold stdio locks there and make Python abort. Everything of ours is stopped
-    and recorded by now."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    and recorded by now (a closed stdout or stderr is no reason to stay)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError):
+            stream.flush()
     os._exit(code)
 
 
