@@ -67,6 +67,10 @@ def test_rack_storm_waits_for_the_local_user_who_answers_in_the_form(tmp_path):
             assert ui.list_options(dialog, "Approver") == [me, ANSWERED_ELSEWHERE]
             ui.fill_form(dialog, decision="approve", approver=me, reason="rack-2 is one PDU: go on")
             ui.submit(dialog)
+            # the click only sends the answer: the page stays open until the server has it (the run leaves this
+            # pause), or closing the browser could drop the request
+            ui.wait_until("the form's answer to reach the server",
+                          lambda: _state_id(api, run["id"]) != run["state"]["id"], timeout=120)
         # A storm can trip the rack's and the PDU's breakers (one question each, by timing) and then ask about the
         # spare reserve: the same person answers those through the same form's API, as the UI would send it.
         answered = {run["state"]["id"]}  # a run answered once may pause again with another question (a new state)
@@ -92,6 +96,10 @@ def test_rack_storm_waits_for_the_local_user_who_answers_in_the_form(tmp_path):
     runs = re.search(r"^runs: (.*)$", out, re.M)
     assert runs and len(runs.group(1).split(", ")) == 5 and "held" not in runs.group(1), out
     assert "breaker rack/rack-2" in out
+
+
+def _state_id(api: str, run_id: str) -> str:
+    return (httpx.get(f"{api}/flow_runs/{run_id}", timeout=30).json().get("state") or {}).get("id", "")
 
 
 def _paused_for_a_person(api: str) -> list[dict]:
