@@ -63,19 +63,6 @@ SLOW: dict[str, str] = {
     "tests/sim/conformance/test_jobs.py::test_a_policy_that_ignores_disruption_keeps_evictions_off_the_count[real]":
         "three raw evictions in a row wait out the real Job controller's failure back-off (10 s + 20 s + 40 s)",
 }
-# issue 32: a run frozen at each destructive step, resumed after a takeover (13-32 s each at load ~10); the normal
-# tiers keep fix-reboot (the issue's own case) and replace-promote-label
-SLOW.update({
-    f"tests/flows/test_fencing.py::test_a_run_frozen_at_a_step_and_resumed_after_a_takeover_changes_nothing[{case}]":
-        "replace-node or fix-in-place frozen at one step on the test Prefect server, then a second run of the flow "
-        "takes the incident over and finishes before the first is let go"
-    for case in ("replace-cordon", "replace-quarantine-taint", "replace-drain", "replace-promote-untaint",
-                 "replace-to-repair-label", "fix-cordon", "fix-quarantine-taint", "fix-drain", "fix-reset",
-                 "fix-verify", "fix-release-untaint", "fix-release-uncordon", "fix-back-to-active-label")})
-SLOW["tests/flows/test_fencing.py::test_a_stopped_process_continued_after_a_takeover_changes_nothing"] = (
-    "a flow process of its own SIGSTOPped at the reboot or the promotion; a second run of the flow takes over and "
-    "finishes, then the first is continued")
-
 
 def slow_reason(nodeid: str) -> str | None:
     for prefix, reason in SLOW.items():

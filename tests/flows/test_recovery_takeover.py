@@ -18,9 +18,9 @@ from remedy.domain.model import ActionOutcome, IncidentStatus, NodeState
 from remedy.sim.faults import inject
 from tests.approvals.helpers import remedy_env  # noqa: F401 - fixture
 from tests.fixtures.prefect import run_to_state_result
-from tests.flows.test_takeover import (  # noqa: F401 - ledger_db and warm_flow_processes are fixtures
+from tests.flows.takeover_helpers import (  # noqa: F401 - ledger_db and warm_flow_processes are fixtures
     SPARES,
-    _acts,
+    acts,
     go,
     kill_when,
     lease_runs_out,
@@ -51,7 +51,7 @@ def test_a_killed_background_repair_is_taken_over(prefect_server, sim, remedy_en
     incident, _ = led.open_incident(Incident(node=node, signal="xid", gpu=2, xid=79), window_seconds=600)
 
     def repairing() -> bool:  # the background reboot was issued, the node is not back yet
-        return any(a.detail.get("off_critical_path") for a in _acts(led, incident.id, "fix_reboot",
+        return any(a.detail.get("off_critical_path") for a in acts(led, incident.id, "fix_reboot",
                                                                     ActionOutcome.RUNNING))
 
     kill_when(go(proc, incident.id), repairing, log)
@@ -70,14 +70,14 @@ def test_a_killed_background_repair_is_taken_over(prefect_server, sim, remedy_en
     assert out["recovery"]["status"] == "returned-to-spares", out["recovery"]
 
     # one spare spent, and the repaired node back in the pool: the pool is whole again
-    promoted = {a.node for a in _acts(led, incident.id, "set_state_active", ActionOutcome.SUCCEEDED)}
+    promoted = {a.node for a in acts(led, incident.id, "set_state_active", ActionOutcome.SUCCEEDED)}
     assert len(promoted) == 1 and node not in promoted
     assert spares_left(runtime) == SPARES
     assert led.get_node(node).state is NodeState.SPARE
     assert runtime.cluster().workload_size("training", "llm-pretrain") == (14, 14)
     # nothing left running, the dead run's reboot recorded abandoned, the incident settled
     assert [a for a in led.actions(incident_id=incident.id) if a.outcome is ActionOutcome.RUNNING] == []
-    reboots = [(a.outcome.value, a.error.split(":")[0]) for a in _acts(led, incident.id, "fix_reboot")]
+    reboots = [(a.outcome.value, a.error.split(":")[0]) for a in acts(led, incident.id, "fix_reboot")]
     assert reboots[0] == ("failed", "abandoned") and reboots[-1] == ("succeeded", ""), reboots
     inc = led.get_incident(incident.id)
     assert inc.status is IncidentStatus.RESOLVED and "background repair" in inc.detail, inc

@@ -12,16 +12,15 @@ and fence are tested on both databases, fast, in tests/ledger/test_leases.py and
 Real parts: a Prefect server (test harness), the cluster simulator over HTTP, a ledger shared by the killed process
 and this one (a SQLite file, or a real PostgreSQL 15 database), the receiver's lease watchdog with the trigger's own
 parameter mapping. A run that is only stopped (SIGSTOP) and continued after it was taken over is refused at its next
-write by the ledger's lease fence (remedy.ledger.base.LedgerBase._fenced)."""
+write by the ledger's lease fence (remedy.ledger.base.LedgerBase._fenced). The flow processes and the takeover
+helpers are tests/flows/takeover_helpers.py, shared with tests/flows/test_fencing.py."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
-from datetime import timedelta
 
 import pytest
 
@@ -29,209 +28,33 @@ from remedy.domain.model import ActionOutcome, IncidentStatus, NodeState
 from remedy.sim.faults import inject
 from tests.approvals.helpers import flow_state, remedy_env, wait_for  # noqa: F401 - fixture
 from tests.fixtures.prefect import run_to_state_result
+from tests.flows.takeover_helpers import (  # noqa: F401 - ledger_db and warm_flow_processes are fixtures
+    LEASES,
+    REAL_LEASES,
+    SPARES,
+    acts,
+    assert_settled,
+    go,
+    kill_when,
+    lease_runs_out,
+    ledger_db,
+    recover,
+    spares_left,
+    start,
+    stop_outside_a_write,
+    warm_flow_processes,  # autouse: every test here starts flow processes, warm ones
+)
 
 pytestmark = pytest.mark.prefect
-
-# a lease long enough to ride out any stall of this shared machine (flow processes seen silent for over 4 s at load
-# 20 on 2 cores, and losing a 10 s lease before the kill point at load 25): nobody waits it out, the test moves its
-# ledger's clock past it (lease_runs_out)
-LEASES = {"LEASES__TTL_SECONDS": 60, "LEASES__RENEW_SECONDS": 1, "LEASES__WATCHDOG_SECONDS": 0.2}
-# the one case that waits for a real lease to run out: short, still well above a renewal
-REAL_LEASES = {"LEASES__TTL_SECONDS": 10, "LEASES__RENEW_SECONDS": 0.2, "LEASES__WATCHDOG_SECONDS": 0.2}
-SPARES = 2  # the simulator's sim fixture: 16 nodes, 2 spares
-
-
-@pytest.fixture
-def ledger_db(request) -> dict[str, object]:
-    """The ledger the flow processes share (remedy_env's SQLite file, or a fresh PostgreSQL database), with the
-    test's lease settings."""
-    if request.param == "sqlite":
-        return dict(LEASES)
-    return LEASES | {"DB_URL": request.getfixturevalue("fresh_postgres_url")}
-
-
-def lease_runs_out(led, run_id: str, what: str, *, real: bool = False) -> None:
-    """The dead (or stopped) run's lease runs out: this process's ledger clock moves past it at once (its lease was
-    renewed at the latest when the process was killed), or, `real`, we wait for the wall clock."""
-    if not real:
-        from remedy.domain.model import utcnow
-
-        ahead = timedelta(seconds=LEASES["LEASES__TTL_SECONDS"] + 1)
-        led.clock = lambda: utcnow() + ahead
-    wait_for(what, lambda: led.run_gone(run_id), timeout=60, every=0.05)
-
-
-def _acts(led, incident_id: int, kind: str, outcome: ActionOutcome | None = None, *, not_node: str | None = None):
-    return [a for a in led.actions(incident_id=incident_id, kind=kind)
-            if (outcome is None or a.outcome is outcome) and (not_node is None or a.node != not_node)]
 
 
 # what the ledger shows at the moment to kill (the flow writes each action's row before it acts)
 REPLACE_STEPS: dict[str, Callable] = {
-    "after cordon": lambda led, i, node: _acts(led, i, "cordon_node", ActionOutcome.SUCCEEDED),
-    "during drain": lambda led, i, node: _acts(led, i, "drain_node", ActionOutcome.RUNNING),
-    "after spare claim": lambda led, i, node: _acts(led, i, "claim_spare"),
-    "during promotion": lambda led, i, node: _acts(led, i, "untaint_node", not_node=node),
+    "after cordon": lambda led, i, node: acts(led, i, "cordon_node", ActionOutcome.SUCCEEDED),
+    "during drain": lambda led, i, node: acts(led, i, "drain_node", ActionOutcome.RUNNING),
+    "after spare claim": lambda led, i, node: acts(led, i, "claim_spare"),
+    "during promotion": lambda led, i, node: acts(led, i, "untaint_node", not_node=node),
 }
-
-
-# a flow process as a worker has it: Prefect and the flows imported before there is work (the slow part of starting a
-# process on this machine); then it is told its settings, its log, its call and, at `go()`, the incident
-WARM = ("import json, os, sys\n"
-        "from flows.triage import triage\nfrom flows.replace_node import replace_node\n"
-        "from flows.fix_in_place import fix_in_place\n"
-        "job = json.loads(sys.stdin.readline())\n"
-        "os.environ.update(job['env'])\n"
-        "log = os.open(job['log'], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)\n"
-        "sys.stdout.flush(); sys.stderr.flush(); os.dup2(log, 1); os.dup2(log, 2)\n"
-        "incident_id = int(sys.stdin.readline())\n"
-        "exec(job['call'])\n")
-
-
-class WarmFlowProcesses:
-    """One flow process started ahead: it imports while the test before it runs, and the next is started as soon
-    as one is taken. It starts without REMEDY_* settings (another test's would linger) and gets the taking test's."""
-
-    def __init__(self, home) -> None:
-        self.home = home
-        self._spare: tuple[subprocess.Popen, object] | None = None
-        self._started = 0
-
-    def _spawn(self) -> tuple[subprocess.Popen, object]:
-        import os
-
-        from prefect.settings import PREFECT_API_URL
-
-        self._started += 1
-        boot = self.home / f"warm-{self._started}.log"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("REMEDY_")}
-        env["PREFECT_API_URL"] = PREFECT_API_URL.value()
-        with open(boot, "wb") as log:  # the child keeps its own copy of the descriptor
-            proc = subprocess.Popen([sys.executable, "-c", WARM], env=env, stdin=subprocess.PIPE, stdout=log,
-                                    stderr=subprocess.STDOUT)
-        return proc, boot
-
-    def start(self, call: str, log_path) -> subprocess.Popen:
-        import json
-        import os
-
-        proc, boot = self._spare or self._spawn()
-        self._spare = self._spawn()
-        if proc.poll() is not None:
-            pytest.fail(f"the flow process died before it was given work:\n{boot.read_text()[-3000:]}")
-        job = {"env": {k: v for k, v in os.environ.items() if k.startswith("REMEDY_")}, "log": str(log_path),
-               "call": call}
-        proc.stdin.write((json.dumps(job) + "\n").encode())
-        proc.stdin.flush()
-        return proc
-
-    def close(self) -> None:
-        if self._spare is not None:
-            self._spare[0].kill()
-            self._spare[0].wait()
-            self._spare = None
-
-
-_warm: WarmFlowProcesses | None = None
-
-
-@pytest.fixture(scope="module", autouse=True)
-def warm_flow_processes(prefect_server, tmp_path_factory):
-    global _warm
-    _warm = WarmFlowProcesses(tmp_path_factory.mktemp("warm-flows"))
-    yield _warm
-    _warm.close()
-    _warm = None
-
-
-def start(call: str, log_path) -> subprocess.Popen:
-    """`call` (a flow call using `incident_id`) in a flow process of its own, with this test's REMEDY_* settings
-    and Prefect API, writing to `log_path`; it has imported the flows already and waits for `go()` with the
-    incident id."""
-    return _warm.start(call, log_path)
-
-
-def go(proc: subprocess.Popen, incident_id: int) -> subprocess.Popen:
-    proc.stdin.write(f"{incident_id}\n".encode())
-    proc.stdin.close()
-    return proc
-
-
-def kill_when(proc: subprocess.Popen, ready: Callable[[], object], log_path, timeout: float = 240.0) -> None:
-    # generous: on this shared machine at load 20 a fresh flow process took over 80 s to reach its first fix step
-    deadline = time.monotonic() + timeout
-    while not ready():
-        if proc.poll() is not None:
-            pytest.fail(f"the flow process ended before the kill point:\n{log_path.read_text()[-3000:]}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"kill point not reached in {timeout:.0f} s:\n{log_path.read_text()[-3000:]}")
-        time.sleep(0.005)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-
-
-def recover(runtime, incident_id: int, how: str, rerun: Callable[[], dict]) -> dict:
-    """After the kill: the dead run still looks alive until its lease runs out; then a new run takes over, started
-    by a person (`rerun`) or by the watchdog's re-announce (triage with the trigger's parameters)."""
-    from remedy.deployments import INCIDENT_TRIGGER, trigger_parameters
-    from remedy.receiver.watchdog import LeaseWatchdog
-
-    led = runtime.ledger()
-    held = led.get_incident(incident_id)
-    holder = held.flow_run_id
-    assert held.status is IncidentStatus.ACTING and led.get_lease(holder) is not None
-    lease_runs_out(led, holder, "the dead run's lease to run out")
-    if how == "rerun":
-        out = rerun()
-    else:
-        sent: list[dict] = []
-        dog = LeaseWatchdog(led, sent.extend, every_seconds=0.2, max_reannounces=3)
-        [done] = dog.sweep()
-        assert done["action"] == "reannounced" and done["from"] == holder
-        assert dog.sweep() == []  # once: the incident is open for the new run now
-        [event] = sent
-        assert event["payload"]["reannounce"] == 1 and event["payload"]["incident_id"] == incident_id
-        from flows.triage import triage
-
-        out = run_to_state_result(triage, **trigger_parameters(INCIDENT_TRIGGER, event["payload"]))
-        assert out["status"] not in ("duplicate", "already-handled", "skipped"), out
-        out = out["outcome"]
-    # every run of the dead process (the holder, a subflow under it) is shown Crashed in Prefect and holds nothing;
-    # the handover is in the ledger
-    dead = dead_process_runs(led, holder)
-    assert holder in dead and all(flow_state(run) == "CRASHED" for run in dead), dead
-    assert all(led.get_lease(run).ended_at is not None for run in dead)
-    handed = led.actions(incident_id=incident_id, kind="take_over_incident" if how == "rerun" else "reannounce_incident")
-    assert [a.detail["from"] for a in handed] == [holder]
-    return out
-
-
-def dead_process_runs(led, holder: str) -> list[str]:
-    from sqlalchemy import select
-
-    from remedy.ledger import schema
-
-    r = schema.run_leases.c
-    with led.engine.connect() as conn:
-        process = conn.execute(select(r.process).where(r.run_id == holder)).scalar_one()
-        return [row.run_id for row in conn.execute(select(r.run_id).where(r.process == process))]
-
-
-def assert_settled(runtime, incident_id: int, node: str) -> None:
-    """Settled, nothing left running, no incident stranded, and a cordoned node has an owner: a repair (replaced)
-    or a person (escalated), never a dead run."""
-    led = runtime.ledger()
-    inc = led.get_incident(incident_id)
-    assert inc.status in (IncidentStatus.RESOLVED, IncidentStatus.ESCALATED), inc
-    assert [a for a in led.actions(incident_id=incident_id) if a.outcome is ActionOutcome.RUNNING] == []
-    assert led.stranded_incidents() == []
-    if runtime.cluster().get_node(node).unschedulable:
-        assert inc.status is IncidentStatus.ESCALATED or led.get_node(node).state is NodeState.REPAIR, inc
-
-
-def spares_left(runtime) -> int:
-    return [n.labels.get("remedy.io/pool") for n in runtime.cluster().list_gpu_nodes()].count("spare")
 
 
 @pytest.mark.parametrize("ledger_db,step,how", [
@@ -264,7 +87,7 @@ def test_replace_node_killed_at_each_step_is_taken_over(prefect_server, sim, rem
     out = recover(runtime, incident.id, how, lambda: run_to_state_result(
         replace_node, node=node, cause="row remap failed", signal=signal_kind, gpu=4, incident_id=incident.id))
     assert out["status"] == "replaced", out
-    promoted = {a.node for a in _acts(led, incident.id, "set_state_active", ActionOutcome.SUCCEEDED)}
+    promoted = {a.node for a in acts(led, incident.id, "set_state_active", ActionOutcome.SUCCEEDED)}
     assert promoted == {out["replacement"]}  # exactly one spare
     assert spares_left(runtime) == SPARES - 1
     assert runtime.cluster().workload_size("training", "llm-pretrain") == (14, 14)
@@ -274,14 +97,14 @@ def test_replace_node_killed_at_each_step_is_taken_over(prefect_server, sim, rem
 
 # fix-in-place's steps inside one rung (the ladder attempt row is running throughout): (rung, what the ledger shows)
 FIX_STEPS: dict[str, tuple[str, Callable]] = {
-    "after cordon": ("reset", lambda led, i: _acts(led, i, "cordon_node", ActionOutcome.SUCCEEDED)),
-    "during drain": ("reset", lambda led, i: _acts(led, i, "drain_node", ActionOutcome.RUNNING)),
-    "during reset": ("reset", lambda led, i: _acts(led, i, "job_gpu-reset", ActionOutcome.RUNNING)),
-    "during verify": ("reset", lambda led, i: (_acts(led, i, "job_gpu-reset", ActionOutcome.SUCCEEDED)  # the probe
-                                              and _acts(led, i, "job_nvml-probe", ActionOutcome.RUNNING))),
+    "after cordon": ("reset", lambda led, i: acts(led, i, "cordon_node", ActionOutcome.SUCCEEDED)),
+    "during drain": ("reset", lambda led, i: acts(led, i, "drain_node", ActionOutcome.RUNNING)),
+    "during reset": ("reset", lambda led, i: acts(led, i, "job_gpu-reset", ActionOutcome.RUNNING)),
+    "during verify": ("reset", lambda led, i: (acts(led, i, "job_gpu-reset", ActionOutcome.SUCCEEDED)  # the probe
+                                              and acts(led, i, "job_nvml-probe", ActionOutcome.RUNNING))),
     # the reboot was issued (the simulator reboots by Job) and the node is not back yet
-    "during reboot": ("reboot", lambda led, i: (_acts(led, i, "job_reboot")
-                                                and _acts(led, i, "fix_reboot", ActionOutcome.RUNNING))),
+    "during reboot": ("reboot", lambda led, i: (acts(led, i, "job_reboot")
+                                                and acts(led, i, "fix_reboot", ActionOutcome.RUNNING))),
 }
 
 
@@ -402,7 +225,7 @@ def test_a_run_that_lost_its_lease_stops_acting(prefect_server, sim_factory, rem
     incident, _ = led.open_incident(Incident(node="gpu011", signal="row-remap-failure", gpu=0), window_seconds=600)
     run = FlowThread(lambda: run_to_state(replace_node, node="gpu011", signal="row-remap-failure", gpu=0,
                                           incident_id=incident.id))
-    wait_for("the drain", lambda: _acts(led, incident.id, "drain_node", ActionOutcome.RUNNING), timeout=60,
+    wait_for("the drain", lambda: acts(led, incident.id, "drain_node", ActionOutcome.RUNNING), timeout=60,
              every=0.01)
     holder = led.get_incident(incident.id).flow_run_id
     if lost == "lease ended":
@@ -414,36 +237,9 @@ def test_a_run_that_lost_its_lease_stops_acting(prefect_server, sim_factory, rem
         assert led.get_lease(holder).ended_at is None
     state, out = run.result(120)
     assert state.is_failed() and "LeaseLost" in state.message and "it stops here" in state.message, state
-    assert _acts(led, incident.id, "claim_spare") == [] and _acts(led, incident.id, "set_state_active") == []
+    assert acts(led, incident.id, "claim_spare") == [] and acts(led, incident.id, "set_state_active") == []
     assert spares_left(runtime) == SPARES
     assert led.get_incident(incident.id).flow_run_id == "the-run-that-took-over"  # never written over
-
-
-def _stop_outside_a_write(proc, db_url: str) -> None:
-    """SIGSTOP `proc`, but not inside a SQLite write transaction: a process frozen holding SQLite's write lock
-    blocks every writer until it continues (one reason production runs the ledger on PostgreSQL, where a frozen
-    client holds only its own rows). If the write lock is held, let it run a moment and stop it again."""
-    import os
-    import sqlite3
-
-    proc.send_signal(signal.SIGSTOP)
-    if not db_url.startswith("sqlite"):
-        return
-    path = db_url.split("///", 1)[-1]
-    assert os.path.exists(path), path  # else sqlite3 would create an empty file and the check would prove nothing
-    for _ in range(200):
-        con = sqlite3.connect(path, timeout=0.05)
-        try:
-            con.execute("BEGIN IMMEDIATE")
-            con.rollback()
-            return
-        except sqlite3.OperationalError:  # locked: the stopped process is inside a write
-            proc.send_signal(signal.SIGCONT)
-            time.sleep(0.01)
-            proc.send_signal(signal.SIGSTOP)
-        finally:
-            con.close()
-    raise AssertionError("the run never left its write transaction")
 
 
 @pytest.mark.parametrize("ledger_db", ["sqlite", "postgresql"], indirect=True)
@@ -468,11 +264,11 @@ def test_a_stopped_run_taken_over_meanwhile_is_refused_when_it_continues(prefect
     incident, _ = led.open_incident(Incident(node=node, signal="row-remap-failure", gpu=2), window_seconds=600)
     go(proc, incident.id)
     deadline = time.monotonic() + 240
-    while not _acts(led, incident.id, "drain_node", ActionOutcome.RUNNING):
+    while not acts(led, incident.id, "drain_node", ActionOutcome.RUNNING):
         assert proc.poll() is None, log.read_text()[-3000:]
         assert time.monotonic() < deadline, log.read_text()[-3000:]
         time.sleep(0.005)
-    _stop_outside_a_write(proc, runtime.settings().db_url)
+    stop_outside_a_write(proc, runtime.settings().db_url)
     try:
         stalled = led.get_incident(incident.id).flow_run_id
         # PostgreSQL: the wall clock, once (the end-to-end check that a real lease runs out on its own)
@@ -495,9 +291,9 @@ def test_a_stopped_run_taken_over_meanwhile_is_refused_when_it_continues(prefect
     kinds = {a.kind for a in mine}
     assert kinds.isdisjoint({"claim_spare", "untaint_node", "label_node", "set_state_active", "set_state_repair"}), kinds
     assert all(a.outcome is not ActionOutcome.RUNNING for a in mine), mine
-    promoted = {a.node for a in _acts(led, incident.id, "set_state_active", ActionOutcome.SUCCEEDED)}
+    promoted = {a.node for a in acts(led, incident.id, "set_state_active", ActionOutcome.SUCCEEDED)}
     assert promoted == {out["replacement"]}
-    assert len({a.node for a in _acts(led, incident.id, "claim_spare")}) == 1
+    assert len({a.node for a in acts(led, incident.id, "claim_spare")}) == 1
     assert spares_left(runtime) == SPARES - 1  # exactly one spare
     rec = led.get_incident(incident.id)
     assert rec.status is IncidentStatus.RESOLVED and rec.flow_run_id != stalled

@@ -1,0 +1,457 @@
+"""What the takeover tests (tests/flows/test_takeover.py, test_recovery_takeover.py) and the fencing tests
+(tests/flows/test_fencing.py) share: flow processes of their own, started warm, and the takeover of a run that
+died or froze in one.
+
+- `WarmFlowProcesses` / `start` / `go` / `kill_when`: a flow process per test, imported ahead, killed (SIGKILL) at
+  a point the ledger shows.
+- `StoppableFlowProcess`: one warm process per module that runs one flow call after another and stops itself with a
+  real SIGSTOP at a step a test-side hook names (`stop_at`), then waits to be continued.
+- `lease_runs_out`, `stop_outside_a_write`, `recover`, `assert_settled`: the takeover itself and what it must leave.
+
+Test code only: nothing here is loaded by gpu-remedy itself; the child process imports this module to run its
+loop (`python -m tests.flows.takeover_helpers`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from remedy.domain.model import ActionOutcome, IncidentStatus, NodeState
+from tests.approvals.helpers import flow_state, wait_for
+from tests.fixtures.prefect import run_to_state_result
+
+REPO = Path(__file__).resolve().parents[2]
+
+# a lease long enough to ride out any stall of this shared machine (flow processes seen silent for over 4 s at load
+# 20 on 2 cores, and losing a 10 s lease before the kill point at load 25): nobody waits it out, the test moves its
+# ledger's clock past it (lease_runs_out)
+LEASES = {"LEASES__TTL_SECONDS": 60, "LEASES__RENEW_SECONDS": 1, "LEASES__WATCHDOG_SECONDS": 0.2}
+# the one case that waits for a real lease to run out: short, still well above a renewal
+REAL_LEASES = {"LEASES__TTL_SECONDS": 10, "LEASES__RENEW_SECONDS": 0.2, "LEASES__WATCHDOG_SECONDS": 0.2}
+SPARES = 2  # the simulator's sim fixture: 16 nodes, 2 spares
+
+
+@pytest.fixture
+def ledger_db(request) -> dict[str, object]:
+    """The ledger the flow processes share (remedy_env's SQLite file, or a fresh PostgreSQL database), with the
+    test's lease settings."""
+    if request.param == "sqlite":
+        return dict(LEASES)
+    return LEASES | {"DB_URL": request.getfixturevalue("fresh_postgres_url")}
+
+
+def lease_runs_out(led, run_id: str, what: str, *, real: bool = False) -> None:
+    """The dead (or stopped) run's lease runs out: this process's ledger clock moves past it at once (its lease was
+    renewed at the latest when the process was killed), or, `real`, we wait for the wall clock."""
+    if not real:
+        from remedy.domain.model import utcnow
+
+        ahead = timedelta(seconds=LEASES["LEASES__TTL_SECONDS"] + 1)
+        led.clock = lambda: utcnow() + ahead
+    wait_for(what, lambda: led.run_gone(run_id), timeout=60, every=0.05)
+
+
+def acts(led, incident_id: int, kind: str, outcome: ActionOutcome | None = None, *, not_node: str | None = None):
+    """The incident's ledger rows of `kind` (with that outcome; not on `not_node`)."""
+    return [a for a in led.actions(incident_id=incident_id, kind=kind)
+            if (outcome is None or a.outcome is outcome) and (not_node is None or a.node != not_node)]
+
+
+def _flow_env() -> dict[str, str]:
+    """A flow process's environment: this one's without REMEDY_* settings (another test's would linger; each job
+    brings its own), with this session's Prefect API."""
+    from prefect.settings import PREFECT_API_URL
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REMEDY_")}
+    env["PREFECT_API_URL"] = PREFECT_API_URL.value()
+    return env
+
+
+def _remedy_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k.startswith("REMEDY_")}
+
+
+# ---- a flow process per test, killed at a point ------------------------------------------------------------------
+
+# a flow process as a worker has it: Prefect and the flows imported before there is work (the slow part of starting a
+# process on this machine); then it is told its settings, its log, its call and, at `go()`, the incident
+WARM = ("import json, os, sys\n"
+        "from flows.triage import triage\nfrom flows.replace_node import replace_node\n"
+        "from flows.fix_in_place import fix_in_place\n"
+        "job = json.loads(sys.stdin.readline())\n"
+        "os.environ.update(job['env'])\n"
+        "log = os.open(job['log'], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)\n"
+        "sys.stdout.flush(); sys.stderr.flush(); os.dup2(log, 1); os.dup2(log, 2)\n"
+        "incident_id = int(sys.stdin.readline())\n"
+        "exec(job['call'])\n")
+
+
+class WarmFlowProcesses:
+    """One flow process started ahead: it imports while the test before it runs, and the next is started as soon
+    as one is taken. It starts without REMEDY_* settings (another test's would linger) and gets the taking test's."""
+
+    def __init__(self, home) -> None:
+        self.home = home
+        self._spare: tuple[subprocess.Popen, object] | None = None
+        self._started = 0
+
+    def _spawn(self) -> tuple[subprocess.Popen, object]:
+        self._started += 1
+        boot = self.home / f"warm-{self._started}.log"
+        with open(boot, "wb") as log:  # the child keeps its own copy of the descriptor
+            proc = subprocess.Popen([sys.executable, "-c", WARM], env=_flow_env(), cwd=REPO, stdin=subprocess.PIPE,
+                                    stdout=log, stderr=subprocess.STDOUT)
+        return proc, boot
+
+    def start(self, call: str, log_path) -> subprocess.Popen:
+        proc, boot = self._spare or self._spawn()
+        self._spare = self._spawn()
+        if proc.poll() is not None:
+            pytest.fail(f"the flow process died before it was given work:\n{boot.read_text()[-3000:]}")
+        job = {"env": _remedy_env(), "log": str(log_path), "call": call}
+        proc.stdin.write((json.dumps(job) + "\n").encode())
+        proc.stdin.flush()
+        return proc
+
+    def close(self) -> None:
+        if self._spare is not None:
+            self._spare[0].kill()
+            self._spare[0].wait()
+            self._spare = None
+
+
+_warm: WarmFlowProcesses | None = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm_flow_processes(prefect_server, tmp_path_factory):
+    """The module's warm flow processes (`start`): autouse in every module that imports it."""
+    global _warm
+    _warm = WarmFlowProcesses(tmp_path_factory.mktemp("warm-flows"))
+    yield _warm
+    _warm.close()
+    _warm = None
+
+
+def start(call: str, log_path) -> subprocess.Popen:
+    """`call` (a flow call using `incident_id`) in a flow process of its own, with this test's REMEDY_* settings
+    and Prefect API, writing to `log_path`; it has imported the flows already and waits for `go()` with the
+    incident id."""
+    assert _warm is not None, "the module needs the warm_flow_processes fixture"
+    return _warm.start(call, log_path)
+
+
+def go(proc: subprocess.Popen, incident_id: int) -> subprocess.Popen:
+    proc.stdin.write(f"{incident_id}\n".encode())
+    proc.stdin.close()
+    return proc
+
+
+def kill_when(proc: subprocess.Popen, ready: Callable[[], object], log_path, timeout: float = 240.0) -> None:
+    # generous: on this shared machine at load 20 a fresh flow process took over 80 s to reach its first fix step
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if proc.poll() is not None:
+            pytest.fail(f"the flow process ended before the kill point:\n{log_path.read_text()[-3000:]}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"kill point not reached in {timeout:.0f} s:\n{log_path.read_text()[-3000:]}")
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
+# ---- one warm process per module, stopped with SIGSTOP at a step -------------------------------------------------
+
+def _stopped(pid: int) -> bool:
+    """The process is stopped (state T in /proc: a SIGSTOP took it), not merely waiting."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    except FileNotFoundError:
+        return False
+
+
+class StoppableFlowProcess:
+    """A flow process that imports Prefect and the flows once and then runs one flow call per `run()`, each with
+    the calling test's REMEDY_* settings and log file. Before a call it loads a hook from test code (`hook`,
+    "module:function", called with `step` and a `stop` callable; it returns an undo): the hook calls `stop()` at
+    the step, which stops the whole process with a real SIGSTOP (`os.kill(getpid(), SIGSTOP)`: every thread of it,
+    the lease renewal included) and, once continued, waits for `let_go()` — so a test may continue it for a moment
+    (to leave a SQLite write it was stopped in) without the flow going past the step.
+
+    The test sees the stop (`wait_stopped`), takes the incident over, then `let_go()`s it and reads the call's end
+    (`result`). The process is reused for the next test; one left in an unknown state is replaced (`discard`)."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.proc: subprocess.Popen | None = None
+        self.boot = home / "stoppable-0.log"
+        self.log_path = self.boot
+        self._started = 0
+        self._warming = False  # started, its "ready" line not read yet
+
+    def _ensure(self) -> subprocess.Popen:
+        if self.proc is None or self.proc.poll() is not None:
+            self._started += 1
+            boot = self.home / f"stoppable-{self._started}.log"
+            with open(boot, "wb") as log:
+                self.proc = subprocess.Popen([sys.executable, "-m", "tests.flows.takeover_helpers"], env=_flow_env(),
+                                             cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
+            self.boot = boot
+            self._warming = True
+        return self.proc
+
+    def warm_up(self) -> None:
+        """Start it now (its imports and a first flow run go on while the test sets up); `ready()` waits for it."""
+        self._ensure()
+
+    def ready(self, timeout: float = 300.0) -> None:
+        """Until the process has imported everything and run its first flow."""
+        proc = self._ensure()
+        if not self._warming:
+            return
+        assert proc.stdout is not None
+        if not select.select([proc.stdout], [], [], timeout)[0]:
+            pytest.fail(f"the flow process was not ready in {timeout:.0f} s:\n{self.boot.read_text()[-3000:]}")
+        line = proc.stdout.readline()
+        if not line:
+            pytest.fail(f"the flow process died while warming up:\n{self.boot.read_text()[-3000:]}")
+        assert "ready" in json.loads(line), line
+        self._warming = False
+
+    def run(self, call: str, log_path: Path, *, hook: str, step: str) -> None:
+        """Start `call` (a flow call with `return_state=True`) in the process, stopping at `step`."""
+        self.ready()  # a fresh process (the first, or one after a discarded one) is warmed up first
+        proc = self._ensure()
+        self.log_path = log_path
+        job = {"env": _remedy_env(), "log": str(log_path), "call": call, "hook": hook, "step": step}
+        assert proc.stdin is not None
+        proc.stdin.write((json.dumps(job) + "\n").encode())
+        proc.stdin.flush()
+
+    def _said(self) -> str:
+        text = self.log_path.read_text() if self.log_path.exists() else ""
+        return text[-3000:] or self.boot.read_text()[-3000:]
+
+    def wait_stopped(self, timeout: float = 180.0) -> None:
+        """Until the process has stopped itself at the step; fails if the call ended first."""
+        proc = self.proc
+        assert proc is not None and proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while not _stopped(proc.pid):
+            if proc.poll() is not None:
+                pytest.fail(f"the flow process died before the step:\n{self._said()}")
+            if select.select([proc.stdout], [], [], 0)[0]:
+                pytest.fail(f"the run ended before the step: {proc.stdout.readline().decode()}\n{self._said()}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"the step was not reached in {timeout:.0f} s:\n{self._said()}")
+            time.sleep(0.005)
+
+    def let_go(self) -> None:
+        """SIGCONT, and the stopped call goes on from the step."""
+        proc = self.proc
+        assert proc is not None and proc.stdin is not None
+        proc.send_signal(signal.SIGCONT)
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+
+    def result(self, timeout: float = 120.0) -> dict[str, Any]:
+        """How the continued call ended: {"type": the state's type, "message": its message} (or {"error": …})."""
+        proc = self.proc
+        assert proc is not None and proc.stdout is not None
+        if not select.select([proc.stdout], [], [], timeout)[0]:
+            self.discard()
+            pytest.fail(f"the continued run did not end in {timeout:.0f} s:\n{self._said()}")
+        line = proc.stdout.readline()
+        if not line:
+            pytest.fail(f"the flow process died:\n{self._said()}")
+        return json.loads(line)
+
+    def discard(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    close = discard
+
+
+def _child_stop() -> None:
+    """In the child, at the step: stop this whole process (SIGSTOP), then hold the step until the test says go."""
+    os.kill(os.getpid(), signal.SIGSTOP)
+    sys.stdin.readline()
+
+
+def warm_up() -> None:
+    """A process's first flow run costs many times a later one (the API client, the task engine, the cluster
+    client's imports, the ledger's first migration): pay it before the first test waits for it."""
+    import tempfile
+
+    from prefect import flow, task
+
+    import remedy.adapters.kubernetes  # noqa: F401 - what every step's task imports first
+    from remedy.ledger import Ledger
+
+    with tempfile.TemporaryDirectory() as home:
+        Ledger(f"sqlite:///{home}/warm-up.db").migrate()
+
+    @task
+    def nothing() -> None:
+        return None
+
+    @flow(name="warm-up")
+    def warm_up() -> None:
+        nothing()
+
+    warm_up()
+
+
+def _child_loop() -> None:
+    """The child of StoppableFlowProcess: imports once, then one job per line of stdin; results on stdout."""
+    import importlib
+
+    from prefect.settings import temporary_settings
+
+    from flows.fix_in_place import fix_in_place
+    from flows.replace_node import replace_node
+    from flows.triage import triage
+    from remedy import runtime
+
+    results = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything printed before the first job goes to the boot log, not into the results
+    namespace = {"fix_in_place": fix_in_place, "replace_node": replace_node, "triage": triage}
+    # as the test harness has it (tests/fixtures/prefect.py): no heartbeat thread adding ~1 s to every flow call
+    with temporary_settings(updates={"flows.heartbeat_frequency": None}):
+        warm_up()
+        results.write(json.dumps({"ready": os.getpid()}) + "\n")
+        while line := sys.stdin.readline():
+            job = json.loads(line)
+            for key in [k for k in os.environ if k.startswith("REMEDY_")]:
+                del os.environ[key]
+            os.environ.update(job["env"])
+            runtime.reset()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            log = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            os.close(log)
+            module, _, name = job["hook"].partition(":")
+            undo = getattr(importlib.import_module(module), name)(job["step"], _child_stop)
+            try:
+                state = eval(job["call"], namespace)  # noqa: S307 - test code, the test's own call
+                said: dict[str, Any] = {"type": state.type.value, "message": state.message or ""}
+            except BaseException as exc:  # noqa: BLE001 - reported to the test, which fails with it
+                said = {"error": f"{type(exc).__name__}: {exc}"}
+            finally:
+                undo()
+            results.write(json.dumps(said) + "\n")
+
+
+def stop_outside_a_write(proc, db_url: str, *, stop: bool = True) -> None:
+    """SIGSTOP `proc` (or, stop=False, check one already stopped), but not inside a SQLite write transaction: a
+    process frozen holding SQLite's write lock blocks every writer until it continues (one reason production runs
+    the ledger on PostgreSQL, where a frozen client holds only its own rows). If the write lock is held, let it run
+    a moment and stop it again."""
+    import sqlite3
+
+    if stop:
+        proc.send_signal(signal.SIGSTOP)
+    if not db_url.startswith("sqlite"):
+        return
+    path = db_url.split("///", 1)[-1]
+    assert os.path.exists(path), path  # else sqlite3 would create an empty file and the check would prove nothing
+    for _ in range(200):
+        con = sqlite3.connect(path, timeout=0.05)
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            con.rollback()
+            return
+        except sqlite3.OperationalError:  # locked: the stopped process is inside a write
+            proc.send_signal(signal.SIGCONT)
+            time.sleep(0.01)
+            proc.send_signal(signal.SIGSTOP)
+        finally:
+            con.close()
+    raise AssertionError("the run never left its write transaction")
+
+
+# ---- the takeover and what it must leave -------------------------------------------------------------------------
+
+def recover(runtime, incident_id: int, how: str, rerun: Callable[[], dict]) -> dict:
+    """After the kill: the dead run still looks alive until its lease runs out; then a new run takes over, started
+    by a person (`rerun`) or by the watchdog's re-announce (triage with the trigger's parameters)."""
+    from remedy.deployments import INCIDENT_TRIGGER, trigger_parameters
+    from remedy.receiver.watchdog import LeaseWatchdog
+
+    led = runtime.ledger()
+    held = led.get_incident(incident_id)
+    holder = held.flow_run_id
+    assert held.status is IncidentStatus.ACTING and led.get_lease(holder) is not None
+    lease_runs_out(led, holder, "the dead run's lease to run out")
+    if how == "rerun":
+        out = rerun()
+    else:
+        sent: list[dict] = []
+        dog = LeaseWatchdog(led, sent.extend, every_seconds=0.2, max_reannounces=3)
+        [done] = dog.sweep()
+        assert done["action"] == "reannounced" and done["from"] == holder
+        assert dog.sweep() == []  # once: the incident is open for the new run now
+        [event] = sent
+        assert event["payload"]["reannounce"] == 1 and event["payload"]["incident_id"] == incident_id
+        from flows.triage import triage
+
+        out = run_to_state_result(triage, **trigger_parameters(INCIDENT_TRIGGER, event["payload"]))
+        assert out["status"] not in ("duplicate", "already-handled", "skipped"), out
+        out = out["outcome"]
+    # every run of the dead process (the holder, a subflow under it) is shown Crashed in Prefect and holds nothing;
+    # the handover is in the ledger
+    dead = dead_process_runs(led, holder)
+    assert holder in dead and all(flow_state(run) == "CRASHED" for run in dead), dead
+    assert all(led.get_lease(run).ended_at is not None for run in dead)
+    handed = led.actions(incident_id=incident_id, kind="take_over_incident" if how == "rerun" else "reannounce_incident")
+    assert [a.detail["from"] for a in handed] == [holder]
+    return out
+
+
+def dead_process_runs(led, holder: str) -> list[str]:
+    from sqlalchemy import select as sql_select
+
+    from remedy.ledger import schema
+
+    r = schema.run_leases.c
+    with led.engine.connect() as conn:
+        process = conn.execute(sql_select(r.process).where(r.run_id == holder)).scalar_one()
+        return [row.run_id for row in conn.execute(sql_select(r.run_id).where(r.process == process))]
+
+
+def assert_settled(runtime, incident_id: int, node: str) -> None:
+    """Settled, nothing left running, no incident stranded, and a cordoned node has an owner: a repair (replaced)
+    or a person (escalated), never a dead run."""
+    led = runtime.ledger()
+    inc = led.get_incident(incident_id)
+    assert inc.status in (IncidentStatus.RESOLVED, IncidentStatus.ESCALATED), inc
+    assert [a for a in led.actions(incident_id=incident_id) if a.outcome is ActionOutcome.RUNNING] == []
+    assert led.stranded_incidents() == []
+    if runtime.cluster().get_node(node).unschedulable:
+        assert inc.status is IncidentStatus.ESCALATED or led.get_node(node).state is NodeState.REPAIR, inc
+
+
+def spares_left(runtime) -> int:
+    return [n.labels.get("remedy.io/pool") for n in runtime.cluster().list_gpu_nodes()].count("spare")
+
+
+if __name__ == "__main__":
+    _child_loop()
