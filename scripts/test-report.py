@@ -47,15 +47,17 @@ def main(argv: list[str]) -> int:
         processes += rec["processes"]
 
     def cpu(t: dict) -> float:
-        return t["cpu"] + t["children"]
+        return t["cpu"] + t["children"] + t.get("servers", 0.0)
 
     def table(title: str, rows: list[dict]) -> None:
         print(f"\n{title}")
-        print(f"{'CPU s':>8} {'self':>7} {'child':>7} {'wall s':>8}  {'tier':7} test")
+        print(f"{'CPU s':>8} {'self':>7} {'child':>7} {'server':>7} {'wall s':>8}  {'tier':7} test")
         for t in rows:
-            print(f"{cpu(t):8.1f} {t['cpu']:7.1f} {t['children']:7.1f} {t['wall']:8.1f}  {t['tier']:7} {t['nodeid']}")
+            print(f"{cpu(t):8.1f} {t['cpu']:7.1f} {t['children']:7.1f} {t.get('servers', 0.0):7.1f} {t['wall']:8.1f}  "
+                  f"{t['tier']:7} {t['nodeid']}")
 
-    table(f"top {args.top} tests by CPU (self: the pytest process; child: processes it started and reaped)",
+    table(f"top {args.top} tests by CPU (self: the pytest process; child: processes it started and reaped; server: "
+          "what the session's servers used meanwhile, e.g. the Prefect harness running its flows)",
           sorted(tests, key=cpu, reverse=True)[:args.top])
     table(f"top {args.top} tests by wall", sorted(tests, key=lambda t: t["wall"], reverse=True)[:args.top])
 
@@ -81,7 +83,7 @@ def main(argv: list[str]) -> int:
         print(f"  {s['cpu']:8.1f} s  {s['worker']:6} {'detached' if s['detached'] else 'child   '} {s['name']}")
     print(f"\nCPU in all: {proc_cpu + detached:.1f} s = pytest processes and their children {proc_cpu:.1f} s"
           f" + detached servers {detached:.1f} s; of it in tests (setup+call+teardown) {in_tests:.1f} s,"
-          f" start-up and collection {proc_cpu - in_tests:.1f} s")
+          f" start-up and collection {proc_cpu + detached - in_tests:.1f} s")
     return 0
 
 

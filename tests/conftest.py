@@ -64,6 +64,31 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow(reason=reason))
         config._remedy_tier_of[item.nodeid] = ("slow" if item.get_closest_marker("slow") else
                                                "servers" if item.get_closest_marker("servers") else "fast")
+    _longest_files_first(config, items)
+
+
+# Rough seconds of one test on the CI machine by what it uses (tests/slow.py and the CPU record, docs/testing.md):
+# only their order matters, for the schedule below
+_COST = {"slow": 60.0, "prefect": 12.0, "servers": 4.0, "fast": 0.2}
+
+
+def _longest_files_first(config, items) -> None:
+    """Files with the most expected time first (a stable sort: tests keep their order within a file). Under
+    pytest-xdist with whole files per worker (`--dist loadfile --no-loadscope-reorder`, scripts/test.sh) the
+    workers take files in this order, so the long files start first and short ones fill the gaps at the end
+    (longest-processing-time first) instead of one long file starting last."""
+    def cost(item) -> float:
+        if item.get_closest_marker("slow"):
+            return _COST["slow"]
+        if item.get_closest_marker("prefect"):
+            return _COST["prefect"]
+        return _COST["servers"] if item.get_closest_marker("servers") else _COST["fast"]
+
+    per_file: dict[str, float] = {}
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        per_file[path] = per_file.get(path, 0.0) + cost(item)
+    items.sort(key=lambda item: -per_file[item.nodeid.split("::", 1)[0]])
 
 
 def pytest_runtest_logreport(report):
@@ -101,10 +126,13 @@ _PARTS_ENV = "REMEDY_TEST_CPU_PARTS"  # set by the controller for its xdist work
 _cpu = {"parts": None, "worker": "main", "servers": None, "split": None, "t0": 0.0}
 
 
-def _now_cpu() -> tuple[float, float, float]:
-    """(wall, this process's CPU, its reaped children's CPU) in seconds."""
+def _now_cpu() -> tuple[float, float, float, float]:
+    """(wall, this process's CPU, its reaped children's CPU, its live descendants' and the detached servers' CPU)
+    in seconds."""
+    from tests.fixtures.cpu import live_cpu
+
     ch = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.monotonic(), time.process_time(), ch.ru_utime + ch.ru_stime
+    return time.monotonic(), time.process_time(), ch.ru_utime + ch.ru_stime, live_cpu()
 
 
 def _cpu_record_configure(config) -> None:
@@ -139,14 +167,18 @@ def pytest_runtest_protocol(item, nextitem):
     end = _cpu["split"] or after  # the worker's last test: its record stops where the session's teardown starts
     tier = _config._remedy_tier_of.get(item.nodeid, "fast") if _config is not None else "fast"
     _cpu_write({"kind": "test", "nodeid": item.nodeid, "tier": tier, "worker": _cpu["worker"],
-                "wall": end[0] - before[0], "cpu": end[1] - before[1], "children": end[2] - before[2]})
+                "wall": end[0] - before[0], "cpu": end[1] - before[1], "children": end[2] - before[2],
+                "servers": end[3] - before[3]})
     if _config is not None:
         _config._remedy_tier_cpu[tier] = (_config._remedy_tier_cpu.get(tier, 0.0) + end[1] - before[1]
-                                          + end[2] - before[2])
+                                          + end[2] - before[2] + end[3] - before[3])
     if _cpu["split"]:
         _cpu_write({"kind": "test", "nodeid": "(session teardown: servers stopped)", "tier": tier,
                     "worker": _cpu["worker"], "wall": after[0] - end[0], "cpu": after[1] - end[1],
-                    "children": after[2] - end[2]})
+                    "children": after[2] - end[2],
+                    # detached servers stop without being reaped by us: their CPU leaves the live count, add it back
+                    "servers": after[3] - end[3] + sum(v for k, v in (_cpu["servers"] or {}).items()
+                                                       if not k.startswith("child: "))})
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -173,7 +205,7 @@ def pytest_sessionfinish(session, exitstatus):
     for name, secs in (_cpu["servers"] or {}).items():
         _cpu_write({"kind": "server", "name": name, "cpu": secs, "worker": _cpu["worker"],
                     "detached": not name.startswith("child: ")})
-    wall, own, children = _now_cpu()
+    wall, own, children, _ = _now_cpu()
     if session.config.pluginmanager.hasplugin("dsession"):  # xdist's controller: its reaped children are the workers,
         children = 0.0  # whose own lines count them already
     _cpu_write({"kind": "process", "worker": _cpu["worker"], "wall": wall - _cpu["t0"], "cpu": own,
@@ -186,7 +218,7 @@ def pytest_sessionfinish(session, exitstatus):
         out.write_text(json.dumps(merged, indent=1))
         tier_cpu: dict[str, float] = {}
         for t in merged["tests"]:
-            tier_cpu[t["tier"]] = tier_cpu.get(t["tier"], 0.0) + t["cpu"] + t["children"]
+            tier_cpu[t["tier"]] = tier_cpu.get(t["tier"], 0.0) + t["cpu"] + t["children"] + t.get("servers", 0.0)
         session.config._remedy_tier_cpu = tier_cpu
         session.config._remedy_run_cpu = (sum(p["cpu"] + p["children"] for p in merged["processes"])
                                           + sum(s["cpu"] for s in merged["servers"] if s["detached"]))
@@ -213,7 +245,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         cpu = getattr(config, "_remedy_tier_cpu", {})
         for tier in ("fast", "servers", "slow"):
             if tier in seconds:
-                used = f"  CPU {cpu[tier]:8.1f} s (tests and their children)" if tier in cpu else ""
+                used = f"  CPU {cpu[tier]:8.1f} s (tests, their processes and the servers' work)" if tier in cpu else ""
                 terminalreporter.write_line(f"{tier:8} {seconds[tier]:8.1f} s{used}")
         run_cpu = getattr(config, "_remedy_run_cpu", None)
         if run_cpu is not None:
