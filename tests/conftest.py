@@ -142,7 +142,10 @@ def _cpu_record_configure(config) -> None:
         _cpu["worker"] = workerinput.get("workerid", "gw?")
         parts = os.environ.get(_PARTS_ENV)
     else:
-        out = Path(os.environ.get(CPU_JSON_ENV) or config.cache.mkdir("remedy") / "cpu.json").absolute()
+        cache = getattr(config, "cache", None)  # None under -p no:cacheprovider: no record unless asked for one
+        if not os.environ.get(CPU_JSON_ENV) and cache is None:
+            return
+        out = Path(os.environ.get(CPU_JSON_ENV) or cache.mkdir("remedy") / "cpu.json").absolute()
         parts = str(out) + ".parts"
         Path(parts).mkdir(parents=True, exist_ok=True)
         for old in Path(parts).glob("*.jsonl"):
