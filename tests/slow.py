@@ -119,7 +119,7 @@ SLOW.update({
     "tests/flows/test_operator_wins.py::test_an_uncordon_at_each_step_stands_the_run_down[after the spare claim]":
         "replace-node on the test Prefect server up to the spare claim, then stood down by the uncordon (21 s)",
     "tests/receiver/test_no_default_secrets.py::test_the_embedded_stack_generates_tokens_and_wires_the_simulator":
-        "`remedy up`'s stack in-process (simulator, receiver, a served flow process) on the test Prefect server until "
+        "`remedy up`'s stack started in-process (simulator, receiver, ledger) against the test Prefect server, until "
         "an injected fault reaches it (23 s at load 8 with bytecode cached, 83 s without)",
     "tests/platform/test_prefect_server.py::test_the_server_remedy_up_starts_takes_concurrent_writes_without_a_single_503":
         "starts the Prefect server `remedy up` starts (its own, on SQLite) and writes to it from 16 threads (23 s)",
