@@ -53,6 +53,7 @@ from tasks.cluster import (
 )
 from tasks.cordons import cordon_holder, keep_operator_cordon
 from tasks.elastic import (
+    checkpoint_before_grow,
     checkpoint_before_teardown,
     grow_workload,
     promote_hot_spare,
@@ -305,7 +306,9 @@ def _promote(run: Run, spare: str, plan: ContinuationChoice | None = None) -> No
     run.outcome["joined"] = promote_hot_spare(spare, run.node, run.incident_id, run.dry_run) if hot else \
         promote_spare(spare, run.node, f"replaces {run.node}", run.incident_id, run.dry_run)
     run.timeline.mark("spare ready")
-    if plan is not None and plan.shrinks:
+    if plan is not None and plan.shrinks:  # the grow-back restarts the job: it saves first if it asks to
+        run.outcome["checkpoint_before_grow"] = vars(checkpoint_before_grow(work.namespace, work.job, spare,
+                                                                            run.dry_run, run.incident_id))
         run.outcome["grown"] = grow_workload(work.namespace, work.job, dry_run=run.dry_run,
                                              incident_id=run.incident_id)
         run.timeline.mark("job grown back")

@@ -1,8 +1,9 @@
 """Keep the warm spare pool worth having (seed 000): fresh, big enough, and not all in one place.
 
     survey → stale spares re-validated with the quick suite, one rack at a time → a spare that fails leaves
-           the pool (quarantine → repair) → target pool size (Poisson) and shortfall → topological diversity
-           → pool-health artifact, and an event `remedy.spares.below-target` when short
+           the pool (quarantine → repair) → the job's hot pool filled (spares.hot_spares) → target pool size
+           (Poisson) and shortfall → topological diversity → pool-health artifact, and an event
+           `remedy.spares.below-target` when short
 
 Scheduled every 6 h (deployments). Rack by rack, because spares under test are out of the pool: a cycle never
 takes every spare of the fleet out at once. A rack where every spare fails stops the cycle: that smells of a bad
@@ -24,6 +25,7 @@ from remedy.adapters.kubernetes import TEMPLATES
 from remedy.spares.cycle import below_target, check_domain, spares, stop_after_domain
 from remedy.spares.cycle import pool_health as spare_pool_health
 from tasks.burn_in import by_failure_domain, conclude_burn_in, hold_spares_for_check, stale_spares, survey_pool
+from tasks.elastic import fill_hot_spares
 from tasks.health import validate_node
 from tasks.ledger import sync_fleet
 from tasks.notify import post_notice
@@ -66,7 +68,12 @@ def spare_cycle(dry_run: bool | None = None, domain: str = "rack") -> dict[str, 
             post_notice(f":warning: gpu-remedy spare cycle stopped: {outcome['stopped']}", dry_run=dry_run)
             break
 
-    # 3. Pool health: target size from fleet size, MTBF and lead time; spread across failure domains.
+    # 3. Hot spares (spares.hot_spares > 0): the job's hot pool is filled now, not only after a swap used one (not
+    #    after a stopped cycle: a shared cause may be at work, and a person looks first).
+    if settings.spares.hot_spares and not outcome["stopped"]:
+        outcome["hot_spares"] = vars(fill_hot_spares(dry_run))
+
+    # 4. Pool health: target size from fleet size, MTBF and lead time; spread across failure domains.
     fleet = survey_pool()
     health = pool_health(fleet, now)
     outcome |= health

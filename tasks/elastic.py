@@ -79,7 +79,7 @@ class CheckpointAnswer:
 
 
 def checkpoint_before_teardown(namespace: str, job: str, node: str, dry_run: bool,
-                               incident_id: int | None) -> CheckpointAnswer:
+                               incident_id: int | None, *, before: str = "") -> CheckpointAnswer:
     """A job that declares remedy.io/checkpoint-on-failure is asked to save now (the checkpoint handshake,
     tasks.cluster.wait_for_checkpoint) and waited for, at most its declared bound; the drain goes on either way."""
     from tasks.cluster import wait_for_checkpoint
@@ -92,7 +92,7 @@ def checkpoint_before_teardown(namespace: str, job: str, node: str, dry_run: boo
         return CheckpointAnswer(False, why=declared.why)
     got = wait_for_checkpoint(namespace, job, node, ask=True, timeout_seconds=declared.wait_seconds,
                               dry_run=dry_run, incident_id=incident_id)
-    say("checkpoint on failure of %s: %s", node, got["why"])
+    say("checkpoint %s: %s", before or f"on failure of {node}", got["why"])
     return CheckpointAnswer(True, saved=bool(got["reached"]), why=got["why"])
 
 
@@ -158,10 +158,10 @@ def size_hot_spares(failed: str = "") -> HotPoolSizing:
     return size_hot_pool(e, settings.spares.node_mtbf_hours, settings.spares.hot_spares, warm)
 
 
-def refill_hot_spares(failed: str, incident_id: int | None, dry_run: bool) -> dict:
+def refill_hot_spares(failed: str, incident_id: int | None, dry_run: bool, *, reason: str = "") -> dict:
     """A swap used a hot spare: make one warm spare hot again if the sizing says it pays (one per incident: each
     failure uses at most one). Untaint, label into the job's pool as hot, state active; the job runs nothing on it
-    until the next failure."""
+    until the next failure. `failed` is the node the spare stands in for (its GPU model and place are matched)."""
     from tasks.cluster import label_node, taint_node
     from tasks.ledger import set_node_state
     from tasks.spares import select_spare
@@ -179,11 +179,54 @@ def refill_hot_spares(failed: str, incident_id: int | None, dry_run: bool) -> di
     taint_node(spare, dry_run=dry_run, remove=[settings.taints.spare], incident_id=incident_id)
     label_node(spare, {settings.labels.pool: settings.labels.job_pool_value, SPARE_ROLE: HOT}, dry_run=dry_run,
                incident_id=incident_id)
-    set_node_state(spare, NodeState.ACTIVE.value, reason=f"hot spare for the job (after {failed})", dry_run=dry_run,
-                   incident_id=incident_id)
+    set_node_state(spare, NodeState.ACTIVE.value, reason=reason or f"hot spare for the job (after {failed})",
+                   dry_run=dry_run, incident_id=incident_id)
     say("%s is a hot spare now (in the job's pool, idle until the next failure)", spare)
     return out | {"made_hot": spare, "held": held + 1}
 
 
-__all__ = ["CheckpointAnswer", "checkpoint_before_teardown", "grow_workload", "hot_spares", "promote_hot_spare",
-           "refill_hot_spares", "shrink_workload", "size_hot_spares", "weigh_continuation"]
+@dataclass(frozen=True)
+class HotFill:
+    """What spare-cycle did to the hot pool: the sizing's target, the hot spares held after, the ones it made."""
+
+    target: int
+    held: int
+    made_hot: tuple[str, ...] = ()
+    why: str = ""
+
+
+def fill_hot_spares(dry_run: bool) -> HotFill:
+    """spare-cycle's step: bring the job's hot pool up to what the sizing says pays (at most `spares.hot_spares`), one
+    warm spare at a time, so the first failure already finds a hot spare (until now only a swap refilled it). The
+    job's first node stands in for "the failed node" of the sizing and the spare match; a job that is not there has
+    no pool to fill."""
+    work = runtime.settings().workload
+    try:
+        members = sorted(runtime.cluster().workload_nodes(work.namespace, work.job))
+    except ObjectNotFound as exc:
+        return HotFill(0, 0, why=f"no hot spares to hold: {exc}")
+    if not members:
+        return HotFill(0, 0, why=f"no hot spares to hold: {work.namespace}/{work.job} runs on no node yet")
+    made: list[str] = []
+    out: dict = {}
+    for _ in range(runtime.settings().spares.hot_spares):
+        out = refill_hot_spares(members[0], None, dry_run, reason="hot spare for the job (spare cycle fills the pool)")
+        if not out["made_hot"] or out["made_hot"] in made:  # enough, none left, or a dry run planning the same one
+            break
+        made.append(out["made_hot"])
+    held = out.get("held", 0) if not dry_run else len(made)
+    return HotFill(out.get("target", 0), held, tuple(made), out.get("why", ""))
+
+
+def checkpoint_before_grow(namespace: str, job: str, spare: str, dry_run: bool,
+                           incident_id: int | None) -> CheckpointAnswer:
+    """Growing back restarts the job (one re-rendezvous): a job that declares remedy.io/checkpoint-on-failure is asked
+    to save first, under the same contract and bound as before a drain, so the restart loses nothing it trained
+    short. The request is keyed by the joining spare, so it is its own action beside the failure's."""
+    return checkpoint_before_teardown(namespace, job, spare, dry_run, incident_id,
+                                      before=f"before growing back onto {spare}")
+
+
+__all__ = ["CheckpointAnswer", "HotFill", "checkpoint_before_grow", "checkpoint_before_teardown", "fill_hot_spares",
+           "grow_workload", "hot_spares", "promote_hot_spare", "refill_hot_spares", "shrink_workload",
+           "size_hot_spares", "weigh_continuation"]

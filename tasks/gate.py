@@ -22,9 +22,9 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy import runtime
-from remedy.domain.model import Node
 from remedy.safety import procedure
 from remedy.safety.board import BreakerBoard
+from remedy.safety.fleet import FleetNodes
 from remedy.safety.lock import ledger_lock
 from remedy.safety.procedure import Answer, GateCheck, GatePass, GateRequest, Question
 from remedy.safety.scopes import BreakerTransition, FleetView
@@ -51,8 +51,15 @@ class RunPorts:
     def lock(self) -> contextlib.AbstractContextManager[None]:
         return breaker_lock()
 
-    def gpu_nodes(self) -> list[Node]:
-        return runtime.cluster().list_gpu_nodes()
+    def gpu_nodes(self) -> FleetNodes:
+        """The GPU nodes, versioned when they come from the watch-fed cache (the gate sums them once per change)."""
+        from remedy.adapters.kubernetes import KubernetesCluster  # the cluster client is imported where it is used
+
+        cluster = runtime.cluster()
+        if isinstance(cluster, KubernetesCluster):
+            version, nodes = cluster.gpu_node_snapshot()
+            return FleetNodes(nodes, version)
+        return FleetNodes(cluster.list_gpu_nodes())
 
     def fence(self, incident_id: int | None):
         return fence(incident_id)

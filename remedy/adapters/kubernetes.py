@@ -76,6 +76,7 @@ from remedy.errors import (
 from remedy.ledger.errors import LeaseLost
 from remedy.safety.disruption import BudgetView, PodBudgets
 from remedy.safety.fence import ANN_FENCE, FenceLost, NodeFence, stood_down_line
+from remedy.safety.fleet import next_version
 from remedy.spares.preemption import Workload
 
 JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"  # k8s.io/api/batch/v1 JobTrackingFinalizer
@@ -212,6 +213,14 @@ class KubernetesCluster:
             return cache.nodes()
         items = self._list("list GPU nodes", self.core.list_node, label_selector=self.settings.cluster.node_selector)
         return [self._to_node(item) for item in items]
+
+    def gpu_node_snapshot(self) -> tuple[int | None, list[Node]]:
+        """(version, every GPU node): from the watch-fed cache while it is fresh, its generation naming exactly that
+        state of the nodes (remedy.safety.fleet keeps the gate's summary of it); else listed, with no version."""
+        cache = self.node_cache()
+        if cache is not None and cache.fresh():
+            return cache.snapshot()
+        return None, self.list_gpu_nodes()
 
     def get_node(self, name: str) -> Node:
         """One node: from the node cache if this process keeps one and it is fresh (a node it does not hold, e.g.
@@ -1075,6 +1084,7 @@ class NodeCache:
         self._nodes: dict[str, Node] = {}
         self._topologies: dict[Topology, Topology] = {}
         self._lock = threading.Lock()
+        self.generation = next_version()  # moves on every change of the nodes (remedy.safety.fleet)
         self.resource_version = ""
         self.synced = threading.Event()
         self._healthy = False
@@ -1116,6 +1126,12 @@ class NodeCache:
         with self._lock:
             return list(self._nodes.values())
 
+    def snapshot(self) -> tuple[int, list[Node]]:
+        """(generation, the cached nodes): the generation names exactly this state of the nodes, as no other state
+        of this or any other cache of the process is named (one counter), so a summary of it may be kept."""
+        with self._lock:
+            return self.generation, list(self._nodes.values())
+
     def get(self, name: str) -> Node | None:
         with self._lock:
             return self._nodes.get(name)
@@ -1134,6 +1150,7 @@ class NodeCache:
                 self._nodes[name] = node_from_json(obj, self._labels, self._topologies)
             else:
                 self._nodes.pop(name, None)
+            self.generation = next_version()
 
     # -- the reflector loop
     def _json(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict:
@@ -1170,6 +1187,7 @@ class NodeCache:
             fresh[node.name] = node
         with self._lock:
             self._nodes = fresh
+            self.generation = next_version()
             self.resource_version = version
         self.lists += 1
         self._heard = self._closed_at = time.monotonic()  # fresh while its watch is being opened
@@ -1213,9 +1231,11 @@ class NodeCache:
                         cur = self._nodes.get(node.name)
                         if cur is None or _newer(node.resource_version, cur.resource_version):
                             self._nodes[node.name] = node
+                            self.generation = next_version()
                 elif kind == "DELETED":
                     with self._lock:
-                        self._nodes.pop(meta.get("name", ""), None)
+                        if self._nodes.pop(meta.get("name", ""), None) is not None:
+                            self.generation = next_version()
                 version = meta.get("resourceVersion") or version
                 self.resource_version = version
         finally:

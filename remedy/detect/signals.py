@@ -68,7 +68,7 @@ class Signal:
     value: float | None = None
     at: datetime | None = None
     labels: dict[str, str] = field(default_factory=dict)
-    source: str = ""  # dmesg | dcgm | alertmanager | joblog | ib-tracker | ...
+    source: str = ""  # dmesg | dcgm | alertmanager | joblog | ib-ports | ...
     raw: str = ""  # the line / sample / alert it came from, for the ledger and operators
     resolved: bool = False  # Alertmanager said the condition ended; kept, never dropped
     ended_at: datetime | None = None  # when a resolved condition ended (Alertmanager endsAt)

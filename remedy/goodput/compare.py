@@ -24,6 +24,11 @@ VARIANTS: dict[str, dict[str, Any]] = {  # keyword arguments of GpuRemedy
     "gpu-remedy/per-class-odds": {"learn_per_code": False},  # fix odds per resolution class, not per error code
     "gpu-remedy/no-early-promotion": {"early_promotion": False},  # the spare is taken at the checkpoint
     "gpu-remedy/no-outage-swaps": {"swap_in_outages": False},  # a warning during another outage is dropped
+    # acts on a detector only once its record shows acting pays (no warning acted on before)
+    "gpu-remedy/act-on-evidence": {"check_every": 1},
+    # a warning may take a spare whenever one is left above the reserve (before: the pool keeps its sizing target)
+    "gpu-remedy/warnings-to-the-reserve": {"warning_pool_floor": False},
+    "gpu-remedy/replace-suspects": {"replace_suspects": True},
 }
 ALL_POLICIES = (*POLICY_NAMES, *VARIANTS)
 

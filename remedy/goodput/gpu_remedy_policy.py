@@ -44,7 +44,7 @@ from remedy.goodput.policies import (
     manual_steps,
     until_ready,
 )
-from remedy.goodput.scenarios import REBOOT, RESET, UPSTREAM
+from remedy.goodput.scenarios import REBOOT, RESET, RESTART, UPSTREAM
 from remedy.lemon.records import IncidentRecord, NodeHistory, ValidationRecord
 from remedy.lemon.scoring import score_fleet, select_for_retirement
 from remedy.remediate.choice import (
@@ -63,7 +63,9 @@ from remedy.remediate.choice import (
 from remedy.safety.breaker import BreakerBoard, approval_token, decide
 from remedy.safety.held_swap import may_swap_while_held
 from remedy.safety.scopes import FailureEvent, FleetView, SkipReason, Verdict
-from remedy.warn.record import DetectorRecord, PastWarning, detector_record, keep_checking
+from remedy.spares.pool import size_pool
+from remedy.spares.warned import spare_for_warning
+from remedy.warn.record import CHECK_EVERY, DetectorRecord, PastWarning, detector_record, keep_checking
 
 try:  # wired in as it lands; until then the policy says what it lacks instead of re-implementing it
     from remedy.spares.selection import SpareCandidate, SpareChoice, select_spare
@@ -128,6 +130,10 @@ class GpuRemedy:
     # ledger (remedy.warn.record). False: the scenario's true precision, which no deployed policy can know.
     learn_warning_precision: bool = True
     check_detectors: bool = True  # False: no warning is left to run to check its detector (what keep_checking buys)
+    # One warning in this many is left to run while the detector's own record cannot show (keep_checking's confidence)
+    # that acting pays. 1: none is acted on until the record shows it, so a detector that has not proved itself never
+    # stops the job (nor spends a spare in an outage) on the assumed precision alone
+    check_every: int = CHECK_EVERY
     # True: fix odds are learned per error code (the XID, or the signal of a fault without one) on top of its
     # resolution class, as the flows could from the ledger's per-XID outcomes; False: per resolution class only
     learn_per_code: bool = True
@@ -140,6 +146,11 @@ class GpuRemedy:
     # True: when the ready pool falls to the breaker's reserve, a person is asked then whether the next failure may
     # take the reserve, so that failure does not wait for the answer; False: asked when the failure needs it
     ask_ahead: bool = True
+    # True: a warning may take a spare only while the pool keeps its sizing target after it (remedy.spares.warned);
+    # False: only one spare above the breaker's reserve
+    warning_pool_floor: bool = True
+    # True: a failed node the lemon review flagged but the retirement budget deferred is replaced, not fixed in place
+    replace_suspects: bool = False
     missing_domain: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -173,6 +184,10 @@ class GpuRemedy:
         self._warnings_dropped = 0  # warnings older than the lookback, no longer in `warnings`
         self.warnings: list[PastWarning] = []  # what the ledger would hold of each warning, for its detector record
         self.failure_times: dict[str, list[datetime]] = {}  # node → when its failures were seen
+        # the pool's sizing target, as the spare cycle computes it, from this job's size and failure rate
+        sc = sim.sc
+        self._pool_target = size_pool(sc.training_nodes, sc.spares, self.settings.spares,
+                                      node_mtbf_hours=sc.job_mtbf_hours * sc.training_nodes).target
         sim.clock.spawn(self._lemon_review(sim))
         sim.clock.spawn(self._spare_cycling(sim))
 
@@ -219,8 +234,12 @@ class GpuRemedy:
         unreachable = fault.kind.not_ready
         while True:
             ready, approval = self._spare_state(sim)
+            # a lemon candidate the retirement budget deferred: a fix in place would leave the lemon in the job, so
+            # with a spare free it is replaced (it waits in the pool, never handed out, for its retirement)
+            depth = max(tried, len(DEPTHS) - 1) if (
+                self.replace_suspects and inc.node in self.suspects and ready and not approval) else tried
             choice = choose(Situation(resolution, self._odds(resolution, code), spare_ready=ready,
-                                      durations=self._durations(sim), tried_depth=tried, unreachable=unreachable,
+                                      durations=self._durations(sim), tried_depth=depth, unreachable=unreachable,
                                       spare_needs_approval=approval))
             inc.actions.append(f"chose:{choice.option.value}")
             if choice.option is Option.ESCALATE:
@@ -406,8 +425,11 @@ class GpuRemedy:
         if choice.action is WarningAction.WAIT:
             self.watched[node] = expires  # not worth a stop of its own; maybe worth one the job makes anyway
             return
-        if record is not None and self.check_detectors and keep_checking(record, act_minutes=choice.act_cost_minutes,
-                                                                         wait_minutes=choice.wait_cost_minutes):
+        if record is not None and self.check_detectors and keep_checking(
+                record, act_minutes=choice.act_cost_minutes, wait_minutes=choice.wait_cost_minutes,
+                every=self.check_every):
+            if self.check_every == 1:
+                self.watched[node] = expires  # judged if it runs out; swapped in an outage once the record shows
             return  # left to run, so the detector's record learns whether its warnings come true
         spare: int | None = None
         since = 0.0
@@ -440,9 +462,11 @@ class GpuRemedy:
         yield from self._swap(sim, node, spare, None, f"warning:{choice.action.value}")
 
     def _spare_for_warning(self, sim) -> bool:
-        """A warning may take a spare only if one is left after it that the next failure can take without asking a
-        person (above the breaker's reserve): a node that has not failed yet does not spend the last free spare."""
-        return len(self._spares(sim)) - 2 >= self.settings.breaker.spare_reserve
+        """A node that has not failed yet may take a spare only if the pool keeps, after it, its sizing target (the
+        spare cycle's Poisson target for this job) and one spare above the breaker's reserve for the next failure
+        (remedy.spares.warned). `warning_pool_floor` False: only the reserve rule, as before."""
+        target = self._pool_target if self.warning_pool_floor else 0
+        return spare_for_warning(len(self._spares(sim)), target, self.settings.breaker.spare_reserve).allowed
 
     def _claim_for_warning(self, sim, node: int) -> int | None:
         """Choose and take the spare for a warned node, through the breaker; None: no spare, or the breaker, the
@@ -491,7 +515,8 @@ class GpuRemedy:
         inc.actions.append(why)
         resolution = (lookup(inc.fault.xid).resolution if inc.fault.xid is not None
                       else _NO_XID_RESOLUTION.get(inc.fault.kind.signal, Resolution.UNKNOWN))
-        yield from self._replace(sim, inc, resolution, tried=0, spare=spare, joining_since=since, code=_code(inc.fault))
+        yield from self._replace(sim, inc, resolution, tried=0, spare=spare, joining_since=since, code=_code(inc.fault),
+                                 warned=True)
         self._finish(sim, f"node-{node:05d}", True)
 
     def _swap_watched(self, sim, failed: int | None) -> None:
@@ -514,6 +539,9 @@ class GpuRemedy:
                 durations=self._durations(sim), job_mtbf_minutes=job_mtbf)
             if choice.action is WarningAction.WAIT:
                 continue
+            if record is not None and self.check_detectors and self.check_every == 1 and keep_checking(
+                    record, act_minutes=choice.act_cost_minutes, wait_minutes=choice.wait_cost_minutes, every=1):
+                continue  # not proved yet: left to run and judged, like the warnings the job does not stop for
             spare = self._claim_for_warning(sim, node)
             if spare is None:
                 return
@@ -659,7 +687,8 @@ class GpuRemedy:
             self.board.record_outcome(name, ok, at(sim.clock.now))
 
     def _replace(self, sim, inc, resolution: Resolution, *, retire: bool = False, tried: int = -1,
-                 spare: int | None = None, joining_since: float | None = None, code: str = "") -> Process:
+                 spare: int | None = None, joining_since: float | None = None, code: str = "",
+                 warned: bool = False) -> Process:
         """The job gets a warm spare now; the failed node is fixed off the critical path (or retired, a lemon). A spare
         promoted earlier (`joining_since`) has had that long to join already. A hot spare (already in the job's
         rendezvous) takes the node's rank at once; an elastic job with none shrinks to the survivors when that costs
@@ -687,7 +716,7 @@ class GpuRemedy:
         if retire:
             sim.retire(inc.node)
         elif self.repair_in_background:
-            sim.clock.spawn(self._repair_off_path(sim, inc.node, resolution, tried, code))
+            sim.clock.spawn(self._repair_off_path(sim, inc.node, resolution, tried, code, warned=warned))
         else:
             sim.send_to_repair(inc.node, "replaced")
         sim.release(inc)
@@ -748,13 +777,17 @@ class GpuRemedy:
         yield sim.sc.spare_join_minutes
         sim.add_hot_spare(spare)
 
-    def _repair_off_path(self, sim, node: int, resolution: Resolution, tried: int, code: str = "") -> Process:
+    def _repair_off_path(self, sim, node: int, resolution: Resolution, tried: int, code: str = "", *,
+                         warned: bool = False) -> Process:
         """Reset, then reboot, while the job already runs on the spare; a node that passes goes through burn-in
         back to the spare pool, one that does not goes to repair. A node that already came back this way within
         the lemon recurrence gap failed again under load: the fix did not hold, so it goes to repair (the lemon
         signature: passes checks idle, fails again under load)."""
         if sim.unready_until.get(node, 0.0) > sim.clock.now:
             yield from self._burn_in_when_ready(sim, node)  # down with its rack: not a fix that failed to hold
+            return
+        if warned and sim.cleared(node, RESTART):
+            sim.burn_in(node)  # PLACEHOLDER
             return
         gap = self.settings.lemon.recurrence_gap_days * 24 * 60.0
         last = self.returned.get(node)

@@ -19,8 +19,8 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import and_, delete, or_, select, text, update
 
-from remedy.detect.ib import cumulative_signal, port_key, window_downtime
-from remedy.detect.signals import Signal, SignalKind
+from remedy.detect.ib import cumulative_signal, ib_port_of, window_downtime
+from remedy.detect.signals import Signal
 from remedy.ledger import schema
 from remedy.settings.signals import SignalThresholds
 
@@ -49,32 +49,20 @@ def _lock_key(node: str, port: str) -> int:
 def fold_port_alert(ledger, signal: Signal, thresholds: SignalThresholds, *, now: datetime) -> IbFold:
     """Record one `ib-port-down` alert's outage and judge the port's cumulative downtime.
 
-    Firing: the outage starts at `signal.at` and is still going on: judged at `now` (or its start, if later), as
-    the in-memory tracker did, so a port down right now counts up to now. Resolved: it ran from `signal.at` to
-    `signal.ended_at` (judged then). A re-send changes nothing; a new
-    outage while an older one is still open closes the older one where the new one starts (the resolve was lost:
-    counted as one continuous outage). ValueError (nothing written) without a time or a port."""
-    if signal.kind is not SignalKind.IB_PORT_DOWN:
-        raise ValueError(f"IB port outages come from ib-port-down signals, got {signal.kind.value}")
-    if signal.at is None:
-        raise ValueError(f"ib-port-down on {signal.node}: the alert has no start time")
-    port = port_key(signal.labels)
-    if not port:
-        raise ValueError(f"ib-port-down on {signal.node}: no port/device label")
-    if signal.resolved and signal.ended_at is None:
-        raise ValueError(f"resolved ib-port-down on {signal.node} {port}: no end time")
-    start = signal.at
-    end = signal.ended_at if signal.resolved else None
-    if end is not None and end < start:
-        raise ValueError(f"ib-port-down on {signal.node} {port}: ends ({end.isoformat()}) before it starts "
-                         f"({start.isoformat()})")
+    Firing: the outage starts at `signal.at` and is still going on: judged at `now` (or its start, if later), so a
+    port down right now counts up to now. Resolved: it ran from `signal.at` to `signal.ended_at` (judged then). A
+    re-send changes nothing; a new outage while an older one is still open closes the older one where the new one
+    starts (the resolve was lost: counted as one continuous outage). ValueError (nothing written) when the signal
+    is no port outage (remedy.detect.ib.ib_port_of: the one reading of a port alert)."""
+    outage = ib_port_of(signal)
+    node, port, start, end = outage.node, outage.port, outage.started_at, outage.ended_at
     at = end if end is not None else max(start, now)
     window = thresholds.ib_window_seconds
     o, p = schema.ib_port_outages.c, schema.ib_ports.c
-    mine = and_(o.node == signal.node, o.port == port)
+    mine = and_(o.node == node, o.port == port)
     with ledger._write() as conn:  # noqa: SLF001 - the ledger's own write transaction (BEGIN IMMEDIATE on SQLite)
         if conn.dialect.name == "postgresql":
-            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _lock_key(signal.node, port)})
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _lock_key(node, port)})
         row = conn.execute(select(o.id, o.ended_at).where(mine, o.started_at == start)).first()
         if row is None:
             # an older outage still open: its resolve was lost; it lasted until this one began at the latest
@@ -82,7 +70,7 @@ def fold_port_alert(ledger, signal: Signal, thresholds: SignalThresholds, *, now
                          .where(mine, o.started_at < start, o.ended_at.is_(None))
                          .values(ended_at=start, updated_at=now))
             conn.execute(schema.ib_port_outages.insert().values(
-                node=signal.node, port=port, started_at=start, ended_at=end, updated_at=now))
+                node=node, port=port, started_at=start, ended_at=end, updated_at=now))
         elif end is not None and (row.ended_at is None or end < row.ended_at):
             conn.execute(update(schema.ib_port_outages).where(o.id == row.id).values(ended_at=end, updated_at=now))
         lo = at - timedelta(seconds=window)
@@ -90,7 +78,7 @@ def fold_port_alert(ledger, signal: Signal, thresholds: SignalThresholds, *, now
             select(o.started_at, o.ended_at).where(mine, o.started_at <= at, or_(o.ended_at.is_(None), o.ended_at > lo)))]
         total, n = window_downtime(spans, at.timestamp(), window)
         state = conn.execute(select(p.cumulative_tripped, p.tripped_by)
-                             .where(p.node == signal.node, p.port == port)).first()
+                             .where(p.node == node, p.port == port)).first()
         was_tripped = bool(state[0]) if state is not None else False
         tripped_by = state[1] if state is not None else None
         tripped: Signal | None = None
@@ -101,18 +89,18 @@ def fold_port_alert(ledger, signal: Signal, thresholds: SignalThresholds, *, now
             # alert that crossed it, sent again (a re-send after the incident could not be written, the other
             # receiver of an HA pair), yields the same escalation again: the ledger records it once.
             now_tripped, tripped_by = True, start
-            tripped = cumulative_signal(signal.node, port, total, n, at, window)
+            tripped = cumulative_signal(node, port, total, n, at, window)
         else:
             now_tripped = was_tripped
         if state is None:
-            conn.execute(schema.ib_ports.insert().values(node=signal.node, port=port, cumulative_tripped=now_tripped,
+            conn.execute(schema.ib_ports.insert().values(node=node, port=port, cumulative_tripped=now_tripped,
                                                          tripped_by=tripped_by, updated_at=now))
         elif now_tripped != was_tripped or tripped_by != state[1]:
-            conn.execute(update(schema.ib_ports).where(p.node == signal.node, p.port == port)
+            conn.execute(update(schema.ib_ports).where(p.node == node, p.port == port)
                          .values(cumulative_tripped=now_tripped, tripped_by=tripped_by, updated_at=now))
         conn.execute(delete(schema.ib_port_outages).where(
             mine, o.ended_at.is_not(None), o.ended_at < at - timedelta(seconds=_KEEP_WINDOWS * window)))
-    return IbFold(signal.node, port, at, round(total, 6), n, tripped)
+    return IbFold(node, port, at, round(total, 6), n, tripped)
 
 
 def port_outages(ledger, node: str, port: str) -> list[tuple[datetime, datetime | None]]:

@@ -88,6 +88,14 @@ class NodesMixin(LedgerBase):
         with self._read() as conn:
             return [node_record(r) for r in conn.execute(q)]
 
+    def spare_validations(self) -> dict[str, datetime | None]:
+        """Every spare's last validation time (None: never validated): two columns, not whole records, since the
+        gate reads it for every spare on every decision."""
+        n = schema.nodes.c
+        q = select(n.name, n.validated_at).where(n.state == NodeState.SPARE.value)
+        with self._read() as conn:
+            return {r.name: r.validated_at for r in conn.execute(q)}
+
     def transition(
         self,
         node: str,

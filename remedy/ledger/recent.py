@@ -89,6 +89,22 @@ def unfinished(led, started_kind: str, finished_kind: str) -> list[ActionRecord]
     return sorted(newest_per_node.values(), key=lambda r: (r.started_at, r.id))
 
 
+def claims_replacing(led, kind: str, waiting: dict[str, datetime]) -> set[str]:
+    """Of the nodes in `waiting` (node → when its remediation began), those a succeeded real `kind` action (a spare
+    promoted in its place: detail["replaces"]) names since that time. The match is made in the database on the
+    JSON field: only the matching claims come back, not every claim since the oldest remediation in flight."""
+    if not waiting:
+        return set()
+    a = schema.actions.c
+    replaces = a.detail["replaces"].as_string()
+    since = min(require_aware(t, "remediation start") for t in waiting.values())
+    q = (select(replaces.label("replaces"), a.started_at)
+         .where(a.kind == kind, a.started_at >= since, a.outcome == _SUCCEEDED, a.dry_run.is_(False),
+                replaces.in_(sorted(waiting))))
+    with read_transaction(led.engine) as conn:
+        return {r.replaces for r in conn.execute(q) if r.started_at >= waiting[r.replaces]}
+
+
 def latest_breaker_events(led) -> tuple[list[BreakerEventRecord], list[BreakerEventRecord]]:
     """(the newest event of every scope, the newest close of every scope): all a board needs of the breaker history.
 

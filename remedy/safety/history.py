@@ -22,8 +22,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from remedy.config import CapacityBudget
-from remedy.domain.model import ActionOutcome
-from remedy.ledger.recent import actions_since, latest_breaker_events, unfinished
+from remedy.ledger.recent import actions_since, claims_replacing, latest_breaker_events, unfinished
 from remedy.ledger.records import ActionRecord
 from remedy.safety.board import BreakerBoard
 from remedy.safety.scopes import BreakerState, BreakerTransition, Decision, require_aware
@@ -69,12 +68,8 @@ def _transitions(led) -> list[BreakerTransition]:
 
 def spare_claims(led, board: BreakerBoard) -> set[str]:
     """Nodes in flight whose replacement spare is already promoted (so no spare is still promised to them)."""
-    waiting = {n: f for n, f in board.active.items() if f.needs_spare}
-    if not waiting:
-        return set()
-    since = min(f.at for f in waiting.values()) - timedelta(microseconds=1)
-    claims = actions_since(led, CLAIM_KIND, since, outcomes=(ActionOutcome.SUCCEEDED,))
-    return {r for a in claims if (r := a.detail.get("replaces")) in waiting and a.started_at >= waiting[r].at}
+    waiting = {n: f.at for n, f in board.active.items() if f.needs_spare}
+    return claims_replacing(led, CLAIM_KIND, waiting)
 
 
 def held_on(led, scope_or_reason: str, since: datetime) -> list[str]:

@@ -23,11 +23,12 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
 from remedy.domain.durations import human_duration
-from remedy.domain.model import Action, ActionOutcome, Node, NodeState
+from remedy.domain.model import Action, ActionOutcome, Node
 from remedy.domain.outcome import Outcome
 from remedy.safety import history
 from remedy.safety.board import BreakerBoard
 from remedy.safety.breaker import decide
+from remedy.safety.fleet import SUMMARIES, FleetNodes
 from remedy.safety.history import GATE_KIND, OUTCOME_KIND
 from remedy.safety.scopes import NOT_A_NEW_FAILURE, BreakerTransition, FailureEvent, FleetView
 
@@ -161,7 +162,7 @@ class BoardPorts(Protocol):
 class GatePorts(BoardPorts, Protocol):
     """What the whole procedure needs of the world."""
 
-    def gpu_nodes(self) -> list[Node]: ...
+    def gpu_nodes(self) -> Sequence[Node] | FleetNodes: ...
     def requester(self) -> str: ...
     def ask(self, question: Question) -> Answer: ...
     def sleep(self, seconds: float) -> None: ...
@@ -213,26 +214,23 @@ def load_board(ports: BoardPorts, failure_at: datetime | None = None, now: datet
 
 
 def fleet_view(ports: GatePorts, board: BreakerBoard, now: datetime | None = None) -> FleetView:
-    """Managed GPU nodes per scope, ready spares, what is already out, what the detector flags."""
+    """Managed GPU nodes per scope, ready spares, what is already out, what the detector flags. The nodes' side is
+    summed once per change of the node list (remedy.safety.fleet); the ledger's side is read fresh every time."""
     from remedy.spares.lemons import lemon_candidates  # never handed out, so no reserve (as in the simulator)
     from remedy.spares.selection import validated_for_work
 
     led = ports.ledger
-    nodes = ports.gpu_nodes()
-    # Scope sizes count every node that serves or is being remediated (repair included), so a storm that moves
-    # nodes to repair does not shrink the denominator of the percentage limits while it is going on.
-    serving = [n for n in nodes if n.state not in (NodeState.SPARE, NodeState.BURN_IN, NodeState.RETIRED)]
+    got = ports.gpu_nodes()
+    nodes = SUMMARIES.of(got if isinstance(got, FleetNodes) else FleetNodes(got))
     now = now or datetime.now(UTC)
-    validated = {r.name: r.validated_at for r in led.nodes(NodeState.SPARE)}
+    validated = led.spare_validations()
     lemons = lemon_candidates(led)
-    ready_spares = sum(1 for n in nodes if n.state is NodeState.SPARE and n.ready and n.name not in lemons
-                       and validated_for_work(validated.get(n.name), now, ports.settings.spares))
-    in_remediation = {n.name for n in nodes if n.state is NodeState.QUARANTINED}
-    out_of_service = {n.name: n.state.value for n in nodes if n.state in (NodeState.REPAIR, NodeState.RETIRED)}
+    ready_spares = sum(1 for name in nodes.ready_spares if name not in lemons
+                       and validated_for_work(validated.get(name), now, ports.settings.spares))
     open_incidents = {i.node for i in led.incidents(status="open", severity="critical")}
-    return FleetView.from_nodes(serving, ready_spares=ready_spares, in_remediation=in_remediation - set(board.active),
-                                flagged=open_incidents, spare_claims=history.spare_claims(led, board),
-                                out_of_service=out_of_service)
+    return FleetView(nodes.nodes_in_scope, ready_spares=ready_spares,
+                     in_remediation=nodes.quarantined - set(board.active), flagged=frozenset(open_incidents),
+                     spare_claims=frozenset(history.spare_claims(led, board)), out_of_service=nodes.out_of_service)
 
 
 def held_on(ports: BoardPorts, token: str, within_hours: float = 24.0) -> list[str]:

@@ -6,7 +6,7 @@ read these records without importing the board.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -70,6 +70,49 @@ class FailureEvent:
         require_aware(self.at, f"failure time of {self.node}")
 
 
+class ScopeSizes(Mapping[str, int]):
+    """Nodes per scope key, checked when built: a fleet view of 12,500 nodes holds thousands of them, and the
+    gate's summary (remedy.safety.fleet) builds them once per change of the nodes, not once per decision."""
+
+    __slots__ = ("_counts",)
+
+    def __init__(self, counts: Mapping[str, int]) -> None:
+        for key, count in counts.items():
+            split_key(key)
+            if count < 0:
+                raise ValueError(f"node count of {key} must be >= 0, got {count}")
+        self._counts = dict(counts)
+
+    def __getitem__(self, key: str) -> int:
+        return self._counts[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._counts)
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    def __repr__(self) -> str:
+        return f"ScopeSizes({self._counts!r})"
+
+
+def scope_sizes(nodes: Iterable[Node]) -> ScopeSizes:
+    """Nodes per scope key (`cluster:cluster` always present). A node listed twice is refused: the count would be
+    wrong. 12,500 nodes share a few thousand topologies: each is scoped once."""
+    seen: set[str] = set()
+    per_topology: dict[Topology, int] = {}
+    for node in nodes:
+        if node.name in seen:
+            raise ValueError(f"node {node.name} listed twice in the fleet")
+        seen.add(node.name)
+        per_topology[node.topology] = per_topology.get(node.topology, 0) + 1
+    counts: dict[str, int] = {scope_key("cluster", "cluster"): 0}
+    for topology, n in per_topology.items():
+        for key in scopes_of(topology):
+            counts[key] = counts.get(key, 0) + n
+    return ScopeSizes(counts)
+
+
 @dataclass(frozen=True)
 class FleetView:
     """What the fleet looks like when a decision is made (built by the caller from the cluster and the ledger).
@@ -90,10 +133,8 @@ class FleetView:
     def __post_init__(self) -> None:
         if self.ready_spares < 0:
             raise ValueError(f"ready_spares must be >= 0, got {self.ready_spares}")
-        for key, count in self.nodes_in_scope.items():
-            split_key(key)
-            if count < 0:
-                raise ValueError(f"node count of {key} must be >= 0, got {count}")
+        if not isinstance(self.nodes_in_scope, ScopeSizes):  # checked once where built, not once per decision
+            object.__setattr__(self, "nodes_in_scope", ScopeSizes(self.nodes_in_scope))
 
     @property
     def total(self) -> int:
@@ -115,18 +156,7 @@ class FleetView:
         spare_claims: Iterable[str] = (),
         out_of_service: Mapping[str, str] | None = None,
     ) -> FleetView:
-        counts: dict[str, int] = {}
-        seen: set[str] = set()
-        per_topology: dict[Topology, int] = {}  # 12,500 nodes share a few hundred topologies: scope them once each
-        for node in nodes:
-            if node.name in seen:
-                raise ValueError(f"node {node.name} listed twice in the fleet")
-            seen.add(node.name)
-            per_topology[node.topology] = per_topology.get(node.topology, 0) + 1
-        for topology, n in per_topology.items():
-            for key in scopes_of(topology):
-                counts[key] = counts.get(key, 0) + n
-        counts.setdefault(scope_key("cluster", "cluster"), 0)
+        counts = scope_sizes(nodes)
         return cls(
             nodes_in_scope=counts,
             ready_spares=ready_spares,

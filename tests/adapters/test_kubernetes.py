@@ -517,6 +517,33 @@ def test_node_addresses_come_from_the_watch_fed_cache(sim):
         assert cache.lists == 1  # every answer above after the first list came from the watch
 
 
+def test_the_gates_node_summary_follows_the_watch_never_a_stale_one(sim):
+    """The gate sums the nodes once per state of the cache (remedy.safety.fleet): the same generation gives the same
+    summary without summing again; another client's change moves the generation, and the summary of the new one
+    sees the change (a node sent to repair leaves nothing serving stale)."""
+    from remedy.safety.fleet import FleetNodes, NodeSummaries
+
+    summaries = NodeSummaries()
+    with KubernetesCluster(_watching(sim)) as watching, \
+            KubernetesCluster(_watching(sim), watch_nodes=False) as other:
+        watching.list_gpu_nodes()
+        _until(watching.node_cache().fresh)
+        def summary():
+            version, nodes = watching.gpu_node_snapshot()
+            return version, summaries.of(FleetNodes(nodes, version))
+
+        version, before = summary()
+        assert version is not None and "gpu007" not in before.out_of_service
+        assert summaries.of(FleetNodes([], version)) is before  # the version names the nodes: not summed again
+        assert summaries.sums == 1
+        other.set_labels("gpu007", {"remedy.io/pool": "repair"})
+        later, after = _until(lambda: got if "gpu007" in (got := summary())[1].out_of_service else None)
+        assert later != version and after.out_of_service["gpu007"] == "repair" and summaries.sums >= 2
+    with KubernetesCluster(_watching(sim), watch_nodes=False) as polling:  # listed: no version, summed every time
+        version, nodes = polling.gpu_node_snapshot()
+        assert version is None and len(nodes) == 16
+
+
 def test_our_own_write_is_in_the_cache_when_the_call_returns(cluster):
     """Read your writes: a cordon's answer goes into the cache at once, before its watch event arrives."""
     cluster.list_gpu_nodes()

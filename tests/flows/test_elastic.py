@@ -220,3 +220,89 @@ def test_a_dry_run_weighs_the_shrink_but_leaves_the_job_as_it_is(prefect_server,
     assert job.spec.parallelism == job.spec.completions == 16
     assert FULL_SIZE not in (job.metadata.annotations or {})
     assert "gpu003" in runtime.cluster().workload_nodes(NS, "llm-pretrain")
+
+
+def test_spare_cycle_fills_the_hot_pool_before_any_failure(prefect_server, sim_factory, remedy_env):
+    """spares.hot_spares: 2 and a job failing often enough that both pay (remedy.spares.hot): the first spare cycle
+    makes two warm spares hot (untainted, in the job's pool, idle), the third stays warm; the next cycle makes no
+    more."""
+    from flows.spare_cycle import spare_cycle
+
+    server = start_job(sim_factory, elastic_indexed_job(16, 12, **{ELASTIC_RESTART: "60"}), nodes=19, spares=3)
+    runtime = remedy_env(sim=server, WORKLOAD__JOB="llm-pretrain", SPARES__HOT_SPARES="2",
+                         SPARES__NODE_MTBF_HOURS="1")
+    adopt_validated(runtime)
+    warm = spares(runtime)
+    out = spare_cycle()
+    fill = out["hot_spares"]
+    assert fill["target"] == 2 and fill["held"] == 2 and len(fill["made_hot"]) == 2, fill
+    cluster = runtime.cluster()
+    for name in fill["made_hot"]:
+        node = cluster.get_node(name)
+        assert name in warm and node.labels.get(SPARE_ROLE) == HOT and node.labels.get("remedy.io/pool") == "active"
+        assert ("remedy.io/spare", "NoSchedule") not in node.taints
+        assert name not in cluster.workload_nodes(NS, "llm-pretrain")  # idle until a failure
+    assert spares(runtime) == sorted(set(warm) - set(fill["made_hot"]))  # one warm spare left for the next failure
+    again = spare_cycle()["hot_spares"]
+    assert again["made_hot"] == () and again["held"] == 2, again
+
+
+def test_spare_cycle_leaves_the_hot_pool_empty_when_none_is_configured(prefect_server, sim_factory, remedy_env):
+    from flows.spare_cycle import spare_cycle
+
+    server = start_job(sim_factory, elastic_indexed_job(16, 12, **{ELASTIC_RESTART: "60"}), nodes=18, spares=2)
+    runtime = remedy_env(sim=server, WORKLOAD__JOB="llm-pretrain", SPARES__NODE_MTBF_HOURS="1")
+    adopt_validated(runtime)
+    warm = spares(runtime)
+    out = spare_cycle()
+    assert "hot_spares" not in out
+    assert spares(runtime) == warm
+    assert not [n for n in runtime.cluster().list_gpu_nodes() if n.labels.get(SPARE_ROLE) == HOT]
+
+
+def test_a_shrunk_job_that_checkpoints_on_failure_saves_again_before_it_grows_back(
+        prefect_server, sim_factory, remedy_env):
+    """Growing back restarts the job: one that declares remedy.io/checkpoint-on-failure is asked to save first (the
+    same bounded contract as before the drain), so the restart at full size loses nothing trained one node short."""
+    from flows.replace_node import replace_node
+    from remedy.sim.checkpoints import CADENCE
+    from remedy.sim.faults import inject
+
+    job = elastic_indexed_job(16, 12, **{ELASTIC_RESTART: "60", CHECKPOINT_ON_FAILURE: "annotation",
+                                         CADENCE: "36000"})
+    server = start_job(sim_factory, job, nodes=18, spares=2)
+    runtime = remedy_env(sim=server, WORKLOAD__JOB="llm-pretrain")
+    adopt_validated(runtime)
+    inject(server.cluster, "xid", "gpu003", gpu=0, code=79)
+    out = run_to_state_result(replace_node, node="gpu003", cause="XID 79", xid=79, gpu=0)
+
+    assert out["status"] == "replaced" and out["continuation"]["choice"] == "shrink", out
+    assert out["checkpoint_on_failure"]["saved"], out["checkpoint_on_failure"]
+    grow = out["checkpoint_before_grow"]
+    assert grow["asked"] and grow["saved"], grow
+    spare = out["replacement"]
+    asks = [a for a in runtime.ledger().actions() if a.kind == "request_checkpoint"]
+    assert sorted(a.node for a in asks) == sorted(["gpu003", spare])  # two requests, neither replayed for the other
+    ask = next(a for a in asks if a.node == spare)
+    grown = next(a for a in runtime.ledger().actions() if a.kind == "grow_workload")
+    assert ask.finished_at is not None and ask.finished_at <= grown.started_at  # asked before the grow-back
+    order = steps(out)
+    assert order.index("job shrunk") < order.index("spare ready") < order.index("job grown back"), order
+    ann = k8s.BatchV1Api(runtime.cluster().api).read_namespaced_job("llm-pretrain", NS).metadata.annotations
+    assert ann["remedy.io/last-checkpoint"] >= ann["remedy.io/checkpoint-requested"]  # the second request answered
+    wait_size(runtime, "llm-pretrain", (16, 16))
+
+
+def test_a_shrunk_job_that_declares_no_checkpoint_on_failure_grows_back_unasked(
+        prefect_server, sim_factory, remedy_env):
+    from flows.replace_node import replace_node
+    from remedy.sim.faults import inject
+
+    server = start_job(sim_factory, elastic_indexed_job(16, 12, **{ELASTIC_RESTART: "60"}), nodes=18, spares=2)
+    runtime = remedy_env(sim=server, WORKLOAD__JOB="llm-pretrain")
+    adopt_validated(runtime)
+    inject(server.cluster, "xid", "gpu003", gpu=0, code=79)
+    out = run_to_state_result(replace_node, node="gpu003", cause="XID 79", xid=79, gpu=0)
+    assert out["continuation"]["choice"] == "shrink" and out["checkpoint_before_grow"]["asked"] is False, out
+    assert not [a for a in runtime.ledger().actions() if a.kind == "request_checkpoint"]
+    wait_size(runtime, "llm-pretrain", (16, 16))

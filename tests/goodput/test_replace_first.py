@@ -18,10 +18,10 @@ class Recorder(GpuRemedy):
         super().__post_init__()
         self.events: list[tuple[float, int, bool]] = []
 
-    def _repair_off_path(self, sim, node, resolution, tried, code=""):
+    def _repair_off_path(self, sim, node, resolution, tried, code="", **kw):
         # when the off-path repair starts, and whether the failed node is still in the job at that moment
         self.events.append((sim.clock.now, node, node in sim.slot_of))
-        yield from super()._repair_off_path(sim, node, resolution, tried, code)
+        yield from super()._repair_off_path(sim, node, resolution, tried, code, **kw)
 
 
 def test_the_job_gets_the_spare_before_the_failed_node_is_reset_and_the_node_returns_to_the_pool():
