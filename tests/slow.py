@@ -44,7 +44,7 @@ SLOW: dict[str, str] = {
     # issue 33 (adoption), measured at load 15-22
     "tests/ui/test_default_approver.py":
         "`remedy demo --scenario rack-storm` in a process until its runs pause, headless Chromium answers the form "
-        "(570 s at load 22)",
+        "(97 s at load 8, answering each of the storm's questions)",
     "tests/platform/test_stack_supervision.py::test_ctrl_c_under_a_pipe_that_closed_still_stops_everything":
         "`remedy up` in a process of its own until its banner, then Ctrl-C with its stdout closed (108 s at load 8)",
     "tests/platform/test_stack_supervision.py::test_up_starts_ledger_fresh_and_stops_in_one_line_when_its_prefect_server_dies":
