@@ -116,18 +116,25 @@ def taint_node(node: str, dry_run: bool, add: list[str] | None = None, remove: l
     """`add` and `remove` are taint keys; added taints get value "true" and `effect`."""
     taints = [Taint(key=k, effect=effect) for k in add or []]
     kind = "taint_node" if add else "untaint_node"
-    return NodeChange.from_record(act(
-        kind, node, lambda: asdict(runtime.cluster(dry_run).set_taints(node, add=taints, remove=list(remove or []),
-                                                                       fence=node_fence(incident_id))),
-        incident_id=incident_id, dry_run=dry_run))
+    out = act(kind, node,
+              lambda: asdict(runtime.cluster(dry_run).set_taints(node, add=taints, remove=list(remove or []),
+                                                                 fence=node_fence(incident_id))),
+              incident_id=incident_id, dry_run=dry_run)
+    change = ", ".join([f"+{k}" for k in add or []] + [f"-{k}" for k in remove or []])
+    say("%s %s: %s", ("would taint" if add else "would untaint") if dry_run else ("tainted" if add else "untainted"),
+        node, change)
+    return NodeChange.from_record(out)
 
 
 @task(name="label_node", task_run_name="label-{node}", timeout_seconds=60, **RETRY)
 def label_node(node: str, labels: dict[str, str | None], dry_run: bool,
                incident_id: int | None = None) -> NodeChange:
-    return NodeChange.from_record(act(
-        "label_node", node, lambda: asdict(runtime.cluster(dry_run).set_labels(node, labels, node_fence(incident_id))),
-        incident_id=incident_id, dry_run=dry_run))
+    out = act("label_node", node, lambda: asdict(runtime.cluster(dry_run).set_labels(node, labels,
+                                                                                     node_fence(incident_id))),
+              incident_id=incident_id, dry_run=dry_run)
+    change = ", ".join(f"{k}={v}" if v is not None else f"{k} removed" for k, v in labels.items())
+    say("%s %s: %s", "would label" if dry_run else "labelled", node, change)
+    return NodeChange.from_record(out)
 
 
 @task(name="drain_node", task_run_name="drain-{node}", timeout_seconds=1800, **RETRY)

@@ -37,6 +37,7 @@ from remedy.safety.intake import intake_owner
 from tasks.leases import fence, node_fence
 from tasks.ledger import act, requester
 from tasks.retry import retrying
+from tasks.story import say
 
 RETRY = retrying(1, 2)
 NVIDIA_SMI_IMAGE = "nvcr.io/nvidia/cuda:12.8.0-base-ubuntu22.04"
@@ -217,12 +218,14 @@ def reboot_node(node: str, attempt_id: int, dry_run: bool, incident_id: int | No
 
         done = act("reboot_instance", node, reboot, incident_id=incident_id, dry_run=dry_run,
                    key=_key(attempt_id, "reboot"))
+        say("%s %s: EC2 instance %s", "would reboot" if dry_run else "rebooting", node, instance)
         return Rebooted(node, RebootVia.EC2, live.boot_id, dry_run=bool(done.get("dry_run")),
                         replayed=bool(done.get("replayed")))
     # the host's systemd, from a privileged pod sharing the host's PID namespace (the template sets hostPID)
     job = _job(node, "reboot", attempt_id, dry_run, incident_id, privileged=True, timeout_seconds=300,
                command=("nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid", "--",
                         "systemctl", "reboot"))
+    say("%s %s: a privileged reboot Job on the node", "would reboot" if dry_run else "rebooting", node)
     return Rebooted(node, RebootVia.JOB, live.boot_id, job.succeeded, job.phase, job.logs, job.dry_run, job.replayed)
 
 

@@ -22,6 +22,7 @@ from remedy.ledger.records import Claim
 from remedy.ledger.results import FleetSynced, IncidentOpened, NodeMoved
 from remedy.remediate.results import RemediationClaim
 from tasks.retry import transient_only
+from tasks.story import say
 
 DONE = (ActionOutcome.SUCCEEDED, ActionOutcome.PLANNED)
 
@@ -162,8 +163,11 @@ def set_node_state(node: str, state: str, reason: str, dry_run: bool, incident_i
         return {"node": node, "from": rec.from_state.value if rec.from_state else None, "to": target.value,
                 "replaces": replaces}
 
-    return NodeMoved.from_record(act(f"set_state_{target.value}", node, change, incident_id=incident_id,
-                                     dry_run=dry_run))
+    moved = NodeMoved.from_record(act(f"set_state_{target.value}", node, change, incident_id=incident_id,
+                                      dry_run=dry_run))
+    say("%s%s: %s → %s%s", "would move " if dry_run else "", node, moved.from_state or "new", moved.to,
+        f" (replaces {replaces})" if replaces else "")
+    return moved
 
 
 @task(name="set_incident_status", task_run_name="incident-{incident_id}-{status}", cache_policy=NO_CACHE,
@@ -175,6 +179,7 @@ def set_incident_status(incident_id: int, status: str, detail: str = "") -> None
     # fenced in the ledger too: refused if another run holds the incident now; a subflow keeps its parent's claim
     runtime.ledger().set_incident_status(incident_id, IncidentStatus(status), detail=detail,
                                          fence=fence(incident_id))
+    say("incident %d: %s%s", incident_id, status, f" ({detail})" if detail else "")
 
 
 @task(name="sync_fleet", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2,

@@ -414,28 +414,39 @@ def _up(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             pass
         finally:
-            print("stopping…", flush=True)
+            _say("stopping…")
             server_gone = bool(died) and "Prefect server" in died
             cancelled = stack.stop(cancel_runs=not server_gone) if stack is not None else []
             if cancelled:
-                print(f"cancelled {len(cancelled)} open run(s): {', '.join(cancelled)}", flush=True)
+                _say(f"cancelled {len(cancelled)} open run(s): {', '.join(cancelled)}")
             # what is left are daemon threads of cancelled runs and Prefect's event workers: their complaints about
             # the server going away are expected, and none may write to stderr while the interpreter shuts down
             logging.disable(logging.CRITICAL)
             if server.owned:
                 stop_server(workdir)  # also forgets the record of a server that died
                 if not server_gone:
-                    print(f"stopped remedy's Prefect server ({server.ui_url})", flush=True)
+                    _say(f"stopped remedy's Prefect server ({server.ui_url})")
     _exit_now(exit_code)
     return exit_code
+
+
+def _say(line: str) -> None:
+    """A line on stdout that cannot stop the clean-up: under `remedy up | tee log`, Ctrl-C ends tee too, and a
+    print into the closed pipe (BrokenPipeError) would leave the server and its parts running."""
+    try:
+        print(line, flush=True)
+    except OSError:
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the rest of this process's life
 
 
 def _exit_now(code: int) -> None:
     """Leave without the interpreter's shutdown: daemon threads still inside a cancelled flow (a paused approval, a
     recovery waiting on a reboot) can hold stdio locks there and make Python abort. Everything of ours is stopped
-    and recorded by now."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    and recorded by now (a closed stdout or stderr is no reason to stay)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError):
+            stream.flush()
     os._exit(code)
 
 
@@ -507,9 +518,18 @@ def _stop_on_sigterm():
         signal.signal(signal.SIGTERM, previous)
 
 
-def part_down(stack: Stack, server, timeout: float = 5.0) -> str | None:
-    """What of the stack is gone, in one line, or None. remedy's own Prefect server is gone when its process is
-    (at once), or when it does not answer; the simulator when its thread ended or it does not answer."""
+@dataclass(frozen=True)
+class PartDown:
+    """A part of the stack gone: the line that says which; `certain` when it is known to be gone (its process
+    exited, its serving thread ended), not just slow to answer."""
+
+    line: str
+    certain: bool
+
+
+def part_down(stack: Stack, server, timeout: float = 5.0) -> PartDown | None:
+    """What of the stack is gone, or None. remedy's own Prefect server is gone when its process is, or when it does
+    not answer; the simulator when its thread ended (or it was stopped), or when it does not answer."""
     import httpx
 
     from remedy.platform import processes
@@ -518,17 +538,22 @@ def part_down(stack: Stack, server, timeout: float = 5.0) -> str | None:
     if server.owned:
         record = processes.read_state(stack_workdir(stack)).get(ROLE) if stack_workdir(stack) else None
         if record and not processes.alive(record):
-            return (f"remedy's Prefect server ({server.ui_url}, pid {record['pid']}) exited; its log: "
-                    f"{record.get('log', 'prefect/server.log')}")
+            return PartDown(f"remedy's Prefect server ({server.ui_url}, pid {record['pid']}) exited; its log: "
+                            f"{record.get('log', 'prefect/server.log')}", certain=True)
     if not healthy(stack.api_url, timeout=timeout):
-        return f"the Prefect server at {server.ui_url} stopped answering"
+        return PartDown(f"the Prefect server at {server.ui_url} stopped answering", certain=False)
+    try:
+        sim_url = stack.sim.url
+    except RuntimeError:  # stopped: a SimServer that no longer listens has no URL (remedy.sim.server)
+        return PartDown("the cluster simulator stopped", certain=True)
     thread = getattr(stack.sim, "_thread", None)
     if thread is not None and not thread.is_alive():
-        return f"the cluster simulator ({stack.sim.url}) stopped"
+        return PartDown(f"the cluster simulator ({sim_url}) stopped", certain=True)
     try:
-        httpx.get(f"{stack.sim.url}/version", timeout=timeout).raise_for_status()
+        httpx.get(f"{sim_url}/version", timeout=timeout).raise_for_status()
     except httpx.HTTPError as exc:
-        return f"the cluster simulator at {stack.sim.url} stopped answering ({type(exc).__name__})"
+        return PartDown(f"the cluster simulator at {sim_url} stopped answering ({type(exc).__name__})",
+                        certain=False)
     return None
 
 
@@ -538,8 +563,8 @@ def stack_workdir(stack: Stack) -> Path | None:
 
 def supervise(stack: Stack, server, *, every: float = 2.0, grace: float = 20.0) -> str | None:
     """Until Ctrl-C / SIGTERM (None), or until a part is gone: the line that says which. A part that fails to answer
-    is given `grace` seconds (a loaded machine can stall a health check); a Prefect server whose process exited is
-    reported at once."""
+    is given `grace` seconds (a loaded machine can stall a health check); one known to be gone (a Prefect server
+    whose process exited, a simulator whose thread ended) is reported at once."""
     import time
 
     failing_since: float | None = None
@@ -551,8 +576,8 @@ def supervise(stack: Stack, server, *, every: float = 2.0, grace: float = 20.0) 
         now = time.monotonic()
         if down is None:
             failing_since = None
-        elif "exited" in down or (failing_since is not None and now - failing_since >= grace):
-            return down
+        elif down.certain or (failing_since is not None and now - failing_since >= grace):
+            return down.line
         elif failing_since is None:
             failing_since = now
         try:

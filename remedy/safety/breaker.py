@@ -170,7 +170,7 @@ def _held_by(board: BreakerBoard, keys: list[str], node: str) -> tuple[SkipReaso
             )
             return (
                 SkipReason.BREAKER_OPEN,
-                f"automation paused in {scope_label(key)} since {st.since.isoformat()}: {st.reason}; {how}",
+                f"automation paused in {scope_label(key)} since {st.since.isoformat(timespec='seconds')}: {st.reason}; {how}",
                 key,
             )
         if st.state is BreakerState.HALF_OPEN and st.probe_node is not None and st.probe_node != node:

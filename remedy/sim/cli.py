@@ -154,11 +154,18 @@ def cmd_inject(args) -> int:
     else:
         alert = result.get("alert")
         where = f"{result['node']}" + (f" GPU {result['gpu']}" if result.get("gpu") is not None else "")
-        print(f"injected {result['kind']} {params or ''} on {where}".replace(" {}", "").rstrip())
+        print(f"injected {_fault_words(result['kind'], params)} on {where}")
         if alert:
             sent = "posted" if alert.get("posted") else f"not posted ({alert.get('error')})"
             print(f"alert {alert['labels'].get('alertname')}: {sent}")
     return 0
+
+
+def _fault_words(kind: str, params: dict) -> str:
+    """`XID 79`, `ib-port-down seconds=30 port=2`: what was injected as an operator writes it (no dict repr)."""
+    rest = dict(params)
+    head = f"XID {rest.pop('code')}" if kind == "xid" and "code" in rest else kind
+    return " ".join([head, *(f"{k}={v}" for k, v in rest.items())])
 
 
 def cmd_save(args) -> int:

@@ -209,7 +209,8 @@ def test_drain_of_a_not_ready_node_force_deletes_what_its_kubelet_cannot_confirm
     other = next(n for n in cluster.workload_nodes("training", "llm-pretrain") if n != "gpu006")
     inject(sim.cluster, "not-ready", other)
     with KubernetesCluster(settings_for(sim, drain={"force_delete_when_not_ready": False})) as waits:
-        kept = waits.drain(other, grace_period_seconds=30, deadline_seconds=1)
+        # it waits out the grace period and the deadline (1 s each here), then reports what is still terminating
+        kept = waits.drain(other, grace_period_seconds=1, deadline_seconds=1)
     assert not kept.force_deleted and any("still terminating" in why for why in kept.not_evicted.values())
     # the pod the first drain left terminating (the taint manager's deletion looks the same) goes on the next drain
     again = cluster.drain(other, grace_period_seconds=30, deadline_seconds=30)
@@ -253,7 +254,9 @@ def test_api_server_down_retries_then_clear_error():
     s.close()  # nothing listens there now
     from remedy.config import load_settings
 
-    settings = load_settings(cluster={"simulator_url": f"http://127.0.0.1:{port}", "api_retries": 2})
+    # a 1 s request timeout: the first list waits 2 x that for the node cache's first list before listing itself
+    settings = load_settings(cluster={"simulator_url": f"http://127.0.0.1:{port}", "api_retries": 2,
+                                      "request_timeout_seconds": 1})
     with KubernetesCluster(settings) as c:
         start = time.monotonic()
         with pytest.raises(ClusterUnreachable) as err:

@@ -129,3 +129,32 @@ def remedy_env(monkeypatch, tmp_path):
 
     yield configure
     runtime.reset()
+
+
+RACK_STORM = ["gpu009", "gpu010", "gpu011", "gpu012", "gpu013"]  # rack-2 of a 32-node, 4-rack simulator
+
+
+def rack_storm(remedy_env, sim, runner, slack=None, **env: Any) -> tuple[Any, dict[str, FlowThread]]:
+    """Five XID 79s in rack-2 and a replace-node run for each, the rack breaker being the scope under test: the PDU,
+    switch and cluster windows (other failure domains that would trip first or too) are opened up, the capacity
+    budget leaves room for the whole storm, and every node is adopted with its spares freshly validated.
+    `runner(flow, **params)` runs one flow (tests.fixtures.prefect's run_to_state or run_to_state_result).
+    Returns (the runtime, {node: its run in a thread})."""
+    from flows.replace_node import replace_node
+    from remedy.sim.faults import inject
+
+    wide = {f"BREAKER__{k}__{f}": v for k in ("PDU", "SWITCH", "CLUSTER") for f, v in (("MAX_FAILURES", 100),
+                                                                                        ("MAX_PERCENT", 100))}
+    runtime = remedy_env(sim=sim, slack=slack, **({"BUDGET__MAX_NODES_IN_REMEDIATION": 8,
+                                                    "BUDGET__MAX_PERCENT_IN_REMEDIATION": 50} | wide | env))
+    led = runtime.ledger()
+    for n in runtime.cluster().list_gpu_nodes():
+        led.upsert_node(n)
+        led.transition(n.name, n.state, reason="test: adopted", requested_by="test")
+        if n.state.value == "spare":
+            led.record_validation(n.name, level="standard", passed=True, summary={}, requested_by="test")
+    for node in RACK_STORM:
+        inject(sim.cluster, "xid", node, gpu=0, code=79)
+    runs = {node: FlowThread(lambda node=node: runner(replace_node, node=node, cause="XID 79", xid=79, gpu=0))
+            for node in RACK_STORM}
+    return runtime, runs

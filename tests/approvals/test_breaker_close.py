@@ -6,33 +6,19 @@ from __future__ import annotations
 
 import pytest
 
-from tests.approvals.helpers import FlowThread, remedy_env, wait_for, wait_paused_approval  # noqa: F401
+from tests.approvals.helpers import rack_storm, remedy_env, wait_for, wait_paused_approval  # noqa: F401
 from tests.fixtures.prefect import run_to_state
 
 pytestmark = pytest.mark.prefect
-STORM = ["gpu009", "gpu010", "gpu011", "gpu012", "gpu013"]  # rack-2 of a 32-node, 4-rack simulator
 
 
 def test_breaker_close_resumes_the_runs_paused_on_it(prefect_server, sim_factory, remedy_env, capsys):  # noqa: F811
-    from flows.replace_node import replace_node
     from remedy.cli import main
-    from remedy.sim.faults import inject
 
     sim = sim_factory(nodes=32, spares=8)
-    wide = {f"BREAKER__{k}__{f}": v for k in ("PDU", "SWITCH", "CLUSTER") for f, v in (("MAX_FAILURES", 100),
-                                                                                        ("MAX_PERCENT", 100))}
-    runtime = remedy_env(sim=sim, APPROVALS__TIMEOUT_SECONDS=600, BREAKER__SPARE_RESERVE=0,
-                         BUDGET__MAX_NODES_IN_REMEDIATION=8, BUDGET__MAX_PERCENT_IN_REMEDIATION=50, **wide)
+    runtime, runs = rack_storm(remedy_env, sim, run_to_state, APPROVALS__TIMEOUT_SECONDS=600,
+                               BREAKER__SPARE_RESERVE=0)
     led = runtime.ledger()
-    for n in runtime.cluster().list_gpu_nodes():
-        led.upsert_node(n)
-        led.transition(n.name, n.state, reason="test: adopted", requested_by="test")
-        if n.state.value == "spare":
-            led.record_validation(n.name, level="standard", passed=True, summary={}, requested_by="test")
-    for node in STORM:
-        inject(sim.cluster, "xid", node, gpu=0, code=79)
-    runs = {node: FlowThread(lambda node=node: run_to_state(replace_node, node=node, cause="XID 79", xid=79,
-                                                                   gpu=0)) for node in STORM}
     asked = wait_paused_approval(led, kind="breaker:rack:rack-2", timeout=180)
 
     capsys.readouterr()

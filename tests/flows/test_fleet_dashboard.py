@@ -176,6 +176,8 @@ def test_dashboard_still_publishes_when_the_cluster_is_down(prefect_server, reme
         dead = s.getsockname()[1]
     monkeypatch.setenv("REMEDY_CLUSTER__SIMULATOR_URL", f"http://127.0.0.1:{dead}")
     monkeypatch.setenv("REMEDY_CLUSTER__API_RETRIES", "0")
+    # the first list waits 2 x the request timeout for the node cache before listing itself: 2 s, not 20
+    monkeypatch.setenv("REMEDY_CLUSTER__REQUEST_TIMEOUT_SECONDS", "1")
     runtime.reset()
     out = fleet_dashboard()
     assert out["notes"] and "live node labels unavailable" in out["notes"][0]

@@ -13,7 +13,7 @@ from remedy.approvals.signing import click_payload, form_body, signed_headers
 from tests.approvals.helpers import (  # noqa: F401 - remedy_env is a fixture
     APPROVER,
     SECRET,
-    FlowThread,
+    rack_storm,
     remedy_env,
     run_receiver,
     wait_for,
@@ -22,36 +22,15 @@ from tests.approvals.helpers import (  # noqa: F401 - remedy_env is a fixture
 from tests.fixtures.prefect import run_to_state_result
 
 pytestmark = pytest.mark.prefect
-STORM = ["gpu009", "gpu010", "gpu011", "gpu012", "gpu013"]  # rack-2 of a 32-node, 4-rack simulator
-
-
-def _prevalidate(runtime) -> None:
-    led = runtime.ledger()
-    for n in runtime.cluster().list_gpu_nodes():
-        led.upsert_node(n)
-        led.transition(n.name, n.state, reason="test: adopted", requested_by="test")
-        if n.state.value == "spare":
-            led.record_validation(n.name, level="standard", passed=True, summary={}, requested_by="test")
 
 
 def test_rack_storm_trips_the_rack_breaker_and_one_signed_approval_resumes_the_held_work(
         prefect_server, sim_factory, slack_stub, remedy_env):  # noqa: F811
-    from flows.replace_node import replace_node
     from remedy.domain.model import ActionOutcome
-    from remedy.sim.faults import inject
 
     sim = sim_factory(nodes=32, spares=4)
-    # The rack is the scope under test: PDU, switch and cluster windows (other failure domains that would trip
-    # first or too) are opened up, and the capacity budget leaves room for the whole storm.
-    wide = {f"BREAKER__{k}__{f}": v for k in ("PDU", "SWITCH", "CLUSTER") for f, v in (("MAX_FAILURES", 100), ("MAX_PERCENT", 100))}
-    runtime = remedy_env(sim=sim, slack=slack_stub, APPROVALS__TIMEOUT_SECONDS=120,
-                         BUDGET__MAX_NODES_IN_REMEDIATION=8, BUDGET__MAX_PERCENT_IN_REMEDIATION=50, **wide)
-    _prevalidate(runtime)
+    runtime, runs = rack_storm(remedy_env, sim, run_to_state_result, slack=slack_stub, APPROVALS__TIMEOUT_SECONDS=120)
     led = runtime.ledger()
-    for node in STORM:
-        inject(sim.cluster, "xid", node, gpu=0, code=79)
-    runs = {node: FlowThread(lambda node=node: run_to_state_result(replace_node, node=node, cause="XID 79", xid=79, gpu=0))
-            for node in STORM}
 
     # decided: the row is written when the gate starts and finished with its verdict a moment later
     gates = wait_for("five gate decisions", lambda: (g := led.actions(kind="gate_decision")) and len(g) == 5

@@ -44,6 +44,13 @@ def test_replacement_log_tells_each_side_effect_in_operator_words(prefect_server
     assert re.search(r"^drained gpu003: evicted \d+ pods? \(grace \d+ s\)", text, re.M), text
     assert re.search(rf"^chose {spare}: .*validated .* ago.* \(replaces gpu003\)$", text, re.M), text
     assert re.search(r"^job training/llm-pretrain back at 14/14", text, re.M), text
-    story = [line for line in lines if re.match(r"(cordoned|drained|chose|job) ", line)]
+    # the quarantine, the spare's promotion and the lifecycle moves are side effects too: each says itself once
+    for said in (r"tainted gpu003: \+remedy\.io/quarantine", r"gpu003: active → quarantined",
+                 rf"untainted {spare}: -remedy\.io/spare", rf"labelled {spare}: remedy\.io/pool=active",
+                 rf"{spare}: spare → active \(replaces gpu003\)", r"gpu003: quarantined → repair",
+                 r"incident \d+: resolved \(replaced by " + spare + r"\)"):
+        assert len(re.findall(rf"^{said}$", text, re.M)) == 1, (said, text)
+    story = [line for line in lines if re.match(r"(cordoned|drained|chose|job|tainted|untainted|labelled|incident"
+                                                r"|gpu\d+:) ", line)]
     for line in story:
         assert not re.search(r"[{}\[\]]|\w+\(|<\w+ object|datetime\.", line), line  # no Python reprs

@@ -100,3 +100,78 @@ def test_up_starts_ledger_fresh_and_stops_in_one_line_when_its_prefect_server_di
     assert lines[0].startswith(f"remedy up: remedy's Prefect server ({record['api_url'].removesuffix('/api')}, pid "
                                f"{record['pid']}) exited") and lines[0].endswith("stopping the stack")
     assert "stopping…" in out
+
+
+@pytest.mark.prefect
+@pytest.mark.parametrize("how", ["its thread ended", "stopped"])
+def test_a_simulator_that_stops_under_up_is_one_line(prefect_server, how):
+    """The simulator is the other part `remedy up` watches: its serving thread ending (what a crash in it leaves) or
+    the server stopped is reported at once (not waited out for the grace a slow answer gets), in one line, while
+    the Prefect server still answers."""
+    import threading
+    from types import SimpleNamespace
+
+    from prefect.settings import PREFECT_API_URL
+
+    from remedy.platform.stack import supervise
+    from remedy.sim.server import SimServer
+
+    api = PREFECT_API_URL.value()
+    sim = SimServer().start()
+    url = sim.url
+    stack = SimpleNamespace(api_url=api, sim=sim)
+    server = SimpleNamespace(owned=False, ui_url=api.removesuffix("/api"))
+    threading.Timer(1.0, sim._httpd.shutdown if how == "its thread ended" else sim.stop).start()
+    started = time.monotonic()
+    try:
+        said = supervise(stack, server, every=0.2, grace=60)  # a grace this long: only a part gone can end it
+    finally:
+        sim.stop()
+    # stop() ends the thread before it lets go of the URL: a check in between still names it
+    assert said in ({f"the cluster simulator ({url}) stopped"} if how == "its thread ended"
+                    else {"the cluster simulator stopped", f"the cluster simulator ({url}) stopped"}), said
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.prefect
+def test_ctrl_c_under_a_pipe_that_closed_still_stops_everything(tmp_path):
+    """`remedy up | tee up.log`, then Ctrl-C: the terminal's SIGINT ends tee too, so `remedy up` writes its
+    'stopping…' into a closed pipe. It still stops its Prefect server and its parts (it used to die on the
+    BrokenPipeError and leave them running for `remedy down`)."""
+    import json
+
+    env = clean_env(tmp_path) | {"PYTHONPATH": str(ROOT)}
+    up = subprocess.Popen([sys.executable, "-m", "remedy.cli", "up", "--prefect-port", "0", "--sim-port", "0",
+                           "--receiver-port", "0"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                          stderr=open(tmp_path / "up.err", "w"), text=True,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            line = up.stdout.readline()
+            if not line or line.startswith("Ctrl-C"):
+                break
+        assert line.startswith("Ctrl-C"), (tmp_path / "up.err").read_text()[-3000:]
+        record = json.loads((tmp_path / "var" / "stack" / "running.json").read_text())["prefect-server"]
+        up.stdout.close()  # the reader (tee) is gone
+        up.send_signal(signal.SIGINT)
+        up.wait(timeout=90)
+        err = (tmp_path / "up.err").read_text()
+        assert "Traceback" not in err and up.returncode == 0, err[-3000:]
+        assert not (tmp_path / "var" / "stack" / "running.json").exists(), "nothing is left for `remedy down`"
+        assert not _alive(record["pid"]), "remedy's Prefect server is stopped"
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
+        subprocess.run([sys.executable, "-m", "remedy.cli", "down"], cwd=tmp_path, env=env, capture_output=True,
+                       timeout=120)
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie nobody reaped (a server whose parent exited is reparented)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2:][0] != "Z"

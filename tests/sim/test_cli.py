@@ -24,11 +24,13 @@ def run(*argv: str) -> int:
 
 def test_inject_save_and_state(sim, tmp_path, capsys):
     assert run("inject", "xid", "79", "--node", "gpu011", "--gpu", "3", "--url", sim.url) == 0
-    assert "injected xid" in capsys.readouterr().out
+    assert capsys.readouterr().out.splitlines()[0] == "injected XID 79 on gpu011 GPU 3"  # words, no dict repr
     assert sim.cluster.health_of("gpu011").gpus[3].fallen_off_bus
     assert run("inject", "ib-port-down", "30", "--node", "gpu012", "--param", "port=2", "--url", sim.url, "--json") == 0
     result = json.loads(capsys.readouterr().out)
     assert result["params"] == {"seconds": 30, "port": 2} and result["health"]["ib_ports"][1]["state"] == "Down"
+    assert run("inject", "ib-port-down", "30", "--node", "gpu013", "--param", "port=2", "--url", sim.url) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "injected ib-port-down seconds=30 port=2 on gpu013"
     assert run("state", "--url", sim.url) == 0
     out = capsys.readouterr().out
     assert "training job: 14/14 pods ready" in out and "gpu011: Ready, faulty" in out
