@@ -180,6 +180,8 @@ def weigh_warning(node: str, incident_id: int | None = None) -> WarningWeighed:
     from remedy.domain.model import NodeState
     from remedy.remediate.choice import Durations, WarningAction, WarningChoice, choose_on_warning
     from remedy.spares.lemons import lemon_candidates
+    from remedy.spares.pool import size_pool
+    from remedy.spares.warned import spare_for_warning
     from remedy.warn.record import keep_checking
 
     settings = runtime.settings()
@@ -199,24 +201,27 @@ def weigh_warning(node: str, incident_id: int | None = None) -> WarningWeighed:
     held = set(lemon_candidates(led))
     spares = [n.name for n in led.nodes(NodeState.SPARE) if n.name != node and n.name not in held]
     reserve = settings.breaker.spare_reserve
+    # a warning is a bet: it may take a spare only while the pool keeps what failures need (the simulator's rule)
+    lend = spare_for_warning(len(spares), size_pool(len(led.nodes(NodeState.ACTIVE)), len(spares),
+                                                    settings.spares).target, reserve)
     record = _detector_record(led, incident_id, now)
     choice: WarningChoice = choose_on_warning(
         precision=record.precision, lead_minutes=warn.act_lead_minutes,
         minutes_to_next_checkpoint=to_next,
         checkpoint_interval_minutes=seen.interval_seconds / 60.0,
         checkpoint_cost_minutes=work.checkpoint_cost_minutes,
-        spare_ready=len(spares) - 1 >= reserve, durations=Durations(reload=work.reload_minutes),
+        spare_ready=lend.allowed, durations=Durations(reload=work.reload_minutes),
         job_mtbf_minutes=warn.job_mtbf_hours * 60.0 if warn.job_mtbf_hours else math.inf)
     wait_minutes = (to_next if choice.action is WarningAction.AT_NEXT_CHECKPOINT
                     else work.checkpoint_cost_minutes) + warn.checkpoint_wait_margin_minutes
     weighed = WarningWeighed(
-        node, choice.action, acts=choice.acts, why=choice.arithmetic,
+        node, choice.action, acts=choice.acts, why=choice.arithmetic if lend.allowed else lend.why,
         act_cost_minutes=choice.act_cost_minutes, wait_cost_minutes=choice.wait_cost_minutes,
         spares_ready=len(spares), spare_reserve=reserve, minutes_to_next_checkpoint=round(to_next, 2),
         detector=record.detector, precision=round(record.precision, 4),
         precision_judged=record.judged, precision_followed=record.followed,
         wait_for_checkpoint_seconds=round(wait_minutes * 60.0, 1),
-        markdown=choice.markdown() + "\n\n" + record.sentence())
+        markdown=choice.markdown() + ("" if lend.allowed else f"\n\n{lend.why}.") + "\n\n" + record.sentence())
     checking = keep_checking(record, act_minutes=choice.act_cost_minutes,
                              wait_minutes=choice.wait_cost_minutes) if choice.acts else None
     # acting would pay on the prior, but the detector's own record must show it first

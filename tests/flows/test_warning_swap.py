@@ -19,6 +19,19 @@ pytestmark = pytest.mark.prefect
 NODE = "gpu003"
 
 
+@pytest.fixture(autouse=True)
+def _pool_lends_a_spare(monkeypatch):
+    """The simulated fleet has 2 spares: with the breaker's reserve at 0 a warning may take one and the pool keeps
+    the other for failures (remedy.spares.warned). The default reserve of 1 is the case of its own below."""
+    monkeypatch.setenv("REMEDY_BREAKER__SPARE_RESERVE", "0")
+
+
+@pytest.fixture
+def sim(sim_factory, request):
+    """The 16-node simulator with 2 spares, or as many as the test asks for (`indirect` parametrization)."""
+    return sim_factory(nodes=16, spares=getattr(request, "param", 2))
+
+
 def publish(cluster, *, last_minutes_ago: float, interval_minutes: float, answers: bool = True) -> None:
     """What the job's launcher publishes on its Job; `answers`: the simulated job answers checkpoint requests (after
     30 simulated seconds). Its own cadence is set far out, so only a request makes it checkpoint during the test."""
@@ -201,6 +214,7 @@ def test_no_spare_at_the_boundary_leaves_the_warned_node_working(prefect_server,
     assert len(notes) == 1 and "no spare was ready at the checkpoint boundary" in notes[0]["message"], notes
 
 
+@pytest.mark.parametrize("sim", [3], indirect=True)  # the failure takes one; the warning may take one of two left
 def test_a_held_gate_leaves_the_warned_node_working_and_asks_nobody(prefect_server, fleet, monkeypatch):
     """A failure a moment ago and now a warned swap: two nodes out at once trips the cluster breaker. For a failed
     node that asks a person; for a warned one it is not worth a page — the node keeps working, watched."""
@@ -210,6 +224,8 @@ def test_a_held_gate_leaves_the_warned_node_working_and_asks_nobody(prefect_serv
 
     monkeypatch.setenv("REMEDY_BREAKER__SPARE_RESERVE", "0")
     monkeypatch.setenv("REMEDY_APPROVALS__TIMEOUT_SECONDS", "1")
+    # spares come back within the hour: the pool's sizing target is 1, so the warning may take one of the two left
+    monkeypatch.setenv("REMEDY_SPARES__REPLACEMENT_LEAD_TIME_HOURS", "0.5")
     runtime.reset()
     done, _ = run_to_state(replace_node, node="gpu011", cause="XID 79", xid=79, gpu=0)
     assert done.is_completed(), done
@@ -288,3 +304,19 @@ def test_an_unproven_detector_has_its_third_warning_left_to_run(prefect_server, 
     assert "| wait for the failure | 64.0 min |" in table  # acting pays on the assumed share …
     assert "acting pays above 38% of its warnings being right" in table  # 36.5 / (64.0 / (2/3))
     assert "(0 of 0 judged) shows only 10% with 90% confidence" in table  # … but the record shows nothing yet
+
+
+def test_a_warning_never_takes_a_spare_the_pool_keeps_for_failures(prefect_server, monkeypatch, fleet):
+    """Two spares and a reserve of 1: a swap would leave one, under the reserve + 1 a failure needs without asking a
+    person — the warning stays a warning and says why (the simulator's policy decides the same, remedy.spares.warned)."""
+    from flows.triage import triage
+    from remedy import runtime
+
+    monkeypatch.setenv("REMEDY_BREAKER__SPARE_RESERVE", "1")
+    runtime.reset()
+    publish(fleet.cluster, last_minutes_ago=10, interval_minutes=120)
+    inc = warn()
+    state, out = run_to_state(triage, incident_id=inc.id)
+    assert state.is_completed() and not out["warning"]["acts"], out["warning"]
+    assert "a warned node would leave 1 spare(s), under the 2 the pool keeps for failures" in out["warning"]["why"]
+    assert cordons(inc.id) == [] and runtime.cluster().workload_running_on("training", "llm-pretrain", NODE)
