@@ -12,6 +12,7 @@ check image or a shared cause (power, switch), not of several bad nodes, and a p
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -53,22 +54,7 @@ def spare_cycle(dry_run: bool | None = None, domain: str = "rack") -> dict[str, 
                                "left_pool": [], "stopped": None}
 
     # 2. Re-validate one failure domain at a time; a failing spare leaves the pool for repair.
-    for name, members in by_failure_domain(stale, domain):
-        held = hold_spares_for_check(members, name, dry_run=dry_run)
-        checks = [f.result() for f in validate_node.map(held, level=unmapped(CYCLE_LEVEL), dry_run=unmapped(dry_run))]
-        finals = conclude_burn_in.map(held, level=unmapped(CYCLE_LEVEL), checks=[[dict(r) for r in c.checks] for c in checks],
-                                      dry_run=unmapped(dry_run), purpose=unmapped("spare cycle"),
-                                      record=unmapped(False))  # validate_node recorded the validation
-        results = [f.result() for f in finals]
-        for r in results:
-            outcome["checked"][r.node] = {"status": r.status, "why": r.why, "domain": name}
-        failed = [r.node for r in results if not r.passed]
-        outcome["left_pool"] += failed
-        if stop := stop_after_domain(domain, name, len(held), failed):
-            outcome["stopped"] = stop
-            log.error(outcome["stopped"])
-            post_notice(f":warning: gpu-remedy spare cycle stopped: {outcome['stopped']}", dry_run=dry_run)
-            break
+    _revalidate_by_domain(stale, domain, dry_run, outcome)
 
     # 3. Hot spares (spares.hot_spares > 0): the job's hot pool is filled now, not only after a swap used one (not
     #    after a stopped cycle: a shared cause may be at work, and a person looks first).
@@ -85,6 +71,27 @@ def spare_cycle(dry_run: bool | None = None, domain: str = "rack") -> dict[str, 
     log.info("spare cycle: %d stale, %d left the pool; %s", len(stale), len(outcome["left_pool"]),
              health["sizing"]["explain"])
     return outcome
+
+
+def _revalidate_by_domain(stale: list[Mapping[str, Any]], domain: str, dry_run: bool, outcome: dict[str, Any]) -> None:
+    """Step 2: each failure domain's stale spares held and checked together; a failing spare leaves the pool; a
+    domain where too many fail stops the cycle (stop_after_domain: a shared cause, a person looks first)."""
+    for name, members in by_failure_domain(stale, domain):
+        held = hold_spares_for_check(members, name, dry_run=dry_run)
+        checks = [f.result() for f in validate_node.map(held, level=unmapped(CYCLE_LEVEL), dry_run=unmapped(dry_run))]
+        finals = conclude_burn_in.map(held, level=unmapped(CYCLE_LEVEL), checks=[[dict(r) for r in c.checks] for c in checks],
+                                      dry_run=unmapped(dry_run), purpose=unmapped("spare cycle"),
+                                      record=unmapped(False))  # validate_node recorded the validation
+        results = [f.result() for f in finals]
+        for r in results:
+            outcome["checked"][r.node] = {"status": r.status, "why": r.why, "domain": name}
+        failed = [r.node for r in results if not r.passed]
+        outcome["left_pool"] += failed
+        if stop := stop_after_domain(domain, name, len(held), failed):
+            outcome["stopped"] = stop
+            get_run_logger().error(stop)
+            post_notice(f":warning: gpu-remedy spare cycle stopped: {stop}", dry_run=dry_run)
+            return
 
 
 def pool_health(fleet: list[dict[str, Any]], now: datetime) -> dict[str, Any]:
