@@ -25,19 +25,19 @@ def test_a_persons_cordon_before_a_cleared_recheck_stays(prefect_server, remedy_
     _kubectl_cordon(runtime, node)
     inc = _incident(node, "row-remap-pending", gpu=2, alert_resolved=True)
     state, out = run_to_state(replace_node, node=node, cause="row remap pending", signal="row-remap-pending", gpu=2,
-                              incident_id=inc["id"])
+                              incident_id=inc.id)
     assert state.is_completed() and state.name == "Cleared before acting", (state, out)
     live = runtime.cluster().get_node(node)
     assert live.unschedulable, "the operator's cordon was lifted by the cleared re-check"
     assert not live.has_taint("remedy.io/quarantine")  # gpu-remedy's own taint is lifted
     led = runtime.ledger()
-    assert led.actions(incident_id=inc["id"], kind="uncordon_node") == []
-    [kept] = led.actions(incident_id=inc["id"], kind="keep_operator_cordon")
+    assert led.actions(incident_id=inc.id, kind="uncordon_node") == []
+    [kept] = led.actions(incident_id=inc.id, kind="keep_operator_cordon")
     assert "cordoned by a person" in kept.detail["detail"] and kept.detail["cordoned_by"] == "person"
     notes = [e for e in runtime.cluster().node_events(node) if e.get("reason") == events.KEPT_OPERATOR_CORDON]
     assert len(notes) == 1 and "cordoned by a person" in notes[0]["message"]
     assert "before gpu-remedy acted" in notes[0]["message"] and "alert" in notes[0]["message"]
-    assert led.get_incident(inc["id"]).status.value == "resolved"
+    assert led.get_incident(inc.id).status.value == "resolved"
 
 
 def test_gpu_remedys_own_cordon_is_lifted_after_a_cleared_recheck(prefect_server, remedy_on_sim):
@@ -48,9 +48,9 @@ def test_gpu_remedys_own_cordon_is_lifted_after_a_cleared_recheck(prefect_server
     node = "gpu006"
     inc = _incident(node, "row-remap-pending", gpu=1, alert_resolved=True)
     state, out = run_to_state(replace_node, node=node, cause="row remap pending", signal="row-remap-pending", gpu=1,
-                              incident_id=inc["id"])
+                              incident_id=inc.id)
     assert state.is_completed() and state.name == "Cleared before acting", (state, out)
     assert not runtime.cluster().get_node(node).unschedulable
     led = runtime.ledger()
-    assert led.actions(incident_id=inc["id"], kind="keep_operator_cordon") == []
+    assert led.actions(incident_id=inc.id, kind="keep_operator_cordon") == []
     assert [e for e in runtime.cluster().node_events(node) if e.get("reason") == events.KEPT_OPERATOR_CORDON] == []
