@@ -112,6 +112,15 @@ SLOW.update({
         "an injected fault reaches it (23 s at load 8 with bytecode cached, 83 s without)",
     "tests/platform/test_prefect_server.py::test_the_server_remedy_up_starts_takes_concurrent_writes_without_a_single_503":
         "starts the Prefect server `remedy up` starts (its own, on SQLite) and writes to it from 16 threads (23 s)",
+    "tests/flows/test_warning_swap.py::test_a_warned_node_is_swapped_at_a_checkpoint_it_asked_for_then_fixed_off_path":
+        "triage asks the simulated job for a checkpoint, swaps the node at it, then fixes it off the critical path "
+        "through burn-in on the test Prefect server (30 s at load 9)",
+    "tests/flows/test_warning_swap.py::test_an_ecc_storm_xid_92_is_weighed_as_a_warning_and_swapped_at_a_checkpoint":
+        "the same swap at a checkpoint for an XID 92 storm, with its off-path fix (26 s at load 9)",
+    "tests/goodput/test_replace_first.py::test_replace_first_beats_auto_replace_and_sends_fewer_nodes_to_repair_on_the_same_seeds":
+        "two policies simulated over the same seeds of seed 000's 1,000-GPU cluster (30 s at load 5)",
+    "tests/adapters/test_archive.py::test_put_json_creates_bucket_and_reads_back":
+        "starts moto in server mode, a process of its own, for a real S3 round trip (26 s at load 8; 2 s quiet)",
 })
 
 
