@@ -121,6 +121,14 @@ SLOW.update({
         "two policies simulated over the same seeds of seed 000's 1,000-GPU cluster (30 s at load 5)",
     "tests/adapters/test_archive.py::test_put_json_creates_bucket_and_reads_back":
         "starts moto in server mode, a process of its own, for a real S3 round trip (26 s at load 8; 2 s quiet)",
+    "tests/flows/test_fencing.py::test_a_run_stopped_at_a_step_and_continued_after_a_takeover_changes_nothing[replace-drain-postgresql]":
+        "the stopped-run case on a fresh PostgreSQL ledger: the flow process migrates it first (33 s at load 9)",
+    "tests/flows/test_fencing.py::test_a_run_stopped_at_a_step_and_continued_after_a_takeover_changes_nothing[fix-reboot-postgresql]":
+        "the stopped-run case on a fresh PostgreSQL ledger, through the reset and reboot rungs (26 s at load 9)",
+    "tests/platform/test_dispatcher_slots.py::test_runs_that_are_working_hold_their_slots":
+        "the dispatcher's slots held by real flow runs on the test Prefect server until they finish (29 s at load 9)",
+    "tests/flows/test_warning_scan.py::test_thermal_and_infiniband_warnings_reach_alertmanager_and_the_receiver":
+        "real Prometheus and Alertmanager evaluate the warning rules and deliver to the receiver (20 s at load 9)",
 })
 
 
