@@ -178,8 +178,23 @@ class Drained:
         return shown
 
 
+class _JobSize:
+    """What both waits for a job report: how many of its pods run (`ready`) of those it needs (`desired`)."""
+
+    ready: int
+    desired: int
+
+    @property
+    def full(self) -> bool:
+        return self.ready >= self.desired
+
+    def to_dict(self) -> dict[str, Any]:
+        fields_: dict[str, Any] = asdict(self)  # type: ignore[call-overload]  # every subclass is a dataclass
+        return fields_ | {"full": self.full}
+
+
 @dataclass(frozen=True)
-class WorkloadBack:
+class WorkloadBack(_JobSize):
     """The job after a promotion: its pod on the promoted node (`on_node`), how many of its pods run (`ready`) of
     those it needs (`desired`), and how long the wait took."""
 
@@ -187,13 +202,6 @@ class WorkloadBack:
     desired: int
     on_node: bool
     seconds: float = 0.0
-
-    @property
-    def full(self) -> bool:
-        return self.ready >= self.desired
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"full": self.full}
 
 
 @dataclass(frozen=True)
@@ -367,7 +375,7 @@ class NodeBackUp:
 
 
 @dataclass(frozen=True)
-class JobBack:
+class JobBack(_JobSize):
     """After an app restart: the job's pod runs on the node again (`back_on_node`), the job's size, and whether the
     node lacks the GPUs one of its pods requests (`gpus_short`: the pod cannot come back)."""
 
@@ -377,9 +385,3 @@ class JobBack:
     gpus_short: bool = False
     seconds: float = 0.0
 
-    @property
-    def full(self) -> bool:
-        return self.ready >= self.desired
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"full": self.full}
