@@ -23,6 +23,9 @@ def blocks(items):
 
 
 def main(root: Path) -> int:
+    if not root.is_dir() or not any(root.glob("*.py")):
+        print(f"flow_complexity: no Python files in {root} (give the flows/ folder)", file=sys.stderr)
+        return 2
     over = [(path, b) for path in sorted(root.glob("*.py")) for b in blocks(cc_visit(path.read_text()))
             if isinstance(b, Function) and b.complexity > LIMIT]
     for path, b in over:
