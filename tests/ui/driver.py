@@ -21,7 +21,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-extensions"]
+# For the tests: with no GPU, Chromium's GPU process draws WebGL in software (SwiftShader), and the run graph on a
+# flow run's page (WebGL) redraws for as long as the page is open: 0.4 CPU-s per second there, 0.02 without
+# SwiftShader (bench/ui_chromium_cpu.py). Without it the graph's box stays empty; no test reads the graph, and
+# bench/ui_screenshots.py (CHROMIUM_ARGS) still draws it for a reviewer.
+TEST_CHROMIUM_ARGS = [*CHROMIUM_ARGS, "--disable-software-rasterizer"]
 APPROVER = "bob"  # the one name on approvals.approvers in this stack
 UI_WAIT_MS = 30_000
 
@@ -99,16 +105,18 @@ class UiStack:
 
 
 @contextlib.contextmanager
-def ui_stack(home: Path) -> Iterator[UiStack]:
-    """Start a Prefect server (API + UI) and a 16-node, 2-spare simulator; stop both (and any flow left) at the end."""
+def ui_stack(home: Path, api: str | None = None) -> Iterator[UiStack]:
+    """A Prefect server (API + UI) and a 16-node, 2-spare simulator; stop both (and any flow left) at the end.
+    api: a running Prefect server's API URL to use (the UI tests share one: a server start is ~20 CPU-s) instead of
+    starting one."""
     from tests.fixtures.prefect import prefect_server_process
 
     home.mkdir(parents=True, exist_ok=True)
     sim = _sim()
     stack = None
     try:
-        with prefect_server_process(home / "prefect-server") as api:
-            stack = UiStack(ui=api.removesuffix("/api"), api=api, sim=sim, home=home)
+        with contextlib.nullcontext(api) if api else prefect_server_process(home / "prefect-server") as url:
+            stack = UiStack(ui=url.removesuffix("/api"), api=url, sim=sim, home=home)
             yield stack
     finally:
         for proc in stack.flows if stack else []:
@@ -127,7 +135,7 @@ def _sim():
     return SimServer(build_cluster(nodes=16, spares=2, time_scale=0.01)).start()
 
 
-def wait_until(what: str, fn, timeout: float = 60.0, every: float = 0.25):
+def wait_until(what: str, fn, timeout: float = 60.0, every: float = 0.5):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = fn()
@@ -208,13 +216,27 @@ WATCHED_RUN = "replace gpu013 (thermal early warning)"
 
 
 # -------------------------------------------------------------------------------------------------- the browser
+def need_browser() -> None:
+    """Skip (fail in CI) where Chromium or Playwright is missing."""
+    import importlib.util
+
+    import pytest
+
+    missing = (f"Chromium not found at {CHROMIUM} (apt-get install chromium)" if not Path(CHROMIUM).exists() else
+               "Python package playwright not installed" if importlib.util.find_spec("playwright") is None else None)
+    if missing and os.environ.get("CI"):
+        pytest.fail(f"{missing} (scripts/install.sh --test installs it)")
+    if missing:
+        pytest.skip(missing)
+
+
 @contextlib.contextmanager
-def browser_page(width: int = 1400, height: int = 1000):
-    """A headless Chromium page (Debian's chromium, no browser download)."""
+def browser_page(width: int = 1400, height: int = 1000, args: list[str] = CHROMIUM_ARGS):
+    """A headless Chromium page (Debian's chromium, no browser download); tests pass args=TEST_CHROMIUM_ARGS."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=args, headless=True)
         try:
             page = browser.new_page(viewport={"width": width, "height": height})
             page.set_default_timeout(UI_WAIT_MS)
@@ -240,6 +262,12 @@ class Shots:
         page.screenshot(path=str(path), full_page=full_page)
         self.taken.append(path)
         return path
+
+
+def put_away(page) -> None:
+    """Leave the Prefect UI while a test waits for flows: an open page polls the API and redraws (CPU in the
+    browser and the server), and nobody is looking. The next step opens the page it needs."""
+    page.goto("about:blank")
 
 
 def open_run(page, stack: UiStack, run_id: str, state: str | None = None) -> None:

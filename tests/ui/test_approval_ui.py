@@ -9,10 +9,6 @@ bench/ui_screenshots.py takes the same steps to write screenshots a reviewer can
 
 from __future__ import annotations
 
-import importlib.util
-import os
-from pathlib import Path
-
 import pytest
 
 from remedy.approvals.model import ANSWERED_ELSEWHERE as ELSEWHERE
@@ -21,23 +17,11 @@ from tests.ui import driver as ui
 pytestmark = [pytest.mark.prefect, pytest.mark.servers]
 
 
-def _missing(what: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"{what} (scripts/install.sh --test installs it)")
-    pytest.skip(what)
-
-
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    if not Path(ui.CHROMIUM).exists():
-        _missing(f"Chromium not found at {ui.CHROMIUM} (apt-get install chromium)")
-    if importlib.util.find_spec("playwright") is None:
-        _missing("Python package playwright not installed")
-    try:
-        with ui.ui_stack(tmp_path_factory.mktemp("ui-stack")) as s:
-            yield s
-    except RuntimeError as exc:  # the Prefect server did not come up: its log says why
-        pytest.fail(str(exc))
+def stack(tmp_path_factory, ui_prefect_api):
+    ui.need_browser()
+    with ui.ui_stack(tmp_path_factory.mktemp("ui-stack"), api=ui_prefect_api) as s:
+        yield s
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +32,7 @@ def outcomes(stack):
 
 @pytest.fixture(scope="module")
 def page(stack):
-    with ui.browser_page() as p:
+    with ui.browser_page(args=ui.TEST_CHROMIUM_ARGS) as p:
         yield p
 
 
@@ -96,6 +80,7 @@ def test_an_approval_answered_in_the_form_lets_the_replacement_finish(stack, out
     ui.fill_form(dialog, decision="approve", approver=ELSEWHERE, reason="looks fine to me")
     ui.submit(dialog)
     refused = ui.wait_until("the refusal", lambda: led.actions(kind="approval_refused"))
+    ui.put_away(page)  # the server has the answer (the run read it): nothing to see until the run pauses again
     assert refused[0].detail["approver"] == ELSEWHERE and refused[0].error == f"{ELSEWHERE} is not an approver"
     ui.wait_until("the run to pause again", lambda: pause_key(stack, run_id) not in (None, first_pause))
     assert led.get_approval(asked.id).pending
@@ -128,6 +113,7 @@ def test_an_approval_answered_in_the_form_lets_the_replacement_finish(stack, out
 
 
 def test_runs_that_need_a_person_are_not_green(stack, outcomes, page, shots):
+    ui.put_away(page)  # while the flows finish
     runs = outcomes.wait()
     assert set(runs) == set(ui.OUTCOME_RUNS), runs
     page.goto(f"{stack.ui}/runs", wait_until="domcontentloaded")
@@ -152,6 +138,7 @@ def test_runs_that_need_a_person_are_not_green(stack, outcomes, page, shots):
 def test_a_warned_node_with_no_spare_is_a_green_watched_run_that_says_why(stack, outcomes, page, shots):
     """The warned node still works: no spare means it is left working and watched. Nothing needs a person, so the
     run is green (Completed, named Watched), and its state message says the node was not swapped and why."""
+    ui.put_away(page)  # while the flows finish
     outcomes.wait()
     run_id = outcomes.watched()
     ui.open_run(page, stack, run_id, "Watched")
