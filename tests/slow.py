@@ -37,14 +37,17 @@ SLOW: dict[str, str] = {
         "`remedy up`'s stack with real Prometheus and Alertmanager: alert rules must fire (1 s scrape/eval)",
     "tests/integration/test_up_nfs_audit.py":
         "`remedy up` in a process of its own with its Prometheus, until the NFS audit finds the node",
+    # issue 28: the three share one Prefect server with its UI (tests/ui/conftest.py), started by the first of them
     "tests/ui/test_approval_ui.py":
-        "a Prefect server with its UI, flows in processes of their own, headless Chromium pressing Resume",
+        "flows in processes of their own until a replacement pauses and then completes after the form's answer, "
+        "headless Chromium pressing Resume (the first UI test also starts the UI tests' Prefect server: 54-115 s "
+        "with it at load 6-8, 40-65 s without)",
     "tests/ui/test_prefect_ui.py":
-        "a Prefect server with its UI, `remedy demo` in a process, headless Chromium reading the timeline",
-    # issue 33 (adoption), measured at load 15-22
+        "`remedy demo` in a process (a replacement end to end), headless Chromium reading the timeline "
+        "(40-60 s at load 6-8)",
     "tests/ui/test_default_approver.py":
         "`remedy demo --scenario rack-storm` in a process until its runs pause, headless Chromium answers the form "
-        "(97 s at load 8, answering each of the storm's questions)",
+        "(68 s at load 6-7, answering each of the storm's questions)",
     "tests/platform/test_stack_supervision.py::test_ctrl_c_under_a_pipe_that_closed_still_stops_everything":
         "`remedy up` in a process of its own until its banner, then Ctrl-C with its stdout closed (108 s at load 8)",
     "tests/platform/test_stack_supervision.py::test_up_starts_ledger_fresh_and_stops_in_one_line_when_its_prefect_server_dies":
