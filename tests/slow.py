@@ -37,17 +37,11 @@ SLOW: dict[str, str] = {
         "`remedy up`'s stack with real Prometheus and Alertmanager: alert rules must fire (1 s scrape/eval)",
     "tests/integration/test_up_nfs_audit.py":
         "`remedy up` in a process of its own with its Prometheus, until the NFS audit finds the node",
-    # issue 28: the three share one Prefect server with its UI (tests/ui/conftest.py), started by the first of them
+    # issue 28: one module, so one Prefect server with its UI and one Chromium for all of them (tests/ui/conftest.py)
     "tests/ui/test_approval_ui.py":
-        "flows in processes of their own until a replacement pauses and then completes after the form's answer, "
-        "headless Chromium pressing Resume (the first UI test also starts the UI tests' Prefect server: 54-115 s "
-        "with it at load 6-8, 40-65 s without)",
-    "tests/ui/test_prefect_ui.py":
-        "`remedy demo` in a process (a replacement end to end), headless Chromium reading the timeline "
-        "(40-60 s at load 6-8)",
-    "tests/ui/test_default_approver.py":
-        "`remedy demo --scenario rack-storm` in a process until its runs pause, headless Chromium answers the form "
-        "(68 s at load 6-7, answering each of the storm's questions)",
+        "a Prefect server with its UI, flows in processes of their own until a replacement pauses and then completes "
+        "after the form's answer, `remedy demo` twice in a process (the rack storm until each question is answered: "
+        "58-68 s; a replacement: 40-60 s), headless Chromium pressing Resume and reading the timeline",
     "tests/platform/test_stack_supervision.py::test_ctrl_c_under_a_pipe_that_closed_still_stops_everything":
         "`remedy up` in a process of its own until its banner, then Ctrl-C with its stdout closed (108 s at load 8)",
     "tests/platform/test_stack_supervision.py::test_up_starts_ledger_fresh_and_stops_in_one_line_when_its_prefect_server_dies":

@@ -1,8 +1,8 @@
-"""One Prefect server with its UI for the UI tests of a pytest process (worker): test_approval_ui.py's stack and the
-demos of test_prefect_ui.py and test_default_approver.py run their flows on it, each under names of its own.
-Starting one is ~10-20 CPU-s and 15-50 s on the 2-core CI machine (issue 28). Package-scoped: it stops after the
-last test under tests/ui (a worker runs those one after another), not at the session's end, since even idle its
-services poll (~0.03 CPU-s per second)."""
+"""One Prefect server with its UI for the UI tests of a pytest process (worker): test_approval_ui.py's stack and its
+demos run their flows on it, each under names of their own. Starting one is ~14 CPU-s and 15-50 s on the 2-core CI
+machine (issue 28); under pytest-xdist's `--dist loadfile` a worker takes whole files, so only tests in one file are
+sure to share it. Package-scoped: it stops after the last test under tests/ui, not at the session's end, since even
+idle its services poll (~0.03 CPU-s per second)."""
 
 from __future__ import annotations
 

@@ -233,16 +233,34 @@ def need_browser() -> None:
 @contextlib.contextmanager
 def browser_page(width: int = 1400, height: int = 1000, args: list[str] = CHROMIUM_ARGS):
     """A headless Chromium page (Debian's chromium, no browser download); tests pass args=TEST_CHROMIUM_ARGS."""
+    with chromium(args) as browser, new_page(browser, width, height) as page:
+        yield page
+
+
+@contextlib.contextmanager
+def chromium(args: list[str] = CHROMIUM_ARGS):
+    """Headless Chromium, for pages from new_page."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=args, headless=True)
         try:
-            page = browser.new_page(viewport={"width": width, "height": height})
-            page.set_default_timeout(UI_WAIT_MS)
-            yield page
+            yield browser
         finally:
             browser.close()
+
+
+@contextlib.contextmanager
+def new_page(browser, width: int = 1400, height: int = 1000):
+    """A fresh page (its own context), closed at the end: Playwright's client keeps an object for every request a
+    page makes, and the Prefect UI polls, so a page kept across tests made each later step cost more CPU here."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    try:
+        page = context.new_page()
+        page.set_default_timeout(UI_WAIT_MS)
+        yield page
+    finally:
+        context.close()
 
 
 class Shots:
