@@ -135,8 +135,7 @@ class FlowZygote:
 
     def fork(self, call: str, log_path, incident_id: int, stop_at: dict[str, Any] | None = None) -> int:
         if not self._ready:  # generous: importing took over 80 s at load 20 on this machine
-            said = self._line(300, "import the flows")
-            assert said.get("threads") == 1, said  # a fork copies only the forking thread
+            self._line(300, "import the flows")
             self._ready = True
         job = {"env": _remedy_env(), "log": str(log_path), "call": call, "incident_id": incident_id,
                "stop_at": stop_at}
@@ -589,6 +588,10 @@ def _zygote_loop() -> None:
                 return
 
     signal.signal(signal.SIGCHLD, reap)
+    # a process's first flow run costs several times a later one: paid here once, not in every fork (Prefect resets
+    # its background loop and services in a forked child: prefect._internal.concurrency, os.register_at_fork)
+    with temporary_settings(updates={"flows.heartbeat_frequency": None}):
+        warm_up()
     answers.write(json.dumps({"ready": os.getpid(), "threads": threading.active_count()}) + "\n")
     while line := sys.stdin.readline():
         job = json.loads(line)
