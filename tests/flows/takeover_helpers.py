@@ -2,17 +2,21 @@
 (tests/flows/test_fencing.py) share: flow processes of their own, started warm, and the takeover of a run that
 died or froze in one.
 
-- `start` / `go` / `kill_when`: a flow process per test, forked from a module's zygote that imported the flows
-  once (`FlowZygote`), killed (SIGKILL) at a point the ledger shows.
+- `FlowZygote`: one process per pytest process (an xdist worker) that imports Prefect and the flows and runs one
+  flow, once, then forks a real flow process per case (a fresh interpreter per case cost 3-5 CPU-s of imports).
+- `start` / `go` / `kill_when`: a flow process per test that stops itself (SIGSTOP) right after the ledger write
+  reaching a kill point (`KILL_POINTS`), and is killed there (SIGKILL).
 - `StoppableFlowProcess`: one warm process per module that runs one flow call after another and stops itself with a
-  real SIGSTOP at a step a test-side hook names (`stop_at`), then waits to be continued.
+  real SIGSTOP at a step a test-side hook names (`stop_at`), then waits to be continued (reused, it costs less per
+  case than a fork: measured).
 - `lease_runs_out`, `stop_outside_a_write`, `recover`, `assert_settled`: the takeover itself and what it must leave.
 
-Test code only: nothing here is loaded by gpu-remedy itself; the child process imports this module to run its
-loop (`python -m tests.flows.takeover_helpers`)."""
+Test code only: nothing here is loaded by gpu-remedy itself; the zygote and the stoppable process run this module
+(`python -m tests.flows.takeover_helpers [zygote]`)."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import select
@@ -115,7 +119,10 @@ class FlowZygote:
     stays in the test's record, tests/fixtures/cpu.py)."""
 
     def __init__(self, home: Path) -> None:
+        from prefect.settings import PREFECT_API_URL
+
         self.home = home
+        self.api = PREFECT_API_URL.value()
         self.boot = home / "zygote.log"
         with open(self.boot, "wb") as log:  # the child keeps its own copy of the descriptor
             self.proc = subprocess.Popen([sys.executable, "-m", "tests.flows.takeover_helpers", "zygote"],
@@ -197,12 +204,19 @@ _zygote: FlowZygote | None = None
 
 @pytest.fixture(scope="module", autouse=True)
 def warm_flow_processes(prefect_server, tmp_path_factory):
-    """The module's flow zygote (`start`): autouse in every module that imports it."""
+    """The flow zygote (`start`): autouse in every module that imports it. The first such module of a pytest
+    process (an xdist worker) starts it, the next ones reuse it (it holds nothing of a test's: each fork gets its
+    test's settings); it stops when the process exits."""
+    from prefect.settings import PREFECT_API_URL
+
     global _zygote
-    _zygote = FlowZygote(tmp_path_factory.mktemp("warm-flows"))
-    yield _zygote
-    _zygote.close()
-    _zygote = None
+    api = PREFECT_API_URL.value()
+    if _zygote is None or _zygote.proc.poll() is not None or _zygote.api != api:
+        if _zygote is not None:
+            _zygote.close()
+        _zygote = FlowZygote(tmp_path_factory.mktemp("warm-flows"))
+        atexit.register(_zygote.close)
+    return _zygote
 
 
 def start(call: str, log_path, *, stop_at: str | None = None, node: str = "") -> FlowProcess:
@@ -223,7 +237,7 @@ def wait_stopped_at(proc: FlowProcess, ready: Callable[[], object], log_path, ti
     """Until the flow process has stopped itself at its `stop_at` point (a look at /proc, no ledger query every few
     ms); the ledger must show the point then. `ready` read every 0.25 s too, should the point be reached by a write
     the process's hook does not see."""
-    # generous: on this shared machine at load 20 a fresh flow process took over 80 s to reach its first fix step
+    # generous: on this shared machine at load 20 a flow process took over 80 s to reach its first fix step
     deadline = time.monotonic() + timeout
     last = 0.0
     while not proc.stopped():
@@ -437,31 +451,53 @@ def _child_loop() -> None:
 
 
 def stop_outside_a_write(proc, db_url: str, *, stop: bool = True) -> None:
-    """SIGSTOP `proc` (or, stop=False, check one already stopped), but not inside a SQLite write transaction: a
-    process frozen holding SQLite's write lock blocks every writer until it continues (one reason production runs
-    the ledger on PostgreSQL, where a frozen client holds only its own rows). If the write lock is held, let it run
-    a moment and stop it again."""
-    import sqlite3
-
+    """SIGSTOP `proc` (or, stop=False, check one already stopped), but not inside a write transaction: a process
+    frozen holding SQLite's write lock blocks every writer until it continues (one reason production runs the ledger
+    on PostgreSQL, where a frozen client holds only its own rows); on PostgreSQL, frozen inside its lease renewal,
+    it holds its own lease row, which the takeover must end. If it is inside one, let it run a moment and stop it
+    again."""
     if stop:
         proc.send_signal(signal.SIGSTOP)
-    if not db_url.startswith("sqlite"):
-        return
+    inside = _sqlite_write_held if db_url.startswith("sqlite") else _postgres_transaction_open
+    for _ in range(200):
+        if not inside(db_url):
+            return
+        proc.send_signal(signal.SIGCONT)
+        time.sleep(0.01)
+        proc.send_signal(signal.SIGSTOP)
+    raise AssertionError("the run never left its write transaction")
+
+
+def _sqlite_write_held(db_url: str) -> bool:
+    import sqlite3
+
     path = db_url.split("///", 1)[-1]
     assert os.path.exists(path), path  # else sqlite3 would create an empty file and the check would prove nothing
-    for _ in range(200):
-        con = sqlite3.connect(path, timeout=0.05)
-        try:
-            con.execute("BEGIN IMMEDIATE")
-            con.rollback()
-            return
-        except sqlite3.OperationalError:  # locked: the stopped process is inside a write
-            proc.send_signal(signal.SIGCONT)
-            time.sleep(0.01)
-            proc.send_signal(signal.SIGSTOP)
-        finally:
-            con.close()
-    raise AssertionError("the run never left its write transaction")
+    con = sqlite3.connect(path, timeout=0.05)
+    try:
+        con.execute("BEGIN IMMEDIATE")
+        con.rollback()
+        return False
+    except sqlite3.OperationalError:  # locked: the stopped process is inside a write
+        return True
+    finally:
+        con.close()
+
+
+def _postgres_transaction_open(db_url: str) -> bool:
+    """Another session of the test's database (only the stopped process has one) is in a transaction or a
+    statement."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.pool import NullPool
+
+    engine = create_engine(db_url, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            return bool(conn.execute(text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND state <> 'idle'")).scalar_one())
+    finally:
+        engine.dispose()
 
 
 # ---- the takeover and what it must leave -------------------------------------------------------------------------
@@ -565,6 +601,7 @@ def _stop_at(stop_at: dict[str, Any], incident_id: int) -> None:
 
 def _zygote_loop() -> None:
     """The FlowZygote process: imports once, then forks one flow process per line of stdin (its pid on stdout)."""
+    import gc
     import threading
 
     from prefect.settings import temporary_settings
@@ -592,6 +629,9 @@ def _zygote_loop() -> None:
     # its background loop and services in a forked child: prefect._internal.concurrency, os.register_at_fork)
     with temporary_settings(updates={"flows.heartbeat_frequency": None}):
         warm_up()
+    # what was built so far stays out of the collector's sweeps: a fork that runs one would touch (and so copy) every
+    # page of its parent's objects
+    gc.freeze()
     answers.write(json.dumps({"ready": os.getpid(), "threads": threading.active_count()}) + "\n")
     while line := sys.stdin.readline():
         job = json.loads(line)

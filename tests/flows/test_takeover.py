@@ -1,5 +1,6 @@
 """Dead runs are taken over: the flow runs in its own process and is killed with SIGKILL at each step of
-replace-node and fix-in-place; then a new run (a person's, or the next trigger's) or the watchdog's re-announce
+replace-node and fix-in-place (forked from a zygote that imported the flows once; it stops itself right after
+the ledger write that reaches the kill point, and is killed there); then a new run (a person's, or the next trigger's) or the watchdog's re-announce
 takes the incident over. Exactly one spare is used, the node is never left cordoned without a live owner, and the
 incident ends settled. Nothing marks the dead run Crashed by hand: its lease runs out. The lease is long (60 s:
 no stall of a loaded machine loses it before the kill point) and nobody waits for it: after the kill this process
