@@ -39,14 +39,14 @@ ARTIFACTS = ROOT / "test-artifacts"
 RUN_NAME = "replace gpu042 (XID 79)"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="class")
 def stack(tmp_path_factory, ui_prefect_api):
     ui.need_browser()
     with ui.ui_stack(tmp_path_factory.mktemp("ui-stack"), api=ui_prefect_api) as s:
         yield s
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="class")
 def outcomes(stack):
     """The held / no-spare / escalated runs, started early: their flows run while the form is answered."""
     return ui.OutcomeRuns(stack)
@@ -67,7 +67,7 @@ def page(browser):
         yield p
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="class")
 def shots(tmp_path_factory):
     return ui.Shots(tmp_path_factory.mktemp("screenshots"))
 
@@ -86,106 +86,110 @@ def assert_pictures(paths) -> None:
         assert path.stat().st_size > 30_000, f"{path} looks blank ({path.stat().st_size} bytes)"
 
 
-def test_an_approval_answered_in_the_form_lets_the_replacement_finish(stack, outcomes, page, shots):
-    proc, run_id = ui.start_paused_replacement(stack)
-    led = stack.ledger()
-    (asked,) = led.approvals(pending=True)
-    assert asked.kind == "hold:spare-reserve" and asked.flow_run_id == run_id
-    ui.open_run(page, stack, run_id, "Paused")
-    taken = [shots(page, "paused-run", full_page=False)]
+class TestApprovalForm:
+    """The approval form and the runs that need a person, on one stack: its simulators live in this process and
+    stop when the class ends (class-scoped fixtures), not after the module's demo tests."""
 
-    # Resume opens the run's question as a form; submitted untouched it is refused by the form itself
-    dialog = ui.open_resume_form(page)
-    assert "a person must decide whether to spend the reserve" in dialog.inner_text()
-    first_pause = pause_key(stack, run_id)
-    ui.submit(dialog)
-    dialog.get_by_text("'decision' is a required property").wait_for(timeout=ui.UI_WAIT_MS)
-    taken.append(shots(page, "no-decision-refused", full_page=False))
-    page.wait_for_timeout(1000)  # a submit that got through would have resumed the run by now
-    assert pause_key(stack, run_id) == first_pause and led.get_approval(asked.id).pending
-    assert not led.actions(kind="approval_refused")
+    def test_an_approval_answered_in_the_form_lets_the_replacement_finish(self, stack, outcomes, page, shots):
+        proc, run_id = ui.start_paused_replacement(stack)
+        led = stack.ledger()
+        (asked,) = led.approvals(pending=True)
+        assert asked.kind == "hold:spare-reserve" and asked.flow_run_id == run_id
+        ui.open_run(page, stack, run_id, "Paused")
+        taken = [shots(page, "paused-run", full_page=False)]
 
-    # the form lists the approvers (approvals.approvers) and the entry ledger-first answers resume with; picking
-    # that entry in the form is not a listed approver's answer: refused and recorded, the run waits again
-    assert ui.list_options(dialog, "Approver") == [ui.APPROVER, ELSEWHERE]
-    ui.fill_form(dialog, decision="approve", approver=ELSEWHERE, reason="looks fine to me")
-    ui.submit(dialog)
-    refused = ui.wait_until("the refusal", lambda: led.actions(kind="approval_refused"))
-    ui.put_away(page)  # the server has the answer (the run read it): nothing to see until the run pauses again
-    assert refused[0].detail["approver"] == ELSEWHERE and refused[0].error == f"{ELSEWHERE} is not an approver"
-    ui.wait_until("the run to pause again", lambda: pause_key(stack, run_id) not in (None, first_pause))
-    assert led.get_approval(asked.id).pending
-    ui.open_run(page, stack, run_id, "Paused")
-    refusal = page.get_by_text(f"by {ELSEWHERE} refused").first
-    refusal.wait_for(timeout=ui.UI_WAIT_MS)  # the run's log says so
-    refusal.scroll_into_view_if_needed()
-    taken.append(shots(page, "unlisted-approver-refused"))
+        # Resume opens the run's question as a form; submitted untouched it is refused by the form itself
+        dialog = ui.open_resume_form(page)
+        assert "a person must decide whether to spend the reserve" in dialog.inner_text()
+        first_pause = pause_key(stack, run_id)
+        ui.submit(dialog)
+        dialog.get_by_text("'decision' is a required property").wait_for(timeout=ui.UI_WAIT_MS)
+        taken.append(shots(page, "no-decision-refused", full_page=False))
+        page.wait_for_timeout(1000)  # a submit that got through would have resumed the run by now
+        assert pause_key(stack, run_id) == first_pause and led.get_approval(asked.id).pending
+        assert not led.actions(kind="approval_refused")
 
-    # a listed approver answers: the run resumes and finishes the replacement
-    dialog = ui.open_resume_form(page)
-    ui.fill_form(dialog, decision="approve", approver=ui.APPROVER, reason="spend the reserve: the job is waiting")
-    taken.append(shots(page, "form-answered", full_page=False))
-    ui.submit(dialog)
-    ui.wait_badge(page, "Completed", timeout_ms=90_000)
-    taken.append(shots(page, "completed-run", full_page=False))
-    assert proc.wait(60) == 0, stack.log("replace-gpu003")[-3000:]
-    run = stack.run(run_id)
-    assert (run["state_type"], run["state_name"]) == ("COMPLETED", "Completed")
-    assert run["state"]["message"].startswith("gpu003: replaced by gpu0"), run["state"]["message"]
-    answer = led.get_approval(asked.id)
-    assert (answer.decision, answer.decided_by, answer.reason) == (
-        "approve", "bob", "spend the reserve: the job is waiting")
+        # the form lists the approvers (approvals.approvers) and the entry ledger-first answers resume with; picking
+        # that entry in the form is not a listed approver's answer: refused and recorded, the run waits again
+        assert ui.list_options(dialog, "Approver") == [ui.APPROVER, ELSEWHERE]
+        ui.fill_form(dialog, decision="approve", approver=ELSEWHERE, reason="looks fine to me")
+        ui.submit(dialog)
+        refused = ui.wait_until("the refusal", lambda: led.actions(kind="approval_refused"))
+        ui.put_away(page)  # the server has the answer (the run read it): nothing to see until the run pauses again
+        assert refused[0].detail["approver"] == ELSEWHERE and refused[0].error == f"{ELSEWHERE} is not an approver"
+        ui.wait_until("the run to pause again", lambda: pause_key(stack, run_id) not in (None, first_pause))
+        assert led.get_approval(asked.id).pending
+        ui.open_run(page, stack, run_id, "Paused")
+        refusal = page.get_by_text(f"by {ELSEWHERE} refused").first
+        refusal.wait_for(timeout=ui.UI_WAIT_MS)  # the run's log says so
+        refusal.scroll_into_view_if_needed()
+        taken.append(shots(page, "unlisted-approver-refused"))
 
-    # its artifacts: the timeline and the story name the approver
-    ui.artifacts_tab(page)
-    ui.open_artifact(page, "replace-gpu003-story", "approval: approve by bob")
-    taken.append(shots(page, "story"))
-    assert_pictures(taken)
+        # a listed approver answers: the run resumes and finishes the replacement
+        dialog = ui.open_resume_form(page)
+        ui.fill_form(dialog, decision="approve", approver=ui.APPROVER, reason="spend the reserve: the job is waiting")
+        taken.append(shots(page, "form-answered", full_page=False))
+        ui.submit(dialog)
+        ui.wait_badge(page, "Completed", timeout_ms=90_000)
+        taken.append(shots(page, "completed-run", full_page=False))
+        assert proc.wait(60) == 0, stack.log("replace-gpu003")[-3000:]
+        run = stack.run(run_id)
+        assert (run["state_type"], run["state_name"]) == ("COMPLETED", "Completed")
+        assert run["state"]["message"].startswith("gpu003: replaced by gpu0"), run["state"]["message"]
+        answer = led.get_approval(asked.id)
+        assert (answer.decision, answer.decided_by, answer.reason) == (
+            "approve", "bob", "spend the reserve: the job is waiting")
+
+        # its artifacts: the timeline and the story name the approver
+        ui.artifacts_tab(page)
+        ui.open_artifact(page, "replace-gpu003-story", "approval: approve by bob")
+        taken.append(shots(page, "story"))
+        assert_pictures(taken)
 
 
-def test_runs_that_need_a_person_are_not_green(stack, outcomes, page, shots):
-    runs = outcomes.wait()
-    assert set(runs) == set(ui.OUTCOME_RUNS), runs
-    page.goto(f"{stack.ui}/runs", wait_until="domcontentloaded")
-    taken = []
-    for name, state in ui.OUTCOME_RUNS.items():
-        row = page.locator(".state-list-item").filter(has=page.get_by_text(name, exact=True)).first
-        row.wait_for(timeout=ui.UI_WAIT_MS)
-        assert row.locator(".state-badge").first.inner_text().strip() == state
-        assert_not_green(row, "state-list-item--")
-    taken.append(shots(page, "runs-list"))
+    def test_runs_that_need_a_person_are_not_green(self, stack, outcomes, page, shots):
+        runs = outcomes.wait()
+        assert set(runs) == set(ui.OUTCOME_RUNS), runs
+        page.goto(f"{stack.ui}/runs", wait_until="domcontentloaded")
+        taken = []
+        for name, state in ui.OUTCOME_RUNS.items():
+            row = page.locator(".state-list-item").filter(has=page.get_by_text(name, exact=True)).first
+            row.wait_for(timeout=ui.UI_WAIT_MS)
+            assert row.locator(".state-badge").first.inner_text().strip() == state
+            assert_not_green(row, "state-list-item--")
+        taken.append(shots(page, "runs-list"))
 
-    for name, state in ui.OUTCOME_RUNS.items():
-        ui.open_run(page, stack, runs[name], state)
+        for name, state in ui.OUTCOME_RUNS.items():
+            ui.open_run(page, stack, runs[name], state)
+            badge = ui.badge(page)
+            assert badge.inner_text().strip() == state
+            assert_not_green(badge, "state--")
+            assert stack.run(runs[name])["state_name"] == state
+            taken.append(shots(page, f"{state.lower().replace(' ', '-')}-run", full_page=False))
+        assert_pictures(taken)
+
+
+    def test_a_warned_node_with_no_spare_is_a_green_watched_run_that_says_why(self, stack, outcomes, page, shots):
+        """The warned node still works: no spare means it is left working and watched. Nothing needs a person, so the
+        run is green (Completed, named Watched), and its state message says the node was not swapped and why."""
+        outcomes.wait()
+        run_id = outcomes.watched()
+        ui.open_run(page, stack, run_id, "Watched")
         badge = ui.badge(page)
-        assert badge.inner_text().strip() == state
-        assert_not_green(badge, "state--")
-        assert stack.run(runs[name])["state_name"] == state
-        taken.append(shots(page, f"{state.lower().replace(' ', '-')}-run", full_page=False))
-    assert_pictures(taken)
-
-
-def test_a_warned_node_with_no_spare_is_a_green_watched_run_that_says_why(stack, outcomes, page, shots):
-    """The warned node still works: no spare means it is left working and watched. Nothing needs a person, so the
-    run is green (Completed, named Watched), and its state message says the node was not swapped and why."""
-    outcomes.wait()
-    run_id = outcomes.watched()
-    ui.open_run(page, stack, run_id, "Watched")
-    badge = ui.badge(page)
-    classes = badge.get_attribute("class").split()
-    assert "state--completed" in classes, classes
-    taken = [shots(page, "watched-run", full_page=False)]
-    ui.details_tab(page)
-    message = page.get_by_text("gpu013 was not swapped on its early warning").first
-    message.wait_for(timeout=ui.UI_WAIT_MS)
-    assert "no spare was ready" in message.inner_text()  # the UI cuts the rest off behind "See More"
-    taken.append(shots(page, "watched-details"))
-    run = stack.run(run_id)
-    assert run["state_name"] == "Watched" and run["state_type"] == "COMPLETED", run
-    text = run["state"]["message"]
-    assert "no spare was ready at the checkpoint boundary — none of the 2 ready spare(s) is validated" in text, text
-    assert text.endswith("it keeps working and is watched."), text
-    assert_pictures(taken)
+        classes = badge.get_attribute("class").split()
+        assert "state--completed" in classes, classes
+        taken = [shots(page, "watched-run", full_page=False)]
+        ui.details_tab(page)
+        message = page.get_by_text("gpu013 was not swapped on its early warning").first
+        message.wait_for(timeout=ui.UI_WAIT_MS)
+        assert "no spare was ready" in message.inner_text()  # the UI cuts the rest off behind "See More"
+        taken.append(shots(page, "watched-details"))
+        run = stack.run(run_id)
+        assert run["state_name"] == "Watched" and run["state_type"] == "COMPLETED", run
+        text = run["state"]["message"]
+        assert "no spare was ready at the checkpoint boundary — none of the 2 ready spare(s) is validated" in text, text
+        assert text.endswith("it keeps working and is watched."), text
+        assert_pictures(taken)
 
 
 def assert_not_green(element, prefix: str) -> None:
