@@ -6,9 +6,11 @@ server that records every request it gets, remedy's own Prefect server (marked `
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -284,34 +286,24 @@ def _up_with_paused_runs(tmp_path: Path, template: Path):
     return up, urls, record, paused
 
 
-class StateWatch:
-    """Reads the runs' states from the server while it still runs (cancel happens first, then the server stops)."""
-
-    def __init__(self, api: str, run_ids: list[str], until):
-        self.states: dict[str, tuple[str, str]] = {}
-
-        def watch():
-            while not until():
-                try:
-                    query = {"flow_runs": {"id": {"any_": run_ids}}}
-                    for r in httpx.post(f"{api}/flow_runs/filter", json=query, timeout=5).json():
-                        self.states[r["id"]] = (r["state_type"], (r.get("state") or {}).get("message") or "")
-                except (httpx.HTTPError, ValueError):
-                    pass
-                time.sleep(0.5)
-
-        self.thread = threading.Thread(target=watch, daemon=True)
-        self.thread.start()
+def _final_states(tmp_path: Path, run_ids: list[str]) -> dict[str, tuple[str, str]]:
+    """Each run's last state (type, message) as remedy's Prefect server stored it, read from its SQLite database once
+    the server has stopped. The stop follows the cancellation within milliseconds, so a poll of the API could miss
+    it; what the server wrote before it stopped cannot be missed."""
+    db = tmp_path / "var" / "stack" / "prefect" / "prefect.db"
+    with contextlib.closing(sqlite3.connect(db)) as con:
+        rows = con.execute("select r.id, r.state_type, coalesce(s.message, '') from flow_run r "
+                           "left join flow_run_state s on s.id = r.state_id").fetchall()
+    return {run_id: (state, message) for run_id, state, message in rows if run_id in run_ids}
 
 
-def _assert_up_left_nothing(tmp_path: Path, up: subprocess.Popen, watch: StateWatch, record: dict,
-                            paused: list[str]) -> None:
+def _assert_up_left_nothing(tmp_path: Path, up: subprocess.Popen, record: dict, paused: list[str]) -> None:
     """After `remedy up` has exited (stopped by `remedy down` or Ctrl-C): it exited 0, its paused runs were cancelled
     while the server still ran, and no process of its server nor its running.json is left."""
-    watch.thread.join(10)
     assert up.returncode == 0, (tmp_path / "up.err").read_text()[-3000:]
-    assert {watch.states[r][0] for r in paused} == {"CANCELLED"}
     assert _ours(record["nonce"], record["pid"]) == []
+    states = _final_states(tmp_path, paused)
+    assert set(states) == set(paused) and {state for state, _ in states.values()} == {"CANCELLED"}, states
     assert not (tmp_path / "var" / "stack" / "running.json").exists()
 
 
@@ -321,12 +313,11 @@ def test_down_stops_up_which_cancels_its_paused_runs_and_stops_its_server(tmp_pa
     paused runs end Cancelled (no live Resume button), and nothing of ours is left running."""
     up, urls, record, paused = _up_with_paused_runs(tmp_path, prefect_db_template)
     try:
-        watch = StateWatch(urls["prefect_api"], paused, until=lambda: up.poll() is not None)
         down = remedy(tmp_path, "down")
         assert down.returncode == 0, down.stderr
         assert "stopped `remedy up` for var/stack" in down.stdout
         up.wait(timeout=30)
-        _assert_up_left_nothing(tmp_path, up, watch, record, paused)
+        _assert_up_left_nothing(tmp_path, up, record, paused)
     finally:
         if up.poll() is None:
             up.kill()
@@ -339,10 +330,9 @@ def test_ctrl_c_on_up_cancels_its_paused_runs_and_stops_what_it_started(tmp_path
     parts, and leaves no record behind (so `remedy down` has nothing to do)."""
     up, urls, record, paused = _up_with_paused_runs(tmp_path, prefect_db_template)
     try:
-        watch = StateWatch(urls["prefect_api"], paused, until=lambda: up.poll() is not None)
         up.send_signal(signal.SIGINT)
         out, _ = up.communicate(timeout=60)
-        _assert_up_left_nothing(tmp_path, up, watch, record, paused)
+        _assert_up_left_nothing(tmp_path, up, record, paused)
         assert "cancelled" in out and "stopped remedy's Prefect server" in out
         for url in (urls["simulator"], urls["receiver"]):
             with pytest.raises(httpx.HTTPError):
@@ -363,15 +353,14 @@ def test_down_after_a_killed_up_cancels_the_runs_it_left_and_stops_its_server(tm
         up.send_signal(signal.SIGKILL)
         up.wait(timeout=10)
         assert _running(record["pid"]), "the server outlives a killed `remedy up`"
-        watch = StateWatch(urls["prefect_api"], paused, until=lambda: not _running(record["pid"]))
         down = remedy(tmp_path, "down")
-        watch.thread.join(10)
         assert down.returncode == 0, down.stderr
         assert "run(s) `remedy up` for var/stack left open" in down.stdout
-        assert all(watch.states[r][0] == "CANCELLED" and watch.states[r][1].startswith("stopped by remedy down")
-                   for r in paused), watch.states
         assert f"stopped remedy's Prefect server for var/stack (pid {record['pid']}" in down.stdout
         assert _ours(record["nonce"], record["pid"]) == []
+        states = _final_states(tmp_path, paused)
+        assert set(states) == set(paused) and all(state == "CANCELLED" and message.startswith("stopped by remedy down")
+                                                  for state, message in states.values()), states
         assert not (tmp_path / "var" / "stack" / "running.json").exists()
     finally:
         if up.poll() is None:
