@@ -70,7 +70,7 @@ SLOW: dict[str, str] = {
 SLOW.update({
     "tests/flows/test_demo.py":
         "`remedy demo` as a CLI process of its own (imports Prefect and the flows), its runs on the test Prefect "
-        "server (9-70 s each at load 8; the XID 79 demo runs once for the two tests that read it)",
+        "server (9-91 s each at load 7-8; the XID 79 demo runs once for the two tests that read it)",
     "tests/platform/test_own_servers.py::test_demo_writes_to_its_own_server_reuses_it_and_down_leaves_no_process_of_ours":
         "two `remedy demo` processes with remedy's own Prefect server (started once, reused), then `remedy down` "
         "(60 s at load 8, 131 s before its server started from a migrated database)",
@@ -79,10 +79,10 @@ SLOW.update({
         "`remedy down` (32 s at load 8; 97-148 s with the storm of five)",
     "tests/platform/test_own_servers.py::test_ctrl_c_on_up_cancels_its_paused_runs_and_stops_what_it_started":
         "`remedy up` with its own Prefect server until a storm of two on a rack holds one run for a person, then "
-        "Ctrl-C (86 s at load 8)",
+        "Ctrl-C (32-86 s at load 7-8)",
     "tests/platform/test_own_servers.py::test_down_after_a_killed_up_cancels_the_runs_it_left_and_stops_its_server":
         "`remedy up` with its own Prefect server until a storm of two on a rack holds one run for a person, killed, "
-        "then `remedy down` (67 s at load 8)",
+        "then `remedy down` (37-67 s at load 7-8)",
     "tests/platform/test_own_servers.py::test_a_real_prefect_server_start_on_4200_gets_nothing_from_the_demo":
         "a plain `prefect server start` of its own, then `remedy demo` as a CLI process (34-42 s at load 8; 42 "
         "when it was the first test to need the run's migrated Prefect database, tests/fixtures/stack.py)",
