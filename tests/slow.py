@@ -9,19 +9,20 @@ from __future__ import annotations
 BUDGET_SECONDS = 20.0
 
 SLOW: dict[str, str] = {
-    # measured: 61-80 s each on the CI machine before issue 28 (a real 10 s lease waited out), 136 s at load 13
+    # measured: 61-80 s each on the CI machine before issue 28 (a real 10 s lease waited out), 136 s at load 13; a
+    # flow process per case forked from a warm zygote since (tests/flows/takeover_helpers.py): 4-16 s at load 6
     "tests/flows/test_takeover.py::test_replace_node_killed_at_each_step_is_taken_over":
-        "a flow process of its own (imports Prefect and the flows), killed mid-step; then a second run of the flow",
+        "a flow process of its own, killed mid-step; then a second run of the flow, through the watchdog and triage "
+        "for half the cases (16 s at load 6 on PostgreSQL; the session's first case starts the Prefect harness)",
     "tests/flows/test_takeover.py::test_fix_in_place_killed_at_each_step_is_taken_over":
-        "a flow process of its own, killed mid-rung; then a second run of fix-in-place through its ladder",
-    "tests/flows/test_takeover.py::test_a_late_approval_for_a_killed_run_says_so_and_the_incident_is_reannounced":
-        "a flow process paused for an approval, killed; a real receiver answers the click and re-announces",
-    "tests/flows/test_takeover.py::test_a_stopped_run_taken_over_meanwhile_is_refused_when_it_continues":
-        "a flow process stopped mid-drain, a second run replaces the node, the first continues and is refused; "
-        "on PostgreSQL it waits for a real 10 s lease",
+        "a flow process of its own, killed mid-rung; then a second run of fix-in-place through its ladder (11 s at "
+        "load 6, twice that at CI's load)",
+    "tests/flows/test_takeover.py::test_a_stopped_run_taken_over_meanwhile_is_refused_when_it_continues[postgresql]":
+        "a flow process stopped mid-drain waits for a real 10 s lease to run out before a second run replaces the "
+        "node (21 s at load 6)",
     "tests/flows/test_recovery_takeover.py::test_a_killed_background_repair_is_taken_over":
         "a triage process of its own (replace first, then the background repair), killed mid-reboot; the watchdog "
-        "re-announces and a second triage run carries the repair through burn-in",
+        "re-announces and a second triage run carries the repair through burn-in (13-18 s at load 6)",
     "tests/flows/test_cleared_keeps_operator_cordon.py::test_a_persons_cordon_before_a_cleared_recheck_stays":
         "a replace-node run on the simulator through its real re-check (a node Job probing the GPUs); 22 s at load",
     "tests/safety/test_private_files.py::test_the_prefect_server_gpu_remedy_starts_keeps_its_database_private":

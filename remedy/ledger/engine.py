@@ -41,7 +41,13 @@ def make_engine(url: str, *, echo: bool = False, busy_timeout_seconds: float = 3
     if backend == "postgresql":
         if parsed.get_driver_name() != "psycopg":
             parsed = parsed.set(drivername="postgresql+psycopg")  # the one PostgreSQL driver we ship
-        return create_engine(parsed, echo=echo, pool_pre_ping=True, future=True)
+        # A process frozen inside a transaction (a VM paused mid lease renewal) keeps its row locks, and the
+        # takeover that claims the lease would wait on them for ever: the server ends such a session after the
+        # busy timeout, and a writer waits for a lock at most twice that, then fails with "lock timeout".
+        ms = int(busy_timeout_seconds * 1000)
+        options = f"-c idle_in_transaction_session_timeout={ms} -c lock_timeout={2 * ms}"
+        return create_engine(parsed, echo=echo, pool_pre_ping=True, future=True,
+                             connect_args={"options": options})
     raise ValueError(f"unsupported ledger database {backend!r} in {url!r}: use sqlite:///path or postgresql+psycopg://")
 
 

@@ -32,10 +32,12 @@ def ledger_lock(db_url: str, engine: Any) -> Iterator[None]:
         else:
             from sqlalchemy import text
 
-            with engine.connect() as conn:
+            # a session lock needs no transaction; outside one, the session is not "idle in transaction" while
+            # the gate works, so the ledger engine's idle_in_transaction_session_timeout never ends it (and the
+            # lock with it) under a slow gate
+            with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
                 conn.execute(text(f"SELECT pg_advisory_lock({ADVISORY_KEY})"))
                 try:
                     yield
                 finally:
                     conn.execute(text(f"SELECT pg_advisory_unlock({ADVISORY_KEY})"))
-                    conn.commit()

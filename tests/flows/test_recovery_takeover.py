@@ -19,6 +19,7 @@ from remedy.sim.faults import inject
 from tests.approvals.helpers import remedy_env  # noqa: F401 - fixture
 from tests.fixtures.prefect import run_to_state_result
 from tests.flows.takeover_helpers import (  # noqa: F401 - ledger_db and warm_flow_processes are fixtures
+    KILL_POINTS,
     SPARES,
     acts,
     go,
@@ -44,17 +45,14 @@ def test_a_killed_background_repair_is_taken_over(prefect_server, sim, remedy_en
     runtime = remedy_env(sim=sim, **ledger_db)
     node = "gpu003"
     log = tmp_path / "flow.log"
-    proc = start("triage(incident_id=incident_id, return_state=True)", log)
+    proc = start("triage(incident_id=incident_id, return_state=True)", log, stop_at="repair during reboot", node=node)
     _spares_validated_at_build(runtime)
     inject(sim.cluster, "xid", node, gpu=2, code=79)  # fallen off the bus: a reboot, after the job got a spare
     led = runtime.ledger()
     incident, _ = led.open_incident(Incident(node=node, signal="xid", gpu=2, xid=79), window_seconds=600)
 
-    def repairing() -> bool:  # the background reboot was issued, the node is not back yet
-        return any(a.detail.get("off_critical_path") for a in acts(led, incident.id, "fix_reboot",
-                                                                    ActionOutcome.RUNNING))
-
-    kill_when(go(proc, incident.id), repairing, log)
+    # the background reboot was issued, the node is not back yet
+    kill_when(go(proc, incident.id), lambda: KILL_POINTS["repair during reboot"](led, incident.id, node), log)
     assert spares_left(runtime) == SPARES - 1  # the job runs on the spare; the failed node is out
     held = led.get_incident(incident.id)
     assert held.status is IncidentStatus.ACTING, held  # held by the repair (main: resolved, so never taken over)

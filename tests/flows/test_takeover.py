@@ -1,5 +1,6 @@
 """Dead runs are taken over: the flow runs in its own process and is killed with SIGKILL at each step of
-replace-node and fix-in-place; then a new run (a person's, or the next trigger's) or the watchdog's re-announce
+replace-node and fix-in-place (forked from a zygote that imported the flows once; it stops itself right after
+the ledger write that reaches the kill point, and is killed there); then a new run (a person's, or the next trigger's) or the watchdog's re-announce
 takes the incident over. Exactly one spare is used, the node is never left cordoned without a live owner, and the
 incident ends settled. Nothing marks the dead run Crashed by hand: its lease runs out. The lease is long (60 s:
 no stall of a loaded machine loses it before the kill point) and nobody waits for it: after the kill this process
@@ -29,6 +30,7 @@ from remedy.sim.faults import inject
 from tests.approvals.helpers import flow_state, remedy_env, wait_for  # noqa: F401 - fixture
 from tests.fixtures.prefect import run_to_state_result
 from tests.flows.takeover_helpers import (  # noqa: F401 - ledger_db and warm_flow_processes are fixtures
+    KILL_POINTS,
     LEASES,
     REAL_LEASES,
     SPARES,
@@ -42,20 +44,15 @@ from tests.flows.takeover_helpers import (  # noqa: F401 - ledger_db and warm_fl
     spares_left,
     start,
     stop_outside_a_write,
-    warm_flow_processes,  # autouse: every test here starts flow processes, warm ones
+    wait_stopped_at,
+    warm_flow_processes,  # autouse: every test here forks flow processes from the module's zygote
 )
 
 pytestmark = pytest.mark.prefect
 
 
-# what the ledger shows at the moment to kill (the flow writes each action's row before it acts)
-REPLACE_STEPS: dict[str, Callable] = {
-    "after cordon": lambda led, i, node: acts(led, i, "cordon_node", ActionOutcome.SUCCEEDED),
-    "during drain": lambda led, i, node: acts(led, i, "drain_node", ActionOutcome.RUNNING),
-    "after spare claim": lambda led, i, node: acts(led, i, "claim_spare"),
-    "during promotion": lambda led, i, node: acts(led, i, "untaint_node", not_node=node),
-}
-
+# the kill points (takeover_helpers.KILL_POINTS: what the ledger shows at the moment to kill; the flow writes each
+# action's row before it acts) are reached in the flow process, which stops itself there for the kill
 
 @pytest.mark.parametrize("ledger_db,step,how", [
     ("sqlite", "after cordon", "rerun"),
@@ -77,11 +74,11 @@ def test_replace_node_killed_at_each_step_is_taken_over(prefect_server, sim, rem
     log = tmp_path / "flow.log"
     proc = start("triage(incident_id=incident_id, return_state=True)" if how == "watchdog" else
                  f"replace_node(node='{node}', cause='row remap failed', signal='{signal_kind}', gpu=4, "
-                 "incident_id=incident_id, return_state=True)", log)
+                 "incident_id=incident_id, return_state=True)", log, stop_at=f"replace {step}", node=node)
     _spares_validated_at_build(runtime)
     led = runtime.ledger()
     incident, _ = led.open_incident(Incident(node=node, signal=signal_kind, gpu=4), window_seconds=600)
-    kill_when(go(proc, incident.id), lambda: REPLACE_STEPS[step](led, incident.id, node), log)
+    kill_when(go(proc, incident.id), lambda: KILL_POINTS[f"replace {step}"](led, incident.id, node), log)
     assert runtime.cluster().get_node(node).unschedulable  # cordoned, and its owner is dead
 
     out = recover(runtime, incident.id, how, lambda: run_to_state_result(
@@ -95,17 +92,9 @@ def test_replace_node_killed_at_each_step_is_taken_over(prefect_server, sim, rem
     assert_settled(runtime, incident.id, node)
 
 
-# fix-in-place's steps inside one rung (the ladder attempt row is running throughout): (rung, what the ledger shows)
-FIX_STEPS: dict[str, tuple[str, Callable]] = {
-    "after cordon": ("reset", lambda led, i: acts(led, i, "cordon_node", ActionOutcome.SUCCEEDED)),
-    "during drain": ("reset", lambda led, i: acts(led, i, "drain_node", ActionOutcome.RUNNING)),
-    "during reset": ("reset", lambda led, i: acts(led, i, "job_gpu-reset", ActionOutcome.RUNNING)),
-    "during verify": ("reset", lambda led, i: (acts(led, i, "job_gpu-reset", ActionOutcome.SUCCEEDED)  # the probe
-                                              and acts(led, i, "job_nvml-probe", ActionOutcome.RUNNING))),
-    # the reboot was issued (the simulator reboots by Job) and the node is not back yet
-    "during reboot": ("reboot", lambda led, i: (acts(led, i, "job_reboot")
-                                                and acts(led, i, "fix_reboot", ActionOutcome.RUNNING))),
-}
+# the rung of fix-in-place's ladder each kill point is on
+FIX_RUNG = {"after cordon": "reset", "during drain": "reset", "during reset": "reset", "during verify": "reset",
+            "during reboot": "reboot"}
 
 
 @pytest.mark.parametrize("ledger_db,step,how", [
@@ -124,20 +113,21 @@ def test_fix_in_place_killed_at_each_step_is_taken_over(prefect_server, sim, rem
     from remedy.domain.model import Incident
     from remedy.platform.demo import _spares_validated_at_build
 
-    rung, during = FIX_STEPS[step]
+    rung = FIX_RUNG[step]
     # fixed in place, not replaced first (triage would give the job a spare and fix the node off the critical path)
     runtime = remedy_env(sim=sim, LADDER__REPLACE_FIRST="false", **ledger_db)
     node = "gpu005"
     log = tmp_path / "flow.log"
     proc = start("triage(incident_id=incident_id, return_state=True)" if how == "watchdog" else
-                 f"fix_in_place(node='{node}', xid=145, gpu=3, incident_id=incident_id, return_state=True)", log)
+                 f"fix_in_place(node='{node}', xid=145, gpu=3, incident_id=incident_id, return_state=True)", log,
+                 stop_at=f"fix {step}", node=node)
     _spares_validated_at_build(runtime)
     inject(sim.cluster, "xid", node, gpu=3, code=145)
     if rung == "reboot":  # the reset does not clear it; the reboot does
         inject(sim.cluster, "reset-fails", node, gpu=3)
     led = runtime.ledger()
     incident, _ = led.open_incident(Incident(node=node, signal="xid", gpu=3, xid=145), window_seconds=600)
-    kill_when(go(proc, incident.id), lambda: during(led, incident.id), log)
+    kill_when(go(proc, incident.id), lambda: KILL_POINTS[f"fix {step}"](led, incident.id, node), log)
     assert runtime.cluster().get_node(node).unschedulable
 
     out = recover(runtime, incident.id, how, lambda: run_to_state_result(
@@ -258,17 +248,14 @@ def test_a_stopped_run_taken_over_meanwhile_is_refused_when_it_continues(prefect
     node = "gpu010"
     log = tmp_path / "flow.log"
     proc = start(f"replace_node(node='{node}', signal='row-remap-failure', gpu=2, incident_id=incident_id, "
-                 "return_state=True)", log)
+                 "return_state=True)", log, stop_at="replace during drain", node=node)
     _spares_validated_at_build(runtime)
     led = runtime.ledger()
     incident, _ = led.open_incident(Incident(node=node, signal="row-remap-failure", gpu=2), window_seconds=600)
     go(proc, incident.id)
-    deadline = time.monotonic() + 240
-    while not acts(led, incident.id, "drain_node", ActionOutcome.RUNNING):
-        assert proc.poll() is None, log.read_text()[-3000:]
-        assert time.monotonic() < deadline, log.read_text()[-3000:]
-        time.sleep(0.005)
-    stop_outside_a_write(proc, runtime.settings().db_url)
+    wait_stopped_at(proc, lambda: KILL_POINTS["replace during drain"](led, incident.id, node), log)
+    # stopped by its own SIGSTOP mid-drain; not holding SQLite's write lock (the lease renewal could be)
+    stop_outside_a_write(proc, runtime.settings().db_url, stop=False)
     try:
         stalled = led.get_incident(incident.id).flow_run_id
         # PostgreSQL: the wall clock, once (the end-to-end check that a real lease runs out on its own)

@@ -139,3 +139,25 @@ def test_a_writer_may_nest_a_write_in_its_own_thread(tmp_path: Path) -> None:
     assert not t.is_alive(), "a nested write in the same thread deadlocked on the writer lock"
     assert out == ["OperationalError"], out  # SQLite's "database is locked", after its busy timeout
     engine.dispose()
+
+
+def test_a_session_frozen_inside_a_transaction_does_not_hold_its_row_lock_for_ever(fresh_postgres_url: str) -> None:
+    """A process stopped mid-transaction on PostgreSQL (seen in the SIGSTOP takeover tests: frozen while renewing
+    its lease) kept the row locked, and the takeover's claim waited on it for ever. The server now ends an idle
+    transaction after the busy timeout, so the second writer gets the row."""
+    engine = make_engine(fresh_postgres_url, busy_timeout_seconds=1.0)
+    with write_transaction(engine) as conn:
+        conn.execute(text("CREATE TABLE lease (id int PRIMARY KEY, holder text)"))
+        conn.execute(text("INSERT INTO lease VALUES (1, 'a')"))
+    frozen = engine.connect()
+    frozen.begin()
+    frozen.execute(text("UPDATE lease SET holder = 'frozen' WHERE id = 1"))  # holds the row, then does nothing
+    start = time.monotonic()
+    with write_transaction(engine) as conn:
+        conn.execute(text("SET LOCAL lock_timeout = '15s'"))  # without the fix: fails here, not hangs
+        conn.execute(text("UPDATE lease SET holder = 'takeover' WHERE id = 1"))
+    assert time.monotonic() - start < 10
+    with read_transaction(engine) as conn:
+        assert conn.execute(text("SELECT holder FROM lease")).scalar_one() == "takeover"
+    frozen.invalidate()
+    engine.dispose()
