@@ -37,16 +37,17 @@ SLOW: dict[str, str] = {
     "tests/integration/test_alert_to_cordon.py":
         "`remedy up`'s stack with real Prometheus and Alertmanager: alert rules must fire (1 s scrape/eval)",
     "tests/integration/test_up_nfs_audit.py":
-        "`remedy up` in a process of its own with its Prometheus, until the NFS audit finds the node",
+        "`remedy up` in a process of its own with its Prometheus, until the NFS audit finds the node (37 s at load 8)",
     # issue 28: one module, so one Prefect server with its UI and one Chromium for all of them (tests/ui/conftest.py)
     "tests/ui/test_approval_ui.py":
         "a Prefect server with its UI, flows in processes of their own until a replacement pauses and then completes "
         "after the form's answer, `remedy demo` twice in a process (the rack storm until each question is answered: "
         "58-68 s; a replacement: 40-60 s), headless Chromium pressing Resume and reading the timeline",
     "tests/platform/test_stack_supervision.py::test_ctrl_c_under_a_pipe_that_closed_still_stops_everything":
-        "`remedy up` in a process of its own until its banner, then Ctrl-C with its stdout closed (108 s at load 8)",
+        "`remedy up` in a process of its own until its banner, then Ctrl-C with its stdout closed (41-108 s at load 8)",
     "tests/platform/test_stack_supervision.py::test_up_starts_ledger_fresh_and_stops_in_one_line_when_its_prefect_server_dies":
-        "`remedy up` in a process of its own with its Prefect server, which is then killed (195-233 s at load 15)",
+        "`remedy up` in a process of its own with its Prefect server, which is then killed (75 s at load 8, "
+        "195-233 s at load 15)",
     "tests/approvals/test_breaker_close.py":
         "a rack storm of five replace-node runs held by the breaker until `remedy breaker close` (202 s at load 22)",
     "tests/test_install_script.py::test_readme_install_works_with_the_system_python_from_a_fresh_clone":
@@ -67,19 +68,22 @@ SLOW: dict[str, str] = {
 SLOW.update({
     "tests/flows/test_demo.py":
         "`remedy demo` as a CLI process of its own (imports Prefect and the flows), its runs on the test Prefect "
-        "server (35-145 s each at load 8; 48-81 s at load 9 with bytecode cached)",
+        "server (9-91 s each at load 7-8; the XID 79 demo runs once for the two tests that read it)",
     "tests/platform/test_own_servers.py::test_demo_writes_to_its_own_server_reuses_it_and_down_leaves_no_process_of_ours":
         "two `remedy demo` processes with remedy's own Prefect server (started once, reused), then `remedy down` "
-        "(131 s at load 8)",
+        "(60 s at load 8, 131 s before its server started from a migrated database)",
     "tests/platform/test_own_servers.py::test_down_stops_up_which_cancels_its_paused_runs_and_stops_its_server":
-        "`remedy up` with its own Prefect server until a rack storm's held runs pause, then `remedy down` (97-148 s)",
+        "`remedy up` with its own Prefect server until a storm of two on a rack holds one run for a person, then "
+        "`remedy down` (32 s at load 8; 97-148 s with the storm of five)",
     "tests/platform/test_own_servers.py::test_ctrl_c_on_up_cancels_its_paused_runs_and_stops_what_it_started":
-        "`remedy up` with its own Prefect server until a rack storm's held runs pause, then Ctrl-C (111 s at load 8)",
+        "`remedy up` with its own Prefect server until a storm of two on a rack holds one run for a person, then "
+        "Ctrl-C (32-86 s at load 7-8)",
     "tests/platform/test_own_servers.py::test_down_after_a_killed_up_cancels_the_runs_it_left_and_stops_its_server":
-        "`remedy up` with its own Prefect server until a rack storm's held runs pause, killed, then `remedy down` "
-        "(100 s at load 8)",
+        "`remedy up` with its own Prefect server until a storm of two on a rack holds one run for a person, killed, "
+        "then `remedy down` (37-67 s at load 7-8)",
     "tests/platform/test_own_servers.py::test_a_real_prefect_server_start_on_4200_gets_nothing_from_the_demo":
-        "a plain `prefect server start` of its own, then `remedy demo` as a CLI process (34 s at load 8)",
+        "a plain `prefect server start` of its own, then `remedy demo` as a CLI process (34-42 s at load 8; 42 "
+        "when it was the first test to need the run's migrated Prefect database, tests/fixtures/stack.py)",
     "tests/flows/test_replace_node_real.py::test_xid79_replaced_on_a_real_control_plane":
         "replace-node through the test Prefect server on the real kube-apiserver + controller-manager, waiting for "
         "the real Job and taint controllers (128 s at load 8)",
@@ -109,7 +113,7 @@ SLOW.update({
         "`remedy up`'s stack started in-process (simulator, receiver, ledger) against the test Prefect server, until "
         "an injected fault reaches it (23 s at load 8 with bytecode cached, 83 s without)",
     "tests/platform/test_prefect_server.py::test_the_server_remedy_up_starts_takes_concurrent_writes_without_a_single_503":
-        "starts the Prefect server `remedy up` starts (its own, on SQLite) and writes to it from 16 threads (23 s)",
+        "starts the Prefect server `remedy up` starts (its own, on SQLite) and writes to it from 16 threads (23-44 s)",
     "tests/flows/test_warning_swap.py::test_a_warned_node_is_swapped_at_a_checkpoint_it_asked_for_then_fixed_off_path":
         "triage asks the simulated job for a checkpoint, swaps the node at it, then fixes it off the critical path "
         "through burn-in on the test Prefect server (30 s at load 9)",

@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.fixtures.prefect import clean_env
 from tests.fixtures.prometheus import require_binary
-from tests.platform.test_own_servers import ROOT, _running, remedy
+from tests.fixtures.stack import prefect_db_template, seed_prefect_home  # noqa: F401 - a fixture
+from tests.platform.test_own_servers import _running, remedy, stack_env
 
 pytestmark = [pytest.mark.prefect, pytest.mark.servers]
 
@@ -31,9 +31,11 @@ def _wait(predicate, what: str, timeout: float = 120.0):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_nfs_audit_under_remedy_up_reads_the_stacks_prometheus_and_finds_the_starved_node(tmp_path):
+def test_nfs_audit_under_remedy_up_reads_the_stacks_prometheus_and_finds_the_starved_node(tmp_path,
+                                                                                         prefect_db_template):
     require_binary("prometheus")
-    env = clean_env(tmp_path) | {"PYTHONPATH": str(ROOT)}
+    seed_prefect_home(tmp_path / "var" / "stack" / "prefect", prefect_db_template)  # tests/fixtures/stack.py
+    env = stack_env(tmp_path)
     up = subprocess.Popen([sys.executable, "-m", "remedy.cli", "up", "--json", "--prefect-port", "0", "--sim-port", "0",
                            "--receiver-port", "0"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                           stderr=open(tmp_path / "up.err", "w"), text=True)

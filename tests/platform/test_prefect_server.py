@@ -12,6 +12,7 @@ import json
 import pytest
 
 from remedy.platform.prefect_server import REPLAYS_HEADER, ReplayRetryable
+from tests.fixtures.stack import prefect_db_template, seed_prefect_home  # noqa: F401 - a fixture
 
 
 def call(app, *, method="POST", body=b"", chunks=None, scope_type="http"):
@@ -224,7 +225,7 @@ def test_non_http_traffic_is_not_touched(scope_type):
 
 
 @pytest.mark.prefect
-def test_the_server_remedy_up_starts_takes_concurrent_writes_without_a_single_503(tmp_path):
+def test_the_server_remedy_up_starts_takes_concurrent_writes_without_a_single_503(tmp_path, prefect_db_template):
     """The real launcher (python -m remedy.platform.prefect_server) on SQLite: API, UI, and 16 writers at once all answered
     with what they asked for. Plain `prefect server start` answered about half of these with 503 here
     (bench/prefect_sqlite_writes.py); an earlier cut of the wrapper turned them into 500s and 404s."""
@@ -234,7 +235,8 @@ def test_the_server_remedy_up_starts_takes_concurrent_writes_without_a_single_50
 
     from tests.fixtures.prefect import prefect_server_process
 
-    with prefect_server_process(tmp_path) as api:
+    # its database migrated once for the run (tests/fixtures/stack.py): the writes, not the migrations, are the test
+    with prefect_server_process(seed_prefect_home(tmp_path, prefect_db_template)) as api:
         assert "<!DOCTYPE html>" in httpx.get(api.removesuffix("/api") + "/", timeout=30).text
         flow_id = httpx.post(f"{api}/flows/", json={"name": "concurrent"}, timeout=30).json()["id"]
 

@@ -17,6 +17,7 @@ import pytest
 
 from remedy.platform.prefect_server import port_in_use
 from tests.fixtures.prefect import clean_env
+from tests.fixtures.stack import LEAN_SERVER_ENV, prefect_db_template, seed_prefect_home  # noqa: F401 - a fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,12 +55,13 @@ def test_a_port_in_time_wait_is_not_in_use_but_a_listener_is():
 
 
 @pytest.mark.prefect
-def test_up_starts_ledger_fresh_and_stops_in_one_line_when_its_prefect_server_dies(tmp_path):
+def test_up_starts_ledger_fresh_and_stops_in_one_line_when_its_prefect_server_dies(tmp_path, prefect_db_template):
     old = tmp_path / "var" / "stack" / "ledger.db"
     old.parent.mkdir(parents=True)
     with sqlite3.connect(old) as db:  # last session's ledger: kept beside the new one, never read by it
         db.execute("create table last_session (x)")
-    env = clean_env(tmp_path) | {"PYTHONPATH": str(ROOT)}
+    seed_prefect_home(tmp_path / "var" / "stack" / "prefect", prefect_db_template)  # tests/fixtures/stack.py
+    env = clean_env(tmp_path) | LEAN_SERVER_ENV | {"PYTHONPATH": str(ROOT)}
     up = subprocess.Popen([sys.executable, "-m", "remedy.cli", "up", "--prefect-port", "0", "--sim-port", "0",
                            "--receiver-port", "0"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True)
@@ -134,13 +136,14 @@ def test_a_simulator_that_stops_under_up_is_one_line(prefect_server, how):
 
 
 @pytest.mark.prefect
-def test_ctrl_c_under_a_pipe_that_closed_still_stops_everything(tmp_path):
+def test_ctrl_c_under_a_pipe_that_closed_still_stops_everything(tmp_path, prefect_db_template):
     """`remedy up | tee up.log`, then Ctrl-C: the terminal's SIGINT ends tee too, so `remedy up` writes its
     'stopping…' into a closed pipe. It still stops its Prefect server and its parts (it used to die on the
     BrokenPipeError and leave them running for `remedy down`)."""
     import json
 
-    env = clean_env(tmp_path) | {"PYTHONPATH": str(ROOT)}
+    seed_prefect_home(tmp_path / "var" / "stack" / "prefect", prefect_db_template)  # tests/fixtures/stack.py
+    env = clean_env(tmp_path) | LEAN_SERVER_ENV | {"PYTHONPATH": str(ROOT)}
     up = subprocess.Popen([sys.executable, "-m", "remedy.cli", "up", "--prefect-port", "0", "--sim-port", "0",
                            "--receiver-port", "0"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                           stderr=open(tmp_path / "up.err", "w"), text=True,
