@@ -225,8 +225,10 @@ def test_bad_job_is_a_422_naming_the_field(batch):
 def test_resizing_the_training_job_removes_then_recreates_pods(core, batch):
     batch.patch_namespaced_job("llm-pretrain", "training", {"spec": {"parallelism": 12}})
     wait_for(lambda: len([p for p in core.list_namespaced_pod("training").items]) == 12)
-    job = batch.read_namespaced_job("llm-pretrain", "training")
+    # the Job's status follows its pods a moment later (as a real Job controller's does): seen once at load 10
+    job = wait_for(lambda: (j := batch.read_namespaced_job("llm-pretrain", "training")).status.ready == 12 and j)
     assert (job.status.active, job.status.ready) == (12, 12)
+    assert len(core.list_namespaced_pod("training").items) == 12
     batch.patch_namespaced_job("llm-pretrain", "training", {"spec": {"parallelism": 14}})
     job = wait_for(lambda: (j := batch.read_namespaced_job("llm-pretrain", "training")).status.ready == 14 and j)
     nodes = [p.spec.node_name for p in core.list_namespaced_pod("training").items]
