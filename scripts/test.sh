@@ -78,7 +78,7 @@ if [ "${REMEDY_TEST_SPLIT:-0}" = 1 ]; then
   report+=("$(printf '%-14s %5d s  %s' slow "$(cat "$slow_log.secs")" "$(verdict "$rc") (beside servers)")")
   [ "$rc" = 0 ] || [ "$rc" = 5 ] || failed=1
   rm -f "$slow_log" "$slow_log.rc" "$slow_log.secs"
-elif [ "${REMEDY_TEST_FAST_FIRST:-0}" = 1 ]; then  # the fast tier alone first, then servers+slow
+elif [ "${REMEDY_TEST_FAST_BESIDE:-0}" != 1 ]; then  # the fast tier alone first, then servers+slow
   t0=$(date +%s)
   tier fast "not servers and not slow" "$fast_workers" load "$@"
   rc=$?
@@ -90,9 +90,9 @@ elif [ "${REMEDY_TEST_FAST_FIRST:-0}" = 1 ]; then  # the fast tier alone first, 
   report+=("$(printf '%-14s %5d s  %s' servers+slow "$(( $(date +%s) - t0 ))" "$(verdict $rc)")")
   [ $rc = 0 ] || [ $rc = 5 ] || failed=1
 else
-  # The fast tier in one process beside the servers+slow run: the heavy workers wait on leases, controllers and
-  # processes starting for part of their time, and the fast tests fill those gaps (measured in docs/testing.md).
-  # Its output is printed when it ends, not mixed into the heavy run's.
+  # REMEDY_TEST_FAST_BESIDE=1: the fast tier in one process beside the servers+slow run. Tried as the default
+  # (docs/testing.md): 1,241 s and 1,511 s on two CI runs, and at load 10 the fast tier's timing checks and its
+  # SQLite concurrency test failed; so not the default. Its output is printed when it ends.
   fast_log=$(mktemp)
   t_fast=$(date +%s)
   ( tier fast "not servers and not slow" "${REMEDY_TEST_WORKERS_FAST_BESIDE:-0}" load "$@" >"$fast_log" 2>&1
