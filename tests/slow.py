@@ -11,6 +11,10 @@ BUDGET_SECONDS = 20.0
 SLOW: dict[str, str] = {
     # measured: 61-80 s each on the CI machine before issue 28 (a real 10 s lease waited out), 136 s at load 13; a
     # flow process per case forked from a warm zygote since (tests/flows/takeover_helpers.py): 4-16 s at load 6
+    # measured: 22-26 s in the CI runs of 2026-11-29 (load 6-10)
+    "tests/flows/test_fix_in_place.py::test_a_restart_the_job_cannot_come_back_from_is_a_failed_rung_then_replace_first":
+        "a restart that waits out its 3 s resume timeout, then replace-first on the simulator, then the failed "
+        "node's reset, burn-in and return to the pool, all as flow runs",
     "tests/flows/test_takeover.py::test_replace_node_killed_at_each_step_is_taken_over":
         "a flow process of its own, killed mid-step; then a second run of the flow, through the watchdog and triage "
         "for half the cases (16 s at load 6 on PostgreSQL; the session's first case starts the Prefect harness)",
