@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import scheduling
 from tests import slow as budget
 from tests.tiers import MARKERS, SERVER_TIERS, CodeScan, tiers_of
 
@@ -43,6 +44,19 @@ def pytest_configure(config):
     config._remedy_tier_seconds = {}
     config._remedy_tier_cpu = {}
     _cpu_record_configure(config)
+    scheduling.configure(config)
+
+
+def pytest_unconfigure(config):
+    scheduling.unconfigure(config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` with the real control plane's tests on one worker (tests/scheduling.py)."""
+    if config.getoption("dist") == "loadfile":
+        return scheduling.RealLaneOnOneWorker(config, log)
+    return None
 
 
 def pytest_collection_modifyitems(config, items):
@@ -65,6 +79,7 @@ def pytest_collection_modifyitems(config, items):
         config._remedy_tier_of[item.nodeid] = ("slow" if item.get_closest_marker("slow") else
                                                "servers" if item.get_closest_marker("servers") else "fast")
     _longest_files_first(config, items)
+    scheduling.note_collection(config, items)
 
 
 # Rough seconds of one test on the CI machine by what it uses (tests/slow.py and the CPU record, docs/testing.md):
@@ -88,7 +103,8 @@ def _longest_files_first(config, items) -> None:
     for item in items:
         path = item.nodeid.split("::", 1)[0]
         per_file[path] = per_file.get(path, 0.0) + cost(item)
-    items.sort(key=lambda item: -per_file[item.nodeid.split("::", 1)[0]])
+    # the real control plane's tests first: one work unit, the longest (tests/scheduling.py)
+    items.sort(key=lambda item: (not item.get_closest_marker("real_k8s"), -per_file[item.nodeid.split("::", 1)[0]]))
 
 
 def pytest_runtest_logreport(report):

@@ -81,6 +81,9 @@ class CodeScan:
     def __init__(self) -> None:
         self._cache: dict[types.FunctionType, frozenset[str]] = {}
         self._strings_cache: dict[types.FunctionType, frozenset[str]] = {}
+        # tiers_of per (the item's parent, its function, fixtures, the parameters a fixture of ours reads): the cases
+        # of one parametrized test share the answer (182 CLI cases resolved the same fixtures 182 times)
+        self.items: dict[tuple, frozenset[str]] = {}
 
     def marks(self, fn: Callable) -> frozenset[str]:
         found: set[str] = set()
@@ -156,6 +159,21 @@ def tiers_of(item, scan: CodeScan) -> set[str]:
     the fixtures those request by name, and the code of the test, its fixtures and their helpers."""
     manager = item.session._fixturemanager
     params = getattr(getattr(item, "callspec", None), "params", {})
+    # a parameter matters only to a fixture of ours (a plain parametrize argument is pytest's pseudo-fixture)
+    ours = tuple(sorted((name, str(value)) for name, value in params.items()
+                        if any(_is_ours(d.func) for d in manager.getfixturedefs(name, item) or ())))
+    parent = getattr(item, "parent", None)
+    key = (getattr(parent, "nodeid", None), getattr(item, "function", None),
+           tuple(getattr(item, "fixturenames", ())), ours)
+    if parent is None or key not in scan.items:
+        found = frozenset(_tiers_of(item, scan, manager, params))
+        if parent is None:
+            return set(found)
+        scan.items[key] = found
+    return set(scan.items[key])
+
+
+def _tiers_of(item, scan: CodeScan, manager, params: dict) -> set[str]:
     memo: dict[str, frozenset[str]] = {}
 
     def of_fixture(name: str, stack: frozenset[str]) -> frozenset[str]:

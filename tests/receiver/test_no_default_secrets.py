@@ -70,11 +70,11 @@ def test_serve_on_loopback_without_a_token_runs_says_so_and_takes_loopback_alert
         led.migrate()
         led.upsert_nodes([Node(name="gpu003", gpu_count=8)])
     # Prefect is not running: incidents wait in the ledger's outbox, which is all this test needs. Nor is the
-    # cluster: a 1 s request timeout and no retries keep the receiver's wait for its node cache (2 x the timeout)
-    # and its node reads short (20 s and 4 attempts by default)
+    # cluster: a 0.25 s request timeout and no retries keep the receiver's wait for its node cache (2 x the timeout)
+    # and its node reads short (20 s and 4 attempts by default); nothing listens on port 9, so a read is refused at once
     proc = _cli(tmp_path, "receiver", "serve", "--host", "127.0.0.1", "--port", "0",
                 env={"PREFECT_API_URL": "http://127.0.0.1:9/api", "REMEDY_CLUSTER__SIMULATOR_URL": "http://127.0.0.1:9",
-                     "REMEDY_CLUSTER__REQUEST_TIMEOUT_SECONDS": "1", "REMEDY_CLUSTER__API_RETRIES": "0"})
+                     "REMEDY_CLUSTER__REQUEST_TIMEOUT_SECONDS": "0.25", "REMEDY_CLUSTER__API_RETRIES": "0"})
     try:
         warning = proc.stderr.readline()
         assert warning.startswith("remedy: warning: receiver.token is not set: taking alerts without a token, "
