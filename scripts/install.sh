@@ -33,8 +33,10 @@ fi
 VPY=.venv/bin/python
 "$VPY" -m uv --version >/dev/null 2>&1 || "$VPY" -m pip install --quiet --disable-pip-version-check uv
 # compiled once here: every process of the demo and the tests would otherwise compile Prefect on each import
-# when PYTHONDONTWRITEBYTECODE is set (it is on the machine we measured: ~10 s of a 35 s receiver start)
-"$VPY" -m uv pip install --quiet --compile-bytecode --python "$VPY" --override overrides.txt -r "$lock"
+# when PYTHONDONTWRITEBYTECODE is set (it is on the machine we measured: ~10 s of a 35 s receiver start).
+# uv's own UV_COMPILE_BYTECODE=0 skips it (~27 CPU s on 2 cores): tests/test_install_script.py does.
+UV_COMPILE_BYTECODE=${UV_COMPILE_BYTECODE:-1} \
+  "$VPY" -m uv pip install --quiet --python "$VPY" --override overrides.txt -r "$lock"
 "$VPY" -m uv pip install --quiet --python "$VPY" --no-deps -e .
 
 if [ "${1:-}" = "--test" ]; then

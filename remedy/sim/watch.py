@@ -31,6 +31,7 @@ from remedy.sim.store import ApiError, ResourceExpired, Watcher, WatchEvent, bad
 
 BOOKMARK_SECONDS = 60.0  # cacher.go defaultBookmarkFrequency
 PRE_TIMEOUT_BOOKMARK = 2.0  # cache_watcher.go: a bookmark 2 s before the deadline
+BOOKMARK_RECHECK_SECONDS = 1.0  # a bookmark due while the revision stood still: sent within this once it moves
 MIN_REQUEST_TIMEOUT = 1800  # kube-apiserver --min-request-timeout: unset timeoutSeconds is 1-2x this
 
 
@@ -136,5 +137,8 @@ def _stream(store, res, watcher: Watcher, first: list[WatchEvent], visible, time
                     yield bookmark(res, rv)
                     t, pre = time.monotonic(), deadline - PRE_TIMEOUT_BOOKMARK
                     next_bookmark = min(t + BOOKMARK_SECONDS, pre) if pre > t else float("inf")
+                else:  # due, but nothing new to mark: look again shortly (looking on every pass spun a core per
+                    # idle watch, from its first minute to its timeout)
+                    next_bookmark = time.monotonic() + BOOKMARK_RECHECK_SECONDS
     finally:
         store.stop_watch(watcher)

@@ -1,11 +1,21 @@
-"""`remedy demo --json` end to end: simulator + Prefect server + replace_node flow through the real client."""
+"""`remedy demo --json` end to end: simulator + Prefect server + replace_node flow through the real client.
+
+The demo runs in this process, through `remedy.cli.main` as the `remedy` script calls it (argument parsing, the
+umask, the exit code, stdout), against the session's Prefect server named by PREFECT_API_URL: a `remedy demo`
+process would spend ~6 of its ~8 CPU s importing Prefect, the Kubernetes client and the flows again, and these
+tests check what the demo does, not how Python starts (issue 28). `remedy demo` as its own process, with its own
+Prefect server, keeps its test in tests/platform/test_own_servers.py; `remedy breaker status` and
+`remedy xid explain` still run as processes here, reading what the demo left."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -18,19 +28,46 @@ def _prefect_env() -> dict[str, str]:
     return os.environ | {"PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": ""}
 
 
+def _run_demo(args: list[str], *, cwd: Path | None = None) -> tuple[int, str, str]:
+    """`remedy demo ARGS` as the script runs it, in this process: (exit code, stdout, stderr). What the demo sets
+    for itself (its cluster, ledger and approvers in the environment, remedy's cached settings, the working
+    directory) is put back afterwards, as a process's exit would drop it."""
+    from prefect.settings import PREFECT_API_URL
+
+    from remedy import runtime
+    from remedy.cli import main
+
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        os.environ["PREFECT_API_URL"] = PREFECT_API_URL.value()  # the operator's named server: the session's
+        os.environ.pop("REMEDY_DB_URL", None)
+        runtime.reset()
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["demo", *args])
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        runtime.reset()
+        context = sys.modules.get("prefect.context")
+        if context is not None:  # the demo pointed Prefect's global settings at the server: back to this env's
+            context.refresh_global_settings_context()
+    return code, out.getvalue(), err.getvalue()
+
+
 def _demo(tmp_path, *args) -> dict:
-    env = _prefect_env()
-    env.pop("PREFECT_FLOWS_HEARTBEAT_FREQUENCY")
-    proc = subprocess.run([sys.executable, "-m", "remedy.cli", "demo", "--json", "--workdir", str(tmp_path), *args],
-                          env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
+    code, out, err = _run_demo(["--json", "--workdir", str(tmp_path), *args])
+    assert code == 0, err[-3000:]
+    return json.loads(out)
 
 
 @pytest.fixture(scope="module")
 def xid79_demo(prefect_server, tmp_path_factory) -> dict:
     """`remedy demo --json` as the operator first runs it (XID 79), run once for the tests that read its outcome:
-    they only read it (a demo process costs ~10 CPU s with its server's share)."""
+    they only read it."""
     return _demo(tmp_path_factory.mktemp("xid79-demo"))
 
 
@@ -50,14 +87,9 @@ def test_demo_json_replaces_the_failed_node(xid79_demo):
 
 
 def test_demo_dry_run_changes_nothing(prefect_server, tmp_path):
-    env = _prefect_env()
-    env.pop("PREFECT_FLOWS_HEARTBEAT_FREQUENCY")
-    proc = subprocess.run(
-        [sys.executable, "-m", "remedy.cli", "demo", "--json", "--dry-run", "--workdir", str(tmp_path)],
-        env=env, capture_output=True, text=True, timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout)
+    code, stdout, stderr = _run_demo(["--json", "--dry-run", "--workdir", str(tmp_path)])
+    assert code == 0, stderr[-3000:]
+    out = json.loads(stdout)
     assert out["status"] == "planned"
     assert out["job"]["desired"] == 60
     assert out["actions"] and all(a["outcome"] == "planned" and a["dry_run"] for a in out["actions"])
@@ -122,12 +154,12 @@ def test_with_no_spare_the_xid145_demo_resets_in_place_as_explain_says(prefect_s
 
 def test_a_dry_run_says_would_prints_its_time_scale_and_every_run_is_tagged(prefect_server, tmp_path):
     before = {r["id"] for r in _runs_of()}
-    proc = _cli("demo", "--dry-run", "--workdir", str(tmp_path))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "DRY RUN: nothing was changed" in proc.stdout
-    assert "would cordon" in proc.stdout and "would drain" in proc.stdout
-    assert "\ncordoned " not in proc.stdout and "\ndrained " not in proc.stdout
-    assert "time scale 0.05" in proc.stdout and "time scale 0.05" in proc.stderr
+    code, stdout, stderr = _run_demo(["--dry-run", "--workdir", str(tmp_path)])
+    assert code == 0, stderr[-3000:]
+    assert "DRY RUN: nothing was changed" in stdout
+    assert "would cordon" in stdout and "would drain" in stdout
+    assert "\ncordoned " not in stdout and "\ndrained " not in stdout
+    assert "time scale 0.05" in stdout and "time scale 0.05" in stderr
     runs = [r for r in _runs_of() if r["id"] not in before]
     assert runs and all("dry-run" in r["tags"] and "demo" in r["tags"] for r in runs), \
         [(r["name"], r["tags"]) for r in runs]
@@ -140,13 +172,12 @@ def test_a_dry_run_says_would_prints_its_time_scale_and_every_run_is_tagged(pref
 def test_breaker_status_after_the_storm_demo_shows_the_open_breakers(prefect_server, tmp_path):
     """The operator runs the rack-storm demo (the held runs' question denied), then `remedy breaker status` from the
     same directory: it reads the demo's ledger, says so, and lists the breaker the storm left open (exit 1)."""
+    code, stdout, stderr = _run_demo(["--json", "--scenario", "rack-storm", "--deny"], cwd=tmp_path)
+    assert code in (0, 1) and stdout.strip(), (code, stderr[-3000:])
+    assert json.loads(stdout)["tripped"], "the storm trips a breaker"
     env = _prefect_env()
     env.pop("PREFECT_FLOWS_HEARTBEAT_FREQUENCY")
     env.pop("REMEDY_DB_URL", None)
-    demo = subprocess.run([sys.executable, "-m", "remedy.cli", "demo", "--json", "--scenario", "rack-storm", "--deny"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert demo.returncode in (0, 1) and demo.stdout.strip(), (demo.returncode, demo.stderr[-3000:])
-    assert json.loads(demo.stdout)["tripped"], "the storm trips a breaker"
     status = subprocess.run([sys.executable, "-m", "remedy.cli", "breaker", "status"], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=120)
     assert status.returncode == 1, status.stdout + status.stderr  # a breaker not closed: a finding

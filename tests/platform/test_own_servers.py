@@ -22,7 +22,12 @@ import httpx
 import pytest
 
 from tests.fixtures.prefect import clean_env
-from tests.fixtures.stack import LEAN_SERVER_ENV, prefect_db_template, seed_prefect_home  # noqa: F401 - a fixture
+from tests.fixtures.stack import (  # noqa: F401 - a fixture
+    LEAN_SERVER_ENV,
+    NO_STACK_PROMETHEUS,
+    prefect_db_template,
+    seed_prefect_home,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,8 +80,8 @@ def foreign():
 
 def stack_env(tmp_path: Path) -> dict[str, str]:
     """The environment the CLI runs in here: clean (no PREFECT_*/REMEDY_* of this process), with the Prefect server
-    services no test here reads switched off (tests/fixtures/stack.py)."""
-    return clean_env(tmp_path) | LEAN_SERVER_ENV | {"PYTHONPATH": str(ROOT)}
+    services no test here reads switched off, and no Prometheus for `remedy up` to start (tests/fixtures/stack.py)."""
+    return clean_env(tmp_path) | LEAN_SERVER_ENV | NO_STACK_PROMETHEUS | {"PYTHONPATH": str(ROOT)}
 
 
 def remedy(tmp_path: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -307,6 +312,16 @@ def _assert_up_left_nothing(tmp_path: Path, up: subprocess.Popen, record: dict, 
     assert not (tmp_path / "var" / "stack" / "running.json").exists()
 
 
+def _clean_up(tmp_path: Path, up: subprocess.Popen) -> None:
+    """After a test that failed half-way: nothing of its stack left running. A `remedy down` only where a record is
+    left to act on (after a passing test there is none, and a CLI process is ~1 CPU s)."""
+    if up.poll() is None:
+        up.kill()
+        up.wait()
+    if (tmp_path / "var" / "stack" / "running.json").exists():
+        remedy(tmp_path, "down")
+
+
 @pytest.mark.prefect
 def test_down_stops_up_which_cancels_its_paused_runs_and_stops_its_server(tmp_path, prefect_db_template):
     """`remedy up`, a rack storm whose held runs pause for a person, then `remedy down` from another terminal: the
@@ -319,9 +334,7 @@ def test_down_stops_up_which_cancels_its_paused_runs_and_stops_its_server(tmp_pa
         up.wait(timeout=30)
         _assert_up_left_nothing(tmp_path, up, record, paused)
     finally:
-        if up.poll() is None:
-            up.kill()
-        remedy(tmp_path, "down")
+        _clean_up(tmp_path, up)
 
 
 @pytest.mark.prefect
@@ -339,9 +352,7 @@ def test_ctrl_c_on_up_cancels_its_paused_runs_and_stops_what_it_started(tmp_path
                 httpx.get(url, timeout=2)
         assert remedy(tmp_path, "down").stdout.startswith("nothing of remedy's is running")
     finally:
-        if up.poll() is None:
-            up.kill()
-        remedy(tmp_path, "down")
+        _clean_up(tmp_path, up)
 
 
 @pytest.mark.prefect
@@ -363,6 +374,4 @@ def test_down_after_a_killed_up_cancels_the_runs_it_left_and_stops_its_server(tm
                                                   for state, message in states.values()), states
         assert not (tmp_path / "var" / "stack" / "running.json").exists()
     finally:
-        if up.poll() is None:
-            up.kill()
-        remedy(tmp_path, "down")
+        _clean_up(tmp_path, up)
