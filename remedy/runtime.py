@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from remedy.ledger import Ledger
 
 _lock = threading.Lock()
+_ledger: Ledger | None = None  # this process's one ledger object (see ledger())
 
 
 @lru_cache(maxsize=1)
@@ -32,18 +33,26 @@ def cluster(dry_run: bool | None = None) -> ClusterPort:
     return KubernetesCluster(settings(), dry_run=dry_run)
 
 
-@lru_cache(maxsize=1)
 def ledger() -> Ledger:
-    from remedy.ledger import Ledger
-
+    """The ledger of this process: one object, even when threads ask for it at once (a flow run and an approver,
+    right after a reset). tasks.leases keeps one lease keeper per ledger object; with two objects a run's approval
+    wait held and released its lease through a second keeper, whose release ended the lease the run still used
+    (CI, 2026-11-29: the run's next fenced write was refused, "its lease has ended")."""
+    global _ledger
     with _lock:
-        led = Ledger(settings().db_url)
-        led.migrate()
-    return led
+        if _ledger is None:
+            from remedy.ledger import Ledger
+
+            led = Ledger(settings().db_url)
+            led.migrate()
+            _ledger = led
+        return _ledger
 
 
 def reset() -> None:
     """Forget cached settings and adapters (tests and the demo change the environment between runs)."""
+    global _ledger
     cluster.cache_clear()
-    ledger.cache_clear()
+    with _lock:
+        _ledger = None
     settings.cache_clear()

@@ -35,7 +35,7 @@ def test_nfs_audit_under_remedy_up_reads_the_stacks_prometheus_and_finds_the_sta
                                                                                          prefect_db_template):
     require_binary("prometheus")
     seed_prefect_home(tmp_path / "var" / "stack" / "prefect", prefect_db_template)  # tests/fixtures/stack.py
-    env = stack_env(tmp_path)
+    env = stack_env(tmp_path, prometheus=True)  # the stack's own Prometheus is what this test reads
     up = subprocess.Popen([sys.executable, "-m", "remedy.cli", "up", "--json", "--prefect-port", "0", "--sim-port", "0",
                            "--receiver-port", "0"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                           stderr=open(tmp_path / "up.err", "w"), text=True)

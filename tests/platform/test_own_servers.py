@@ -78,10 +78,12 @@ def foreign():
     server.close()
 
 
-def stack_env(tmp_path: Path) -> dict[str, str]:
+def stack_env(tmp_path: Path, *, prometheus: bool = False) -> dict[str, str]:
     """The environment the CLI runs in here: clean (no PREFECT_*/REMEDY_* of this process), with the Prefect server
-    services no test here reads switched off, and no Prometheus for `remedy up` to start (tests/fixtures/stack.py)."""
-    return clean_env(tmp_path) | LEAN_SERVER_ENV | NO_STACK_PROMETHEUS | {"PYTHONPATH": str(ROOT)}
+    services no test here reads switched off, and no Prometheus for `remedy up` to start (tests/fixtures/stack.py)
+    unless the test reads it (`prometheus=True`: the NFS audit under `remedy up`)."""
+    env = clean_env(tmp_path) | LEAN_SERVER_ENV | {"PYTHONPATH": str(ROOT)}
+    return env if prometheus else env | NO_STACK_PROMETHEUS
 
 
 def remedy(tmp_path: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
