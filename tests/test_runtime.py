@@ -17,7 +17,7 @@ def test_threads_asking_at_once_after_a_reset_share_one_ledger(tmp_path, monkeyp
         start = threading.Barrier(8)
         got: list[object] = []
 
-        def ask() -> None:
+        def ask(start: threading.Barrier = start, got: list[object] = got) -> None:
             start.wait()
             got.append(runtime.ledger())
 
