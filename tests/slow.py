@@ -71,8 +71,8 @@ SLOW: dict[str, str] = {
 # check, not the schedule
 SLOW.update({
     "tests/flows/test_demo.py":
-        "`remedy demo` as a CLI process of its own (imports Prefect and the flows), its runs on the test Prefect "
-        "server (9-91 s each at load 7-8; the XID 79 demo runs once for the two tests that read it)",
+        "`remedy demo` through the CLI's entry point in the test process, its simulator and flow runs on the test "
+        "Prefect server (20-48 s each on a quiet machine; the XID 79 demo runs once for the two tests that read it)",
     "tests/platform/test_own_servers.py::test_demo_writes_to_its_own_server_reuses_it_and_down_leaves_no_process_of_ours":
         "two `remedy demo` processes with remedy's own Prefect server (started once, reused), then `remedy down` "
         "(60 s at load 8, 131 s before its server started from a migrated database)",
