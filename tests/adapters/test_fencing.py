@@ -81,9 +81,14 @@ STEPS = {
 }
 
 
+def _writable(node) -> tuple:
+    """What gpu-remedy writes on a Node: cordon, taints, labels, annotations (its fence among them)."""
+    return node.unschedulable, dict(node.taints), dict(node.labels), dict(node.annotations)
+
+
 @pytest.mark.parametrize("step", list(STEPS))
 def test_a_run_that_lost_its_incident_changes_nothing_on_the_node(cluster, step, caplog):
-    """Every destructive call of a run whose incident was taken over is refused: the Node (its resourceVersion),
+    """Every destructive call of a run whose incident was taken over is refused: the Node (what gpu-remedy writes),
     its pods and the jobs namespace are as the new run left them; one log line and one Event say so."""
     node = "gpu004" if step != "uncordon" else "gpu005"
     if step == "uncordon":
@@ -97,7 +102,9 @@ def test_a_run_that_lost_its_incident_changes_nothing_on_the_node(cluster, step,
     assert STOOD_DOWN in str(refused.value) and "incident 5" in str(refused.value)
     assert isinstance(refused.value, LeaseLost)  # the flows stop on it as on the ledger's own refusal
     after = cluster.get_node(node)
-    assert after.resource_version == before.resource_version and after.annotations[ANN_FENCE] == "incident-5/run-b"
+    # what a write of these steps would change; not the resourceVersion: on the real lane the kubelet's 10 s
+    # heartbeat moves it (a coverage run's 7295 -> 7299, 2026-11-29)
+    assert _writable(after) == _writable(before) and after.annotations[ANN_FENCE] == "incident-5/run-b"
     assert sorted(p["metadata"]["name"] for p in cluster.pods_on_node(node)) == pods
     assert cluster.job_pods("remedy-gpu-reset-stale") == []
     said = [r.getMessage() for r in caplog.records if STOOD_DOWN in r.getMessage()]
