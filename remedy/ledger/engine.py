@@ -70,7 +70,7 @@ def _sqlite_engine(url: str, database: str | None, *, echo: bool, busy_timeout_s
         dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (below)
         cur = dbapi_conn.cursor()
         if not in_memory:
-            cur.execute("PRAGMA journal_mode=WAL")
+            _wal(cur, busy_timeout_seconds)
             cur.execute("PRAGMA synchronous=NORMAL")  # durable at checkpoints; WAL makes this crash-safe
         cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_seconds * 1000)}")
         cur.execute("PRAGMA foreign_keys=ON")
@@ -81,6 +81,24 @@ def _sqlite_engine(url: str, database: str | None, *, echo: bool, busy_timeout_s
         conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE) else "BEGIN")
 
     return engine
+
+
+def _wal(cur, timeout_seconds: float) -> None:
+    """Switch the file to WAL, retrying while another process holds it: a switch that meets another connection's
+    switch or migration can get "database is locked" at once instead of waiting in the busy handler (seen with
+    two processes and two threads migrating one new ledger at once, tests/ledger/test_history_schema.py)."""
+    import sqlite3
+    import time
+
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
 
 
 @contextmanager
