@@ -4,7 +4,7 @@ plane each); anything else gets the full wipe. Either way the next test must sta
 
 from __future__ import annotations
 
-from tests.fixtures.real_k8s import _state, reset
+from tests.fixtures.real_k8s import _state, _wait, reset
 
 
 def _training_pods(api) -> dict[str, str]:
@@ -33,7 +33,8 @@ def test_added_objects_and_a_cordoned_node_are_put_back_without_a_reseed(real_cl
 
     reset(cp)
 
-    assert _state(api) == cp.seeded_state
+    # the controllers settle a moment after the reset's own check (a Job's status, a lease): wait for it, briefly
+    _wait(lambda: _state(api) == cp.seeded_state, 15)
     assert _training_pods(api) == seeded_pods  # the same pods: no wipe and re-seed happened
     assert api.call("GET", "/apis/batch/v1/namespaces/default/jobs/extra")[0] == 404
     assert not [p for p in api.call("GET", "/api/v1/namespaces/default/pods")[1]["items"]]
