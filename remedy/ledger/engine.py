@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -87,9 +88,6 @@ def _wal(cur, timeout_seconds: float) -> None:
     """Switch the file to WAL, retrying while another process holds it: a switch that meets another connection's
     switch or migration can get "database is locked" at once instead of waiting in the busy handler (seen with
     two processes and two threads migrating one new ledger at once, tests/ledger/test_history_schema.py)."""
-    import sqlite3
-    import time
-
     deadline = time.monotonic() + timeout_seconds
     while True:
         try:
