@@ -23,6 +23,7 @@ from remedy.approvals.model import ApprovalAction, ButtonValue
 from remedy.approvals.signing import form_body, signed_headers
 from remedy.detect.alertmanager import ALERTNAME_KINDS
 from remedy.detect.signals import SignalKind
+from remedy.sim.alerts import make_alert, webhook_payload
 from tests.approvals.helpers import APPROVER, SECRET, remedy_env, run_receiver  # noqa: F401 - remedy_env is a fixture
 from tests.receiver.conftest import FLEET, TOKEN
 
@@ -111,13 +112,8 @@ bodies = st.one_of(st.binary(max_size=300), json_values.map(_dumps), webhooks().
 def _planted_xid() -> bytes:
     """One well-formed firing XID alert on a fleet node, sent first on every run. The random bodies reach the ledger
     only ~7 times in 150 (3 to 16 over 30 seeds), and once not at all in CI: the ledger stage must not hang on a draw."""
-    now = _iso(datetime.now(UTC))
-    alert = {"status": "firing", "startsAt": now, "endsAt": "0001-01-01T00:00:00Z", "generatorURL": "",
-             "fingerprint": "planted-xid-79", "annotations": {"summary": "XID 79"},
-             "labels": {"alertname": "GpuXidError", "Hostname": FLEET[0].name, "gpu": "3", "xid": "79"}}
-    return _dumps({"version": "4", "receiver": "gpu-remedy", "status": "firing", "groupKey": "planted",
-                   "truncatedAlerts": 0, "groupLabels": {}, "commonLabels": {}, "commonAnnotations": {},
-                   "externalURL": "", "alerts": [alert]})
+    labels = {"alertname": "GpuXidError", "Hostname": FLEET[0].name, "gpu": "3", "xid": "79"}
+    return _dumps(webhook_payload([make_alert(labels, {"summary": "XID 79"})]))
 
 
 def _answer_ok(r: httpx.Response) -> None:
